@@ -1,0 +1,11 @@
+"""privcal: privacy-preserving calibration and uncertainty quantification of classifiers.
+
+Layers (imports only point down)::
+
+    cli -> experiments -> federated / training / conformal / private -> calibrators
+        -> metrics, plots -> privacy -> data
+
+See DESIGN.md in the repository for the architecture and the public entry points.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,36 @@
+"""Non-private calibrators (one estimator per method), following scikit-learn's conventions."""
+
+from privcal.calibrators.base import Calibrator, NotFittedError, calibrator_from_dict
+from privcal.calibrators.binning import BBQ, HistogramBinning, IsotonicCalibration
+from privcal.calibrators.scaling import MatrixScaling, PlattScaling, VectorScaling
+from privcal.calibrators.temperature import BoundaryWarning, TemperatureScaling
+
+__all__ = [
+    "BBQ",
+    "BoundaryWarning",
+    "Calibrator",
+    "HistogramBinning",
+    "IsotonicCalibration",
+    "MatrixScaling",
+    "NotFittedError",
+    "PlattScaling",
+    "TemperatureScaling",
+    "VectorScaling",
+    "calibrator_from_dict",
+]
+
+#: Calibrators by CLI name.
+METHODS = {
+    "temperature": lambda: TemperatureScaling("nll"),
+    "nll-t": lambda: TemperatureScaling("nll"),
+    "ece-t": lambda: TemperatureScaling("ece"),
+    "acc-t": lambda: TemperatureScaling("acc"),
+    "platt": PlattScaling,
+    "vector": VectorScaling,
+    "op-vector": lambda: VectorScaling(order_preserving=True),
+    "matrix": MatrixScaling,
+    "histogram": HistogramBinning,
+    "histogram-classwise": lambda: HistogramBinning(mode="classwise"),
+    "bbq": BBQ,
+    "isotonic": IsotonicCalibration,
+}

@@ -1,0 +1,167 @@
+"""The one validator of classifier outputs and labels.
+
+Every public function and estimator that takes a model's outputs goes through
+:func:`check_scores` (and :func:`check_labels`), so that shape, dtype, finiteness, label range and
+the logits/probabilities distinction are checked in one place.
+
+Conventions
+-----------
+* ``input="logits"`` (the default): an ``N x C`` float array of unnormalised log-probabilities.
+  A binary model may pass ``N`` or ``N x 1`` logits :math:`z`; they become ``N x 2`` logits
+  ``[0, z]`` so that :math:`\\sigma(z)` is the probability of class 1.
+* ``input="probs"``: an ``N x C`` array of probabilities, rows summing to 1 (within
+  ``PROBS_ATOL``). They are converted to logits with :math:`\\log p`. Exact zeros cannot be
+  logged; they are replaced by the smallest positive float (``np.finfo(float).tiny``) and a
+  :class:`ZeroProbabilityWarning` says how many were replaced. Nothing is converted silently.
+  A binary model may pass ``N`` or ``N x 1`` probabilities of class 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "PROBS_ATOL",
+    "ZeroProbabilityWarning",
+    "check_labels",
+    "check_probs",
+    "check_scores",
+    "probs_to_logits",
+]
+
+Input = Literal["logits", "probs"]
+
+#: Rows of a probability matrix must sum to 1 within this absolute tolerance.  float32 softmax
+#: outputs of real networks sum to 1 within ~1e-6; 1e-3 also admits rounded CSV exports.
+PROBS_ATOL = 1e-3
+_TINY = np.finfo(np.float64).tiny
+
+
+class ZeroProbabilityWarning(UserWarning):
+    """Exact zero probabilities were replaced by the smallest positive float before ``log``."""
+
+
+def _as_2d_float(scores: object, name: str) -> np.ndarray:
+    arr = np.asarray(scores)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise ValueError(
+            f"{name!r} must be a numeric array of shape (n_samples, n_classes); got dtype "
+            f"{arr.dtype}."
+        )
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name!r} must have shape (n_samples, n_classes), (n_samples, 1) or (n_samples,) "
+            f"for a binary model; got an array of shape {arr.shape}."
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name!r} is empty: at least one sample is needed.")
+    arr = arr.astype(np.float64, copy=False)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row = int(np.argwhere(bad)[0, 0])
+        raise ValueError(
+            f"{name!r} contains {int(bad.sum())} non-finite values (NaN or inf), first in row "
+            f"{row}. Remove or repair those rows before calibrating; privcal never drops them."
+        )
+    return arr
+
+
+def probs_to_logits(probs: np.ndarray) -> np.ndarray:
+    """``log(probs)``, replacing exact zeros by the smallest positive float, with a warning."""
+    zeros = probs == 0.0
+    if zeros.any():
+        warnings.warn(
+            f"{int(zeros.sum())} probabilities are exactly 0; they were replaced by the smallest "
+            f"positive float ({_TINY:.3g}) before taking the log.",
+            ZeroProbabilityWarning,
+            stacklevel=3,
+        )
+        probs = np.where(zeros, _TINY, probs)
+    return np.log(probs)
+
+
+def check_probs(probs: object, name: str = "probs") -> np.ndarray:
+    """Validate an ``N x C`` probability matrix (or ``N`` / ``N x 1`` binary probabilities).
+
+    Returns a float64 ``N x C`` array (``C >= 2``).  Raises ``ValueError`` naming ``name`` when a
+    value is outside [0, 1] or a row does not sum to 1 within :data:`PROBS_ATOL`.
+    """
+    arr = _as_2d_float(probs, name)
+    if arr.min() < 0.0 or arr.max() > 1.0:
+        raise ValueError(
+            f"{name!r} must hold probabilities in [0, 1]; found values in "
+            f"[{arr.min():.6g}, {arr.max():.6g}]. If these are logits, pass input='logits'."
+        )
+    if arr.shape[1] == 1:
+        arr = np.hstack([1.0 - arr, arr])
+    else:
+        sums = arr.sum(axis=1)
+        off = np.abs(sums - 1.0) > PROBS_ATOL
+        if off.any():
+            row = int(np.argmax(off))
+            raise ValueError(
+                f"{name!r} rows must sum to 1 (tolerance {PROBS_ATOL}); {int(off.sum())} rows do "
+                f"not, e.g. row {row} sums to {sums[row]:.6g}. If these are logits, pass "
+                f"input='logits'."
+            )
+    return arr
+
+
+def check_scores(scores: object, *, input: Input = "logits", name: str | None = None) -> np.ndarray:
+    """Validate classifier outputs and return float64 ``N x C`` logits (``C >= 2``).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples, n_classes), (n_samples, 1) or (n_samples,)
+        Logits (``input="logits"``) or probabilities (``input="probs"``).
+    input : {"logits", "probs"}
+        What ``scores`` holds. Probabilities are converted with ``log`` (see module docstring).
+    name : str, optional
+        The argument name used in error messages (defaults to ``input``).
+    """
+    if input not in ("logits", "probs"):
+        raise ValueError(
+            f"The 'input' parameter must be one of 'logits', 'probs'. Got {input!r} instead."
+        )
+    name = name or input
+    if input == "probs":
+        return probs_to_logits(check_probs(scores, name))
+    arr = _as_2d_float(scores, name)
+    if arr.shape[1] == 1:
+        arr = np.hstack([np.zeros_like(arr), arr])
+    return arr
+
+
+def check_labels(
+    labels: object, n_samples: int, n_classes: int, name: str = "labels"
+) -> np.ndarray:
+    """Validate integer class labels in ``[0, n_classes)`` of length ``n_samples``; return int64."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+    if arr.ndim != 1:
+        raise ValueError(f"{name!r} must be a 1-D array of class indices; got shape {arr.shape}.")
+    if arr.shape[0] != n_samples:
+        raise ValueError(
+            f"{name!r} has {arr.shape[0]} entries but the scores have {n_samples} rows; they must "
+            f"match."
+        )
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name!r} must hold integer class indices; got non-integer values.")
+    elif not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        raise ValueError(f"{name!r} must hold integer class indices; got dtype {arr.dtype}.")
+    out = arr.astype(np.int64)
+    if out.size and (out.min() < 0 or out.max() >= n_classes):
+        raise ValueError(
+            f"{name!r} must lie in [0, {n_classes - 1}] for {n_classes} classes; found values in "
+            f"[{out.min()}, {out.max()}]."
+        )
+    return out

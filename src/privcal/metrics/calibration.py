@@ -1,0 +1,219 @@
+"""Calibration metrics on probabilities.
+
+All metrics take ``probs`` (an ``N x C`` probability matrix; ``N`` or ``N x 1`` for the positive
+class of a binary model) and integer ``labels``; pass ``input="logits"`` to give logits instead.
+Binning follows :mod:`privcal.metrics.statistics`: equal-width bins are right-closed, the first
+bin is ``[0, 1/M]``, and ``p = 0`` and ``p = 1`` fall in real bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from privcal._params import check_int, check_option
+from privcal.data.validation import check_labels, check_probs, check_scores
+from privcal.metrics.statistics import (
+    Binning,
+    bin_indices,
+    calibration_bins,
+    softmax,
+)
+
+__all__ = [
+    "Reliability",
+    "accuracy",
+    "adaptive_ece",
+    "brier",
+    "classwise_ece",
+    "coverage",
+    "ece",
+    "mce",
+    "nll",
+    "reliability",
+    "set_size",
+]
+
+Input = Literal["probs", "logits"]
+
+
+def _probs_labels(
+    probs: object, labels: object, input: Input, owner: str
+) -> tuple[np.ndarray, np.ndarray]:
+    check_option(input, "input", owner, ("probs", "logits"))
+    p = (
+        check_probs(probs, "probs")
+        if input == "probs"
+        else softmax(check_scores(probs, name="logits"))
+    )
+    y = check_labels(labels, p.shape[0], p.shape[1])
+    return p, y
+
+
+def _top(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pred = np.argmax(p, axis=1)
+    return p[np.arange(p.shape[0]), pred], (pred == y).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Per-bin data of a reliability diagram (compute only; :mod:`privcal.plots` draws it).
+
+    ``accuracy`` and ``confidence`` are NaN in empty bins; ``counts`` are the bin sizes.
+    """
+
+    edges: np.ndarray
+    counts: np.ndarray
+    accuracy: np.ndarray
+    confidence: np.ndarray
+    ece: float
+
+    @property
+    def centers(self) -> np.ndarray:
+        return 0.5 * (self.edges[:-1] + self.edges[1:])
+
+
+def reliability(
+    probs: object,
+    labels: object,
+    n_bins: int = 15,
+    binning: Binning = "width",
+    *,
+    input: Input = "probs",
+) -> Reliability:
+    """Top-label reliability data: per-bin accuracy, mean confidence and counts."""
+    n_bins = check_int(n_bins, "n_bins", "reliability", low=1)
+    p, y = _probs_labels(probs, labels, input, "reliability")
+    stats = calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
+    return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
+
+
+def ece(
+    probs: object,
+    labels: object,
+    n_bins: int = 15,
+    binning: Binning = "width",
+    *,
+    input: Input = "probs",
+) -> float:
+    """Top-label expected calibration error.
+
+    .. math:: \\mathrm{ECE} = \\sum_{m=1}^{M} \\frac{|B_m|}{N}\\,
+              |\\mathrm{acc}(B_m) - \\mathrm{conf}(B_m)|
+
+    over ``n_bins`` equal-width (``binning="width"``, right-closed) or equal-mass
+    (``binning="mass"``) bins of the top-label confidence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ece(np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([0, 0]), n_bins=10)
+    0.45
+    """
+    n_bins = check_int(n_bins, "n_bins", "ece", low=1)
+    check_option(binning, "binning", "ece", ("width", "mass"))
+    p, y = _probs_labels(probs, labels, input, "ece")
+    return calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning).ece()
+
+
+def adaptive_ece(
+    probs: object, labels: object, n_bins: int = 15, *, input: Input = "probs"
+) -> float:
+    """Top-label ECE over equal-mass bins (Nixon et al., 2019): ``ece(..., binning="mass")``."""
+    return ece(probs, labels, n_bins=n_bins, binning="mass", input=input)
+
+
+def mce(
+    probs: object,
+    labels: object,
+    n_bins: int = 15,
+    binning: Binning = "width",
+    *,
+    input: Input = "probs",
+) -> float:
+    """Maximum calibration error: :math:`\\max_m |\\mathrm{acc}(B_m) - \\mathrm{conf}(B_m)|` over
+    non-empty bins."""
+    n_bins = check_int(n_bins, "n_bins", "mce", low=1)
+    check_option(binning, "binning", "mce", ("width", "mass"))
+    p, y = _probs_labels(probs, labels, input, "mce")
+    stats = calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
+    full = stats.counts > 0
+    return float(np.max(np.abs(stats.gaps()[full]) / stats.counts[full]))
+
+
+def classwise_ece(
+    probs: object, labels: object, n_bins: int = 15, *, input: Input = "probs"
+) -> float:
+    """Classwise ECE (Kull et al., 2019; seed 003 Def. 3.3).
+
+    .. math:: \\mathrm{cwECE} = \\frac{1}{C}\\sum_{j=1}^{C}\\sum_{m=1}^{M}
+              \\frac{|B_{m,j}|}{N}\\,|\\bar p_j(B_{m,j}) - \\bar y_j(B_{m,j})|
+
+    where :math:`B_{m,j}` holds the examples whose class-``j`` probability falls in bin ``m``.
+    One ``bincount`` over the ``N x C`` bin indices; no loop over classes or bins.
+    """
+    n_bins = check_int(n_bins, "n_bins", "classwise_ece", low=1)
+    p, y = _probs_labels(probs, labels, input, "classwise_ece")
+    n, c = p.shape
+    flat = (bin_indices(p, n_bins) + n_bins * np.arange(c)[None, :]).ravel()
+    onehot = np.zeros_like(p)
+    onehot[np.arange(n), y] = 1.0
+    size = c * n_bins
+    gap = np.bincount(flat, weights=onehot.ravel(), minlength=size) - np.bincount(
+        flat, weights=p.ravel(), minlength=size
+    )
+    return float(np.abs(gap).sum() / (n * c))
+
+
+def brier(probs: object, labels: object, *, input: Input = "probs") -> float:
+    """Multiclass Brier score :math:`\\frac1N\\sum_i\\sum_c (p_{ic} - 1[y_i=c])^2` (in [0, 2])."""
+    p, y = _probs_labels(probs, labels, input, "brier")
+    sq = (p**2).sum(axis=1) - 2.0 * p[np.arange(p.shape[0]), y] + 1.0
+    return float(sq.mean())
+
+
+def nll(probs: object, labels: object, *, input: Input = "probs") -> float:
+    """Mean negative log-likelihood :math:`-\\frac1N\\sum_i \\log p_{i y_i}`.
+
+    A true label with probability exactly 0 gives ``inf``: that is the honest value.
+    With ``input="logits"`` it is computed from the logits without forming probabilities.
+    """
+    check_option(input, "input", "nll", ("probs", "logits"))
+    if input == "logits":
+        from privcal.metrics.statistics import nll_terms
+
+        z = check_scores(probs, name="logits")
+        return float(nll_terms(z, check_labels(labels, z.shape[0], z.shape[1])).mean())
+    p, y = _probs_labels(probs, labels, input, "nll")
+    with np.errstate(divide="ignore"):
+        return float(-np.log(p[np.arange(p.shape[0]), y]).mean())
+
+
+def accuracy(probs: object, labels: object, *, input: Input = "probs") -> float:
+    """Top-1 accuracy (ties resolved to the lowest class index, as ``np.argmax``)."""
+    p, y = _probs_labels(probs, labels, input, "accuracy")
+    return float((np.argmax(p, axis=1) == y).mean())
+
+
+def _check_sets(sets: object) -> np.ndarray:
+    s = np.asarray(sets)
+    if s.ndim != 2 or s.dtype != bool:
+        raise ValueError(
+            f"'sets' must be a boolean array of shape (n_samples, n_classes); got dtype {s.dtype} "
+            f"and shape {s.shape}."
+        )
+    return s
+
+
+def coverage(sets: object, labels: object) -> float:
+    """Fraction of examples whose true label is in their prediction set."""
+    s = _check_sets(sets)
+    y = check_labels(labels, s.shape[0], s.shape[1])
+    return float(s[np.arange(s.shape[0]), y].mean())
+
+
+def set_size(sets: object) -> float:
+    """Mean prediction-set size."""
+    return float(_check_sets(sets).sum(axis=1).mean())

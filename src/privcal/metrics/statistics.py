@@ -1,0 +1,290 @@
+"""Statistics of calibration: the one implementation every layer calls.
+
+The non-private calibrators, the metrics, the private data sources and the federated clients all
+compute their statistics with these functions; a private method only adds a mechanism to what they
+return (*one statistic, one function*).
+
+Binning rule
+------------
+Equal-width bins over [0, 1] are right-closed: with ``M`` bins, bin ``m`` (0-based) is
+``((m)/M, (m+1)/M]`` and the first bin is the closed interval ``[0, 1/M]``. A value ``p`` goes to
+bin ``ceil(p * M) - 1`` (and ``p = 0`` to bin 0), so ``p = 0`` and ``p = 1`` both land in real bins
+(the first and the last). This avoids the two classic bugs in torchmetrics (#1744: confidences of
+exactly 0 dropped; #3510: confidences of exactly 1 put in an extra bin that is never reported).
+
+Temperature statistics
+----------------------
+For logits :math:`z \\in \\mathbb{R}^{N\\times C}` and temperature :math:`T > 0`, with
+:math:`d_{ic} = z_{ic} - \\max_c z_{ic} \\le 0`:
+
+* top-label confidence :math:`\\mathrm{conf}_T(i) = 1 / \\sum_c e^{d_{ic}/T}` (decreasing in T);
+* correctness :math:`1[\\arg\\max_c z_{ic} = y_i]` (independent of T);
+* NLL :math:`\\ell_T(i) = -d_{iy_i}/T + \\log \\sum_c e^{d_{ic}/T}` (>= 0).
+
+All functions accept a scalar temperature or a 1-D array of K temperatures and then return
+``K x ...`` arrays; the loop is over temperatures only, never over rows or bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.special import logsumexp
+
+from privcal._params import check_int, check_option
+
+__all__ = [
+    "BinStats",
+    "accuracy_gap_sum",
+    "accuracy_gap_terms",
+    "bin_indices",
+    "calibration_bins",
+    "class_histograms",
+    "clipped_nll_sum",
+    "log_softmax",
+    "mass_bin_edges",
+    "nll_terms",
+    "softmax",
+    "top_confidence",
+    "top_correct",
+    "width_bin_edges",
+]
+
+Binning = Literal["width", "mass"]
+
+
+def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Row-wise :math:`\\log \\mathrm{softmax}(z / T)`, computed stably."""
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
+    return scaled - logsumexp(scaled, axis=-1, keepdims=True)
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Row-wise :math:`\\mathrm{softmax}(z / T)`; rows sum to 1 to float precision."""
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
+    scaled = scaled - scaled.max(axis=-1, keepdims=True)
+    np.exp(scaled, out=scaled)
+    scaled /= scaled.sum(axis=-1, keepdims=True)
+    return scaled
+
+
+def _temperatures(temperature: float | np.ndarray) -> tuple[np.ndarray, bool]:
+    t = np.asarray(temperature, dtype=np.float64)
+    scalar = t.ndim == 0
+    t = np.atleast_1d(t)
+    if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(
+            f"The 'temperature' parameter must be a positive finite float or a 1-D array of them. "
+            f"Got {temperature!r} instead."
+        )
+    return t, scalar
+
+
+def _centred(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    return z - z.max(axis=1, keepdims=True)
+
+
+def top_correct(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``1[argmax_c z_ic == y_i]`` as float64 (ties go to the lowest index, as ``np.argmax``)."""
+    return (np.argmax(logits, axis=1) == labels).astype(np.float64)
+
+
+def top_confidence(logits: np.ndarray, temperature: float | np.ndarray = 1.0) -> np.ndarray:
+    """Top-label confidence :math:`\\max_c \\mathrm{softmax}(z/T)_c` for one or K temperatures.
+
+    Returns shape ``(N,)`` for a scalar temperature, ``(K, N)`` for K temperatures.
+    """
+    temps, scalar = _temperatures(temperature)
+    d = _centred(logits)
+    out = np.empty((temps.size, d.shape[0]))
+    for k, t in enumerate(temps):
+        out[k] = 1.0 / np.exp(d / t).sum(axis=1)
+    return out[0] if scalar else out
+
+
+def accuracy_gap_terms(
+    logits: np.ndarray, labels: np.ndarray, temperature: float | np.ndarray = 1.0
+) -> np.ndarray:
+    """Per-example terms :math:`1[\\text{correct}_i] - \\mathrm{conf}_T(i) \\in [-1, 1]`.
+
+    Their mean is the accuracy minus the mean confidence, which Acc-T (seed 000) drives to zero.
+    Shape ``(N,)`` or ``(K, N)``.
+    """
+    return top_correct(logits, labels) - top_confidence(logits, temperature)
+
+
+def accuracy_gap_sum(
+    logits: np.ndarray, labels: np.ndarray, temperature: float | np.ndarray = 1.0
+) -> np.ndarray | float:
+    """:math:`\\sum_i (1[\\text{correct}_i] - \\mathrm{conf}_T(i))`, per temperature.
+
+    Each term lies in [-1, 1] and adding or removing one example changes the sum by at most 1:
+    the L1 sensitivity under add/remove-one neighbours is 1.
+    """
+    s = accuracy_gap_terms(logits, labels, temperature).sum(axis=-1)
+    return float(s) if np.ndim(s) == 0 else s
+
+
+def nll_terms(
+    logits: np.ndarray, labels: np.ndarray, temperature: float | np.ndarray = 1.0
+) -> np.ndarray:
+    """Per-example negative log-likelihood :math:`-\\log \\mathrm{softmax}(z_i/T)_{y_i} \\ge 0`."""
+    temps, scalar = _temperatures(temperature)
+    d = _centred(logits)
+    d_y = d[np.arange(d.shape[0]), labels]
+    out = np.empty((temps.size, d.shape[0]))
+    for k, t in enumerate(temps):
+        out[k] = logsumexp(d / t, axis=1) - d_y / t
+    np.maximum(out, 0.0, out=out)  # exact value is >= 0; remove -1e-16 rounding
+    return out[0] if scalar else out
+
+
+def clipped_nll_sum(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    temperature: float | np.ndarray,
+    bound: float | None,
+) -> np.ndarray | float:
+    """:math:`\\sum_i \\min(\\ell_T(i), B)`, the NLL summed with each term clipped to [0, B].
+
+    With ``bound=None`` the plain sum (the non-private objective). With a bound, adding or removing
+    one example changes the sum by at most ``B``: the sensitivity is ``B``. Without the clip the
+    NLL of one example is unbounded and no finite noise makes the sum private.
+    """
+    terms = nll_terms(logits, labels, temperature)
+    if bound is not None:
+        terms = np.minimum(terms, bound)
+    s = terms.sum(axis=-1)
+    return float(s) if np.ndim(s) == 0 else s
+
+
+def width_bin_edges(n_bins: int) -> np.ndarray:
+    """The ``n_bins + 1`` edges of equal-width bins over [0, 1]."""
+    return np.linspace(0.0, 1.0, n_bins + 1)
+
+
+def mass_bin_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Edges of equal-mass bins: ``n_bins`` groups of the sorted values of (nearly) equal size.
+
+    Edge ``m`` is the largest value of group ``m - 1`` so that, with the right-closed rule of
+    :func:`bin_indices`, group ``m - 1`` is exactly ``(edge[m-1], edge[m]]``. Duplicate values
+    that straddle a group boundary stay together (the bin on the left takes them).
+    """
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = v.size
+    cuts = (np.arange(1, n_bins) * n) // n_bins  # group sizes differ by at most 1
+    inner = v[np.clip(cuts - 1, 0, n - 1)] if n else np.zeros(n_bins - 1)
+    return np.concatenate([[0.0], inner, [1.0]])
+
+
+def bin_indices(values: np.ndarray, n_bins: int, edges: np.ndarray | None = None) -> np.ndarray:
+    """Bin index of each value under the right-closed rule (first bin closed on the left).
+
+    With ``edges=None`` the bins are equal-width on [0, 1] and the index is
+    ``ceil(p * n_bins) - 1`` clipped to ``[0, n_bins - 1]``; otherwise the index of the first edge
+    ``>= p`` among the inner edges (``searchsorted(..., side="left")``).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if edges is None:
+        idx = np.ceil(v * n_bins).astype(np.int64) - 1
+        return np.clip(idx, 0, n_bins - 1)
+    return np.searchsorted(edges[1:-1], v, side="left").astype(np.int64)
+
+
+@dataclass(frozen=True)
+class BinStats:
+    """Per-bin sums of a binned calibration statistic.
+
+    Attributes
+    ----------
+    edges : (M + 1,) bin edges.
+    counts : (M,) number of values per bin.
+    sum_confidence : (M,) sum of confidences per bin.
+    sum_correct : (M,) sum of correctness indicators (or soft labels) per bin.
+    """
+
+    edges: np.ndarray
+    counts: np.ndarray
+    sum_confidence: np.ndarray
+    sum_correct: np.ndarray
+
+    @property
+    def n(self) -> float:
+        return float(self.counts.sum())
+
+    def gaps(self) -> np.ndarray:
+        """Per-bin sums of ``correct - confidence`` (the quantity DP ECE-T noises)."""
+        return self.sum_correct - self.sum_confidence
+
+    def accuracy(self) -> np.ndarray:
+        """Per-bin mean correctness (NaN for empty bins)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.counts > 0, self.sum_correct / self.counts, np.nan)
+
+    def confidence(self) -> np.ndarray:
+        """Per-bin mean confidence (NaN for empty bins)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.counts > 0, self.sum_confidence / self.counts, np.nan)
+
+    def ece(self) -> float:
+        """:math:`\\sum_m |\\sum_{i\\in B_m}(\\text{correct}_i - \\text{conf}_i)| / N`."""
+        return float(np.abs(self.gaps()).sum() / max(self.n, 1.0))
+
+
+def calibration_bins(
+    confidence: np.ndarray,
+    correct: np.ndarray,
+    n_bins: int = 15,
+    binning: Binning = "width",
+) -> BinStats:
+    """Bin confidences and sum confidence and correctness per bin (``np.bincount``, no loops).
+
+    Parameters
+    ----------
+    confidence : (N,) values in [0, 1].
+    correct : (N,) correctness indicators (or soft labels) in [0, 1].
+    n_bins : number of bins, >= 1.
+    binning : "width" (equal-width, right-closed) or "mass" (equal-mass, see
+        :func:`mass_bin_edges`).
+    """
+    n_bins = check_int(n_bins, "n_bins", "calibration_bins", low=1)
+    check_option(binning, "binning", "calibration_bins", ("width", "mass"))
+    conf = np.asarray(confidence, dtype=np.float64)
+    corr = np.asarray(correct, dtype=np.float64)
+    if binning == "width":
+        edges = width_bin_edges(n_bins)
+        idx = bin_indices(conf, n_bins)
+    else:
+        edges = mass_bin_edges(conf, n_bins)
+        idx = bin_indices(conf, n_bins, edges)
+    return BinStats(
+        edges=edges,
+        counts=np.bincount(idx, minlength=n_bins).astype(np.float64),
+        sum_confidence=np.bincount(idx, weights=conf, minlength=n_bins),
+        sum_correct=np.bincount(idx, weights=corr, minlength=n_bins),
+    )
+
+
+def class_histograms(
+    probs: np.ndarray, labels: np.ndarray, n_bins: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Classwise positive and negative histograms of seed 003 App. B.3.
+
+    For class ``j`` and equal-width bin ``m``:
+    :math:`P_j(m) = \\#\\{i: y_i = j, \\hat p_{ij} \\in B_m\\}` and
+    :math:`N_j(m) = \\#\\{i: y_i \\ne j, \\hat p_{ij} \\in B_m\\}`.
+    Returns two ``C x M`` float arrays. Adding or removing one example changes exactly one cell of
+    each of the C rows: L1 sensitivity ``C`` over both histograms together (each example adds 1 to
+    one positive cell and 1 to ``C - 1`` negative cells).
+    """
+    n, c = probs.shape
+    idx = bin_indices(probs, n_bins)  # N x C
+    flat = idx + n_bins * np.arange(c)[None, :]
+    pos_mask = np.zeros((n, c), dtype=bool)
+    pos_mask[np.arange(n), labels] = True
+    total = np.bincount(flat.ravel(), minlength=c * n_bins).reshape(c, n_bins)
+    pos = np.bincount(flat[pos_mask], minlength=c * n_bins).reshape(c, n_bins)
+    return pos.astype(np.float64), (total - pos).astype(np.float64)

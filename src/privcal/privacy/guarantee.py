@@ -1,0 +1,347 @@
+"""Privacy guarantees, the composition rules privcal uses, and the record of releases.
+
+A :class:`Guarantee` states ``(epsilon, delta)``-DP with respect to a unit of privacy (one
+``"example"`` or all examples of one ``"user"``) and a neighbouring relation (``"add/remove"`` one
+unit, or ``"substitute"`` one unit). Guarantees are combined only by the functions here, never with
+``+``, so that every composition names the theorem it uses:
+
+* :func:`basic_composition`: ``k`` releases on the same data are
+  ``(sum eps_i, sum delta_i)``-DP (Dwork & Roth 2014, Thm. 3.16);
+* :func:`parallel_composition`: releases on disjoint parts of the data (disjoint sources, disjoint
+  splits) are ``(max eps_i, max delta_i)``-DP under add/remove of one unit, since the unit lies in
+  at most one part (McSherry 2009, Thm. 4; seed 001 Prop. A.1).
+
+A :class:`PrivacyReport` lists every :class:`Release` and composes them: basic composition within
+each source, parallel composition across sources.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from privcal._params import check_option, check_real
+
+__all__ = [
+    "RELATIONS",
+    "UNITS",
+    "Guarantee",
+    "PrivacyReport",
+    "Release",
+    "basic_composition",
+    "parallel_composition",
+]
+
+UNITS = ("example", "user")
+RELATIONS = ("add/remove", "substitute")
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """An ``(epsilon, delta)``-DP guarantee.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy loss bound, ``>= 0`` and finite.
+    delta : float, default=0.0
+        Failure probability, in ``[0, 1)``; ``0`` means pure DP.
+    unit : {"example", "user"}, default="example"
+        What one neighbouring step adds or removes: one record, or all records of one user.
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation.
+
+    Notes
+    -----
+    ``Guarantee`` deliberately defines no ``+``: compose with :func:`basic_composition` or
+    :func:`parallel_composition`.
+
+    Examples
+    --------
+    >>> basic_composition([Guarantee(0.5), Guarantee(0.25, 1e-6)])
+    Guarantee(epsilon=0.75, delta=1e-06, unit='example', relation='add/remove')
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    unit: str = "example"
+    relation: str = "add/remove"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", "Guarantee", low=0))
+        object.__setattr__(
+            self,
+            "delta",
+            check_real(self.delta, "delta", "Guarantee", low=0, high=1, high_open=True),
+        )
+        check_option(self.unit, "unit", "Guarantee", UNITS)
+        check_option(self.relation, "relation", "Guarantee", RELATIONS)
+
+    @property
+    def pure(self) -> bool:
+        """True when ``delta == 0``."""
+        return self.delta == 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _common(guarantees: Sequence[Guarantee], owner: str) -> tuple[str, str]:
+    for g in guarantees:
+        if not isinstance(g, Guarantee):
+            raise TypeError(f"{owner} composes Guarantee objects. Got {g!r} instead.")
+    units = {g.unit for g in guarantees}
+    relations = {g.relation for g in guarantees}
+    if len(units) > 1 or len(relations) > 1:
+        raise ValueError(
+            f"{owner} needs guarantees with the same unit and neighbouring relation. "
+            f"Got units {sorted(units)} and relations {sorted(relations)} instead."
+        )
+    if not guarantees:
+        return "example", "add/remove"
+    return guarantees[0].unit, guarantees[0].relation
+
+
+def _delta(total: float, owner: str) -> float:
+    if total >= 1.0:
+        raise ValueError(
+            f"{owner}: the composed delta is {total!r} >= 1, which guarantees nothing."
+        )
+    return total
+
+
+def basic_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
+    """Sequential (basic) composition: ``(sum_i eps_i, sum_i delta_i)``.
+
+    Parameters
+    ----------
+    guarantees : iterable of Guarantee
+        Guarantees of mechanisms run (possibly adaptively) on the same data, with one unit and
+        relation. An empty iterable composes to ``Guarantee(0.0)``.
+
+    Returns
+    -------
+    Guarantee
+
+    Notes
+    -----
+    Dwork & Roth (2014), Theorem 3.16 (adaptive version: Dwork, Rothblum & Vadhan 2010). Sums use
+    :func:`math.fsum` so that splitting a budget into equal parts composes back exactly.
+    """
+    gs = list(guarantees)
+    unit, relation = _common(gs, "basic_composition")
+    eps = math.fsum(g.epsilon for g in gs)
+    delta = _delta(math.fsum(g.delta for g in gs), "basic_composition")
+    return Guarantee(eps, delta, unit, relation)
+
+
+def parallel_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
+    """Parallel composition over disjoint data: ``(max_i eps_i, max_i delta_i)``.
+
+    Parameters
+    ----------
+    guarantees : iterable of Guarantee
+        Guarantees of mechanisms each run on its own disjoint part of the data (a unit lies in at
+        most one part). An empty iterable composes to ``Guarantee(0.0)``.
+
+    Returns
+    -------
+    Guarantee
+
+    Notes
+    -----
+    McSherry (2009), Theorem 4. Under add/remove of one unit only the part holding that unit
+    changes, so the other parts' outputs have the same law on both neighbours. For
+    ``"substitute"`` the same holds when the substituted record stays in its part (the parts are
+    fixed by public attributes, e.g. which party holds it).
+    """
+    gs = list(guarantees)
+    unit, relation = _common(gs, "parallel_composition")
+    if not gs:
+        return Guarantee(0.0, 0.0, unit, relation)
+    return Guarantee(max(g.epsilon for g in gs), max(g.delta for g in gs), unit, relation)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One private answer that left a data source.
+
+    Parameters
+    ----------
+    query : str
+        What was asked (e.g. ``"accuracy_gap_sum(T=1.5)"``).
+    mechanism : str
+        ``"laplace"``, ``"gaussian"``, ``"exponential"``, ... (free text).
+    sensitivity : float
+        Sensitivity used to calibrate the noise (``nan`` when not recorded).
+    epsilon : float
+        Privacy loss of this release, ``>= 0``.
+    delta : float, default=0.0
+        In ``[0, 1)``.
+    source : str, default=""
+        Which source (disjoint part of the data) answered; releases of different sources compose
+        in parallel.
+    """
+
+    query: str
+    mechanism: str
+    sensitivity: float
+    epsilon: float
+    delta: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", "Release", low=0))
+        object.__setattr__(
+            self, "delta", check_real(self.delta, "delta", "Release", low=0, high=1, high_open=True)
+        )
+        object.__setattr__(self, "sensitivity", float(self.sensitivity))
+
+    def guarantee(self, unit: str = "example", relation: str = "add/remove") -> Guarantee:
+        """The release's :class:`Guarantee`."""
+        return Guarantee(self.epsilon, self.delta, unit, relation)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if math.isnan(self.sensitivity):
+            d["sensitivity"] = None  # JSON has no NaN
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Release:
+        sens = d.get("sensitivity")
+        return cls(
+            query=d["query"],
+            mechanism=d.get("mechanism", ""),
+            sensitivity=float("nan") if sens is None else float(sens),
+            epsilon=d["epsilon"],
+            delta=d.get("delta", 0.0),
+            source=d.get("source", ""),
+        )
+
+
+class PrivacyReport:
+    """Every release of a private computation and its composed guarantee.
+
+    Parameters
+    ----------
+    releases : iterable of Release, optional
+    unit : {"example", "user"}, default="example"
+    relation : {"add/remove", "substitute"}, default="add/remove"
+
+    Attributes
+    ----------
+    releases : list of Release
+
+    Notes
+    -----
+    Releases with the same ``source`` compose by :func:`basic_composition`; different sources hold
+    disjoint data and compose by :func:`parallel_composition`. So :attr:`epsilon` is the largest
+    per-source sum. A computation whose sources are *not* disjoint must put them under one source
+    name.
+
+    Examples
+    --------
+    >>> r = PrivacyReport([Release("q1", "laplace", 1.0, 0.5, source="a"),
+    ...                    Release("q2", "laplace", 1.0, 0.25, source="a"),
+    ...                    Release("q1", "laplace", 1.0, 0.5, source="b")])
+    >>> r.epsilon
+    0.75
+    """
+
+    def __init__(
+        self,
+        releases: Iterable[Release] | None = None,
+        unit: str = "example",
+        relation: str = "add/remove",
+    ) -> None:
+        self.releases: list[Release] = list(releases) if releases is not None else []
+        self.unit = check_option(unit, "unit", "PrivacyReport", UNITS)
+        self.relation = check_option(relation, "relation", "PrivacyReport", RELATIONS)
+
+    def add(self, release: Release) -> None:
+        """Append one release."""
+        if not isinstance(release, Release):
+            raise TypeError(f"PrivacyReport.add takes a Release. Got {release!r} instead.")
+        self.releases.append(release)
+
+    def extend(self, releases: Iterable[Release]) -> None:
+        """Append several releases."""
+        for r in releases:
+            self.add(r)
+
+    def per_source(self) -> dict[str, Guarantee]:
+        """Basic composition of the releases of each source, in order of first appearance."""
+        groups: dict[str, list[Guarantee]] = {}
+        for r in self.releases:
+            groups.setdefault(r.source, []).append(r.guarantee(self.unit, self.relation))
+        return {s: basic_composition(gs) for s, gs in groups.items()}
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """Parallel composition across sources of the per-source guarantees."""
+        per = list(self.per_source().values())
+        if not per:
+            return Guarantee(0.0, 0.0, self.unit, self.relation)
+        return parallel_composition(per)
+
+    @property
+    def epsilon(self) -> float:
+        return self.guarantee.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.guarantee.delta
+
+    def __len__(self) -> int:
+        return len(self.releases)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "unit": self.unit,
+            "relation": self.relation,
+            "per_source": {
+                s: {"epsilon": g.epsilon, "delta": g.delta} for s, g in self.per_source().items()
+            },
+            "releases": [r.to_dict() for r in self.releases],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PrivacyReport:
+        return cls(
+            [Release.from_dict(r) for r in d.get("releases", [])],
+            unit=d.get("unit", "example"),
+            relation=d.get("relation", "add/remove"),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"PrivacyReport({len(self.releases)} releases, epsilon={self.epsilon:g}, "
+            f"delta={self.delta:g})"
+        )
+
+    def __str__(self) -> str:
+        header = ("source", "query", "mechanism", "sensitivity", "epsilon", "delta")
+        rows = [
+            (r.source, r.query, r.mechanism, f"{r.sensitivity:g}", f"{r.epsilon:g}", f"{r.delta:g}")
+            for r in self.releases
+        ]
+        widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
+
+        def line(cells: Sequence[str]) -> str:
+            return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+        out = [line(header), line(["-" * w for w in widths])]
+        out += [line(row) for row in rows]
+        out.append("")
+        for s, g in self.per_source().items():
+            out.append(f"source {s!r}: epsilon={g.epsilon:g}, delta={g.delta:g} (basic)")
+        out.append(
+            f"total ({self.unit}-level, {self.relation}, parallel across sources): "
+            f"epsilon={self.epsilon:g}, delta={self.delta:g}"
+        )
+        return "\n".join(out)

@@ -1,0 +1,331 @@
+"""Noise sources: where every random draw of a private release comes from.
+
+Two sources implement one small interface (:class:`NoiseSource`):
+
+* :class:`SecureNoise` draws through OpenDP's samplers. They sample exactly on the floating-point
+  grid from cryptographically secure randomness, so a release is not open to the floating-point
+  attacks of Mironov (2012) on naive ``value + numpy_noise`` implementations. It is the default of
+  every data source and private estimator.
+* :class:`SeededNoise` draws from a NumPy ``Generator``: vectorised, fast and reproducible. It is
+  for simulation, experiments and statistical tests only. It is **not** safe against
+  floating-point attacks and its randomness is not cryptographic; never use it to release data.
+
+Mechanisms (:mod:`privcal.privacy.mechanisms`) never add noise themselves: they call
+:meth:`NoiseSource.add_laplace`, :meth:`NoiseSource.add_gaussian` and
+:meth:`NoiseSource.exponential_index`, so a secure source can add the noise to the value inside
+OpenDP (the rounding of ``value + noise`` is then OpenDP's, not NumPy's).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privcal._params import check_int, check_real
+
+__all__ = ["NoiseSource", "SecureNoise", "SeededNoise"]
+
+Size = int | tuple[int, ...] | None
+
+
+def _check_scale(value: Any, name: str, owner: str) -> float:
+    return check_real(value, name, owner, low=0.0, low_open=True)
+
+
+def _check_size(size: Any, owner: str) -> tuple[int, ...] | None:
+    if size is None:
+        return None
+    if isinstance(size, tuple):
+        return tuple(check_int(s, "size", owner, low=0) for s in size)
+    return (check_int(size, "size", owner, low=0),)
+
+
+def _check_log_weights(log_weights: Any, owner: str) -> np.ndarray:
+    """A 1-D float array, no NaN, no +inf, at least one finite entry (-inf means weight 0)."""
+    allowed = (
+        "a non-empty 1-D array of floats without NaN or +inf and with at least one finite entry"
+    )
+    try:
+        lw = np.asarray(log_weights, dtype=float)
+    except (TypeError, ValueError):
+        lw = None
+    if (
+        lw is None
+        or lw.ndim != 1
+        or lw.size == 0
+        or np.isnan(lw).any()
+        or np.isposinf(lw).any()
+        or not np.isfinite(lw).any()
+    ):
+        shown = (
+            log_weights if np.size(log_weights) <= 10 else f"array of shape {np.shape(log_weights)}"
+        )
+        raise ValueError(
+            f"The 'log_weights' parameter of {owner} must be {allowed}. Got {shown!r} instead."
+        )
+    return lw
+
+
+def _check_value(value: Any, owner: str) -> float | np.ndarray:
+    """A finite float or a finite float array (the quantity a mechanism releases)."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or not np.isfinite(arr).all():
+        shown = value if np.size(value) <= 10 else f"array of shape {np.shape(value)}"
+        raise ValueError(
+            f"The 'value' parameter of {owner} must be a finite float or an array of finite "
+            f"floats. Got {shown!r} instead."
+        )
+    return float(arr) if arr.ndim == 0 else arr
+
+
+class NoiseSource(ABC):
+    """Interface of a source of noise for private releases.
+
+    Attributes
+    ----------
+    secure : bool
+        Class attribute: ``True`` when draws are exact on the floating-point grid and use
+        cryptographically secure randomness (safe for deployment).
+
+    Notes
+    -----
+    ``size=None`` returns a Python ``float`` (or ``int``); an int or tuple returns an ndarray of
+    that shape of independent draws.
+    """
+
+    secure: ClassVar[bool] = False
+
+    @abstractmethod
+    def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
+        """Draw from Laplace(0, ``scale``): density ``exp(-|x|/scale) / (2 scale)``."""
+
+    @abstractmethod
+    def gaussian(self, sigma: float, size: Size = None) -> float | np.ndarray:
+        """Draw from N(0, ``sigma``^2)."""
+
+    @abstractmethod
+    def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
+        """Draw index ``j`` with probability ``exp(log_weights[j]) / sum_k exp(log_weights[k])``.
+
+        Works in log space (safe for 10^6 entries and for log-weights of any magnitude);
+        ``-inf`` entries have probability 0. ``size=None`` returns one ``int``.
+        """
+
+    def add_laplace(self, value: Any, scale: float) -> float | np.ndarray:
+        """Return ``value`` plus independent Laplace(0, ``scale``) noise in each coordinate."""
+        v = _check_value(value, f"{type(self).__name__}.add_laplace")
+        if isinstance(v, float):
+            return v + float(self.laplace(scale))
+        return v + self.laplace(scale, size=v.shape)
+
+    def add_gaussian(self, value: Any, sigma: float) -> float | np.ndarray:
+        """Return ``value`` plus independent N(0, ``sigma``^2) noise in each coordinate."""
+        v = _check_value(value, f"{type(self).__name__}.add_gaussian")
+        if isinstance(v, float):
+            return v + float(self.gaussian(sigma))
+        return v + self.gaussian(sigma, size=v.shape)
+
+
+class SeededNoise(NoiseSource):
+    """NumPy noise for simulation and experiments (vectorised, reproducible, **not secure**).
+
+    Parameters
+    ----------
+    seed : int, numpy.random.Generator or None, default=0
+        Passed to :func:`numpy.random.default_rng`; a ``Generator`` is used as is.
+
+    Notes
+    -----
+    Laplace and Gaussian draws come from ``Generator.laplace`` / ``Generator.normal``;
+    :meth:`exponential_index` uses the Gumbel-max trick: ``argmax_j (log_weights[j] + G_j)`` with
+    ``G_j`` i.i.d. standard Gumbel has law ``softmax(log_weights)``.
+
+    This source is **not** safe against floating-point attacks (Mironov 2012): the low bits of
+    ``value + noise`` computed in doubles can leak the value, and the generator is a seeded PRNG.
+    Use it to simulate and to test; a data source defaults to :class:`SecureNoise`.
+
+    Examples
+    --------
+    >>> noise = SeededNoise(0)
+    >>> noise.laplace(1.0, size=3).shape
+    (3,)
+    """
+
+    secure: ClassVar[bool] = False
+
+    def __init__(self, seed: int | np.random.Generator | None = 0) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def __repr__(self) -> str:
+        return f"SeededNoise(seed={self.seed!r})"
+
+    def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
+        scale = _check_scale(scale, "scale", "SeededNoise.laplace")
+        shape = _check_size(size, "SeededNoise.laplace")
+        if shape is None:
+            return float(self.rng.laplace(0.0, scale))
+        return self.rng.laplace(0.0, scale, size=shape)
+
+    def gaussian(self, sigma: float, size: Size = None) -> float | np.ndarray:
+        sigma = _check_scale(sigma, "sigma", "SeededNoise.gaussian")
+        shape = _check_size(size, "SeededNoise.gaussian")
+        if shape is None:
+            return float(self.rng.normal(0.0, sigma))
+        return self.rng.normal(0.0, sigma, size=shape)
+
+    def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
+        lw = _check_log_weights(log_weights, "SeededNoise.exponential_index")
+        shape = _check_size(size, "SeededNoise.exponential_index")
+        lw = lw - lw.max()  # shift-invariant; keeps the sums away from overflow
+        if shape is None:
+            return int(np.argmax(lw + self.rng.gumbel(size=lw.shape)))
+        n = int(np.prod(shape))
+        out = np.empty(n, dtype=np.int64)
+        # chunk so that the (chunk x m) Gumbel matrix stays below ~2^24 doubles
+        chunk = max(1, (1 << 24) // lw.size)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            g = self.rng.gumbel(size=(stop - start, lw.size))
+            out[start:stop] = np.argmax(lw + g, axis=1)
+        return out.reshape(shape)
+
+
+class SecureNoise(NoiseSource):
+    """Noise drawn by OpenDP's samplers: exact on the float grid, secure randomness.
+
+    The default noise source of every data source and private estimator. Draws use OpenDP
+    (``opendp.prelude``, feature ``"contrib"``) measurements built for the requested scale and
+    cached:
+
+    * Laplace: ``make_laplace`` on ``atom_domain(T=float, nan=False)`` with
+      ``absolute_distance(T=float)`` (scalars) or ``vector_domain(...)`` with
+      ``l1_distance(T=float)`` (arrays);
+    * Gaussian: ``make_gaussian`` on the same domains (``l2_distance`` for arrays);
+    * exponential index: ``make_noisy_max`` with ``zero_concentrated_divergence()``, which adds
+      Gumbel noise (see :meth:`exponential_index` for the derivation).
+
+    :meth:`add_laplace` and :meth:`add_gaussian` feed the value itself to OpenDP, so the released
+    float is OpenDP's exact sample of ``value + noise``. :meth:`laplace` and :meth:`gaussian`
+    release pure noise (OpenDP invoked on zeros); adding that noise to a value in NumPy gives up
+    the floating-point guarantee, so mechanisms use the ``add_*`` methods.
+
+    Notes
+    -----
+    Speed (one core): 65-110 us per scalar draw; 10^5 Laplace draws in 1.7-2.6 s, 10^5
+    Gaussian draws in 4-6.3 s; one exponential index over 10^6 weights in 0.4-0.65 s.
+    Prefer :class:`SeededNoise` for large simulations.
+
+    References
+    ----------
+    OpenDP: https://docs.opendp.org ; I. Mironov, "On significance of the least significant bits
+    for differential privacy", CCS 2012.
+    """
+
+    secure: ClassVar[bool] = True
+    _CACHE_MAX: ClassVar[int] = 256
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, float, bool], Any] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "SecureNoise()"
+
+    @staticmethod
+    def _dp() -> Any:
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        return dp
+
+    def _measurement(self, kind: str, scale: float, vector: bool) -> Any:
+        key = (kind, scale, vector)
+        with self._lock:
+            meas = self._cache.get(key)
+        if meas is not None:
+            return meas
+        dp = self._dp()
+        atom = dp.atom_domain(T=float, nan=False)
+        if kind == "laplace":
+            if vector:
+                meas = dp.m.make_laplace(dp.vector_domain(atom), dp.l1_distance(T=float), scale)
+            else:
+                meas = dp.m.make_laplace(atom, dp.absolute_distance(T=float), scale)
+        elif kind == "gaussian":
+            if vector:
+                meas = dp.m.make_gaussian(dp.vector_domain(atom), dp.l2_distance(T=float), scale)
+            else:
+                meas = dp.m.make_gaussian(atom, dp.absolute_distance(T=float), scale)
+        else:  # "noisy_max"
+            meas = dp.m.make_noisy_max(
+                dp.vector_domain(atom),
+                dp.linf_distance(T=float),
+                dp.zero_concentrated_divergence(),
+                scale,
+            )
+        with self._lock:
+            if len(self._cache) >= self._CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = meas
+        return meas
+
+    def _add(self, kind: str, value: float | np.ndarray, scale: float) -> float | np.ndarray:
+        if isinstance(value, float):
+            return float(self._measurement(kind, scale, False)(value))
+        if value.size == 0:
+            return value.copy()
+        out = self._measurement(kind, scale, True)(value.ravel().tolist())
+        return np.asarray(out, dtype=float).reshape(value.shape)
+
+    def _draw(self, kind: str, scale: float, size: Size, owner: str) -> float | np.ndarray:
+        shape = _check_size(size, owner)
+        if shape is None:
+            return self._add(kind, 0.0, scale)
+        return self._add(kind, np.zeros(shape), scale)
+
+    def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
+        scale = _check_scale(scale, "scale", "SecureNoise.laplace")
+        return self._draw("laplace", scale, size, "SecureNoise.laplace")
+
+    def gaussian(self, sigma: float, size: Size = None) -> float | np.ndarray:
+        sigma = _check_scale(sigma, "sigma", "SecureNoise.gaussian")
+        return self._draw("gaussian", sigma, size, "SecureNoise.gaussian")
+
+    def add_laplace(self, value: Any, scale: float) -> float | np.ndarray:
+        scale = _check_scale(scale, "scale", "SecureNoise.add_laplace")
+        return self._add("laplace", _check_value(value, "SecureNoise.add_laplace"), scale)
+
+    def add_gaussian(self, value: Any, sigma: float) -> float | np.ndarray:
+        sigma = _check_scale(sigma, "sigma", "SecureNoise.add_gaussian")
+        return self._add("gaussian", _check_value(value, "SecureNoise.add_gaussian"), sigma)
+
+    def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
+        """Draw ``j`` with probability proportional to ``exp(log_weights[j])`` via OpenDP.
+
+        Derivation: ``make_noisy_max`` with output measure ``zero_concentrated_divergence()``
+        returns ``argmax_j (s_j + G_j)`` with ``G_j`` i.i.d. Gumbel(0, ``scale``) (the exponential
+        mechanism as report-noisy-max; with ``max_divergence()`` it would add exponential noise
+        instead, which is permute-and-flip and has a different law). By the Gumbel-max trick
+        ``P(j) = exp(s_j / scale) / sum_k exp(s_k / scale)``. With ``scale = 1`` and
+        ``s = log_weights - max(log_weights)`` (a shift does not change the law) this is exactly
+        ``softmax(log_weights)``. Entries equal to ``-inf`` (weight 0) are dropped before the
+        call and the index is mapped back. The law is checked by a chi-square test in
+        ``tests/statistical/test_noise_samplers.py``.
+        """
+        lw = _check_log_weights(log_weights, "SecureNoise.exponential_index")
+        shape = _check_size(size, "SecureNoise.exponential_index")
+        keep = np.flatnonzero(np.isfinite(lw))
+        scores = (lw[keep] - lw[keep].max()).tolist()
+        meas = self._measurement("noisy_max", 1.0, True)
+        if shape is None:
+            return int(keep[int(meas(scores))])
+        n = int(np.prod(shape))
+        out = np.fromiter((keep[int(meas(scores))] for _ in range(n)), dtype=np.int64, count=n)
+        return out.reshape(shape)

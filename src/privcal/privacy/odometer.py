@@ -1,0 +1,379 @@
+"""A privacy odometer: the budget of one data source and the ledger of what it has spent.
+
+The odometer records a spend **before** the caller releases the answer and refuses a spend that
+would exceed the budget, recording nothing. Spends compose by basic composition (sum of epsilons
+and sum of deltas). With ``ledger=PATH`` the record is a SQLite file (stdlib :mod:`sqlite3`, WAL
+journal, ``synchronous=FULL``), so the spent budget survives restarts, crashes (``SIGKILL``) and
+concurrent processes:
+
+* each :meth:`PrivacyOdometer.spend` runs in one ``BEGIN IMMEDIATE`` transaction (read the total,
+  check it against the budget, insert the spend, ``COMMIT``) and returns only after the commit.
+  ``BEGIN IMMEDIATE`` takes SQLite's single write lock, so the check-and-insert of two processes
+  are serialised: together they can never exceed the budget;
+* a process killed after ``spend`` returned cannot lose the spend (it is committed to the WAL);
+  one killed before the commit recorded nothing and released nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from privcal._params import check_real
+from privcal.privacy.guarantee import Guarantee, PrivacyReport, Release
+
+__all__ = ["REL_TOL", "BudgetExceededError", "PrivacyOdometer"]
+
+#: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
+#: so that ``K`` spends of ``budget / K`` use the budget exactly despite rounding.
+REL_TOL = 1e-12
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS budget (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    name TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spends (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    query TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    sensitivity REAL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    source TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    time REAL NOT NULL
+);
+"""
+
+
+class BudgetExceededError(RuntimeError):
+    """A spend would exceed the odometer's budget; nothing was recorded.
+
+    Attributes
+    ----------
+    budget, spent, requested : float
+        Epsilon budget, epsilon spent before the request, epsilon requested.
+    delta_budget, delta_spent, delta_requested : float
+    """
+
+    def __init__(
+        self,
+        name: str,
+        query: str,
+        budget: float,
+        spent: float,
+        requested: float,
+        delta_budget: float = 0.0,
+        delta_spent: float = 0.0,
+        delta_requested: float = 0.0,
+    ) -> None:
+        self.budget, self.spent, self.requested = budget, spent, requested
+        self.delta_budget, self.delta_spent = delta_budget, delta_spent
+        self.delta_requested = delta_requested
+        who = f"odometer {name!r}" if name else "odometer"
+        msg = (
+            f"Privacy budget of {who} exceeded by query {query!r}: budget epsilon={budget:g}, "
+            f"spent {spent:g}, requested {requested:g} (remaining {max(budget - spent, 0.0):g})"
+        )
+        if delta_requested > 0 or delta_spent > 0 or delta_budget > 0:
+            msg += (
+                f"; delta budget={delta_budget:g}, spent {delta_spent:g}, "
+                f"requested {delta_requested:g}"
+            )
+        super().__init__(msg + ". Nothing was recorded.")
+
+
+def _exceeds(spent: float, request: float, budget: float) -> bool:
+    return spent + request > budget * (1.0 + REL_TOL)
+
+
+class PrivacyOdometer:
+    """Budget and ledger of one data source (basic composition of its spends).
+
+    Parameters
+    ----------
+    budget : float
+        Epsilon budget, ``> 0``.
+    ledger : str, Path or None, default=None
+        ``None``: the record lives in memory. A path: a SQLite file, created if missing; reopening
+        it continues its record.
+    delta_budget : float, default=0.0
+        Delta budget in ``[0, 1)``; ``0`` allows only pure-DP spends.
+    name : str, default=""
+        Recorded as the ``source`` of every :class:`Release`.
+
+    Attributes
+    ----------
+    spent, remaining, delta_spent, releases
+        Read from the record (the ledger file when there is one, so they include spends by other
+        processes).
+
+    Notes
+    -----
+    Reopening a ledger: the stored budget and delta budget must equal the given ones (relative
+    tolerance ``1e-12``), otherwise ``ValueError``; a budget cannot be raised by reopening. The
+    stored name is kept; ``name`` only labels this process's view.
+
+    Spends are refused when ``spent + epsilon > budget * (1 + 1e-12)`` (same for delta), so a
+    budget split into ``K`` equal parts can be spent exactly. Totals use :func:`math.fsum`.
+
+    Examples
+    --------
+    >>> odo = PrivacyOdometer(1.0, name="hospital")
+    >>> odo.spend("count", 0.5, mechanism="laplace", sensitivity=1.0)
+    >>> odo.remaining
+    0.5
+    """
+
+    def __init__(
+        self,
+        budget: float,
+        ledger: str | Path | None = None,
+        delta_budget: float = 0.0,
+        name: str = "",
+    ) -> None:
+        owner = "PrivacyOdometer"
+        self.budget = check_real(budget, "budget", owner, low=0.0, low_open=True)
+        self.delta_budget = check_real(
+            delta_budget, "delta_budget", owner, low=0.0, high=1.0, high_open=True
+        )
+        if not isinstance(name, str):
+            raise ValueError(
+                f"The 'name' parameter of {owner} must be a str. Got {name!r} instead."
+            )
+        self.name = name
+        self.ledger = None if ledger is None else Path(ledger)
+        self._lock = threading.Lock()
+        self._memory: list[Release] = []
+        if self.ledger is not None:
+            self._init_ledger()
+
+    # ------------------------------------------------------------------ ledger plumbing
+    def _connect(self) -> sqlite3.Connection:
+        assert self.ledger is not None
+        con = sqlite3.connect(self.ledger, timeout=60.0, isolation_level=None)
+        con.execute("PRAGMA busy_timeout = 60000")
+        con.execute("PRAGMA synchronous = FULL")
+        return con
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on a fresh connection (fork- and thread-safe)."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def _init_ledger(self) -> None:
+        assert self.ledger is not None
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        con = self._connect()
+        try:
+            # WAL is persistent in the file; switching needs no transaction.
+            for _ in range(100):
+                try:
+                    con.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlite3.OperationalError:  # pragma: no cover - lock race at creation
+                    time.sleep(0.05)
+        finally:
+            con.close()
+        with self._immediate() as con:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    con.execute(stmt)
+            row = con.execute("SELECT epsilon, delta FROM budget WHERE id = 1").fetchone()
+            if row is None:
+                con.execute(
+                    "INSERT INTO budget (id, epsilon, delta, name, created) VALUES (1, ?, ?, ?, ?)",
+                    (self.budget, self.delta_budget, self.name, time.time()),
+                )
+            else:
+                eps, dlt = float(row[0]), float(row[1])
+                if not (
+                    math.isclose(eps, self.budget, rel_tol=REL_TOL)
+                    and math.isclose(dlt, self.delta_budget, rel_tol=REL_TOL, abs_tol=0.0)
+                ):
+                    raise ValueError(
+                        f"The ledger {str(self.ledger)!r} holds budget epsilon={eps!r}, "
+                        f"delta={dlt!r}; PrivacyOdometer was given budget={self.budget!r}, "
+                        f"delta_budget={self.delta_budget!r}. A ledger's budget cannot change."
+                    )
+
+    @staticmethod
+    def _totals(con: sqlite3.Connection) -> tuple[float, float]:
+        rows = con.execute("SELECT epsilon, delta FROM spends").fetchall()
+        return math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)
+
+    # ------------------------------------------------------------------ public API
+    def spend(
+        self,
+        query: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        mechanism: str = "",
+        sensitivity: float = float("nan"),
+    ) -> None:
+        """Record a spend of ``(epsilon, delta)``, or raise and record nothing.
+
+        Call this *before* releasing the answer; when it returns, the spend is durable.
+
+        Parameters
+        ----------
+        query : str
+        epsilon : float
+            In ``(0, inf)``.
+        delta : float, default=0.0
+            In ``[0, 1)``.
+        mechanism : str, default=""
+        sensitivity : float, default=nan
+
+        Raises
+        ------
+        BudgetExceededError
+            If ``spent + epsilon`` exceeds the budget (or the same for delta).
+        """
+        owner = "PrivacyOdometer.spend"
+        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        sens = float(sensitivity)
+        release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
+        if self.ledger is None:
+            with self._lock:
+                spent, dspent = self._memory_totals()
+                self._check(query, spent, dspent, eps, dlt)
+                self._memory.append(release)
+            return
+        with self._immediate() as con:
+            spent, dspent = self._totals(con)
+            self._check(query, spent, dspent, eps, dlt)
+            con.execute(
+                "INSERT INTO spends (query, mechanism, sensitivity, epsilon, delta, source, pid, "
+                "time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    release.query,
+                    release.mechanism,
+                    None if math.isnan(sens) else sens,
+                    eps,
+                    dlt,
+                    self.name,
+                    os.getpid(),
+                    time.time(),
+                ),
+            )
+
+    @contextlib.contextmanager
+    def charge(
+        self,
+        query: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        mechanism: str = "",
+        sensitivity: float = float("nan"),
+    ) -> Iterator[Guarantee]:
+        """Context manager form of :meth:`spend`: spends on entry, yields the Guarantee.
+
+        The spend stays recorded even if the block raises (the answer may already be out).
+        """
+        self.spend(query, epsilon, delta, mechanism=mechanism, sensitivity=sensitivity)
+        yield Guarantee(float(epsilon), float(delta))
+
+    def _memory_totals(self) -> tuple[float, float]:
+        return (
+            math.fsum(r.epsilon for r in self._memory),
+            math.fsum(r.delta for r in self._memory),
+        )
+
+    def _check(self, query: str, spent: float, dspent: float, eps: float, dlt: float) -> None:
+        if _exceeds(spent, eps, self.budget) or _exceeds(dspent, dlt, self.delta_budget):
+            raise BudgetExceededError(
+                self.name, str(query), self.budget, spent, eps, self.delta_budget, dspent, dlt
+            )
+
+    def _read_totals(self) -> tuple[float, float]:
+        if self.ledger is None:
+            with self._lock:
+                return self._memory_totals()
+        con = self._connect()
+        try:
+            return self._totals(con)
+        finally:
+            con.close()
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent so far (all processes sharing the ledger)."""
+        return self._read_totals()[0]
+
+    @property
+    def delta_spent(self) -> float:
+        """Delta spent so far."""
+        return self._read_totals()[1]
+
+    @property
+    def remaining(self) -> float:
+        """``max(budget - spent, 0)``."""
+        return max(self.budget - self.spent, 0.0)
+
+    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+        """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
+        owner = "PrivacyOdometer.can_spend"
+        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        spent, dspent = self._read_totals()
+        return not (_exceeds(spent, eps, self.budget) or _exceeds(dspent, dlt, self.delta_budget))
+
+    @property
+    def releases(self) -> list[Release]:
+        """Every recorded spend, in order."""
+        if self.ledger is None:
+            with self._lock:
+                return list(self._memory)
+        con = self._connect()
+        try:
+            rows = con.execute(
+                "SELECT query, mechanism, sensitivity, epsilon, delta, source FROM spends "
+                "ORDER BY id"
+            ).fetchall()
+        finally:
+            con.close()
+        return [
+            Release(q, m, float("nan") if s is None else float(s), e, d, src)
+            for q, m, s, e, d, src in rows
+        ]
+
+    def report(self) -> PrivacyReport:
+        """A :class:`PrivacyReport` of the recorded releases."""
+        return PrivacyReport(self.releases)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """Basic composition of everything spent: ``Guarantee(spent, delta_spent)``."""
+        spent, dspent = self._read_totals()
+        return Guarantee(spent, dspent)
+
+    def __repr__(self) -> str:
+        where = "memory" if self.ledger is None else str(self.ledger)
+        return (
+            f"PrivacyOdometer(budget={self.budget:g}, spent={self.spent:g}, "
+            f"delta_budget={self.delta_budget:g}, name={self.name!r}, ledger={where!r})"
+        )
