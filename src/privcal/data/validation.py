@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "PROBS_ATOL",
+    "RoundedProbabilityWarning",
     "ZeroProbabilityWarning",
     "check_labels",
     "check_probs",
@@ -42,6 +43,10 @@ _TINY = np.finfo(np.float64).tiny
 
 class ZeroProbabilityWarning(UserWarning):
     """Exact zero probabilities were replaced by the smallest positive float before ``log``."""
+
+
+class RoundedProbabilityWarning(UserWarning):
+    """Probabilities outside [0, 1] by at most ``PROBS_ATOL`` (rounding) were clipped to [0, 1]."""
 
 
 def _as_2d_float(scores: object, name: str) -> np.ndarray:
@@ -90,15 +95,26 @@ def probs_to_logits(probs: np.ndarray) -> np.ndarray:
 def check_probs(probs: object, name: str = "probs") -> np.ndarray:
     """Validate an ``N x C`` probability matrix (or ``N`` / ``N x 1`` binary probabilities).
 
-    Returns a float64 ``N x C`` array (``C >= 2``).  Raises ``ValueError`` naming ``name`` when a
-    value is outside [0, 1] or a row does not sum to 1 within :data:`PROBS_ATOL`.
+    Returns a float64 ``N x C`` array (``C >= 2``). Values outside [0, 1] by at most
+    :data:`PROBS_ATOL` (rounding) are clipped with a :class:`RoundedProbabilityWarning`; larger
+    excursions, and rows that do not sum to 1 within :data:`PROBS_ATOL`, raise ``ValueError``
+    naming ``name``.
     """
     arr = _as_2d_float(probs, name)
-    if arr.min() < 0.0 or arr.max() > 1.0:
+    if arr.min() < -PROBS_ATOL or arr.max() > 1.0 + PROBS_ATOL:
         raise ValueError(
             f"{name!r} must hold probabilities in [0, 1]; found values in "
             f"[{arr.min():.6g}, {arr.max():.6g}]. If these are logits, pass input='logits'."
         )
+    off = (arr < 0.0) | (arr > 1.0)
+    if off.any():
+        warnings.warn(
+            f"{int(off.sum())} values of {name!r} lie outside [0, 1] by at most {PROBS_ATOL} "
+            f"(float rounding in exported softmax outputs); they were clipped to [0, 1].",
+            RoundedProbabilityWarning,
+            stacklevel=3,
+        )
+        arr = np.clip(arr, 0.0, 1.0)
     if arr.shape[1] == 1:
         arr = np.hstack([1.0 - arr, arr])
     else:

@@ -1,0 +1,344 @@
+"""Read and write classifier outputs (scores) with their labels.
+
+:func:`read_scores` recognises these layouts (the first five are the shared real data described
+in ``shared/data/README.md``; the rest are privcal's own, written by :func:`write_scores`):
+
+=====================  ===========================================================  ============
+layout                 content                                                      scores
+=====================  ===========================================================  ============
+netcal ``.npz``        arrays ``predictions`` (N x C) and ``ground_truth`` (N)      probs
+cleanlab ``.npy``      ``<stem>_probs.npy`` (N x C) + ``<stem>_labels.npy`` (N);     probs
+                       ``path`` may name either file or ``<stem>`` itself
+top-label ``.csv``     header ``true_label,pred_label,confidence``                  top label
+privcal ``.npz``       arrays ``logits`` + ``labels``, or ``probs`` + ``labels``    by key
+privcal ``.csv``       header ``label,logit_0,...,logit_{C-1}`` (or ``prob_*``)     by column
+privcal ``.parquet``   columns as the privcal CSV (read with pyarrow)               by column
+=====================  ===========================================================  ============
+
+Full-vector layouts give ``N x C`` float64 **logits**: probabilities ``p`` become ``log p``
+through :func:`privcal.data.validation.check_scores`, which replaces exact zeros by the smallest
+positive float and emits a :class:`~privcal.data.validation.ZeroProbabilityWarning`
+(``cleanlab-heldout/20news_probs.npy`` has such zeros; the warning is expected there).
+Probabilities outside [0, 1] by at most ``PROBS_ATOL`` (float rounding in exported softmax
+outputs; ``imdb_probs.npy`` has values up to 1 + 1e-5) are clipped to [0, 1] by ``check_probs``
+with a ``RoundedProbabilityWarning``; larger excursions are rejected.
+Top-label layouts give only the predicted class and its confidence, so ``n_classes`` is unknown
+and :meth:`Scores.probs` is unavailable.  Parquet top-label files with the top-label columns are
+read as well.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from scipy.special import softmax as _softmax
+
+from privcal._params import check_option
+from privcal.data.validation import check_labels, check_probs, check_scores
+
+__all__ = ["LAYOUTS", "Scores", "read_scores", "write_scores"]
+
+InputKind = Literal["auto", "logits", "probs"]
+
+#: Human-readable list of the layouts :func:`read_scores` recognises (used in error messages).
+LAYOUTS: tuple[str, ...] = (
+    "netcal .npz with arrays 'predictions' (N x C probabilities) and 'ground_truth' (N)",
+    "cleanlab pair '<stem>_probs.npy' + '<stem>_labels.npy' (path: either file or the stem)",
+    "top-label .csv/.parquet with columns 'true_label,pred_label,confidence'",
+    "privcal .npz with arrays 'logits' + 'labels' (or 'probs' + 'labels')",
+    "privcal .csv/.parquet with columns 'label,logit_0..logit_{C-1}' (or 'prob_0..prob_{C-1}')",
+)
+
+_TOPLABEL_COLUMNS = ("true_label", "pred_label", "confidence")
+_VECTOR_COLUMN = re.compile(r"^(logit|prob)_(\d+)$")
+
+
+def _unknown(path: Path, detail: str) -> ValueError:
+    listing = "\n".join(f"  - {layout}" for layout in LAYOUTS)
+    return ValueError(
+        f"Cannot read scores from {str(path)!r}: {detail}. Recognised layouts:\n{listing}"
+    )
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Classifier outputs on a labelled set, as read by :func:`read_scores`.
+
+    Exactly one of two forms is filled:
+
+    * full vector: ``logits`` is an ``N x C`` float64 array (``C >= 2``);
+    * top label: ``confidence`` (N, in [0, 1]) and ``predicted`` (N, int64) only.
+
+    Attributes
+    ----------
+    labels : ndarray of shape (N,), int64
+        True class indices.
+    logits : ndarray of shape (N, C) or None
+        Logits; for files holding probabilities ``p``, ``log p``.
+    confidence : ndarray of shape (N,) or None
+        Top-label confidence (top-label files only).
+    predicted : ndarray of shape (N,) or None
+        Predicted class (top-label files only).
+    source : str
+        Where the scores came from (a path), for messages and reports.
+    """
+
+    labels: np.ndarray
+    logits: np.ndarray | None = None
+    confidence: np.ndarray | None = None
+    predicted: np.ndarray | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        full = self.logits is not None
+        top = self.confidence is not None and self.predicted is not None
+        if full == top or (not full and (self.confidence is None) != (self.predicted is None)):
+            raise ValueError(
+                "Scores needs either 'logits' (full vector) or both 'confidence' and "
+                "'predicted' (top label), not both and not neither."
+            )
+
+    @property
+    def n_samples(self) -> int:
+        """Number of rows ``N``."""
+        return int(self.labels.shape[0])
+
+    @property
+    def n_classes(self) -> int | None:
+        """Number of classes ``C`` (``None`` for top-label scores, where it is unknown)."""
+        return None if self.logits is None else int(self.logits.shape[1])
+
+    @property
+    def is_top_label(self) -> bool:
+        """True when only the top label and its confidence are known."""
+        return self.logits is None
+
+    def probs(self) -> np.ndarray:
+        """Row-wise :math:`\\mathrm{softmax}(z)` of the logits, ``N x C``.
+
+        For files that held probabilities ``p`` this gives back ``p`` (renormalised, up to
+        float rounding and the clipping of exact zeros).  Raises ``ValueError`` for top-label
+        scores, which have no probability vector.
+        """
+        if self.logits is None:
+            raise ValueError(
+                f"Scores from {self.source or 'this source'!r} are top-label only (confidence "
+                "and predicted class); there is no probability vector."
+            )
+        return np.asarray(_softmax(self.logits, axis=1), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def _resolve_kind(
+    input: InputKind, layout_kind: Literal["logits", "probs"]
+) -> Literal["logits", "probs"]:
+    return layout_kind if input == "auto" else input
+
+
+def _full(scores: object, labels: object, kind: Literal["logits", "probs"], source: str) -> Scores:
+    logits = check_scores(scores, input=kind, name=kind)
+    y = check_labels(labels, logits.shape[0], logits.shape[1])
+    return Scores(labels=y, logits=logits, source=source)
+
+
+def _top_label(true: object, pred: object, conf: object, input: InputKind, source: str) -> Scores:
+    if input == "logits":
+        raise ValueError(
+            f"{source!r} holds top-label confidences, which are probabilities; pass "
+            "input='auto' or input='probs', not input='logits'."
+        )
+    confidence = check_probs(np.asarray(conf, dtype=np.float64), "confidence")[:, 1]
+    n = confidence.shape[0]
+    true_arr = np.asarray(true)
+    pred_arr = np.asarray(pred)
+    # The number of classes is unknown; bound the check by the largest index seen so that it
+    # still rejects negative, fractional and mis-sized labels.
+    hi = 1 + int(max(np.max(true_arr, initial=0), np.max(pred_arr, initial=0)))
+    labels = check_labels(true_arr, n, hi, name="true_label")
+    predicted = check_labels(pred_arr, n, hi, name="pred_label")
+    return Scores(labels=labels, confidence=confidence, predicted=predicted, source=source)
+
+
+def _from_columns(
+    names: Sequence[str], column: Callable[[str], np.ndarray], input: InputKind, path: Path
+) -> Scores:
+    source = str(path)
+    present = set(names)
+    if set(_TOPLABEL_COLUMNS) <= present:
+        return _top_label(
+            column("true_label"), column("pred_label"), column("confidence"), input, source
+        )
+    vector: dict[str, dict[int, str]] = {"logit": {}, "prob": {}}
+    for name in names:
+        match = _VECTOR_COLUMN.match(name)
+        if match:
+            vector[match.group(1)][int(match.group(2))] = name
+    kinds = [k for k, cols in vector.items() if cols]
+    if "label" not in present or len(kinds) != 1:
+        raise _unknown(path, f"columns {list(names)} match no layout")
+    prefix = kinds[0]
+    cols = vector[prefix]
+    n_classes = len(cols)
+    if sorted(cols) != list(range(n_classes)):
+        raise _unknown(
+            path,
+            f"the {prefix}_* columns must be numbered 0..{n_classes - 1} without gaps; got "
+            f"{sorted(cols)}",
+        )
+    scores = np.column_stack([column(cols[c]) for c in range(n_classes)])
+    layout_kind: Literal["logits", "probs"] = "logits" if prefix == "logit" else "probs"
+    return _full(scores, column("label"), _resolve_kind(input, layout_kind), source)
+
+
+def _read_table(path: Path, input: InputKind, reader: str) -> Scores:
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    try:
+        table = pyarrow.csv.read_csv(path) if reader == "csv" else pyarrow.parquet.read_table(path)
+    except Exception as err:  # pyarrow raises several error types for malformed files
+        raise _unknown(path, f"it could not be parsed as {reader} ({err})") from err
+
+    def column(name: str) -> np.ndarray:
+        return np.asarray(table.column(name).to_numpy())
+
+    return _from_columns(table.column_names, column, input, path)
+
+
+def _read_npz(path: Path, input: InputKind) -> Scores:
+    with np.load(path, allow_pickle=False) as npz:
+        keys = set(npz.files)
+        source = str(path)
+        if {"predictions", "ground_truth"} <= keys:
+            kind = _resolve_kind(input, "probs")
+            return _full(npz["predictions"], npz["ground_truth"], kind, source)
+        if {"logits", "labels"} <= keys and "probs" not in keys:
+            return _full(npz["logits"], npz["labels"], _resolve_kind(input, "logits"), source)
+        if {"probs", "labels"} <= keys and "logits" not in keys:
+            return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
+    raise _unknown(path, f"arrays {sorted(keys)} match no layout")
+
+
+def _npy_pair(path: Path) -> tuple[Path, Path] | None:
+    """The ``(<stem>_probs.npy, <stem>_labels.npy)`` pair that ``path`` names, if any."""
+    name = path.name
+    for suffix in ("_probs.npy", "_labels.npy"):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            break
+    else:
+        stem = name[: -len(".npy")] if name.endswith(".npy") else name
+    probs = path.with_name(f"{stem}_probs.npy")
+    labels = path.with_name(f"{stem}_labels.npy")
+    return (probs, labels) if probs.is_file() and labels.is_file() else None
+
+
+def read_scores(path: str | Path, input: InputKind = "auto") -> Scores:
+    """Read classifier scores and labels from a file in one of the recognised layouts.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file (see the module docstring for the layouts).  For a cleanlab pair, either file
+        or their common stem (``.../cifar10`` for ``cifar10_probs.npy`` + ``cifar10_labels.npy``).
+    input : {"auto", "logits", "probs"}
+        What the score arrays hold.  ``"auto"`` takes it from the layout (``predictions``,
+        ``probs``, ``*_probs.npy`` and ``prob_*`` columns are probabilities; ``logits`` and
+        ``logit_*`` are logits); ``"logits"`` or ``"probs"`` overrides that.  Probabilities are
+        converted to logits with ``log p`` (exact zeros: see
+        :func:`~privcal.data.validation.probs_to_logits`).  Top-label files hold probabilities
+        and reject ``input="logits"``.
+
+    Returns
+    -------
+    Scores
+        Validated labels with either ``N x C`` logits or top-label confidence and prediction.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing exists at ``path`` (nor a cleanlab pair for it).
+    ValueError
+        If the layout is not recognised (the message lists the recognised ones), or the
+        content fails validation (shape, finiteness, label range, rows not summing to 1).
+    """
+    check_option(input, "input", "read_scores", ("auto", "logits", "probs"))
+    path = Path(path)
+    pair = _npy_pair(path) if (path.suffix in ("", ".npy") or not path.exists()) else None
+    if pair is not None:
+        probs_path, labels_path = pair
+        kind = _resolve_kind(input, "probs")
+        probs = np.load(probs_path, allow_pickle=False)
+        labels = np.load(labels_path, allow_pickle=False)
+        return _full(probs, labels, kind, str(probs_path.with_name(probs_path.name[:-10])))
+    if not path.exists():
+        raise FileNotFoundError(f"No scores file at {str(path)!r} (nor a *_probs.npy pair).")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return _read_npz(path, input)
+    if suffix == ".csv":
+        return _read_table(path, input, "csv")
+    if suffix == ".parquet":
+        return _read_table(path, input, "parquet")
+    if suffix == ".npy":
+        raise _unknown(path, "a lone .npy file needs its '<stem>_probs.npy' / '_labels.npy' twin")
+    raise _unknown(
+        path, f"the suffix {suffix or '(none)'!r} is not one of .npz, .npy, .csv, .parquet"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_scores(path: str | Path, logits: object, labels: object) -> Path:
+    """Write logits and labels in privcal's layout, chosen by the suffix of ``path``.
+
+    * ``.npz``: arrays ``logits`` (float64, N x C) and ``labels`` (int64, N);
+    * ``.csv``: header ``label,logit_0,...,logit_{C-1}``, floats written with 17 significant
+      digits so that :func:`read_scores` gives back the same float64 values;
+    * ``.parquet``: the same columns (int64 ``label``, float64 ``logit_*``), via pyarrow.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        Destination; its parent folder must exist.  An existing file is overwritten.
+    logits : array-like of shape (N, C), (N, 1) or (N,)
+        Logits, validated by :func:`~privcal.data.validation.check_scores` (binary ``N`` logits
+        ``z`` are stored as ``[0, z]``).
+    labels : array-like of shape (N,)
+        Integer labels in ``[0, C)``.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    check_option(suffix, "path suffix", "write_scores", (".npz", ".csv", ".parquet"))
+    z = check_scores(logits, input="logits", name="logits")
+    y = check_labels(labels, z.shape[0], z.shape[1])
+    names = ["label", *(f"logit_{c}" for c in range(z.shape[1]))]
+    if suffix == ".npz":
+        with path.open("wb") as fh:  # a file handle keeps numpy from appending another suffix
+            np.savez(fh, logits=z, labels=y)
+    elif suffix == ".csv":
+        table = np.column_stack([y.astype(np.float64), z])
+        fmt = ["%d"] + ["%.17g"] * z.shape[1]
+        np.savetxt(path, table, fmt=fmt, delimiter=",", header=",".join(names), comments="")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet
+
+        arrays = [pa.array(y, type=pa.int64())] + [pa.array(z[:, c]) for c in range(z.shape[1])]
+        pyarrow.parquet.write_table(pa.table(arrays, names=names), path)
+    return path
