@@ -7,12 +7,13 @@ call too.
 
 Multiclass outputs of one-vs-all maps :math:`g_j` are normalised,
 :math:`g(\\hat p)_j = g_j(\\hat p_j) / \\sum_k g_k(\\hat p_k)` (seed 003 App. B.3). A row whose
-maps are all zero cannot be normalised; it keeps its uncalibrated probabilities, and
-``n_unnormalisable_`` on the last :meth:`predict_proba` call counts such rows.
+maps are all zero cannot be normalised; it keeps its uncalibrated probabilities and an
+:class:`UnnormalisableRowsWarning` says how many rows did.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "BBQ",
     "HistogramBinning",
     "IsotonicCalibration",
+    "UnnormalisableRowsWarning",
     "bbq_table",
     "bin_frequencies",
     "normalise_one_vs_all",
@@ -41,35 +43,58 @@ def bin_frequencies(positives: np.ndarray, totals: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, positives / np.where(totals > 0, totals, 1.0), np.nan)
 
 
-def normalise_one_vs_all(g: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, int]:
-    """Normalise one-vs-all outputs ``g`` (N x C); rows summing to 0 keep ``p``.
+class UnnormalisableRowsWarning(UserWarning):
+    """Some rows had zero calibrated mass in every class and kept their input probabilities."""
 
-    Returns the normalised array and the number of rows that kept ``p``.
-    """
+
+def normalise_one_vs_all(g: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Normalise one-vs-all outputs ``g`` (N x C); rows summing to 0 keep ``p``, with a warning."""
     s = g.sum(axis=1, keepdims=True)
     bad = s[:, 0] <= 0
-    out = np.where(bad[:, None], p, g / np.where(s > 0, s, 1.0))
-    return out, int(bad.sum())
+    if bad.any():
+        warnings.warn(
+            f"{int(bad.sum())} rows have zero calibrated mass in every class; they keep their "
+            f"uncalibrated probabilities.",
+            UnnormalisableRowsWarning,
+            stacklevel=4,
+        )
+    return np.where(bad[:, None], p, g / np.where(s > 0, s, 1.0))
 
 
 def rescale_top_label(p: np.ndarray, new_top: np.ndarray) -> np.ndarray:
-    """Set the top-label probability to ``new_top``; rescale the others so rows sum to 1.
+    """Set the top-label probability to ``v = new_top``; share ``1 - v`` among the other classes.
 
-    Non-top classes keep their relative sizes: :math:`p_j (1 - v)/\\sum_{k \\ne top} p_k`; when the
+    The other classes keep their relative sizes, :math:`p_j (1 - v) / \\sum_{k \\ne top} p_k`,
+    unless that would lift one of them above ``v`` and so change the prediction (under strong
+    shift a confidence of 0.9 can be recalibrated to 0.3). Then their shares are mixed with the
+    uniform share just enough that the largest equals ``v``: with ``m`` the largest relative share,
+    ``u = 1 / (C - 1)`` and ``s = v / (1 - v)``, the mixing weight is
+    :math:`\\lambda = (m - s) / (m - u)`. When even the uniform share exceeds ``v``
+    (``v < 1 / C``) no distribution keeps the prediction and the uniform one is used. When the
     other classes have no mass at all, the remaining mass is shared equally.
     """
     n, c = p.shape
+    rows = np.arange(n)
     top = np.argmax(p, axis=1)
     others = p.copy()
-    others[np.arange(n), top] = 0.0
+    others[rows, top] = 0.0
     rest = others.sum(axis=1)  # not 1 - conf: that loses all precision when conf ~ 1
+    uniform = 1.0 / max(c - 1, 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.where(rest > 0, (1.0 - new_top) / np.where(rest > 0, rest, 1.0), 0.0)
-    out = others * scale[:, None]
-    degenerate = rest <= 0
-    if degenerate.any():
-        out[degenerate] = ((1.0 - new_top[degenerate]) / max(c - 1, 1))[:, None]
-    out[np.arange(n), top] = new_top
+        share = np.where(
+            rest[:, None] > 0, others / np.where(rest > 0, rest, 1.0)[:, None], uniform
+        )
+        share[rows, top] = 0.0
+        largest = share.max(axis=1)
+        allowed = np.where(new_top < 1.0, new_top / (1.0 - new_top), np.inf)
+        lam = np.where(
+            largest > allowed, (largest - allowed) / np.maximum(largest - uniform, 1e-300), 0.0
+        )
+    lam = np.clip(lam, 0.0, 1.0)[:, None]
+    mixed = (1.0 - lam) * share + lam * uniform
+    mixed[rows, top] = 0.0
+    out = mixed * (1.0 - new_top)[:, None]
+    out[rows, top] = new_top
     return out
 
 
@@ -123,7 +148,7 @@ class HistogramBinning(Calibrator):
             v = values[bin_indices(conf, n_bins)]
             return rescale_top_label(p, np.where(np.isnan(v), conf, v))
         g = values[np.arange(p.shape[1])[None, :], bin_indices(p, n_bins)]
-        out, self.n_unnormalisable_ = normalise_one_vs_all(np.where(np.isnan(g), p, g), p)
+        out = normalise_one_vs_all(np.where(np.isnan(g), p, g), p)
         return out
 
 
@@ -210,7 +235,7 @@ class BBQ(Calibrator):
         p = softmax(z)
         table = np.asarray(self.table_)
         g = table[np.arange(p.shape[1])[None, :], bin_indices(p, table.shape[1])]
-        out, self.n_unnormalisable_ = normalise_one_vs_all(g, p)
+        out = normalise_one_vs_all(g, p)
         return out
 
 
@@ -249,7 +274,7 @@ class IsotonicCalibration(Calibrator):
                 )
             ]
         )
-        out, self.n_unnormalisable_ = normalise_one_vs_all(g, p)
+        out = normalise_one_vs_all(g, p)
         return out
 
     def _jsonable_params(self) -> dict[str, Any]:

@@ -132,7 +132,10 @@ def fit_temperature_ece(
     k = int(np.argmin(values))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
     t, _ = golden_section(lambda t: float(ece_at(t)[0]), lo, hi, evaluations=30)
-    return t if ece_at(t)[0] <= values[k] else float(grid[k])
+    best = t if ece_at(t)[0] <= values[k] else float(grid[k])
+    if k in (0, grid.size - 1):
+        return _boundary(best, t_range, "ECE-optimal")
+    return best
 
 
 @register

@@ -23,6 +23,8 @@ from typing import Literal
 
 import numpy as np
 
+from privcal._params import check_option
+
 __all__ = [
     "PROBS_ATOL",
     "RoundedProbabilityWarning",
@@ -67,6 +69,8 @@ def _as_2d_float(scores: object, name: str) -> np.ndarray:
         )
     if arr.shape[0] == 0:
         raise ValueError(f"{name!r} is empty: at least one sample is needed.")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name!r} has no columns: it needs one column per class.")
     arr = arr.astype(np.float64, copy=False)
     bad = ~np.isfinite(arr)
     if bad.any():
@@ -142,10 +146,7 @@ def check_scores(scores: object, *, input: Input = "logits", name: str | None = 
     name : str, optional
         The argument name used in error messages (defaults to ``input``).
     """
-    if input not in ("logits", "probs"):
-        raise ValueError(
-            f"The 'input' parameter must be one of 'logits', 'probs'. Got {input!r} instead."
-        )
+    check_option(input, "input", "check_scores", ("logits", "probs"))
     name = name or input
     if input == "probs":
         return probs_to_logits(check_probs(scores, name))

@@ -162,8 +162,12 @@ def clipped_nll_sum(
 
 
 def width_bin_edges(n_bins: int) -> np.ndarray:
-    """The ``n_bins + 1`` edges of equal-width bins over [0, 1]."""
-    return np.linspace(0.0, 1.0, n_bins + 1)
+    """The ``n_bins + 1`` edges ``k / n_bins`` of equal-width bins over [0, 1].
+
+    Computed as ``arange(M + 1) / M`` so that each edge is the float nearest to ``k / M``
+    (``linspace`` gives e.g. 0.30000000000000004 for 3/10).
+    """
+    return np.arange(n_bins + 1) / n_bins
 
 
 def mass_bin_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
@@ -183,14 +187,19 @@ def mass_bin_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
 def bin_indices(values: np.ndarray, n_bins: int, edges: np.ndarray | None = None) -> np.ndarray:
     """Bin index of each value under the right-closed rule (first bin closed on the left).
 
-    With ``edges=None`` the bins are equal-width on [0, 1] and the index is
-    ``ceil(p * n_bins) - 1`` clipped to ``[0, n_bins - 1]``; otherwise the index of the first edge
-    ``>= p`` among the inner edges (``searchsorted(..., side="left")``).
+    With ``edges=None`` the bins are equal-width on [0, 1] with the edges of
+    :func:`width_bin_edges`: the index starts from ``ceil(p * n_bins) - 1`` and is corrected by one
+    step against the edges, because ``p * n_bins`` rounds (``7/25 * 25 = 7.000000000000001``); so a
+    value equal to an edge always lands in the bin on its left. Otherwise the index of the first
+    edge ``>= p`` among the inner edges (``searchsorted(..., side="left")``).
     """
     v = np.asarray(values, dtype=np.float64)
     if edges is None:
-        idx = np.ceil(v * n_bins).astype(np.int64) - 1
-        return np.clip(idx, 0, n_bins - 1)
+        e = width_bin_edges(n_bins)
+        idx = np.clip(np.ceil(v * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+        idx -= (idx > 0) & (v <= e[idx])
+        idx += (idx < n_bins - 1) & (v > e[idx + 1])
+        return idx
     return np.searchsorted(edges[1:-1], v, side="left").astype(np.int64)
 
 

@@ -1,0 +1,34 @@
+"""``privcal demo``: run every demo section and write a Markdown report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from privcal.cli._common import console, fail, user_errors
+
+__all__ = ["demo", "register"]
+
+
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("privcal-demo"),
+    seed: Annotated[int, typer.Option(help="Seed of data, splits and noise.")] = 0,
+    quick: Annotated[bool, typer.Option(help="Smaller settings for a fast smoke run.")] = False,
+) -> None:
+    """Run the end-to-end demo (calibration, privacy, conformal, ...) and write report.md."""
+    from privcal.experiments.demo import DemoError, run_demo
+
+    with user_errors():
+        try:
+            report = run_demo(out, seed=seed, console=console, quick=quick)
+        except DemoError as err:
+            fail(str(err), code=1)
+    console.print(f"\n[bold green]Report:[/bold green] {report}")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    """Add ``demo`` to the ``privcal`` app."""
+    del bench_app
+    app.command("demo")(demo)

@@ -1,0 +1,66 @@
+"""The ``privcal`` Typer application.
+
+Each verb group lives in its own module exposing ``register(app, bench_app)``; the modules named
+in :data:`VERB_MODULES` are imported and registered in order.  ``bench_app`` is mounted as
+``privcal bench`` for the paper protocols.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Annotated
+
+import typer
+
+from privcal import __version__
+
+__all__ = ["VERB_MODULES", "app", "bench_app"]
+
+#: Modules that add commands, each with ``register(app: Typer, bench_app: Typer) -> None``.
+VERB_MODULES: tuple[str, ...] = ("privcal.cli.calibrate", "privcal.cli.demo_cmd")
+
+app = typer.Typer(
+    name="privcal",
+    help="Privacy-preserving calibration of classifiers: fit, apply and evaluate calibrators, "
+    "run private data sources and federated calibration, rerun paper protocols.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+bench_app = typer.Typer(
+    help="Rerun the papers' experimental protocols (tables and figures).",
+    no_args_is_help=True,
+)
+app.add_typer(bench_app, name="bench")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"privcal {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Privacy-preserving calibration of classifiers."""
+
+
+@bench_app.callback()
+def _bench() -> None:
+    """Rerun the papers' experimental protocols (tables and figures)."""
+
+
+def _register_all() -> None:
+    for name in VERB_MODULES:
+        importlib.import_module(name).register(app, bench_app)
+
+
+_register_all()

@@ -1,0 +1,165 @@
+"""The end-to-end demo behind ``privcal demo`` / ``make demo``.
+
+:func:`run_demo` runs every module named in :data:`SECTIONS` (modules of this package).  Each
+section module exposes ``run(ctx: DemoContext) -> list[str]`` returning Markdown lines for the
+report, and may set ``TITLE``.  Sections share one :class:`DemoContext`: the output folder, the
+seed, a Rich console and the digits distribution-shift data, built once on first use.  A section
+that raises is reported (console and report) and the others still run; :func:`run_demo` then
+raises :class:`DemoError` after writing the report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import time
+import traceback
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from rich.console import Console
+
+from privcal._params import check_int
+from privcal.experiments.report import Section, write_report
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from privcal.data import DigitsShift
+
+__all__ = ["SECTIONS", "DemoContext", "DemoError", "run_demo"]
+
+#: Section modules under ``privcal.experiments.demo``, in report order.
+SECTIONS: tuple[str, ...] = ("calibration",)
+
+
+class DemoError(RuntimeError):
+    """One or more demo sections failed (the report was still written)."""
+
+
+@dataclass
+class DemoContext:
+    """Shared state of one demo run.
+
+    Attributes
+    ----------
+    out_dir : pathlib.Path
+        The output folder (exists).
+    seed : int
+        The run's seed; sections derive their own generators with :meth:`rng`.
+    console : rich.console.Console
+        Where sections print tables and progress.
+    quick : bool
+        Smaller settings for a smoke run (tests, ``privcal demo --quick``).
+    """
+
+    out_dir: Path
+    seed: int = 0
+    console: Console = field(default_factory=Console)
+    quick: bool = False
+
+    @cached_property
+    def data(self) -> DigitsShift:
+        """:func:`privcal.data.digits_shift` for this seed, built (or loaded) on first use."""
+        from privcal.data import digits_shift
+
+        return digits_shift(self.seed)
+
+    @property
+    def figures_dir(self) -> Path:
+        """``out_dir/figures`` (created)."""
+        path = self.out_dir / "figures"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def rng(self, name: str) -> np.random.Generator:
+        """A generator seeded by ``(seed, crc32(name))``: independent streams per section."""
+        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+
+    def save_figure(self, fig: Figure, name: str) -> str:
+        """Save ``fig`` as ``figures/<name>.png`` and return its path relative to ``out_dir``."""
+        from privcal.plots import save_figure
+
+        path = save_figure(fig, self.figures_dir / f"{name}.png")
+        return path.relative_to(self.out_dir).as_posix()
+
+
+def _run_section(name: str, ctx: DemoContext) -> Section:
+    start = time.perf_counter()
+    title = name.replace("_", " ").capitalize()
+    try:
+        module: Any = importlib.import_module(f"{__name__}.{name}")
+        title = getattr(module, "TITLE", title)
+        ctx.console.rule(f"[bold]{title}")
+        lines = list(module.run(ctx))
+        return Section(name, title, lines, time.perf_counter() - start)
+    except Exception:  # a failing section must not hide the others
+        tb = traceback.format_exc()
+        ctx.console.print(f"[bold red]Section {name!r} failed:[/bold red]")
+        ctx.console.print(tb, markup=False, highlight=False)
+        return Section(name, title, [], time.perf_counter() - start, error=tb)
+
+
+def run_demo(
+    out_dir: str | Path = "privcal-demo",
+    seed: int = 0,
+    console: Console | None = None,
+    *,
+    quick: bool = False,
+    sections: tuple[str, ...] | None = None,
+) -> Path:
+    """Run the demo sections and write ``out_dir/report.md``.
+
+    Parameters
+    ----------
+    out_dir : str or pathlib.Path
+        Output folder (created); figures go to ``out_dir/figures``.
+    seed : int
+        Seed of the data, the splits and the simulated noise (``>= 0``).
+    console : rich.console.Console, optional
+        Where to print; a new stdout console by default.
+    quick : bool
+        Smaller settings for a smoke run.
+    sections : tuple of str, optional
+        Section modules to run (default :data:`SECTIONS`).
+
+    Returns
+    -------
+    pathlib.Path
+        The report's path.
+
+    Raises
+    ------
+    DemoError
+        After writing the report, if any section raised.
+    """
+    seed = check_int(seed, "seed", "run_demo", low=0)
+    names = SECTIONS if sections is None else tuple(sections)
+    unknown = [n for n in names if importlib.util.find_spec(f"{__name__}.{n}") is None]
+    if unknown:
+        raise ValueError(
+            f"The 'sections' parameter of run_demo must name modules of {__name__}. Got "
+            f"unknown {unknown!r} instead."
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = DemoContext(out, seed, console if console is not None else Console(), quick)
+    start = time.perf_counter()
+    results = [_run_section(name, ctx) for name in names]
+    elapsed = time.perf_counter() - start
+    command = (
+        " ".join(["privcal", *sys.argv[1:]])
+        if Path(sys.argv[0]).name == "privcal"
+        else (f"run_demo({str(out)!r}, seed={seed}, quick={quick})")
+    )
+    report = write_report(out, results, command=command, seed=seed, seconds=elapsed)
+    failed = [s.name for s in results if s.error]
+    if failed:
+        raise DemoError(f"demo sections failed: {', '.join(failed)}; see {report}")
+    ctx.console.print(f"Demo finished in {elapsed:.1f} s.")
+    return report

@@ -1,0 +1,11 @@
+"""Figures for calibration: reliability diagrams (drawing only; compute is in
+:mod:`privcal.metrics`)."""
+
+from privcal.plots.reliability import (
+    ReliabilityDisplay,
+    before_after,
+    reliability_diagram,
+    save_figure,
+)
+
+__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure"]

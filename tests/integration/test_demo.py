@@ -1,0 +1,110 @@
+"""The demo framework and its calibration section (``privcal demo``)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from privcal.cli import app
+from privcal.experiments.demo import DemoContext, DemoError, run_demo
+from privcal.experiments.demo.calibration import applicable_methods
+from privcal.experiments.report import markdown_table
+
+
+def test_applicable_methods_skips_platt_and_aliases() -> None:
+    methods, skipped = applicable_methods(10)
+    assert "platt" in skipped and "platt" not in methods
+    assert skipped["nll-t"] == "same estimator as temperature"
+    assert {"temperature", "ece-t", "acc-t", "vector", "matrix", "isotonic"} <= set(methods)
+    binary, _ = applicable_methods(2)
+    assert "platt" in binary
+
+
+def test_markdown_table() -> None:
+    assert markdown_table(["a", "b", "c"], [["x", 1, 2.5]]) == [
+        "| a | b | c |",
+        "|:--|--:|--:|",
+        "| x | 1 | 2.5 |",
+    ]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("demo")
+    console = Console(record=True, width=120)
+    report = run_demo(out, seed=0, console=console, quick=True)
+    return report, console.export_text()
+
+
+def test_demo_writes_report_figures_and_results(demo_run: tuple[Path, str]) -> None:
+    report, printed = demo_run
+    out = report.parent
+    text = report.read_text()
+    assert report.name == "report.md"
+    assert text.startswith("# privcal demo")
+    assert "## Calibration under distribution shift" in text
+    assert "### ECE per corruption" in text
+    figures = sorted((out / "figures").glob("*.png"))
+    assert len(figures) == 2 and "calibration_clean.png" in {f.name for f in figures}
+    for fig in figures:
+        assert fig.read_bytes().startswith(b"\x89PNG")
+        assert f"(figures/{fig.name})" in text
+    assert "Mean over 5 corruptions" in printed and "temperature" in printed
+
+
+def test_demo_temperature_scaling_lowers_ece(demo_run: tuple[Path, str]) -> None:
+    report, _ = demo_run
+    with (report.parent / "calibration.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    corruptions = {r["corruption"] for r in rows}
+    assert len(corruptions) == 5
+
+    def mean(method: str, key: str) -> float:
+        return float(np.mean([float(r[key]) for r in rows if r["method"] == method]))
+
+    # Severity-5 shift makes the network over-confident; temperature scaling fitted on the
+    # validation half lowers the test ECE on average (by far more than split noise).
+    assert mean("temperature", "ece") < mean("uncalibrated", "ece") - 0.1
+    # Temperature scaling never changes the argmax.
+    assert mean("temperature", "accuracy") == pytest.approx(mean("uncalibrated", "accuracy"))
+    # The report's mean table shows the same numbers.
+    line = next(ln for ln in report.read_text().splitlines() if ln.startswith("| temperature |"))
+    assert f"{100 * mean('temperature', 'ece'):.2f}" in line
+
+
+def test_failing_section_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "privcal.experiments.demo._broken_for_test"
+    module = types.ModuleType(name)
+    module.TITLE = "Broken"  # type: ignore[attr-defined]
+
+    def run(ctx: DemoContext) -> list[str]:
+        raise RuntimeError("boom")
+
+    module.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: object())
+    with pytest.raises(DemoError, match="_broken_for_test"):
+        run_demo(tmp_path, console=Console(quiet=True), sections=("_broken_for_test",))
+    text = (tmp_path / "report.md").read_text()
+    assert "## Broken" in text and "RuntimeError: boom" in text
+
+
+def test_run_demo_rejects_unknown_section(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'sections' parameter of run_demo"):
+        run_demo(tmp_path, sections=("no_such_section",))
+    with pytest.raises(ValueError, match="'seed' parameter of run_demo"):
+        run_demo(tmp_path, seed=-1)
+
+
+def test_demo_command(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "d"), "--quick", "--seed", "0"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "d" / "report.md").is_file()
+    assert "Report:" in res.output

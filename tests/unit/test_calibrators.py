@@ -1,0 +1,481 @@
+"""Non-private calibrators (privcal.calibrators): scikit-learn conventions, serialisation and
+the behaviour each method promises."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import sklearn.exceptions
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
+
+from privcal.calibrators import (
+    BBQ,
+    METHODS,
+    BoundaryWarning,
+    Calibrator,
+    HistogramBinning,
+    IsotonicCalibration,
+    MatrixScaling,
+    PlattScaling,
+    TemperatureScaling,
+    VectorScaling,
+    calibrator_from_dict,
+)
+from privcal.metrics import ece, nll
+from privcal.metrics.statistics import softmax, top_confidence
+
+MULTICLASS = sorted(m for m in METHODS if m != "platt")
+ALL = [*MULTICLASS, "platt"]
+
+
+def make(name: str) -> Calibrator:
+    return METHODS[name]()
+
+
+@pytest.fixture(scope="module")
+def binary_data() -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng(7)
+    s = 2.0 * g.normal(size=400)
+    y = (g.random(400) < 1.0 / (1.0 + np.exp(-0.5 * s))).astype(np.int64)
+    z = np.column_stack([np.zeros_like(s), s])
+    z.setflags(write=False)
+    y.setflags(write=False)
+    return z, y
+
+
+@pytest.fixture
+def data(request: pytest.FixtureRequest, binary_data: Any, overconfident: Any) -> Any:
+    return binary_data if request.param == "platt" else overconfident
+
+
+def fitted(name: str, data: tuple[np.ndarray, np.ndarray]) -> Calibrator:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryWarning)
+        return make(name).fit(*data)
+
+
+# -- scikit-learn conventions -------------------------------------------------------------------
+def test_methods_registry() -> None:
+    assert set(METHODS) == {
+        "temperature",
+        "nll-t",
+        "ece-t",
+        "acc-t",
+        "platt",
+        "vector",
+        "op-vector",
+        "matrix",
+        "histogram",
+        "histogram-classwise",
+        "bbq",
+        "isotonic",
+    }
+    assert all(isinstance(make(m), Calibrator) for m in METHODS)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_clone_and_params_round_trip(name: str) -> None:
+    cal = make(name)
+    params = cal.get_params()
+    twin = clone(cal)
+    assert type(twin) is type(cal) and twin is not cal
+    assert twin.get_params() == params
+    twin.set_params(**params)
+    assert twin.get_params() == params
+    for value in params.values():  # hyperparameters only: nothing learned in __init__
+        assert not isinstance(value, np.ndarray)
+    assert not [k for k in vars(cal) if k.endswith("_")]
+
+
+def test_set_params_changes_hyperparameters() -> None:
+    cal = TemperatureScaling().set_params(objective="acc", t_range=(0.5, 3.0))
+    assert cal.get_params() == {"objective": "acc", "t_range": (0.5, 3.0), "n_bins": 15}
+    with pytest.raises(ValueError):
+        cal.set_params(not_a_parameter=1)
+
+
+@pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])
+def test_fitted_attributes_end_with_underscore(name: str, data: Any) -> None:
+    cal = make(name)
+    before = set(vars(cal))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryWarning)
+        assert cal.fit(*data) is cal
+    learned = set(vars(cal)) - before
+    assert learned, "fit learned nothing"
+    assert all(k.endswith("_") for k in learned), learned
+    assert {*type(cal)._fitted_attributes, "n_classes_"} <= learned
+    check_is_fitted(cal)
+    assert cal.n_classes_ == data[0].shape[1]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_not_fitted_errors(name: str) -> None:
+    cal = make(name)
+    z = np.zeros((3, 2 if name == "platt" else 4))
+    with pytest.raises(sklearn.exceptions.NotFittedError, match="not fitted yet"):
+        cal.predict_proba(z)
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        cal.predict(z)
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        cal.to_dict()
+    with pytest.raises(sklearn.exceptions.NotFittedError):
+        check_is_fitted(cal)
+
+
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        (m, m)
+        for m in ALL
+    ],
+    indirect=["data"],
+)
+def test_predict_proba_does_not_change_state(name: str, data: Any) -> None:
+    cal = fitted(name, data)
+    before = dict(vars(cal))
+    cal.predict_proba(data[0])
+    assert set(vars(cal)) == set(before)
+
+
+# -- predictions --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])
+def test_predict_proba_is_a_distribution(name: str, data: Any) -> None:
+    cal = fitted(name, data)
+    g = np.random.default_rng(1)
+    z_new = 5.0 * g.normal(size=(300, data[0].shape[1]))
+    for z in (data[0], z_new):
+        p = cal.predict_proba(z)
+        assert p.shape == z.shape and p.dtype == np.float64
+        assert np.all(p >= 0.0) and np.all(p <= 1.0)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(cal.predict(z), np.argmax(p, axis=1))
+
+
+@pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])
+def test_json_round_trip_reproduces_predictions(name: str, data: Any) -> None:
+    cal = fitted(name, data)
+    text = json.dumps(cal.to_dict())
+    back = calibrator_from_dict(json.loads(text))
+    assert type(back) is type(cal)
+    assert back.get_params() == cal.get_params()
+    g = np.random.default_rng(2)
+    z = np.vstack([data[0], 6.0 * g.normal(size=(100, data[0].shape[1]))])
+    np.testing.assert_array_equal(back.predict_proba(z), cal.predict_proba(z))
+    np.testing.assert_array_equal(
+        type(cal).from_dict(json.loads(text)).predict_proba(z), cal.predict_proba(z)
+    )
+
+
+def test_histogram_round_trip_keeps_empty_bins_nan(overconfident: Any) -> None:
+    cal = HistogramBinning(n_bins=50).fit(*overconfident)
+    assert np.isnan(cal.bin_values_).any()
+    back = calibrator_from_dict(json.loads(json.dumps(cal.to_dict())))
+    np.testing.assert_array_equal(np.isnan(back.bin_values_), np.isnan(cal.bin_values_))
+
+
+def test_from_dict_errors(overconfident: Any) -> None:
+    d = TemperatureScaling().fit(*overconfident).to_dict()
+    with pytest.raises(ValueError, match="not a VectorScaling"):
+        VectorScaling.from_dict(d)
+    with pytest.raises(ValueError, match="Unknown calibrator 'Nope'"):
+        calibrator_from_dict({**d, "class": "Nope"})
+
+
+@pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])
+def test_wrong_class_count_at_predict(name: str, data: Any) -> None:
+    cal = fitted(name, data)
+    c = data[0].shape[1]
+    with pytest.raises(
+        ValueError, match=rf"fitted on {c} classes but 'logits' has {c + 1} columns"
+    ):
+        cal.predict_proba(np.zeros((2, c + 1)))
+
+
+@pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])
+def test_fit_on_probs_equals_fit_on_log_probs(name: str, data: Any) -> None:
+    z, y = data
+    p = softmax(z)
+    a = fitted(name, (np.log(p), y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundaryWarning)
+        b = make(name).fit(p, y, input="probs")
+    np.testing.assert_array_equal(a.predict_proba(z), b.predict_proba(z))
+
+
+@pytest.mark.parametrize("name", MULTICLASS)
+def test_fit_validates_inputs(name: str, overconfident: Any) -> None:
+    z, y = overconfident
+    with pytest.raises(ValueError, match="'labels' has 599 entries"):
+        make(name).fit(z, y[:-1])
+    with pytest.raises(ValueError, match="'logits' contains 1 non-finite"):
+        make(name).fit(np.where(np.arange(z.size).reshape(z.shape) == 5, np.nan, z), y)
+
+
+# -- Platt scaling ------------------------------------------------------------------------------
+def test_platt_rejects_multiclass(overconfident: Any) -> None:
+    with pytest.raises(ValueError, match=r"4 classes.*Use VectorScaling"):
+        PlattScaling().fit(*overconfident)
+
+
+def test_platt_one_column_equals_two_columns(binary_data: Any) -> None:
+    z, y = binary_data
+    a = PlattScaling().fit(z, y)
+    b = PlattScaling().fit(z[:, 1], y)
+    np.testing.assert_allclose([a.coef_, a.intercept_], [b.coef_, b.intercept_], rtol=1e-12)
+    np.testing.assert_allclose(a.predict_proba(z), b.predict_proba(z[:, 1]), rtol=1e-12)
+    # sigmoid(a s + b) of the binary logit s = z1 - z0
+    p1 = 1.0 / (1.0 + np.exp(-(a.coef_ * (z[:, 1] - z[:, 0]) + a.intercept_)))
+    np.testing.assert_allclose(a.predict_proba(z)[:, 1], p1, rtol=1e-12)
+
+
+def test_platt_recovers_known_parameters() -> None:
+    """y ~ Bernoulli(sigmoid(a0 s + b0)): the MLE lies within 4 standard errors (Fisher)."""
+    a0, b0, n = 2.0, -0.5, 20_000
+    g = np.random.default_rng(11)
+    s = g.normal(size=n)
+    p = 1.0 / (1.0 + np.exp(-(a0 * s + b0)))
+    y = (g.random(n) < p).astype(int)
+    cal = PlattScaling().fit(s, y)
+    x = np.column_stack([s, np.ones(n)])
+    cov = np.linalg.inv((x * (p * (1 - p))[:, None]).T @ x)
+    se = np.sqrt(np.diag(cov))
+    assert abs(cal.coef_ - a0) < 4 * se[0], (cal.coef_, se[0])
+    assert abs(cal.intercept_ - b0) < 4 * se[1], (cal.intercept_, se[1])
+
+
+# -- temperature scaling ------------------------------------------------------------------------
+T0 = 2.0
+N_TEMP = 20_000
+
+
+@pytest.fixture(scope="module")
+def calibrated_at_t0(sample_labels: Callable[..., np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng(99)
+    z = 3.0 * g.normal(size=(N_TEMP, 5))
+    return z, sample_labels(z, T0, g)
+
+
+def test_nll_objective_recovers_temperature(calibrated_at_t0: Any) -> None:
+    """MLE of beta = 1/T: SE = 1/sqrt(N I), I = mean_i Var_{softmax(beta0 z_i)}[z_i] (Fisher
+    information of the tempered softmax); SE(T) = T0^2 SE(beta). Tolerance 4 SE."""
+    z, y = calibrated_at_t0
+    t = TemperatureScaling("nll").fit(z, y).temperature_
+    p = softmax(z, T0)
+    fisher = ((p * z**2).sum(1) - (p * z).sum(1) ** 2).mean()
+    se = T0**2 / np.sqrt(N_TEMP * fisher)
+    assert abs(t - T0) < 4 * se, f"T={t:.4f}, T0={T0}, SE={se:.4f}"
+
+
+def _acc_se(z: np.ndarray) -> float:
+    """SE of the Acc-T root: correctness_i ~ Bernoulli(conf_T0(i)) under the model, so
+    SE(acc) = sqrt(sum c(1-c)) / N; the delta method divides by d mean conf / dT at T0."""
+    c = top_confidence(z, T0)
+    h = 1e-4
+    slope = (top_confidence(z, T0 + h).mean() - top_confidence(z, T0 - h).mean()) / (2 * h)
+    return float(np.sqrt((c * (1 - c)).sum()) / z.shape[0] / abs(slope))
+
+
+def test_acc_objective_recovers_temperature(calibrated_at_t0: Any) -> None:
+    z, y = calibrated_at_t0
+    t = TemperatureScaling("acc").fit(z, y).temperature_
+    se = _acc_se(z)
+    assert abs(t - T0) < 4 * se, f"T={t:.4f}, T0={T0}, SE={se:.4f}"
+
+
+def test_ece_objective_recovers_temperature(calibrated_at_t0: Any) -> None:
+    """ECE-T solves a binned, non-smooth version of the Acc-T equation; its spread is larger
+    (1.3x Acc-T's over 20 seeds at this N), so the tolerance is 6 Acc-T standard errors."""
+    z, y = calibrated_at_t0
+    t = TemperatureScaling("ece").fit(z, y).temperature_
+    se = _acc_se(z)
+    assert abs(t - T0) < 6 * se, f"T={t:.4f}, T0={T0}, SE(acc-T)={se:.4f}"
+
+
+def test_nll_objective_is_a_minimum(overconfident: Any) -> None:
+    z, y = overconfident
+    t = TemperatureScaling("nll").fit(z, y).temperature_
+    f = [nll(z / (t * r), y, input="logits") for r in (1 - 1e-3, 1.0, 1 + 1e-3)]
+    assert f[1] <= f[0] and f[1] <= f[2]
+
+
+def test_ece_objective_minimises_training_ece(overconfident: Any) -> None:
+    z, y = overconfident
+    t_ece = TemperatureScaling("ece").fit(z, y).temperature_
+    best = ece(z / t_ece, y, input="logits")
+    for t in (*np.geomspace(0.5, 5.0, 23), TemperatureScaling("nll").fit(z, y).temperature_):
+        assert best <= ece(z / t, y, input="logits") + 1e-12
+
+
+def test_acc_objective_matches_confidence_to_accuracy(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = TemperatureScaling("acc").fit(z, y)
+    p = cal.predict_proba(z)
+    acc = (np.argmax(z, axis=1) == y).mean()
+    assert abs(p.max(axis=1).mean() - acc) < 1e-6
+    assert cal.temperature_ > 1.0  # the logits are over-confident
+
+
+@pytest.mark.parametrize("objective", ["nll", "acc", "ece"])
+def test_temperature_near_two_on_overconfident(overconfident: Any, objective: str) -> None:
+    # N = 600 only: a loose check that every objective softens (T0 = 2)
+    t = TemperatureScaling(objective).fit(*overconfident).temperature_
+    assert 1.3 < t < 3.0
+
+
+@pytest.mark.parametrize(
+    "objective",
+    [
+        "nll",
+        "acc",
+        "ece",
+    ],
+)
+@pytest.mark.parametrize(("t_range", "end"), [((0.05, 1.0), 1.0), ((5.0, 20.0), 5.0)])
+def test_boundary_warning(
+    overconfident: Any, objective: str, t_range: tuple[float, float], end: float
+) -> None:
+    with pytest.warns(BoundaryWarning, match="Widen t_range"):
+        cal = TemperatureScaling(objective, t_range=t_range).fit(*overconfident)
+    assert cal.temperature_ == pytest.approx(end, rel=0.05)
+
+
+def test_no_boundary_warning_inside_range(overconfident: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BoundaryWarning)
+        for objective in ("nll", "acc", "ece"):
+            TemperatureScaling(objective).fit(*overconfident)
+
+
+@pytest.mark.parametrize("objective", ["nll", "acc", "ece"])
+def test_temperature_keeps_argmax(overconfident: Any, objective: str) -> None:
+    z, y = overconfident
+    cal = TemperatureScaling(objective).fit(z, y)
+    np.testing.assert_array_equal(cal.predict(z), np.argmax(z, axis=1))
+    np.testing.assert_allclose(cal.predict_proba(z), softmax(z / cal.temperature_), rtol=1e-12)
+
+
+# -- vector / matrix scaling --------------------------------------------------------------------
+def test_order_preserving_keeps_full_ranking(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = VectorScaling(order_preserving=True).fit(z, y)
+    assert cal.coef_.shape == (z.shape[1] - 1,)
+    np.testing.assert_array_equal(cal.intercept_, 0.0)
+    g = np.random.default_rng(3)
+    for zz in (z, 4.0 * g.normal(size=(500, z.shape[1]))):
+        u = cal.transform_logits(zz)
+        np.testing.assert_array_equal(np.argsort(-u, axis=1), np.argsort(-zz, axis=1))
+        np.testing.assert_array_equal(cal.predict(zz), np.argmax(zz, axis=1))
+
+
+def test_order_preserving_keeps_ties_equal() -> None:
+    from privcal.calibrators.scaling import order_preserving_logits
+
+    z = np.array([[1.0, 3.0, 1.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    u = order_preserving_logits(z, np.array([0.3, -0.7, 1.1]))
+    assert u[0, 0] == u[0, 2] and u[0, 1] == 0.0
+    np.testing.assert_array_equal(u[1], 0.0)
+
+
+def test_order_preserving_changes_more_than_temperature(overconfident: Any) -> None:
+    """The per-rank scales are free: the fit is not forced to one common scale."""
+    z, y = overconfident
+    cal = VectorScaling(order_preserving=True).fit(z, y)
+    assert np.ptp(cal.coef_) > 1e-3
+    assert (
+        nll(cal.predict_proba(z), y)
+        <= nll(TemperatureScaling().fit(z, y).predict_proba(z), y) + 1e-3
+    )
+
+
+def test_vector_scaling_form(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = VectorScaling().fit(z, y)
+    np.testing.assert_allclose(
+        cal.predict_proba(z), softmax(z * cal.coef_ + cal.intercept_), rtol=1e-12
+    )
+    # on logits over-confident by a factor 2 the fitted scales are about 1/2
+    assert np.all((cal.coef_ > 0.3) & (cal.coef_ < 0.8)), cal.coef_
+
+
+def test_matrix_scaling_form_and_regularisation(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = MatrixScaling().fit(z, y)
+    np.testing.assert_allclose(
+        cal.predict_proba(z), softmax(z @ cal.coef_.T + cal.intercept_), rtol=1e-12
+    )
+    strong = MatrixScaling(reg_offdiag=1e4, reg_intercept=1e4).fit(z, y)
+    off = strong.coef_ - np.diag(np.diag(strong.coef_))
+    assert np.abs(off).max() < 1e-3 and np.abs(strong.intercept_).max() < 1e-3
+    assert np.abs(cal.coef_ - np.diag(np.diag(cal.coef_))).max() > np.abs(off).max()
+
+
+@pytest.mark.parametrize("name", ["vector", "matrix", "op-vector", "temperature"])
+def test_scaling_improves_training_nll(overconfident: Any, name: str) -> None:
+    z, y = overconfident
+    cal = make(name).fit(z, y)
+    assert nll(cal.predict_proba(z), y) < nll(z, y, input="logits") - 0.05
+
+
+# -- binning calibrators ------------------------------------------------------------------------
+def test_histogram_top_hand() -> None:
+    # top confidences 0.9 (right), 0.9 (wrong), 0.6 (right); 4 bins of width 0.25:
+    # (0.5, 0.75] -> 1/1, (0.75, 1] -> 1/2, the two lower bins are empty (NaN)
+    p = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4]])
+    cal = HistogramBinning(n_bins=4).fit(p, [0, 1, 0], input="probs")
+    np.testing.assert_allclose(cal.bin_values_, [np.nan, np.nan, 1.0, 0.5])
+    out = cal.predict_proba(np.array([[0.8, 0.2], [0.3, 0.7]]), input="probs")
+    np.testing.assert_allclose(out, [[0.5, 0.5], [0.0, 1.0]], atol=1e-15)
+
+
+def test_histogram_top_keeps_other_classes_proportional() -> None:
+    p = np.array([[0.6, 0.3, 0.1], [0.6, 0.1, 0.3], [0.9, 0.05, 0.05]])
+    cal = HistogramBinning(n_bins=2).fit(p, [0, 1, 0], input="probs")
+    np.testing.assert_allclose(cal.bin_values_, [np.nan, 2 / 3])
+    out = cal.predict_proba(np.array([[0.7, 0.2, 0.1]]), input="probs")
+    np.testing.assert_allclose(out, [[2 / 3, 2 / 9, 1 / 9]], rtol=1e-12)
+    # a top confidence of 0.45 falls in the empty bin [0, 0.5]: the row is kept unchanged
+    low = np.array([[0.45, 0.35, 0.2]])
+    np.testing.assert_allclose(cal.predict_proba(low, input="probs"), low, rtol=1e-12)
+
+
+def test_histogram_classwise_values(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = HistogramBinning(mode="classwise", n_bins=5).fit(z, y)
+    p = softmax(z)
+    idx = np.minimum(np.ceil(p * 5).astype(int) - 1, 4).clip(0)
+    for j in range(z.shape[1]):
+        for b in range(5):
+            members = idx[:, j] == b
+            expected = (y[members] == j).mean() if members.any() else np.nan
+            np.testing.assert_allclose(cal.bin_values_[j, b], expected, rtol=1e-12)
+
+
+def test_bbq_table_shape_and_weights(overconfident: Any) -> None:
+    z, y = overconfident
+    cal = BBQ(n_levels=4).fit(z, y)
+    assert cal.table_.shape == (4, 16) and cal.weights_.shape == (4, 4)
+    np.testing.assert_allclose(cal.weights_.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all((cal.table_ > 0) & (cal.table_ < 1))
+
+
+def test_isotonic_step_functions_monotone(overconfident: Any) -> None:
+    cal = IsotonicCalibration().fit(*overconfident)
+    for x, v in zip(cal.x_thresholds_, cal.y_thresholds_, strict=True):
+        assert np.all(np.diff(x) >= 0) and np.all(np.diff(v) >= 0)
+        assert v.min() >= 0 and v.max() <= 1
+
+
+@pytest.mark.parametrize("name", ["histogram", "histogram-classwise", "bbq", "isotonic"])
+def test_binning_reduces_training_ece(overconfident: Any, name: str) -> None:
+    z, y = overconfident
+    cal = make(name).fit(z, y)
+    assert ece(cal.predict_proba(z), y) < ece(z, y, input="logits")
