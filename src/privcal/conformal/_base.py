@@ -1,0 +1,89 @@
+"""What :class:`SplitConformal` and :class:`PrivateConformal` share: inputs, scores, sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privcal.conformal.scores import SCORES, conformity
+from privcal.data.validation import check_labels, check_scores
+from privcal.metrics.statistics import softmax
+
+__all__ = ["ConformalBase", "FullSetWarning", "NotFittedError"]
+
+
+class FullSetWarning(UserWarning):
+    """The calibration set is too small for the requested level: every set is the full set."""
+
+
+class NotFittedError(RuntimeError):
+    """``predict_set`` was called before ``fit``."""
+
+
+class ConformalBase:
+    """Shared machinery (not public): probabilities, score matrices and ``predict_set``."""
+
+    _owner = "ConformalBase"
+    score: str
+    calibrator: Any
+    random_state: int | None
+    threshold_: float
+    n_classes_: int
+
+    @staticmethod
+    def _scores() -> tuple[str, ...]:
+        return SCORES
+
+    def _probs(self, logits: Any, input: str, name: str) -> np.ndarray:
+        z = check_scores(logits, input=input, name=name)  # type: ignore[arg-type]
+        if self.calibrator is None:
+            return softmax(z)
+        if not hasattr(self.calibrator, "predict_proba"):
+            raise ValueError(
+                f"The 'calibrator' parameter of {self._owner} must be a fitted calibrator with "
+                f"predict_proba, or None. Got {self.calibrator!r} instead."
+            )
+        return np.asarray(self.calibrator.predict_proba(z), dtype=np.float64)
+
+    def _u(self, n: int) -> np.ndarray | None:
+        if self.score != "aps-randomized":
+            return None
+        return self._rng_.random(n)
+
+    def _calibration_scores(self, logits: Any, labels: Any, input: str) -> np.ndarray:
+        """``S(x_i, y_i)`` for the calibration set (validated inputs)."""
+        p = self._probs(logits, input, "logits")
+        y = check_labels(labels, p.shape[0], p.shape[1])
+        self.n_classes_ = int(p.shape[1])
+        self._rng_ = np.random.default_rng(self.random_state)
+        s = conformity(self.score, p, self._u(p.shape[0]))
+        return np.asarray(s[np.arange(p.shape[0]), y])
+
+    def score_matrix(self, logits: Any, input: str = "logits") -> np.ndarray:
+        """Scores ``S(x, y)`` of every label (``N x C``); randomised APS draws fresh ``u``."""
+        if not hasattr(self, "threshold_"):
+            raise NotFittedError(f"This {self._owner} is not fitted yet: call fit first.")
+        p = self._probs(logits, input, "logits")
+        if p.shape[1] != self.n_classes_:
+            raise ValueError(
+                f"'logits' has {p.shape[1]} classes but {self._owner} was fitted with "
+                f"{self.n_classes_}."
+            )
+        return conformity(self.score, p, self._u(p.shape[0]))
+
+    def predict_set(self, logits: Any, input: str = "logits") -> np.ndarray:
+        """Prediction sets ``{y : S(x, y) <= threshold_}`` as a boolean ``N x C`` matrix.
+
+        Parameters
+        ----------
+        logits : array_like of shape (N, C)
+            Test outputs (logits, or probabilities with ``input="probs"``).
+        input : {"logits", "probs"}, default="logits"
+
+        Returns
+        -------
+        ndarray of bool, shape (N, C)
+            Row ``i`` marks the labels in the set of example ``i``.
+        """
+        return self.score_matrix(logits, input) <= self.threshold_

@@ -1,0 +1,278 @@
+"""Vectorised simulation of split conformal prediction over many random calibration/test splits.
+
+The statistical tests and ``privcal bench angelopoulos2022`` evaluate coverage and set size over
+``R`` (default 1000) random splits of a pool of ``N`` labelled examples into ``n`` calibration
+and ``N - n`` test points, for many (score, alpha, epsilon, m) settings. Fitting an estimator per
+split would cost ``R`` passes over the data per setting; instead :class:`SplitSimulator` works on
+the pool **once**:
+
+1. Scores ``s`` of the true labels are sorted once; each split is a boolean row of a ``R x N``
+   membership matrix in that order, and ``cum[r, p]`` (a cumulative sum along the row) is the
+   number of calibration points among the ``p + 1`` smallest pool scores.
+2. Non-private threshold (:meth:`SplitSimulator.split`): the ``k``-th smallest calibration score
+   is the pool score at the first position where ``cum >= k`` (``k`` from
+   :func:`~privcal.conformal.conformal_rank`).
+3. Private threshold (:meth:`SplitSimulator.private`): the exponential mechanism of
+   :func:`~privcal.conformal.private_quantile` needs the cumulative calibration counts at the
+   ``m`` edges. All bins that are empty in the *pool* are empty in every split, and a run of
+   them shares one utility ``w``, so the mechanism is a mixture over at most ``2L + 1`` groups
+   (``L <= min(N, m)`` occupied pool bins): each occupied bin, each run of empty bins before it
+   (weight multiplied by the run length), and the trailing run. The group is drawn by
+   Gumbel-max with the generator of a :class:`~privcal.privacy.SeededNoise` (the same law as
+   ``SeededNoise.exponential_index``), then a bin uniformly inside a run. This is the exact law
+   of :func:`private_quantile` for every ``m`` (``m = 10^6`` costs ``O(R N)``, not ``O(R m)``).
+4. Coverage of the test part at threshold ``t``: ``(#pool <= t - #cal <= t) / (N - n)``, both
+   counts already known. Set size: each pool row's label scores are replaced by their ranks
+   among all pool label scores (exact integer comparisons), rows are offset and flattened, and
+   one ``searchsorted`` per split counts ``#{y : S(x, y) <= t}`` for its test rows.
+
+Everything is exact (no truncation); the tests check it against the estimators on a few splits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privcal._params import check_int, check_probability, check_real
+from privcal.conformal.private import _gamma, _level, optimal_bins
+from privcal.conformal.quantile import bin_edges, quantile_sensitivity
+from privcal.conformal.split import conformal_rank
+from privcal.metrics.statistics import bin_indices
+from privcal.privacy.noise import SeededNoise
+
+__all__ = ["SimulationResult", "SplitSimulator"]
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Per-split outcomes of one setting.
+
+    Attributes
+    ----------
+    coverage : ndarray (R,)
+        Fraction of the split's test points whose true label is in its set.
+    size : ndarray (R,) or None
+        Mean set size on the split's test points (``None`` without label scores).
+    threshold : ndarray (R,)
+        The fitted threshold per split (``inf`` for full sets).
+    level : float
+        The quantile level used: ``k / n`` (non-private) or ``q~`` (private).
+    bins : int
+        ``m`` (0 for non-private).
+    gamma : float
+        ``gamma`` (nan for non-private).
+    """
+
+    coverage: np.ndarray
+    size: np.ndarray | None
+    threshold: np.ndarray
+    level: float
+    bins: int = 0
+    gamma: float = math.nan
+
+    @property
+    def mean_coverage(self) -> float:
+        return float(self.coverage.mean())
+
+    @property
+    def se_coverage(self) -> float:
+        """Standard error of the mean coverage over splits."""
+        return float(self.coverage.std(ddof=1) / math.sqrt(self.coverage.size))
+
+    @property
+    def mean_size(self) -> float:
+        return math.nan if self.size is None else float(self.size.mean())
+
+
+class SplitSimulator:
+    """Coverage and set size of split and private conformal sets over ``R`` random splits.
+
+    Parameters
+    ----------
+    label_scores : array_like of shape (N, C)
+        Conformity scores of every label of the pool (e.g. ``lac_scores(softmax(z))``), in
+        ``[0, 1]``.
+    labels : array_like of shape (N,)
+        True labels.
+    n : int
+        Calibration points per split (``1 <= n < N``).
+    splits : int, default=1000
+        ``R``.
+    seed : int, default=0
+        Seeds the splits (``numpy.random.default_rng(seed).permuted``).
+    sizes : bool, default=True
+        Also compute mean set sizes.
+
+    Attributes
+    ----------
+    permutations : ndarray (R, N)
+        Row ``r`` is a permutation of the pool; its first ``n`` entries are the calibration
+        points of split ``r`` (share it with a peer, e.g. MAPIE, to compare on the same splits).
+    """
+
+    def __init__(
+        self,
+        label_scores: Any,
+        labels: Any,
+        n: int,
+        splits: int = 1000,
+        seed: int = 0,
+        sizes: bool = True,
+    ) -> None:
+        owner = "SplitSimulator"
+        S = np.asarray(label_scores, dtype=np.float64)
+        y = np.asarray(labels, dtype=np.int64)
+        if S.ndim != 2 or y.shape != (S.shape[0],):
+            raise ValueError(f"{owner} needs an N x C score matrix and N labels.")
+        N, C = S.shape
+        self.N, self.C = N, C
+        self.n = check_int(n, "n", owner, low=1)
+        if self.n >= N:
+            raise ValueError(f"The 'n' parameter of {owner} must be < N = {N}. Got {n} instead.")
+        self.R = check_int(splits, "splits", owner, low=1)
+        rng = np.random.default_rng(check_int(seed, "seed", owner, low=0))
+        perm = rng.permuted(np.tile(np.arange(N, dtype=np.int32), (self.R, 1)), axis=1)
+        self.permutations = perm
+        s = S[np.arange(N), y]
+        order = np.argsort(s, kind="stable")
+        self.sorted_scores = s[order]
+        inv = np.empty(N, dtype=np.int64)
+        inv[order] = np.arange(N)
+        member = np.zeros((self.R, N), dtype=bool)
+        member[np.arange(self.R)[:, None], inv[perm[:, : self.n]]] = True
+        self.cum = np.cumsum(member, axis=1, dtype=np.int32)
+        self._rows = np.arange(self.R)
+        self._sizes = sizes
+        if sizes:
+            values = np.unique(S)
+            ranks = np.searchsorted(values, S).astype(np.int64)
+            ranks.sort(axis=1)
+            self._values = values
+            self._stride = values.size + 1
+            self._flat = (ranks + np.arange(N, dtype=np.int64)[:, None] * self._stride).ravel()
+            self._test = np.sort(perm[:, self.n :], axis=1).astype(np.int64)
+
+    # ---------------------------------------------------------------------------------------
+    def _cal_at(self, positions: np.ndarray) -> np.ndarray:
+        """``#cal`` among the first ``positions`` sorted pool scores (R-vector or R x G)."""
+        p = np.asarray(positions)
+        if p.ndim == 1:
+            got = self.cum[self._rows, np.maximum(p - 1, 0)]
+        else:
+            got = np.take_along_axis(self.cum, np.maximum(p - 1, 0), axis=1)
+        return np.where(p > 0, got, 0)
+
+    def _set_sizes(self, thresholds: np.ndarray) -> np.ndarray | None:
+        if not self._sizes:
+            return None
+        out = np.empty(self.R)
+        for r in range(self.R):
+            t = thresholds[r]
+            if not np.isfinite(t):
+                out[r] = self.C
+                continue
+            rank_t = np.searchsorted(self._values, t, side="right") - 1  # largest value <= t
+            idx = self._test[r]
+            pos = np.searchsorted(self._flat, rank_t + idx * self._stride, side="right")
+            out[r] = (pos - idx * self.C).mean()
+        return out
+
+    def _result(
+        self,
+        thr: np.ndarray,
+        pool_le: np.ndarray,
+        cal_le: np.ndarray,
+        level: float,
+        bins: int = 0,
+        gamma: float = math.nan,
+    ) -> SimulationResult:
+        cov = (pool_le - cal_le) / (self.N - self.n)
+        return SimulationResult(cov, self._set_sizes(thr), thr, level, bins, gamma)
+
+    def _full(self, level: float, bins: int = 0, gamma: float = math.nan) -> SimulationResult:
+        thr = np.full(self.R, np.inf)
+        return self._result(
+            thr, np.full(self.R, self.N), np.full(self.R, self.n), level, bins, gamma
+        )
+
+    # ---------------------------------------------------------------------------------------
+    def split(self, alpha: float) -> SimulationResult:
+        """Non-private split conformal (threshold = ``k``-th smallest calibration score)."""
+        k = conformal_rank(self.n, alpha)
+        if k > self.n:
+            return self._full(k / self.n)
+        first = (self.cum < k).sum(axis=1)  # first sorted position with cum >= k
+        thr = self.sorted_scores[first]
+        pool_le = np.searchsorted(self.sorted_scores, thr, side="right")
+        return self._result(thr, pool_le, self._cal_at(pool_le), k / self.n)
+
+    def private(
+        self,
+        alpha: float,
+        epsilon: float,
+        bins: Any = "auto",
+        gamma: Any = "auto",
+        noise: SeededNoise | None = None,
+    ) -> SimulationResult:
+        """Private conformal (:class:`PrivateConformal`'s law) on every split.
+
+        ``noise`` must be a :class:`SeededNoise` (its generator draws the Gumbel variables);
+        ``None`` means ``SeededNoise(0)``.
+        """
+        owner = "SplitSimulator.private"
+        a = check_probability(alpha, "alpha", owner)
+        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        if noise is None:
+            noise = SeededNoise(0)
+        if not isinstance(noise, SeededNoise):
+            raise ValueError(f"The 'noise' parameter of {owner} must be a SeededNoise.")
+        n, N = self.n, self.N
+        edges = bin_edges(optimal_bins(n, a, eps) if isinstance(bins, str) else bins, owner)
+        m = edges.size - 1
+        g = (
+            _gamma(n, a, eps, m)
+            if isinstance(gamma, str)
+            else check_probability(gamma, "gamma", owner)
+        )
+        q = _level(n, a, eps, m, g)
+        if q >= 1.0:
+            return self._full(q, m, g)
+        b = bin_indices(self.sorted_scores, m, edges)  # nondecreasing
+        start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+        end = np.concatenate((start[1:], [N]))  # pool positions of bin l: start..end-1
+        occ = b[start]
+        prev = np.concatenate(([-1], occ[:-1]))
+        gap = occ - prev - 1
+        last = m - 1 - int(occ[-1])
+        before = self._cal_at(start[None, :].repeat(self.R, 0))  # R x L
+        upto = self._cal_at(end[None, :].repeat(self.R, 0))
+        factor = -eps / (2.0 * quantile_sensitivity(q))
+        with np.errstate(divide="ignore"):
+            lw = np.concatenate(
+                (
+                    factor * np.maximum(before / q, (n - upto) / (1.0 - q)),
+                    factor * np.maximum(before / q, (n - before) / (1.0 - q)) + np.log(gap),
+                    np.full((self.R, 1), factor * n / q + (np.log(last) if last else -np.inf)),
+                ),
+                axis=1,
+            )
+        pick = np.argmax(lw + noise.rng.gumbel(size=lw.shape), axis=1)
+        u = noise.rng.random(self.R)
+        L = occ.size
+        kind = np.where(pick < L, 0, np.where(pick < 2 * L, 1, 2))
+        li = np.where(kind == 0, pick, pick - L)
+        li = np.minimum(li, L - 1)
+        rows = self._rows
+        # the chosen bin (0-based) and the counts <= its right edge
+        bin_occ = occ[li]
+        bin_gap = prev[li] + 1 + np.floor(u * gap[li]).astype(np.int64)
+        bin_last = occ[-1] + 1 + np.floor(u * last).astype(np.int64)
+        chosen = np.select([kind == 0, kind == 1], [bin_occ, bin_gap], bin_last)
+        thr = edges[chosen + 1]
+        pool_le = np.select([kind == 0, kind == 1], [end[li], start[li]], N)
+        cal_le = np.select([kind == 0, kind == 1], [upto[rows, li], before[rows, li]], n)
+        return self._result(thr, pool_le, cal_le, q, m, g)
