@@ -62,11 +62,14 @@ def fit_temperature_nll(z: np.ndarray, y: np.ndarray, t_range: tuple[float, floa
     d_y = d[np.arange(d.shape[0]), y]
     mean_dy = d_y.mean()
 
+    e = np.empty_like(d)  # one buffer reused by every pass
+
     def grad_hess(beta: float) -> tuple[float, float]:
-        e = np.exp(beta * d)
-        s = e.sum(axis=1)
-        ed = (e * d).sum(axis=1) / s
-        ed2 = (e * d * d).sum(axis=1) / s
+        np.multiply(d, beta, out=e)
+        np.exp(e, out=e)
+        s = np.einsum("ij->i", e)
+        ed = np.einsum("ij,ij->i", e, d) / s
+        ed2 = np.einsum("ij,ij,ij->i", e, d, d) / s
         return float(ed.mean() - mean_dy), float((ed2 - ed * ed).mean())
 
     lo, hi = 1.0 / t_range[1], 1.0 / t_range[0]
@@ -77,6 +80,8 @@ def fit_temperature_nll(z: np.ndarray, y: np.ndarray, t_range: tuple[float, floa
     beta = float(np.clip(1.0, lo, hi))
     for _ in range(100):
         g, h = grad_hess(beta)
+        if g == 0.0:  # exact stationary point: a bisection step would only move away
+            break
         if g > 0.0:
             hi = beta
         else:

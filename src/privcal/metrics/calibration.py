@@ -17,9 +17,12 @@ from privcal._params import check_int, check_option
 from privcal.data.validation import check_labels, check_probs, check_scores
 from privcal.metrics.statistics import (
     Binning,
+    BinStats,
     bin_indices,
     calibration_bins,
     softmax,
+    top_label,
+    top_label_bins,
 )
 
 __all__ = [
@@ -53,8 +56,14 @@ def _probs_labels(
 
 
 def _top(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    pred = np.argmax(p, axis=1)
-    return p[np.arange(p.shape[0]), pred], (pred == y).astype(np.float64)
+    conf, pred = top_label(p)
+    return conf, (pred == y).astype(np.float64)
+
+
+def _top_bins(p: np.ndarray, y: np.ndarray, n_bins: int, binning: Binning) -> BinStats:
+    if binning == "width":
+        return top_label_bins(p, y, n_bins)
+    return calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,7 @@ def reliability(
     """Top-label reliability data: per-bin accuracy, mean confidence and counts."""
     n_bins = check_int(n_bins, "n_bins", "reliability", low=1)
     p, y = _probs_labels(probs, labels, input, "reliability")
-    stats = calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
+    stats = _top_bins(p, y, n_bins, binning)
     return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
 
 
@@ -115,7 +124,7 @@ def ece(
     n_bins = check_int(n_bins, "n_bins", "ece", low=1)
     check_option(binning, "binning", "ece", ("width", "mass"))
     p, y = _probs_labels(probs, labels, input, "ece")
-    return calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning).ece()
+    return _top_bins(p, y, n_bins, binning).ece()
 
 
 def adaptive_ece(
@@ -140,7 +149,7 @@ def mce(
     n_bins = check_int(n_bins, "n_bins", "mce", low=1)
     check_option(binning, "binning", "mce", ("width", "mass"))
     p, y = _probs_labels(probs, labels, input, "mce")
-    stats = calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
+    stats = _top_bins(p, y, n_bins, binning)
     full = stats.counts > 0
     return float(np.max(np.abs(stats.gaps()[full]) / stats.counts[full]))
 

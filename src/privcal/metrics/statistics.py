@@ -27,6 +27,9 @@ All functions accept a scalar temperature or a 1-D array of K temperatures and t
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,6 +52,8 @@ __all__ = [
     "softmax",
     "top_confidence",
     "top_correct",
+    "top_label",
+    "top_label_bins",
     "width_bin_edges",
 ]
 
@@ -297,3 +302,82 @@ def class_histograms(
     total = np.bincount(flat.ravel(), minlength=c * n_bins).reshape(c, n_bins)
     pos = np.bincount(flat[pos_mask], minlength=c * n_bins).reshape(c, n_bins)
     return pos.astype(np.float64), (total - pos).astype(np.float64)
+
+
+#: Rows per block of the blocked top-label kernels: a block of C=10 float64 columns (640 kB)
+#: stays in cache while its columns are scanned.
+_BLOCK_ROWS = 1 << 13
+#: Below this many rows the blocked kernels run in the calling thread.
+_PARALLEL_MIN_ROWS = 1 << 17
+
+
+def _n_threads() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _map_blocks(n: int, fn: Callable[[int, int], object]) -> list[object]:
+    """Run ``fn(lo, hi)`` over row blocks, on a small thread pool when ``n`` is large.
+
+    NumPy releases the GIL inside its loops, so blocks run in parallel; each block writes only
+    its own rows or returns its own partial sums, so the result does not depend on scheduling.
+    """
+    starts = range(0, n, _BLOCK_ROWS)
+    if n < _PARALLEL_MIN_ROWS or _n_threads() == 1:
+        return [fn(lo, min(lo + _BLOCK_ROWS, n)) for lo in starts]
+    with ThreadPoolExecutor(_n_threads()) as pool:
+        return list(pool.map(lambda lo: fn(lo, min(lo + _BLOCK_ROWS, n)), starts))
+
+
+def _scan_top(block: np.ndarray, conf: np.ndarray, pred: np.ndarray) -> None:
+    """Row max and first argmax of ``block`` by a scan over its columns (in place)."""
+    conf[:] = block[:, 0]
+    pred[:] = 0
+    for j in range(1, block.shape[1]):
+        col = block[:, j]
+        np.copyto(pred, j, where=col > conf)  # strict: ties keep the lowest index, as argmax
+        np.maximum(conf, col, out=conf)
+
+
+def top_label(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Top-label confidence ``max_c p_ic`` and prediction ``argmax_c p_ic`` (lowest index on ties).
+
+    Same values as ``probs.max(1)`` and ``probs.argmax(1)``, computed by a blocked scan over
+    columns: NumPy's reductions along a short last axis pay a call per row, which dominates for
+    ten classes.
+    """
+    n = probs.shape[0]
+    conf = np.empty(n)
+    pred = np.empty(n, dtype=np.int64)
+
+    def block(lo: int, hi: int) -> None:
+        _scan_top(probs[lo:hi], conf[lo:hi], pred[lo:hi])
+
+    _map_blocks(n, block)
+    return conf, pred
+
+
+def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinStats:
+    """:func:`calibration_bins` of the top-label confidence and correctness, equal-width bins.
+
+    Equal to ``calibration_bins(probs.max(1), probs.argmax(1) == labels, n_bins)`` (up to the
+    order of floating-point additions), computed block by block so that nothing of size N but
+    the input is ever allocated.
+    """
+    n = probs.shape[0]
+
+    def block(lo: int, hi: int) -> np.ndarray:
+        conf = np.empty(hi - lo)
+        pred = np.empty(hi - lo, dtype=np.int64)
+        _scan_top(probs[lo:hi], conf, pred)
+        idx = bin_indices(conf, n_bins)
+        correct = (pred == labels[lo:hi]).astype(np.float64)
+        return np.stack(
+            [
+                np.bincount(idx, minlength=n_bins),
+                np.bincount(idx, weights=conf, minlength=n_bins),
+                np.bincount(idx, weights=correct, minlength=n_bins),
+            ]
+        )
+
+    sums = np.sum(_map_blocks(n, block), axis=0, dtype=np.float64)
+    return BinStats(width_bin_edges(n_bins), sums[0], sums[1], sums[2])
