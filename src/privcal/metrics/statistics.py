@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from scipy.special import logsumexp
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 Binning = Literal["width", "mass"]
+T = TypeVar("T")
 
 
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -315,7 +316,7 @@ def _n_threads() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
-def _map_blocks(n: int, fn: Callable[[int, int], object]) -> list[object]:
+def _map_blocks(n: int, fn: Callable[[int, int], T]) -> list[T]:
     """Run ``fn(lo, hi)`` over row blocks, on a small thread pool when ``n`` is large.
 
     NumPy releases the GIL inside its loops, so blocks run in parallel; each block writes only
@@ -373,11 +374,11 @@ def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinSta
         correct = (pred == labels[lo:hi]).astype(np.float64)
         return np.stack(
             [
-                np.bincount(idx, minlength=n_bins),
+                np.bincount(idx, minlength=n_bins).astype(np.float64),
                 np.bincount(idx, weights=conf, minlength=n_bins),
                 np.bincount(idx, weights=correct, minlength=n_bins),
             ]
         )
 
-    sums = np.sum(_map_blocks(n, block), axis=0, dtype=np.float64)
+    sums = np.sum(np.stack(_map_blocks(n, block)), axis=0)
     return BinStats(width_bin_edges(n_bins), sums[0], sums[1], sums[2])
