@@ -17,7 +17,11 @@ from privcal import __version__
 __all__ = ["VERB_MODULES", "app", "bench_app"]
 
 #: Modules that add commands, each with ``register(app: Typer, bench_app: Typer) -> None``.
-VERB_MODULES: tuple[str, ...] = ("privcal.cli.calibrate", "privcal.cli.demo_cmd")
+VERB_MODULES: tuple[str, ...] = (
+    "privcal.cli.calibrate",
+    "privcal.cli.demo_cmd",
+    "privcal.cli.conformal",
+)
 
 app = typer.Typer(
     name="privcal",

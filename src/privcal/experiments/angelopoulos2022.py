@@ -1,0 +1,611 @@
+"""Seed 002's evaluation (Angelopoulos et al. 2022, Fig. 4-7): private vs split conformal sets.
+
+For every data set, score (LAC, non-randomised APS) and ``alpha``, ``R`` random splits of the
+pool into ``n`` calibration and ``N - n`` test points (the same splits for every setting) are
+evaluated under
+
+* ``split``: non-private split conformal (:class:`~privcal.conformal.SplitConformal`);
+* the **epsilon sweep** (Fig. 6 analogue): :class:`~privcal.conformal.PrivateConformal` with the
+  automatic ``m*`` (Algorithm 5) and ``gamma*`` (Eq. 9-10) for each ``epsilon``;
+* the **bins sweep** (Fig. 5 analogue): ``PrivateConformal`` at ``epsilon = bins_epsilon``
+  (1, as in Fig. 5) for each fixed ``m`` (``gamma*`` for that ``m``).
+
+Per split it records the test coverage, the mean set size, the fraction of test points whose
+set is the full label set, and the threshold; per setting the mean coverage (with its standard
+error over splits), Theorem 3's upper bound on the coverage (``p_max`` = the largest bin
+frequency of the pool's true-label scores under the setting's ``m`` equal-width bins), the mean
+set size and the fraction of full sets. Everything is computed exactly and vectorised over
+splits by :class:`~privcal.conformal.simulate.SplitSimulator` (the law of the estimators, not an
+approximation).
+
+Outputs (``out_dir``): ``angelopoulos2022.csv`` (tidy, one row per data set / score / alpha /
+epsilon / bins / split), ``summary.csv`` (one row per setting), ``summary.md`` (the tables) and
+``figures/<dataset>_<score>_a<alpha>.png`` (coverage and set-size histograms over splits, one
+row of panels per sweep).
+
+The default data are the shared real classifier outputs (``wideresnet-16-4-cifar-10`` and
+``densenet-bc-100-cifar-100`` from netcal, cleanlab's cross-validated ``cifar10``) and
+:func:`privcal.data.digits_shift` pooled at severity 5.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privcal._params import check_int, check_probability, check_real
+from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores
+from privcal.conformal.simulate import SimulationResult, SplitSimulator
+from privcal.metrics.statistics import bin_indices, softmax
+from privcal.privacy import SeededNoise
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "DIGITS",
+    "SHARED_FILES",
+    "Angelopoulos2022Result",
+    "Setting",
+    "load_datasets",
+    "run",
+]
+
+#: Shared data files (relative to :func:`privcal.data.shared_data_dir`) used by default.
+SHARED_FILES: dict[str, str] = {
+    "wideresnet-16-4-cifar-10": "netcal-cifar/wideresnet-16-4-cifar-10.npz",
+    "densenet-bc-100-cifar-100": "netcal-cifar/densenet-bc-100-cifar-100.npz",
+    "cleanlab-cifar10": "cleanlab-heldout/cifar10",
+}
+#: Name of the digits_shift pool (severity 5) in the outputs.
+DIGITS = "digits_shift-sev5"
+#: Default numbers of bins of the bins sweep (Fig. 5 analogue).
+BINS: tuple[int, ...] = (100, 1000, 10_000, 100_000, 1_000_000)
+#: Bins of the sweep under ``quick``.
+QUICK_BINS: tuple[int, ...] = (100, 10_000, 1_000_000)
+_SCORES = {"lac": lac_scores, "aps": aps_scores}
+_CSV_FIELDS = (
+    "dataset",
+    "score",
+    "alpha",
+    "sweep",
+    "method",
+    "epsilon",
+    "bins",
+    "gamma",
+    "level",
+    "split",
+    "coverage",
+    "size",
+    "full",
+    "threshold",
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Summary of one (data set, score, alpha, method) setting over the splits.
+
+    ``sweep`` is ``"split"`` (non-private), ``"epsilon"`` (automatic ``m*``) or ``"bins"``
+    (fixed ``m``); ``epsilon`` and ``bins`` are ``nan`` / 0 for the non-private method. ``bound``
+    is Theorem 3's upper bound (private) or ``1 - alpha + 1/(n+1)`` (split; valid without ties),
+    ``inf`` when every set is full.
+    """
+
+    dataset: str
+    score: str
+    alpha: float
+    sweep: str
+    epsilon: float
+    bins: int
+    gamma: float
+    level: float
+    n: int
+    splits: int
+    coverage: float
+    se: float
+    bound: float
+    size: float
+    full: float
+
+    @property
+    def method(self) -> str:
+        return "split" if self.sweep == "split" else "private"
+
+
+@dataclass
+class Angelopoulos2022Result:
+    """What :func:`run` returns: the per-setting summaries and the files written."""
+
+    settings: list[Setting]
+    seconds: float
+    n_rows: int
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def find(self, dataset: str, score: str, alpha: float, sweep: str, **kw: Any) -> Setting:
+        """The setting with these keys (``epsilon=`` / ``bins=`` select within a sweep)."""
+        for s in self.settings:
+            if (s.dataset, s.score, s.alpha, s.sweep) != (dataset, score, alpha, sweep):
+                continue
+            if all(getattr(s, k) == v for k, v in kw.items()):
+                return s
+        raise KeyError((dataset, score, alpha, sweep, kw))
+
+    def table_markdown(self) -> str:
+        """The summary table (one row per setting) and the cost-of-privacy table."""
+        return "\n".join(_summary_lines(self.settings))
+
+
+# --------------------------------------------------------------------------------- data
+def load_datasets(data: Any = None, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{name: (logits, labels)}`` for :func:`run`.
+
+    Parameters
+    ----------
+    data : None, path, sequence of paths or mapping
+        ``None``: the :data:`SHARED_FILES` that exist plus ``digits_shift(seed).pool(5)``; paths
+        are read with :func:`~privcal.data.read_scores` (named by their stem); a mapping is used
+        as is.
+    seed : int
+        Seed of :func:`~privcal.data.digits_shift`.
+    """
+    from privcal.data import digits_shift, read_scores, shared_data_dir
+
+    if isinstance(data, Mapping):
+        return {str(k): (np.asarray(v[0]), np.asarray(v[1])) for k, v in data.items()}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if data is None:
+        shared = shared_data_dir()
+        paths = [] if shared is None else [(k, shared / v) for k, v in SHARED_FILES.items()]
+        for name, path in paths:
+            if path.exists() or path.with_name(path.name + "_probs.npy").exists():
+                sc = read_scores(path)
+                assert sc.logits is not None
+                out[name] = (sc.logits, sc.labels)
+        z, y, _ = digits_shift(seed).pool(5)
+        out[DIGITS] = (np.asarray(z), np.asarray(y))
+        return out
+    items = [data] if isinstance(data, str | Path) else list(data)
+    for item in items:
+        path = Path(item)
+        sc = read_scores(path)
+        if sc.logits is None:
+            raise ValueError(
+                f"{str(path)!r} holds top-label scores only: conformal sets need the full "
+                "probability vector."
+            )
+        name = path.name.removesuffix(path.suffix) if path.suffix else path.name
+        out[name] = (sc.logits, sc.labels)
+    return out
+
+
+# --------------------------------------------------------------------------------- core
+def _seed(*keys: int) -> int:
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
+
+
+def _full_fraction(
+    res: SimulationResult, row_max: np.ndarray, sorted_max: np.ndarray, cal_max: np.ndarray
+) -> np.ndarray:
+    """Fraction of each split's test points whose set is full (``max_y S(x, y) <= t``)."""
+    t = res.threshold
+    pool_le = np.searchsorted(sorted_max, t, side="right")
+    cal_le = (cal_max <= t[:, None]).sum(axis=1)
+    return (pool_le - cal_le) / (row_max.size - cal_max.shape[1])
+
+
+def _p_max(s_true: np.ndarray, m: int) -> float:
+    edges = np.linspace(0.0, 1.0, m + 1)
+    return float(np.bincount(bin_indices(s_true, m, edges), minlength=m).max() / s_true.size)
+
+
+def run(
+    data: Any = None,
+    *,
+    R: int = 1000,
+    alphas: Sequence[float] = (0.1,),
+    epsilons: Sequence[float] = (0.5, 1.0, 5.0, 10.0),
+    bins: Sequence[int] = BINS,
+    bins_epsilon: float = 1.0,
+    scores: Sequence[str] = ("lac", "aps"),
+    n_cal: int = 5000,
+    out_dir: str | Path | None = None,
+    seed: int = 0,
+    quick: bool = False,
+    progress: bool = True,
+    console: Any = None,
+) -> Angelopoulos2022Result:
+    """Run seed 002's evaluation protocol (see the module docstring).
+
+    Parameters
+    ----------
+    data : None, path, sequence of paths or mapping
+        See :func:`load_datasets`.
+    R : int, default=1000
+        Random calibration/test splits per data set (shared by every setting).
+    alphas : sequence of float, default=(0.1,)
+    epsilons : sequence of float, default=(0.5, 1, 5, 10)
+        The epsilon sweep (automatic ``m*``).
+    bins : sequence of int, default=(1e2, 1e3, 1e4, 1e5, 1e6)
+        The bins sweep, at ``epsilon = bins_epsilon``.
+    bins_epsilon : float, default=1.0
+    scores : sequence of {"lac", "aps"}
+    n_cal : int, default=5000
+        Calibration points per split; ``min(n_cal, N // 2)`` for pools of ``N < 2 n_cal``.
+    out_dir : path, optional
+        Write the CSVs, ``summary.md`` and the figures there.
+    seed : int, default=0
+        Splits: ``SplitSimulator(seed=seed)``; noise: ``SeededNoise`` seeded by
+        ``SeedSequence([seed, dataset, score, alpha, setting])``; digits_shift's seed.
+    quick : bool
+        Smoke run: at most 50 splits and the bins sweep :data:`QUICK_BINS` (if ``bins`` is the
+        default).
+    progress : bool
+        Show a Rich progress bar (on ``console``).
+
+    Returns
+    -------
+    Angelopoulos2022Result
+    """
+    owner = "angelopoulos2022.run"
+    R = check_int(R, "R", owner, low=2)
+    n_cal = check_int(n_cal, "n_cal", owner, low=1)
+    seed = check_int(seed, "seed", owner, low=0)
+    alphas = tuple(check_probability(a, "alphas", owner) for a in alphas)
+    epsilons = tuple(check_real(e, "epsilons", owner, low=0.0, low_open=True) for e in epsilons)
+    bins_epsilon = check_real(bins_epsilon, "bins_epsilon", owner, low=0.0, low_open=True)
+    for s in scores:
+        if s not in _SCORES:
+            raise ValueError(
+                f"The 'scores' parameter of {owner} must hold values of {tuple(_SCORES)}. "
+                f"Got {s!r} instead."
+            )
+    if quick:
+        R = min(R, 50)
+        if tuple(bins) == BINS:
+            bins = QUICK_BINS
+    bins = tuple(check_int(m, "bins", owner, low=2) for m in bins)
+    start = time.perf_counter()
+    datasets = load_datasets(data, seed)
+    if not datasets:
+        raise ValueError(f"{owner}: no data sets to evaluate.")
+    plan: list[tuple[str, float, int | str]] = [("split", math.nan, 0)]
+    plan += [("epsilon", e, "auto") for e in epsilons]
+    plan += [("bins", bins_epsilon, m) for m in bins]
+    total = len(datasets) * len(scores) * len(alphas) * len(plan)
+
+    writer: Any = None
+    csv_file: Any = None
+    out: Path | None = None
+    files: dict[str, Path] = {}
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files["csv"] = out / "angelopoulos2022.csv"
+        csv_file = files["csv"].open("w", newline="", encoding="utf-8")
+        writer = csv.writer(csv_file)
+        writer.writerow(_CSV_FIELDS)
+
+    settings: list[Setting] = []
+    curves: dict[tuple[str, str, float], list[tuple[Setting, SimulationResult]]] = {}
+    n_rows = 0
+    bar = _progress(console, progress)
+    try:
+        with bar:
+            task = bar.add_task("angelopoulos2022", total=total)
+            for di, (name, (z, y)) in enumerate(datasets.items()):
+                probs = softmax(np.asarray(z, dtype=np.float64))
+                labels = np.asarray(y, dtype=np.int64)
+                N = labels.size
+                n = min(n_cal, N // 2)
+                if n < 1:
+                    raise ValueError(f"{owner}: data set {name!r} has too few rows ({N}).")
+                for si, score in enumerate(scores):
+                    S = _SCORES[score](probs)
+                    bar.update(task, description=f"{name} {score}: splits")
+                    sim = SplitSimulator(S, labels, n=n, splits=R, seed=seed)
+                    s_true = S[np.arange(N), labels]
+                    row_max = S.max(axis=1)
+                    sorted_max = np.sort(row_max)
+                    cal_max = row_max[sim.permutations[:, :n]]
+                    for ai, alpha in enumerate(alphas):
+                        key = (name, score, alpha)
+                        curves[key] = []
+                        for pi, (sweep, eps, m) in enumerate(plan):
+                            label = "split" if sweep == "split" else f"eps={eps:g} m={m}"
+                            bar.update(task, description=f"{name} {score} a={alpha:g} {label}")
+                            if sweep == "split":
+                                res = sim.split(alpha)
+                            else:
+                                noise = SeededNoise(_seed(seed, di, si, ai, pi))
+                                res = sim.private(alpha, eps, bins=m, noise=noise)
+                            full = _full_fraction(res, row_max, sorted_max, cal_max)
+                            if sweep == "split":
+                                bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
+                            elif res.level < 1:
+                                bound = coverage_upper_bound(
+                                    n, alpha, eps, res.bins, res.gamma, _p_max(s_true, res.bins)
+                                )
+                            else:
+                                bound = math.inf
+                            assert res.size is not None
+                            st = Setting(
+                                name,
+                                score,
+                                alpha,
+                                sweep,
+                                eps,
+                                res.bins,
+                                res.gamma,
+                                res.level,
+                                n,
+                                R,
+                                res.mean_coverage,
+                                res.se_coverage,
+                                bound,
+                                res.mean_size,
+                                float(full.mean()),
+                            )
+                            settings.append(st)
+                            curves[key].append((st, res))
+                            if writer is not None:
+                                _write_rows(writer, st, res, full)
+                            n_rows += R
+                            bar.advance(task)
+    finally:
+        if csv_file is not None:
+            csv_file.close()
+
+    if out is not None:
+        files["summary_csv"] = _write_summary_csv(out / "summary.csv", settings)
+        figures = []
+        for (name, score, alpha), items in curves.items():
+            fig = histogram_figure(items, f"{name}, {score.upper()}, alpha={alpha:g}")
+            figures.append(_save(fig, out / "figures" / f"{name}_{score}_a{alpha:g}.png"))
+        files["summary_md"] = out / "summary.md"
+        seconds = time.perf_counter() - start
+        lines = [
+            "# Private conformal prediction (seed 002, Fig. 4-7 analogues)",
+            "",
+            f"- Splits per data set: R = {R}; calibration points n = min({n_cal}, N // 2); "
+            f"seed {seed}; {seconds:.1f} s.",
+            f"- Bins sweep at epsilon = {bins_epsilon:g}; epsilon sweep with m* (Algorithm 5).",
+            "- bound: Theorem 3's upper bound on the coverage (private; p_max from the pool's "
+            "true-label scores) or 1 - alpha + 1/(n+1) (split). full: fraction of test sets that "
+            "hold every label.",
+            "",
+            *_summary_lines(settings),
+            "",
+            "## Figures",
+            "",
+            *[f"![{p.stem}](figures/{p.name})" for p in figures],
+            "",
+        ]
+        files["summary_md"].write_text("\n".join(lines), encoding="utf-8")
+        for i, p in enumerate(figures):
+            files[f"figure{i}"] = p
+    return Angelopoulos2022Result(settings, time.perf_counter() - start, n_rows, files)
+
+
+# --------------------------------------------------------------------------------- output
+def _progress(console: Any, enabled: bool) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not enabled,
+    )
+
+
+def _fmt(v: float) -> str:
+    return "" if isinstance(v, float) and math.isnan(v) else repr(float(v))
+
+
+def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarray) -> None:
+    assert res.size is not None
+    head = (
+        st.dataset,
+        st.score,
+        repr(st.alpha),
+        st.sweep,
+        st.method,
+        _fmt(st.epsilon),
+        st.bins if st.bins else "",
+        _fmt(st.gamma),
+        repr(st.level),
+    )
+    cov, size, thr = res.coverage, res.size, res.threshold
+    writer.writerows(
+        (
+            *head,
+            r,
+            repr(float(cov[r])),
+            repr(float(size[r])),
+            repr(float(full[r])),
+            repr(float(thr[r])),
+        )
+        for r in range(cov.size)
+    )
+
+
+def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
+    names = [
+        "dataset",
+        "score",
+        "alpha",
+        "sweep",
+        "method",
+        "epsilon",
+        "bins",
+        "gamma",
+        "level",
+        "n",
+        "splits",
+        "coverage",
+        "se",
+        "bound",
+        "size",
+        "full",
+    ]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(names)
+        for s in settings:
+            w.writerow([getattr(s, k) for k in names])
+    return path
+
+
+def _summary_lines(settings: Sequence[Setting]) -> list[str]:
+    from privcal.experiments.report import markdown_table
+
+    rows = []
+    for s in settings:
+        eps = "" if s.sweep == "split" else f"{s.epsilon:g}"
+        m = "" if s.sweep == "split" else str(s.bins)
+        rows.append(
+            [
+                s.dataset,
+                s.score,
+                f"{s.alpha:g}",
+                s.sweep,
+                eps,
+                m,
+                f"{s.level:.4f}",
+                f"{s.coverage:.4f} ± {s.se:.4f}",
+                "inf" if math.isinf(s.bound) else f"{s.bound:.4f}",
+                f"{s.size:.4f}",
+                f"{s.full:.4f}",
+            ]
+        )
+    lines = [
+        "## Coverage and set size (mean over splits)",
+        "",
+        *markdown_table(
+            [
+                "data set",
+                "score",
+                "alpha",
+                "sweep",
+                "epsilon",
+                "m",
+                "level",
+                "coverage ± SE",
+                "bound",
+                "set size",
+                "full",
+            ],
+            rows,
+        ),
+        "",
+        "## Cost of privacy (epsilon sweep, m*): private / split mean set size",
+        "",
+    ]
+    cost = []
+    for s in settings:
+        if s.sweep != "epsilon":
+            continue
+        base = next(
+            b
+            for b in settings
+            if (b.dataset, b.score, b.alpha, b.sweep) == (s.dataset, s.score, s.alpha, "split")
+        )
+        cost.append(
+            [
+                s.dataset,
+                s.score,
+                f"{s.alpha:g}",
+                f"{s.epsilon:g}",
+                str(s.bins),
+                f"{base.size:.4f}",
+                f"{s.size:.4f}",
+                f"{s.size / base.size:.4f}",
+                f"{s.full:.4f}",
+            ]
+        )
+    lines += markdown_table(
+        [
+            "data set",
+            "score",
+            "alpha",
+            "epsilon",
+            "m*",
+            "split size",
+            "private size",
+            "ratio",
+            "full",
+        ],
+        cost,
+    )
+    return lines
+
+
+def histogram_figure(items: Sequence[tuple[Setting, SimulationResult]], title: str) -> Figure:
+    """Coverage and set-size histograms over splits: one row per sweep (epsilon, bins).
+
+    Each panel overlays the non-private ``split`` histogram and one histogram per private
+    setting; the dashed line marks ``1 - alpha``.
+    """
+    from matplotlib.figure import Figure
+
+    base = [(s, r) for s, r in items if s.sweep == "split"]
+    sweeps = [w for w in ("epsilon", "bins") if any(s.sweep == w for s, _ in items)]
+    fig = Figure(figsize=(10, 3.2 * max(len(sweeps), 1)), layout="constrained")
+    axes = fig.subplots(max(len(sweeps), 1), 2, squeeze=False)
+    cov_all = np.concatenate([r.coverage for _, r in items])
+    size_all = np.concatenate([r.size for _, r in items if r.size is not None])
+    cov_edges = _edges(cov_all)
+    size_edges = _edges(size_all)
+    for row, sweep in enumerate(sweeps):
+        group = base + [(s, r) for s, r in items if s.sweep == sweep]
+        for s, r in group:
+            if s.sweep == "split":
+                lab = "split (non-private)"
+            elif sweep == "epsilon":
+                lab = f"ε={s.epsilon:g} (m*={s.bins})"
+            else:
+                lab = f"m={s.bins} (ε={s.epsilon:g})"
+            kw: dict[str, Any] = {"histtype": "step", "linewidth": 1.4, "label": lab}
+            axes[row, 0].hist(r.coverage, bins=cov_edges, **kw)
+            if r.size is not None:
+                axes[row, 1].hist(r.size, bins=size_edges, **kw)
+        alpha = group[0][0].alpha
+        axes[row, 0].axvline(1 - alpha, color="k", linestyle="--", linewidth=1)
+        axes[row, 0].set_xlabel("coverage")
+        axes[row, 1].set_xlabel("mean set size")
+        axes[row, 0].set_ylabel(f"splits ({sweep} sweep)")
+        axes[row, 1].legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    return fig
+
+
+def _edges(values: np.ndarray, k: int = 40) -> np.ndarray:
+    lo, hi = float(values.min()), float(values.max())
+    pad = max((hi - lo) * 0.02, 1e-3 * max(abs(hi), 1.0))
+    return np.linspace(lo - pad, hi + pad, k + 1)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    from privcal.plots import save_figure
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return save_figure(fig, path)
