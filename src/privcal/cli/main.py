@@ -21,6 +21,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.calibrate",
     "privcal.cli.demo_cmd",
     "privcal.cli.conformal",
+    "privcal.cli.training",
 )
 
 app = typer.Typer(

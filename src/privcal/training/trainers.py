@@ -1,0 +1,439 @@
+"""A plain SGD trainer and a DP-SGD trainer (Opacus) with the same interface.
+
+Both take hyperparameters in ``__init__``, learn in ``fit(X, y)`` and expose ``model_``,
+``predict_logits(X)`` and ``predict_proba(X)``. :class:`DPSGDTrainer` calls Opacus's
+:meth:`~opacus.PrivacyEngine.make_private_with_epsilon` with Poisson sampling, so the noise
+multiplier is the one Opacus's accountant (``"rdp"`` or ``"prv"``) finds for the target
+``(epsilon, delta)`` after ``epochs`` epochs, and the accountant reports the epsilon spent.
+
+DP-SGD step (Abadi et al. 2016; seed 001 Eq. 1), for a Poisson batch ``B_t`` (each example in
+it independently with probability ``q = 1 / ceil(n / batch_size)``)::
+
+    theta <- theta - lr_t * ( sum_{i in B_t} clip_C(grad_i) + N(0, sigma^2 C^2 I) ) / (q n)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from privcal._params import check_int, check_option, check_probability, check_real
+from privcal.metrics.statistics import softmax
+from privcal.privacy import Guarantee, PrivacyReport, Release
+from privcal.training._torch import require_torch
+
+torch, opacus = require_torch("privcal.training.trainers")
+from opacus.accountants import create_accountant  # noqa: E402
+from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
+from opacus.validators import ModuleValidator  # noqa: E402
+
+from privcal.training.models import make_model  # noqa: E402
+
+__all__ = [
+    "ACCOUNTANTS",
+    "LR_SCHEDULES",
+    "DPSGDTrainer",
+    "SGDTrainer",
+    "check_dp_compatible",
+    "poisson_loader",
+]
+
+#: Opacus accountants a DP trainer accepts.
+ACCOUNTANTS = ("rdp", "prv")
+#: Learning-rate schedules: ``lr_t = lr``, ``lr (1 - t/T)``, ``lr exp(-decay e)`` (``e`` = epoch).
+LR_SCHEDULES = ("constant", "linear", "exponential")
+
+
+class _TensorBatches(torch.utils.data.TensorDataset):  # type: ignore[name-defined]
+    """A ``TensorDataset`` that fetches a whole batch with one indexing operation."""
+
+    def __getitems__(self, indices: list[int]) -> tuple[Any, ...]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        return tuple(t[idx] for t in self.tensors)
+
+
+def _as_batch(batch: Any) -> Any:
+    return batch
+
+
+def poisson_loader(X: Any, y: Any, batch_size: int, generator: Any = None) -> Any:
+    """Opacus's ``DPDataLoader`` (Poisson sampling, ``q = 1/ceil(n / batch_size)``) over tensors.
+
+    Batches are fetched with one tensor indexing operation (``__getitems__``), not one
+    ``__getitem__`` per example; the sampler is Opacus's ``UniformWithReplacementSampler``.
+    """
+    from opacus.data_loader import DPDataLoader
+
+    base = torch.utils.data.DataLoader(
+        _TensorBatches(X, y), batch_size=batch_size, collate_fn=_as_batch
+    )
+    return DPDataLoader.from_data_loader(base, generator=generator)
+
+
+def check_dp_compatible(model: Any, owner: str) -> None:
+    """Raise ``ValueError`` if Opacus cannot compute per-sample gradients of ``model``.
+
+    Opacus refuses, e.g., ``BatchNorm`` (its batch statistics mix examples, so one example's
+    gradient is not separable) and unsupported layers; the message lists Opacus's reasons and
+    the usual fix.
+    """
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        reasons = "; ".join(str(e) for e in errors)
+        raise ValueError(
+            f"The 'model' parameter of {owner} must be a module Opacus can train with DP-SGD "
+            f"(per-sample gradients, no batch statistics). Got {type(model).__name__}, which "
+            f"Opacus rejects: {reasons}. Replace BatchNorm with GroupNorm/LayerNorm, e.g. "
+            f"with opacus.validators.ModuleValidator.fix(model)."
+        )
+
+
+def _lr_at(lr: float, schedule: str, decay: float, t: int, total: int, per_epoch: int) -> float:
+    if schedule == "linear":
+        return lr * (1.0 - t / max(total, 1))
+    if schedule == "exponential":
+        return lr * math.exp(-decay * (t // per_epoch))
+    return lr
+
+
+class SGDTrainer:
+    """Non-private mini-batch SGD on cross-entropy, the baseline for :class:`DPSGDTrainer`.
+
+    Parameters
+    ----------
+    model : {"logistic", "mlp", "cnn"} or torch.nn.Module, default="logistic"
+        A model name (built by :func:`~privcal.training.models.make_model` with ``seed``) or a
+        module, which ``fit`` deep-copies (the argument is never trained in place).
+    epochs : int, default=20
+    lr : float, default=0.1
+        Base learning rate of ``torch.optim.SGD``.
+    batch_size : int, default=64
+        Batch size (shuffled fixed-size batches; :class:`DPSGDTrainer` uses it as the expected
+        Poisson batch size).
+    momentum : float, default=0.0
+    lr_schedule : {"constant", "linear", "exponential"}, default="constant"
+    decay : float, default=0.0
+        Rate of the exponential schedule, per epoch.
+    n_classes : int, optional
+        Number of classes; default ``max(y) + 1``.
+    seed : int, default=0
+        Seeds the initialisation, the batches and (for DP) the noise.
+
+    Attributes
+    ----------
+    model_ : torch.nn.Module
+        The trained model (plain module, unwrapped).
+    steps_ : int
+    n_classes_ : int
+    """
+
+    _owner = "SGDTrainer"
+
+    def __init__(
+        self,
+        model: Any = "logistic",
+        *,
+        epochs: int = 20,
+        lr: float = 0.1,
+        batch_size: int = 64,
+        momentum: float = 0.0,
+        lr_schedule: str = "constant",
+        decay: float = 0.0,
+        n_classes: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.model = model
+        self.epochs = epochs
+        self.lr = lr
+        self.batch_size = batch_size
+        self.momentum = momentum
+        self.lr_schedule = lr_schedule
+        self.decay = decay
+        self.n_classes = n_classes
+        self.seed = seed
+
+    # ------------------------------------------------------------------------------ checks
+    def _validate(self) -> None:
+        o = self._owner
+        check_int(self.epochs, "epochs", o, low=1)
+        check_real(self.lr, "lr", o, low=0.0, low_open=True)
+        check_int(self.batch_size, "batch_size", o, low=1)
+        check_real(self.momentum, "momentum", o, low=0.0, high=1.0, high_open=True)
+        check_option(self.lr_schedule, "lr_schedule", o, LR_SCHEDULES)
+        check_real(self.decay, "decay", o, low=0.0)
+        check_int(self.seed, "seed", o, low=0)
+
+    def _data(self, X: Any, y: Any) -> tuple[Any, Any, int]:
+        Xa = np.asarray(X, dtype=np.float32)
+        if Xa.ndim == 1:
+            Xa = Xa[:, None]
+        if Xa.ndim != 2 or not np.all(np.isfinite(Xa)):
+            raise ValueError(
+                f"The 'X' parameter of {self._owner}.fit must be a finite 2-D array. Got shape "
+                f"{Xa.shape} instead."
+            )
+        ya = np.asarray(y)
+        if ya.shape != (Xa.shape[0],) or ya.dtype.kind not in "iu" or ya.min(initial=0) < 0:
+            raise ValueError(
+                f"The 'y' parameter of {self._owner}.fit must be {Xa.shape[0]} non-negative "
+                f"integer labels. Got {ya.dtype} array of shape {ya.shape} instead."
+            )
+        c = int(ya.max()) + 1 if self.n_classes is None else self.n_classes
+        c = check_int(max(c, 2), "n_classes", self._owner, low=2)
+        return torch.from_numpy(Xa), torch.from_numpy(ya.astype(np.int64)), c
+
+    def _build_model(self, n_features: int, n_classes: int) -> Any:
+        if isinstance(self.model, str):
+            return make_model(self.model, n_features, n_classes, seed=self.seed)
+        if isinstance(self.model, torch.nn.Module):
+            return copy.deepcopy(self.model)
+        raise ValueError(
+            f"The 'model' parameter of {self._owner} must be 'logistic', 'mlp', 'cnn' or a "
+            f"torch.nn.Module. Got {self.model!r} instead."
+        )
+
+    # ------------------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any) -> SGDTrainer:
+        """Train on features ``X`` (``n x d``) and integer labels ``y``; returns ``self``."""
+        self._validate()
+        Xt, yt, c = self._data(X, y)
+        model = self._build_model(Xt.shape[1], c)
+        gen = torch.Generator().manual_seed(self.seed)
+        n = Xt.shape[0]
+        per_epoch = math.ceil(n / self.batch_size)
+        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
+        total = self.epochs * per_epoch
+
+        def batches() -> Any:
+            for _ in range(self.epochs):
+                perm = torch.randperm(n, generator=gen)
+                for k in range(per_epoch):
+                    idx = perm[k * self.batch_size : (k + 1) * self.batch_size]
+                    yield Xt[idx], yt[idx]
+
+        self.steps_ = _train_loop(model, opt, batches(), self, total, per_epoch)
+        self.model_ = model
+        self.n_classes_ = c
+        return self
+
+    # ------------------------------------------------------------------------------ predict
+    def predict_logits(self, X: Any) -> np.ndarray:
+        """Logits ``n x C`` (float64) of the trained model."""
+        if not hasattr(self, "model_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"This {self._owner} is not fitted yet. Call 'fit' first.")
+        Xa = np.asarray(X, dtype=np.float32)
+        if Xa.ndim == 1:
+            Xa = Xa[:, None]
+        self.model_.eval()
+        with torch.no_grad():
+            out = self.model_(torch.from_numpy(Xa))
+        return out.double().numpy()
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """``softmax(predict_logits(X))``."""
+        return softmax(self.predict_logits(X))
+
+
+def _train_loop(
+    model: Any, opt: Any, batches: Any, trainer: SGDTrainer, total: int, per_epoch: int
+) -> int:
+    """Cross-entropy SGD over ``batches``; the learning rate follows ``trainer.lr_schedule``."""
+    loss_fn = torch.nn.CrossEntropyLoss()
+    model.train()
+    t = 0
+    for xb, yb in batches:
+        lr_t = _lr_at(trainer.lr, trainer.lr_schedule, trainer.decay, t, total, per_epoch)
+        for group in opt.param_groups:
+            group["lr"] = lr_t
+        opt.zero_grad()
+        if len(yb) > 0:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                loss_fn(model(xb), yb).backward()
+        else:  # an empty Poisson batch: zero per-sample gradients, the step still adds noise
+            (model(xb).sum() * 0.0).backward()
+        opt.step()
+        t += 1
+    return t
+
+
+class DPSGDTrainer(SGDTrainer):
+    """DP-SGD on Opacus: ``make_private_with_epsilon``, Poisson sampling, flat clipping at ``C``.
+
+    Parameters
+    ----------
+    model, epochs, lr, batch_size, momentum, lr_schedule, decay, n_classes, seed
+        As :class:`SGDTrainer`; ``batch_size`` is the expected Poisson batch size.
+    epsilon : float, default=8.0
+        Target epsilon, ``> 0``.
+    delta : float, default=1e-5
+        Target delta, in ``(0, 1)``.
+    max_grad_norm : float, default=1.0
+        Clipping norm ``C`` of each per-example gradient.
+    accountant : {"rdp", "prv"}, default="rdp"
+        Opacus accountant used both to find the noise multiplier and to report epsilon.
+
+    Attributes
+    ----------
+    model_ : torch.nn.Module
+        The trained model (Opacus's wrapper removed).
+    noise_multiplier_ : float
+        ``sigma`` from Opacus's ``get_noise_multiplier`` (noise std = ``sigma * C``).
+    sample_rate_ : float
+        Poisson rate ``q = 1 / ceil(n / batch_size)``.
+    steps_ : int
+    accountant_ : opacus.accountants.IAccountant
+        The accountant, whose ``history`` lists ``(sigma, q, steps)``.
+    epsilon_ : float
+        ``accountant_.get_epsilon(delta)`` after training (``<= epsilon``).
+    privacy_report_ : privcal.privacy.PrivacyReport
+        One release (source ``"train"``): the trained weights.
+
+    Privacy
+    -------
+    Neighbouring relation: add/remove one training example. Each step releases the sum of
+    per-example gradients clipped to L2 norm ``C`` (sensitivity ``C``) plus ``N(0, sigma^2 C^2)``
+    noise, on a Poisson sample of rate ``q``: the subsampled Gaussian mechanism. ``steps``
+    compositions are accounted by Opacus's RDP (Mironov et al. 2019) or PRV (Gopi et al. 2021)
+    accountant; the output measure is ``(epsilon_, delta)``-DP. The model architecture, the
+    hyperparameters, ``n`` and the number of classes are public. The noise comes from a seeded
+    ``torch.Generator`` (Opacus's non-secure mode: fine for experiments, not safe against
+    floating-point attacks).
+    """
+
+    _owner = "DPSGDTrainer"
+
+    def __init__(
+        self,
+        model: Any = "logistic",
+        *,
+        epsilon: float = 8.0,
+        delta: float = 1e-5,
+        max_grad_norm: float = 1.0,
+        accountant: str = "rdp",
+        epochs: int = 20,
+        lr: float = 0.1,
+        batch_size: int = 64,
+        momentum: float = 0.0,
+        lr_schedule: str = "constant",
+        decay: float = 0.0,
+        n_classes: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            model,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            momentum=momentum,
+            lr_schedule=lr_schedule,
+            decay=decay,
+            n_classes=n_classes,
+            seed=seed,
+        )
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_grad_norm = max_grad_norm
+        self.accountant = accountant
+
+    def _validate(self) -> None:
+        super()._validate()
+        o = self._owner
+        check_real(self.epsilon, "epsilon", o, low=0.0, low_open=True)
+        check_probability(self.delta, "delta", o)
+        check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
+        check_option(self.accountant, "accountant", o, ACCOUNTANTS)
+
+    def _private_setup(self, X: Any, y: Any) -> tuple[Any, Any, Any, Any, int]:
+        """Validated data, a fresh model and an Opacus engine (shared with DP-SGLD)."""
+        self._validate()
+        Xt, yt, c = self._data(X, y)
+        model = self._build_model(Xt.shape[1], c)
+        check_dp_compatible(model, self._owner)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Secure RNG turned off")
+            engine = opacus.PrivacyEngine(accountant=self.accountant)
+        return Xt, yt, model, engine, c
+
+    def fit(self, X: Any, y: Any) -> DPSGDTrainer:
+        """Train with DP-SGD until ``epochs`` epochs of Poisson steps are done."""
+        Xt, yt, model, engine, c = self._private_setup(X, y)
+        gen = torch.Generator().manual_seed(self.seed)
+        loader = poisson_loader(Xt, yt, self.batch_size, generator=gen)
+        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=UserWarning, module="opacus")
+            gsm, dp_opt, dp_loader = engine.make_private_with_epsilon(
+                module=model,
+                optimizer=opt,
+                data_loader=loader,
+                target_epsilon=self.epsilon,
+                target_delta=self.delta,
+                epochs=self.epochs,
+                max_grad_norm=self.max_grad_norm,
+                poisson_sampling=True,
+                noise_generator=torch.Generator().manual_seed(self.seed + 1),
+            )
+        per_epoch = len(dp_loader)
+
+        def batches() -> Any:
+            for _ in range(self.epochs):
+                yield from dp_loader
+
+        total = self.epochs * per_epoch
+        self.steps_ = _train_loop(gsm, dp_opt, batches(), self, total, per_epoch)
+        gsm._close()
+        self.model_ = model
+        self.n_classes_ = c
+        self.noise_multiplier_ = float(dp_opt.noise_multiplier)
+        self.sample_rate_ = 1.0 / per_epoch
+        self.accountant_ = engine.accountant
+        self._finish_privacy("DP-SGD weights")
+        return self
+
+    def _finish_privacy(self, query: str) -> None:
+        self.epsilon_ = float(self.accountant_.get_epsilon(self.delta))
+        self.privacy_report_ = PrivacyReport(
+            [
+                Release(
+                    query=f"{query} ({self.steps_} steps, q={self.sample_rate_:.4g})",
+                    mechanism=f"subsampled gaussian, opacus {self.accountant}",
+                    sensitivity=float(self.max_grad_norm),
+                    epsilon=self.epsilon_,
+                    delta=float(self.delta),
+                    source="train",
+                )
+            ]
+        )
+
+    @property
+    def guarantee_(self) -> Guarantee:
+        """``(epsilon_, delta)`` as a :class:`~privcal.privacy.Guarantee`."""
+        return self.privacy_report_.guarantee
+
+
+def noise_multiplier_for(
+    epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
+) -> float:
+    """Opacus's ``get_noise_multiplier`` for ``steps`` Poisson steps (the noisier end)."""
+    return float(
+        get_noise_multiplier(
+            target_epsilon=epsilon,
+            target_delta=delta,
+            sample_rate=sample_rate,
+            steps=steps,
+            accountant=accountant,
+        )
+    )
+
+
+def new_accountant(kind: str) -> Any:
+    """A fresh Opacus accountant by name (``"rdp"`` or ``"prv"``)."""
+    check_option(kind, "accountant", "new_accountant", ACCOUNTANTS)
+    return create_accountant(mechanism=kind)

@@ -1,0 +1,182 @@
+"""privcal.training: DP-TS / DP-PS, the Alg. 1 pipeline, accounting cross-checks, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("opacus")
+
+from privcal.calibrators import TemperatureScaling, calibrator_from_dict  # noqa: E402
+from privcal.privacy import SeededNoise  # noqa: E402
+from privcal.privacy.accounting import rdp_epsilon  # noqa: E402
+from privcal.training import (  # noqa: E402
+    DPPlattScaling,
+    DPRecalibration,
+    DPSGDTrainer,
+    DPSGLDTrainer,
+    DPTemperatureScaling,
+    SGDTrainer,
+    per_sample_grads,
+)
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def blobs() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 600)
+    X = rng.normal(size=(600, 4)) + 1.5 * np.eye(3, 4)[y]
+    return X, y
+
+
+def test_dp_ts_recovers_temperature(overconfident: tuple[np.ndarray, np.ndarray]) -> None:
+    z, y = overconfident  # labels follow softmax(z / 2)
+    ts = DPTemperatureScaling(8.0, 1e-5, epochs=40, noise=SeededNoise(0), seed=0).fit(z, y)
+    t_np = TemperatureScaling().fit(z, y).temperature_
+    assert abs(ts.temperature_ - t_np) < 0.35
+    assert ts.epsilon_spent_ <= 8.0
+    assert ts.privacy_report_.epsilon == pytest.approx(ts.epsilon_spent_)
+    restored = calibrator_from_dict(ts.to_dict())
+    np.testing.assert_allclose(restored.predict_proba(z[:5]), ts.predict_proba(z[:5]))
+
+
+@pytest.mark.parametrize("mode", ["vector", "matrix"])
+def test_dp_platt_multiclass(overconfident: tuple[np.ndarray, np.ndarray], mode: str) -> None:
+    z, y = overconfident
+    ps = DPPlattScaling(8.0, 1e-5, mode=mode, epochs=20, noise=SeededNoise(1), seed=1).fit(z, y)
+    assert ps.map_ == mode
+    p = ps.predict_proba(z)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+def test_per_sample_grads_match_autograd() -> None:
+    rng = np.random.default_rng(3)
+    z, y = rng.normal(size=(7, 4)), rng.integers(0, 4, 7)
+    params = {"W": rng.normal(size=(4, 4)), "b": rng.normal(size=4)}
+    g = per_sample_grads("matrix", params, z, y)
+    W = torch.tensor(params["W"], requires_grad=True)
+    b = torch.tensor(params["b"], requires_grad=True)
+    for i in range(7):
+        loss = torch.nn.functional.cross_entropy(
+            (torch.tensor(z[i]) @ W.T + b)[None], torch.tensor([y[i]])
+        )
+        gw, gb = torch.autograd.grad(loss, (W, b))
+        np.testing.assert_allclose(g["W"][i], gw.numpy(), atol=1e-12)
+        np.testing.assert_allclose(g["b"][i], gb.numpy(), atol=1e-12)
+    u = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    gt = per_sample_grads("temperature", {"u": np.array([0.3])}, z, y)
+    loss = torch.nn.functional.cross_entropy(
+        torch.tensor(z) / torch.exp(u), torch.tensor(y), reduction="sum"
+    )
+    (gu,) = torch.autograd.grad(loss, (u,))
+    assert gt["u"].sum() == pytest.approx(float(gu), abs=1e-10)
+
+
+def test_opacus_epsilon_matches_dp_accounting(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    X, y = blobs
+    tr = DPSGDTrainer("logistic", epsilon=3.0, epochs=3, batch_size=50, seed=0).fit(X, y)
+    ours = rdp_epsilon(tr.noise_multiplier_, tr.sample_rate_, tr.steps_, 1e-5)
+    assert tr.accountant_.history == [(tr.noise_multiplier_, tr.sample_rate_, tr.steps_)]
+    assert tr.epsilon_ == pytest.approx(ours, rel=0.01)
+    assert tr.epsilon_ <= 3.0
+
+
+def test_sgld_history_same_epsilon_in_both_accountants(blobs: tuple[np.ndarray, ...]) -> None:
+    import dp_accounting
+    from dp_accounting import rdp
+
+    X, y = blobs
+    tr = DPSGLDTrainer(
+        "logistic",
+        epsilon=4.0,
+        temperature="auto",
+        epochs=3,
+        lr=0.2,
+        decay=0.3,
+        batch_size=100,
+        seed=0,
+    ).fit(X, y)
+    hist = tr.accountant_.history
+    assert len(hist) == 3 and hist[0][0] > hist[1][0] > hist[2][0]  # decaying noise
+    for sigma, _, _ in hist:  # sigma_t = sqrt(2 lr_t tau)
+        assert any(
+            math.isclose(sigma, math.sqrt(2 * 0.2 * math.exp(-0.3 * e) * tr.temperature_))
+            for e in range(3)
+        )
+    acc = rdp.RdpAccountant()
+    for sigma, q, k in hist:
+        acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), k)
+    assert tr.epsilon_ == pytest.approx(acc.get_epsilon(1e-5), rel=0.01)
+    assert tr.epsilon_ <= 4.0
+    assert tr.steps_ == 3 * 6
+    assert tr.gdp_mu_ > 0 and tr.gdp_epsilon_ > 0
+
+
+def test_pipeline_parallel_composition(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    X, y = blobs
+    pipe = DPRecalibration(
+        DPSGDTrainer("logistic", epsilon=2.0, epochs=2, batch_size=60),
+        DPTemperatureScaling(1.0, 1e-6, epochs=5, noise=SeededNoise(0), seed=0),
+        validation_ratio=0.1,
+    ).fit(X, y)
+    assert len(pipe.recal_index_) == 60
+    assert not set(pipe.recal_index_) & set(pipe.train_index_)
+    rep = pipe.privacy_report_
+    assert rep is not None
+    per = rep.per_source()
+    assert set(per) == {"train", "recalibration"}
+    assert (
+        rep.epsilon == max(g.epsilon for g in per.values()) < sum(g.epsilon for g in per.values())
+    )
+    assert rep.delta == 1e-5
+    assert pipe.predict_proba(X[:3]).shape == (3, 3)
+
+
+def test_sgd_and_dpsgd_same_interface(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    X, y = blobs
+    for tr in (SGDTrainer("mlp", epochs=2), DPSGDTrainer("mlp", epochs=2)):
+        p = tr.fit(X, y).predict_proba(X)
+        assert p.shape == (600, 3) and tr.steps_ > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0.0}, "'epsilon' parameter of DPSGDTrainer"),
+        ({"epsilon": -1.0}, "'epsilon' parameter of DPSGDTrainer"),
+        ({"delta": 1.0}, "'delta' parameter of DPSGDTrainer"),
+        ({"delta": 0.0}, "'delta' parameter of DPSGDTrainer"),
+    ],
+)
+def test_trainer_bad_budget(blobs: tuple[np.ndarray, ...], kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DPSGDTrainer("logistic", **kwargs).fit(*blobs)
+
+
+@pytest.mark.parametrize("eps", [0.0, -2.0])
+def test_calibrator_bad_epsilon(overconfident: tuple[np.ndarray, ...], eps: float) -> None:
+    with pytest.raises(ValueError, match="'epsilon' parameter of DPTemperatureScaling"):
+        DPTemperatureScaling(eps).fit(*overconfident)
+    with pytest.raises(ValueError, match="'delta' parameter of DPPlattScaling"):
+        DPPlattScaling(1.0, 1.5).fit(*overconfident)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0, -0.1, 1.5])
+def test_bad_validation_ratio(blobs: tuple[np.ndarray, ...], ratio: float) -> None:
+    pipe = DPRecalibration(DPSGDTrainer(), DPTemperatureScaling(), validation_ratio=ratio)
+    with pytest.raises(ValueError, match="'validation_ratio' parameter of DPRecalibration"):
+        pipe.fit(*blobs)
+
+
+def test_batchnorm_model_rejected(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 3)
+    )
+    with pytest.raises(ValueError, match=r"must be a module Opacus can train.*BatchNorm"):
+        DPSGDTrainer(model).fit(*blobs)
