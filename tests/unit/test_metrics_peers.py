@@ -29,9 +29,15 @@ from privcal.metrics.statistics import bin_indices, calibration_bins
 
 N_BINS = 15
 NETCAL_ATOL = 1e-9
-#: torchmetrics accumulates each bin in float32; measured max |difference| 1.65e-5 (imdb),
-#: 1.34e-5 (cleanlab cifar10). 1e-5 is too tight for N = 10^4 ... 2.5 * 10^4.
-TORCHMETRICS_ATOL = 3e-5
+#: torchmetrics accumulates each bin in float32. On the netcal files the difference is at most
+#: 4.9e-6 (the issue's "up to 4.5e-6"), within the issue's 1e-5; on two cleanlab files with many
+#: confidences near 1 it reaches 1.34e-5 (cifar10) and 1.65e-5 (imdb, N = 25000). Those two get
+#: 3e-5, and test_torchmetrics_difference_is_float32_accumulation shows the whole gap is float32.
+TORCHMETRICS_ATOL = 1e-5
+TORCHMETRICS_ATOL_FLOAT32_HEAVY = {
+    "cleanlab-heldout/cifar10_probs.npy": 3e-5,
+    "cleanlab-heldout/imdb_probs.npy": 3e-5,
+}
 #: the float32 emulation below reproduces torchmetrics to 7.5e-9 at worst (summation order).
 EMULATION_ATOL = 2e-8
 
@@ -160,7 +166,8 @@ def _torchmetrics_emulation(conf: np.ndarray, correct: np.ndarray) -> float:
 @pytest.mark.parametrize("rel", FILES)
 def test_ece_matches_torchmetrics(rel, tm_ece):
     _, p, y = _load(rel)
-    assert abs(ece(p, y, n_bins=N_BINS) - tm_ece(p, y)) <= TORCHMETRICS_ATOL
+    atol = TORCHMETRICS_ATOL_FLOAT32_HEAVY.get(rel, TORCHMETRICS_ATOL)
+    assert abs(ece(p, y, n_bins=N_BINS) - tm_ece(p, y)) <= atol
 
 
 @pytest.mark.bench_peers
