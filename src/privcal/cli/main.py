@@ -22,6 +22,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.demo_cmd",
     "privcal.cli.conformal",
     "privcal.cli.training",
+    "privcal.cli.source",
 )
 
 app = typer.Typer(

@@ -106,8 +106,11 @@ def top_confidence(logits: np.ndarray, temperature: float | np.ndarray = 1.0) ->
     temps, scalar = _temperatures(temperature)
     d = _centred(logits)
     out = np.empty((temps.size, d.shape[0]))
+    buf = np.empty_like(d)
     for k, t in enumerate(temps):
-        out[k] = 1.0 / np.exp(d / t).sum(axis=1)
+        np.divide(d, t, out=buf)
+        np.exp(buf, out=buf)
+        out[k] = 1.0 / np.einsum("ij->i", buf)
     return out[0] if scalar else out
 
 
@@ -142,8 +145,12 @@ def nll_terms(
     d = _centred(logits)
     d_y = d[np.arange(d.shape[0]), labels]
     out = np.empty((temps.size, d.shape[0]))
+    buf = np.empty_like(d)
     for k, t in enumerate(temps):
-        out[k] = logsumexp(d / t, axis=1) - d_y / t
+        # d <= 0 with a 0 in every row, so the sum is in [1, C]: log(sum(exp)) needs no shift
+        np.divide(d, t, out=buf)
+        np.exp(buf, out=buf)
+        out[k] = np.log(np.einsum("ij->i", buf)) - d_y / t
     np.maximum(out, 0.0, out=out)  # exact value is >= 0; remove -1e-16 rounding
     return out[0] if scalar else out
 

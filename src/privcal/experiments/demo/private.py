@@ -1,0 +1,95 @@
+"""Demo section: private recalibration across simulated private data sources (seed 000).
+
+On every digits_shift corruption at severity 5, 25 simulated sources of 12 examples each answer
+the private calibrators' queries at epsilon = 1 per source; the rest of the set is the test split.
+The table gives the mean test ECE over random splits (the batched luo2020 protocol), the median
+over corruptions, for the private methods and the two baselines. One fit is also shown end to end
+on :class:`~privcal.private.DataSource` objects, with its privacy report.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from privcal.experiments.report import markdown_table
+
+if TYPE_CHECKING:
+    from privcal.experiments.demo import DemoContext
+
+__all__ = ["EPSILON", "N_SAMPLES", "N_SOURCES", "TITLE", "run"]
+
+TITLE = "Private recalibration across data sources (epsilon = 1)"
+N_SOURCES, N_SAMPLES, EPSILON, SEVERITY = 25, 12, 1.0, 5
+
+
+def run(ctx: DemoContext) -> list[str]:
+    from privcal.experiments.luo2020 import GridPoint
+    from privcal.experiments.luo2020 import run as luo_run
+    from privcal.metrics import ece
+    from privcal.privacy import SeededNoise
+    from privcal.private import DataSource, PrivateTemperatureScaling
+
+    data = ctx.data
+    sets = {c: data.shifted[(c, SEVERITY)] for c in data.corruptions}
+    trials = 10 if ctx.quick else 100
+    grid = [GridPoint("sources", N_SOURCES, N_SAMPLES, EPSILON)]
+    res = luo_run(sets, trials=trials, grid=grid, seed=ctx.seed, progress=False)
+    tab = res.table()
+
+    table = Table(title=f"Test ECE, median over {len(sets)} corruptions (severity {SEVERITY})")
+    table.add_column("method")
+    table.add_column("median ECE", justify="right")
+    table.add_column("mean ECE", justify="right")
+    for m, (med, mean) in tab.items():
+        table.add_row(m, f"{med:.4f}", f"{mean:.4f}")
+    ctx.console.print(table)
+
+    # one end-to-end fit on DataSource objects (seeded noise: simulation only)
+    z, y = sets["fog"]
+    rng = ctx.rng("private")
+    perm = rng.permutation(len(y))
+    val = perm[: N_SOURCES * N_SAMPLES].reshape(N_SOURCES, N_SAMPLES)
+    test = perm[N_SOURCES * N_SAMPLES :]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sources = [
+            DataSource(
+                z[v],
+                y[v],
+                budget=EPSILON,
+                noise=SeededNoise(int(rng.integers(1 << 31))),
+                name=f"hospital{i:02d}",
+            )
+            for i, v in enumerate(val)
+        ]
+    cal = PrivateTemperatureScaling("acc", epsilon=EPSILON).fit(sources=sources)
+    rep = cal.privacy_report_
+    before = ece(z[test], y[test], 15, input="logits")
+    after = ece(cal.predict_proba(z[test]), y[test], 15)
+    ctx.console.print(
+        f"fog: Acc-T over {N_SOURCES} sources -> T={cal.temperature_:.2f}, test ECE "
+        f"{before:.3f} -> {after:.3f}; {len(rep)} releases, epsilon={rep.epsilon:g} per source"
+    )
+    rows = [[m, f"{med:.4f}", f"{mean:.4f}"] for m, (med, mean) in tab.items()]
+    best = min(
+        (m for m in tab if m not in ("No recalibration", "One source")), key=lambda m: tab[m][0]
+    )
+    return [
+        f"{N_SOURCES} simulated sources x {N_SAMPLES} examples per corruption, epsilon = "
+        f"{EPSILON:g} per source (pure DP, Laplace; seeded simulation noise), {trials} random "
+        f"splits; per-corruption mean test ECE (15 bins), then median / mean over the "
+        f"{len(sets)} corruptions at severity {SEVERITY}.",
+        "",
+        *markdown_table(["method", "median ECE", "mean ECE"], rows),
+        "",
+        f"Best private method: **{best}** (median ECE {tab[best][0]:.4f} vs "
+        f"{tab['No recalibration'][0]:.4f} without recalibration).",
+        "",
+        f"End to end on `DataSource` objects (fog): Acc-T fitted T = {cal.temperature_:.2f}; "
+        f"test ECE {before:.3f} -> {after:.3f}; privacy report: {len(rep)} releases, "
+        f"epsilon = {rep.epsilon:g} per source (basic composition within a source, parallel "
+        "across sources).",
+    ]

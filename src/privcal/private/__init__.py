@@ -1,0 +1,38 @@
+"""Private recalibration across private data sources (seed 000).
+
+* :class:`DataSource`: one party's private validation data behind a closed vocabulary of
+  Laplace-mechanism queries and a :class:`~privcal.privacy.PrivacyOdometer`.
+* :class:`PrivateTemperatureScaling` (Acc-T, NLL-T, ECE-T) and :class:`PrivateHistogramBinning`:
+  calibrators that query the sources; ``privacy_report_`` lists every release.
+* Baselines: :class:`NoRecalibration` and :func:`one_source`.
+
+See ``docs/private.md``.
+"""
+
+from privcal.private.baselines import NoRecalibration, one_source
+from privcal.private.binning import PrivateHistogramBinning, noisy_bin_values
+from privcal.private.source import (
+    QUERIES,
+    BinCounts,
+    DataSource,
+    InsecureNoiseWarning,
+    query_sensitivity,
+    split_budget,
+)
+from privcal.private.temperature import PrivateTemperatureScaling, SearchPlan, search_plan
+
+__all__ = [
+    "QUERIES",
+    "BinCounts",
+    "DataSource",
+    "InsecureNoiseWarning",
+    "NoRecalibration",
+    "PrivateHistogramBinning",
+    "PrivateTemperatureScaling",
+    "SearchPlan",
+    "noisy_bin_values",
+    "one_source",
+    "query_sensitivity",
+    "search_plan",
+    "split_budget",
+]

@@ -1,0 +1,569 @@
+"""A private data source: one party's validation data behind a closed vocabulary of DP queries.
+
+A :class:`DataSource` holds one party's logits and labels and a
+:class:`~privcal.privacy.PrivacyOdometer`. A calibrator (seed 000, Sec. 3.2) never sees the rows:
+it sends queries from the vocabulary below, and the source answers each with the Laplace
+mechanism after recording the spend.
+
+Query vocabulary
+----------------
+==========================  ==========================================  =======================
+method                      exact statistic (shared function)            L1 sensitivity
+==========================  ==========================================  =======================
+``accuracy_gap_sum(T)``     :math:`\\sum_i 1[c_i] - \\mathrm{conf}_T(i)`  1
+                            (``accuracy_gap_sum``)
+``clipped_nll_sum(T, B)``   :math:`\\sum_i \\min(\\ell_T(i), B)`          B
+                            (``clipped_nll_sum``)
+``bin_gaps(T, M)``          per-bin :math:`\\sum_{i\\in B_m} 1[c_i] -     1
+                            \\mathrm{conf}_T(i)` (``calibration_bins``
+                            ``(...).gaps()``)
+``bin_counts(T, M)``        per-bin correct and incorrect counts         1 (the pair of
+                            (``calibration_bins``: ``sum_correct``,      histograms); the
+                            ``counts - sum_correct``), returned as       paper's (correct,
+                            (correct, total)                             total) release has 2
+``count()``                 :math:`n`                                    1
+==========================  ==========================================  =======================
+
+Neighbouring relation: add or remove one example (one row of logits and its label). Under it the
+number of rows ``n`` is itself private, so the source publishes only ``n_classes`` and its name;
+none of the calibrators needs ``n`` (they compare sums, see :mod:`privcal.private.temperature`),
+and :meth:`DataSource.count` sells a noisy ``n`` for those who do.
+
+Every answer follows one path (:meth:`DataSource._answer`): validate the arguments, compute the
+exact statistic, **spend on the odometer** (durable when there is a ledger), and only then draw
+the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that would exceed
+the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcal._params import check_int, check_real
+from privcal.data.validation import check_labels, check_scores
+from privcal.metrics.statistics import (
+    accuracy_gap_sum,
+    calibration_bins,
+    clipped_nll_sum,
+    top_confidence,
+    top_correct,
+)
+from privcal.privacy import (
+    BudgetExceededError,
+    NoiseSource,
+    PrivacyOdometer,
+    Release,
+    SecureNoise,
+    laplace,
+)
+
+__all__ = [
+    "QUERIES",
+    "BinCounts",
+    "DataSource",
+    "InsecureNoiseWarning",
+    "query_sensitivity",
+]
+
+#: The closed vocabulary: query name -> L1 sensitivity under add/remove one example (``B`` for
+#: ``clipped_nll_sum`` is the clip bound, passed with the query).
+QUERIES: dict[str, str] = {
+    "accuracy_gap_sum": "1",
+    "clipped_nll_sum": "B",
+    "bin_gaps": "1",
+    "bin_counts": "1",
+    "count": "1",
+}
+
+
+def query_sensitivity(query: str, bound: float | None = None) -> float:
+    """L1 sensitivity of a vocabulary query under add/remove one example (see module table)."""
+    if query not in QUERIES:
+        raise ValueError(
+            f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
+        )
+    if query == "clipped_nll_sum":
+        if bound is None:
+            raise ValueError("clipped_nll_sum needs its clip bound B: the sensitivity is B.")
+        return float(bound)
+    return 1.0
+
+
+class InsecureNoiseWarning(UserWarning):
+    """A data source draws its noise from a non-secure source (e.g. ``SeededNoise``).
+
+    Fine for simulation and tests; never for releasing real data (floating-point attacks, seeded
+    PRNG; see :class:`privcal.privacy.SeededNoise`).
+    """
+
+
+@dataclass(frozen=True)
+class BinCounts:
+    """Noisy per-bin counts returned by :meth:`DataSource.bin_counts`.
+
+    Attributes
+    ----------
+    correct : ndarray of shape (M,)
+        Noisy number of correctly classified examples per bin.
+    incorrect : ndarray of shape (M,)
+        Noisy number of misclassified examples per bin (released independently).
+    """
+
+    correct: np.ndarray
+    incorrect: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        """``correct + incorrect``: the noisy number of examples per bin (post-processing)."""
+        return self.correct + self.incorrect
+
+
+_SOURCE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS source (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    data TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    n_classes INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class DataSource:
+    """One party's private logits and labels, answering only DP queries from a closed vocabulary.
+
+    Parameters
+    ----------
+    logits : array_like of shape (n, C)
+        Validation logits (or probabilities with ``input="probs"``). Private.
+    labels : array_like of shape (n,)
+        Labels in ``0..C-1``. Private.
+    budget : float, default=1.0
+        Epsilon budget of this source (``> 0``), kept by a :class:`PrivacyOdometer`.
+    ledger : str, Path or None, default=None
+        SQLite ledger of the odometer (spends survive restarts and concurrent processes).
+    noise : NoiseSource or None, default=None
+        ``None`` means :class:`~privcal.privacy.SecureNoise` (OpenDP samplers). A non-secure source
+        (``SeededNoise``) raises an :class:`InsecureNoiseWarning`: use it only to simulate.
+    name : str, default=""
+        Public label; recorded as the ``source`` of every release.
+    input : {"logits", "probs"}, default="logits"
+
+    Attributes
+    ----------
+    n_classes : int
+        Public: the number of classes.
+    name : str
+        Public.
+    odometer : PrivacyOdometer
+    noise : NoiseSource
+
+    Privacy
+    -------
+    Neighbouring relation: add/remove one example of this source. Each query is the Laplace
+    mechanism with scale ``sensitivity / epsilon`` (pure ``epsilon``-DP, Dwork & Roth Thm. 3.6);
+    the sensitivities are derived in each method's docstring. Answers compose by basic
+    composition within the source (the odometer refuses to exceed ``budget``); different sources
+    hold disjoint data and compose in parallel. Public: ``n_classes``, ``name``, the query
+    parameters (temperatures, bin edges, clip bounds) chosen by the calibrator. Private: the rows
+    and their number ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np, warnings
+    >>> from privcal.privacy import SeededNoise
+    >>> z = np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 0.0]]); y = np.array([0, 0, 0])
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     src = DataSource(z, y, budget=1.0, noise=SeededNoise(0), name="h1")
+    >>> v = src.accuracy_gap_sum(1.0, epsilon=0.5)
+    >>> src.spent, src.remaining
+    (0.5, 0.5)
+    """
+
+    def __init__(
+        self,
+        logits: Any,
+        labels: Any,
+        budget: float = 1.0,
+        ledger: str | Path | None = None,
+        noise: NoiseSource | None = None,
+        name: str = "",
+        *,
+        input: str = "logits",
+    ) -> None:
+        owner = "DataSource"
+        z = check_scores(logits, input=input)  # type: ignore[arg-type]
+        y = check_labels(labels, z.shape[0], z.shape[1])
+        if noise is None:
+            noise = SecureNoise()
+        elif not isinstance(noise, NoiseSource):
+            raise ValueError(
+                f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
+                f"SeededNoise(seed)) or None. Got {noise!r} instead."
+            )
+        if not isinstance(name, str):
+            raise ValueError(
+                f"The 'name' parameter of {owner} must be a str. Got {name!r} instead."
+            )
+        if not noise.secure:
+            warnings.warn(
+                f"DataSource {name!r} draws noise from {noise!r}, which is not secure against "
+                "floating-point attacks: use it to simulate only, never to release real data.",
+                InsecureNoiseWarning,
+                stacklevel=2,
+            )
+        self._z = z
+        self._y = y
+        self._z.setflags(write=False)
+        self._y.setflags(write=False)
+        self.n_classes = int(z.shape[1])
+        self.name = name
+        self.noise = noise
+        self.odometer = PrivacyOdometer(budget, ledger=ledger, name=name)
+        self.history: list[Release] = []
+
+    # ------------------------------------------------------------------ public metadata
+    @property
+    def budget(self) -> float:
+        return self.odometer.budget
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent so far (all processes sharing the ledger)."""
+        return self.odometer.spent
+
+    @property
+    def remaining(self) -> float:
+        return self.odometer.remaining
+
+    def __repr__(self) -> str:
+        return (
+            f"DataSource(name={self.name!r}, n_classes={self.n_classes}, "
+            f"budget={self.budget:g}, spent={self.spent:g}, noise={self.noise!r})"
+        )
+
+    # ------------------------------------------------------------------ the one answering path
+    def _epsilon(self, epsilon: Any, query: str) -> float:
+        return check_real(epsilon, "epsilon", f"DataSource.{query}", low=0.0, low_open=True)
+
+    def _answer(
+        self, label: str, value: float | np.ndarray, sensitivity: float, epsilon: float
+    ) -> float | np.ndarray:
+        """Spend ``epsilon`` (recorded before anything leaves), then release ``value + Lap``."""
+        self.odometer.spend(label, epsilon, mechanism="laplace", sensitivity=sensitivity)
+        self.history.append(Release(label, "laplace", sensitivity, epsilon, 0.0, self.name))
+        release, _ = laplace(value, sensitivity, epsilon, self.noise)
+        return release
+
+    def _temperature(self, temperature: Any, query: str) -> float:
+        return check_real(temperature, "temperature", f"DataSource.{query}", low=0.0, low_open=True)
+
+    def _n_bins(self, n_bins: Any, query: str) -> int:
+        return check_int(n_bins, "n_bins", f"DataSource.{query}", low=1)
+
+    # ------------------------------------------------------------------ queries
+    def accuracy_gap_sum(self, temperature: float, epsilon: float) -> float:
+        """Noisy :math:`\\sum_i (1[\\text{correct}_i] - \\mathrm{conf}_T(i))` (Acc-T's statistic).
+
+        Parameters
+        ----------
+        temperature : float
+            ``T > 0`` (public).
+        epsilon : float
+            Budget of this answer, ``> 0``.
+
+        Returns
+        -------
+        float
+
+        Privacy
+        -------
+        Each term lies in ``[-1, 1]`` (``conf_T`` in ``[1/C, 1]``, correctness in {0, 1}), so
+        adding or removing one example changes the sum by at most 1: sensitivity 1. Laplace
+        scale ``1 / epsilon``; pure ``epsilon``-DP.
+        """
+        t = self._temperature(temperature, "accuracy_gap_sum")
+        eps = self._epsilon(epsilon, "accuracy_gap_sum")
+        value = float(accuracy_gap_sum(self._z, self._y, t))
+        return float(self._answer(f"accuracy_gap_sum(T={t:.6g})", value, 1.0, eps))
+
+    def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
+        """Noisy :math:`\\sum_i \\min(\\ell_T(i), B)`: the NLL, each term clipped to ``[0, B]``.
+
+        Parameters
+        ----------
+        temperature : float
+            ``T > 0``.
+        epsilon : float
+        bound : float, default=10.0
+            Clip bound ``B > 0`` (seed 000 uses 10).
+
+        Returns
+        -------
+        float
+
+        Privacy
+        -------
+        Each clipped term lies in ``[0, B]``: one example changes the sum by at most ``B``, the
+        sensitivity. Without the clip one example's NLL is unbounded (``-log p_y`` grows without
+        limit as ``p_y -> 0``), so no finite noise would make the sum private. Laplace scale
+        ``B / epsilon``; pure ``epsilon``-DP.
+        """
+        t = self._temperature(temperature, "clipped_nll_sum")
+        eps = self._epsilon(epsilon, "clipped_nll_sum")
+        b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
+        value = float(clipped_nll_sum(self._z, self._y, t, b))
+        return float(self._answer(f"clipped_nll_sum(T={t:.6g}, B={b:g})", value, b, eps))
+
+    def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
+        """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.
+
+        The vector ECE-T needs: ``sum_m |gaps_m| / n`` is the binned ECE at ``T``.
+
+        Parameters
+        ----------
+        temperature : float
+        epsilon : float
+        n_bins : int, default=15
+            Equal-width, right-closed bins on [0, 1] (public edges).
+
+        Returns
+        -------
+        ndarray of shape (n_bins,)
+
+        Privacy
+        -------
+        One example falls in exactly one bin and changes that bin's sum by its term, at most 1
+        in absolute value; the other bins are unchanged: L1 sensitivity 1 whatever ``n_bins``.
+        Independent Laplace noise of scale ``1 / epsilon`` per bin; pure ``epsilon``-DP.
+        """
+        t = self._temperature(temperature, "bin_gaps")
+        eps = self._epsilon(epsilon, "bin_gaps")
+        m = self._n_bins(n_bins, "bin_gaps")
+        stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
+        return np.asarray(self._answer(f"bin_gaps(T={t:.6g}, M={m})", stats.gaps(), 1.0, eps))
+
+    def bin_counts(self, epsilon: float, n_bins: int = 15, temperature: float = 1.0) -> BinCounts:
+        """Noisy per-bin numbers of correct and of incorrect predictions (histogram binning).
+
+        Parameters
+        ----------
+        epsilon : float
+        n_bins : int, default=15
+        temperature : float, default=1.0
+            Temperature of the confidences that are binned.
+
+        Returns
+        -------
+        BinCounts
+            ``correct``, ``incorrect`` and ``total = correct + incorrect``.
+
+        Privacy
+        -------
+        The released vector is ``(correct_1..M, incorrect_1..M)``: one example adds 1 to exactly
+        one of these ``2M`` cells, so the L1 sensitivity is **1**. Seed 000 (App. C.2.3)
+        releases ``(correct, total)`` instead, with sensitivity 2 (one example moves a correct
+        cell and a total cell); both carry the same information (``total = correct +
+        incorrect``), but ours needs half the noise scale. Laplace scale ``1 / epsilon`` per
+        cell; pure ``epsilon``-DP.
+        """
+        eps = self._epsilon(epsilon, "bin_counts")
+        m = self._n_bins(n_bins, "bin_counts")
+        t = self._temperature(temperature, "bin_counts")
+        stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
+        value = np.concatenate([stats.sum_correct, stats.counts - stats.sum_correct])
+        out = np.asarray(self._answer(f"bin_counts(T={t:.6g}, M={m})", value, 1.0, eps))
+        return BinCounts(out[:m], out[m:])
+
+    def count(self, epsilon: float) -> float:
+        """Noisy number of examples ``n`` (private under add/remove).
+
+        Privacy
+        -------
+        Adding or removing one example changes ``n`` by 1: sensitivity 1, Laplace scale
+        ``1 / epsilon``; pure ``epsilon``-DP.
+        """
+        eps = self._epsilon(epsilon, "count")
+        return float(self._answer("count", float(self._z.shape[0]), 1.0, eps))
+
+    # ------------------------------------------------------------------ ledger-backed sources
+    @classmethod
+    def init_ledger(
+        cls,
+        data: str | Path,
+        ledger: str | Path,
+        budget: float = 1.0,
+        name: str = "",
+        *,
+        input: str = "auto",
+    ) -> DataSource:
+        """Create the ledger of a source over the scores file ``data`` (``privcal source init``).
+
+        The ledger (a SQLite file) gets the odometer's tables and a ``source`` row with the
+        absolute data path, its SHA-256, ``n_classes`` and the input kind. The data stay where
+        they are, with the source. Returns the opened source (``SecureNoise``).
+        """
+        from privcal.data.io import read_scores
+
+        data_path = Path(data).resolve()
+        scores = read_scores(data_path, input=input)  # type: ignore[arg-type]
+        if scores.logits is None:
+            raise ValueError(
+                f"{str(data_path)!r} holds top-label scores only; a DataSource needs full "
+                "logit or probability vectors."
+            )
+        ledger = Path(ledger)
+        src = cls(scores.logits, scores.labels, budget=budget, ledger=ledger, name=name)
+        con = sqlite3.connect(ledger, timeout=60.0)
+        try:
+            with con:
+                con.execute(_SOURCE_SCHEMA)
+                row = con.execute("SELECT data, sha256 FROM source WHERE id = 1").fetchone()
+                digest = _sha256(data_path)
+                if row is None:
+                    con.execute(
+                        "INSERT INTO source (id, data, sha256, n_classes, input, created) "
+                        "VALUES (1, ?, ?, ?, ?, ?)",
+                        (str(data_path), digest, src.n_classes, input, time.time()),
+                    )
+                elif row[0] != str(data_path) or row[1] != digest:
+                    raise ValueError(
+                        f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
+                        f"(sha256 {row[1][:12]}...); a ledger keeps the budget of one data set."
+                    )
+        finally:
+            con.close()
+        return src
+
+    @classmethod
+    def open(
+        cls, ledger: str | Path, noise: NoiseSource | None = None, name: str | None = None
+    ) -> DataSource:
+        """Reopen a source created by :meth:`init_ledger` (``privcal source init``).
+
+        Reads the budget and the data path from the ledger, checks the data's SHA-256 (a ledger's
+        record is only meaningful for the data it was spent on) and continues the record.
+        """
+        from privcal.data.io import read_scores
+
+        path = Path(ledger)
+        if not path.is_file():
+            raise ValueError(f"No source ledger at {str(path)!r}; create one with 'source init'.")
+        con = sqlite3.connect(path, timeout=60.0)
+        try:
+            try:
+                src_row = con.execute(
+                    "SELECT data, sha256, input FROM source WHERE id = 1"
+                ).fetchone()
+                bud_row = con.execute("SELECT epsilon, name FROM budget WHERE id = 1").fetchone()
+            except sqlite3.DatabaseError:
+                src_row = bud_row = None
+        finally:
+            con.close()
+        if src_row is None or bud_row is None:
+            raise ValueError(
+                f"{str(path)!r} is not a privcal source ledger (no 'source' and 'budget' rows); "
+                "create one with 'privcal source init'."
+            )
+        data, digest, kind = src_row
+        data_path = Path(data)
+        if not data_path.is_file():
+            raise ValueError(f"The data {data!r} of the source ledger {str(path)!r} is missing.")
+        if _sha256(data_path) != digest:
+            raise ValueError(
+                f"The data {data!r} changed since the source ledger {str(path)!r} was created; "
+                "its privacy record no longer describes it."
+            )
+        scores = read_scores(data_path, input=kind)
+        return cls(
+            scores.logits,
+            scores.labels,
+            budget=float(bud_row[0]),
+            ledger=path,
+            noise=noise,
+            name=str(bud_row[1]) if name is None else name,
+        )
+
+    from_ledger = open
+
+
+def check_sources(sources: Any, owner: str) -> list[DataSource]:
+    """Validate a non-empty list of distinct DataSources with one class count."""
+    try:
+        srcs = list(sources)
+    except TypeError:
+        srcs = None
+    if not srcs:
+        raise ValueError(
+            f"The 'sources' parameter of {owner} must be a non-empty list of DataSource. "
+            f"Got {sources!r} instead."
+        )
+    for s in srcs:
+        if not isinstance(s, DataSource):
+            raise ValueError(
+                f"The 'sources' parameter of {owner} must be a non-empty list of DataSource. "
+                f"Got an element {s!r} instead."
+            )
+    if len({id(s) for s in srcs}) != len(srcs):
+        raise ValueError(
+            f"The 'sources' parameter of {owner} lists the same DataSource twice; sources must "
+            "hold disjoint data (their guarantees compose in parallel)."
+        )
+    classes = sorted({s.n_classes for s in srcs})
+    if len(classes) > 1:
+        raise ValueError(
+            f"The sources given to {owner} disagree on the number of classes: {classes}. All "
+            "sources must score the same classifier."
+        )
+    return srcs
+
+
+def check_budgets(sources: list[DataSource], epsilon: float) -> None:
+    """Refuse to start when a source cannot pay ``epsilon`` (nothing is spent anywhere)."""
+    for s in sources:
+        if not s.odometer.can_spend(epsilon):
+            spent = s.spent
+            raise BudgetExceededError(s.name, "fit", s.budget, spent, epsilon)
+
+
+def split_budget(epsilon: float, parts: int) -> list[float]:
+    """``parts`` per-query budgets that sum (by :func:`math.fsum`) to ``epsilon`` exactly.
+
+    The first ``parts - 1`` are ``epsilon / parts``; the last is ``epsilon - fsum(first)``, which
+    is exact (Sterbenz) and differs from ``epsilon / parts`` by at most an ulp, so the composed
+    guarantee is exactly ``epsilon`` rather than ``epsilon`` plus rounding.
+    """
+    if parts == 1:
+        return [epsilon]
+    share = epsilon / parts
+    head = [share] * (parts - 1)
+    last = epsilon - math.fsum(head)  # exact by Sterbenz's lemma
+    # fsum rounds the exact sum of head once; nudge the last share by ulps until the composed
+    # total is epsilon itself (a few steps at most: ulp(last) < ulp(epsilon)).
+    for _ in range(64):
+        total = math.fsum([*head, last])
+        if total == epsilon:
+            break
+        last = math.nextafter(last, -math.inf if total > epsilon else math.inf)
+    else:  # pragma: no cover - cannot happen for finite positive epsilon
+        raise RuntimeError(f"cannot split epsilon={epsilon!r} into {parts} exact parts")
+    return [*head, last]

@@ -1,0 +1,389 @@
+"""Private temperature scaling over private data sources (seed 000, Sec. 3-4, Alg. 1).
+
+The calibrator runs a one-dimensional search over the temperature; every evaluation of the
+objective is one query to **every** source, answered with the Laplace mechanism. The searches are
+the ones the non-private fits use (:func:`privcal.calibrators.search.golden_section`,
+:func:`~privcal.calibrators.search.bisect_sign`), and every statistic is computed by the shared
+function in :mod:`privcal.metrics.statistics` inside :class:`~privcal.private.source.DataSource`.
+
+Objectives (answers summed over sources)
+----------------------------------------
+* ``"acc"`` (Acc-T): :math:`g(T) = \\sum_s \\tilde G_s(T)` with :math:`G_s(T) = \\sum_{i \\in s}
+  1[c_i] - \\mathrm{conf}_T(i)` (sensitivity 1). ``search="bisect"`` keeps the half-bracket given
+  by the sign of :math:`g` (the gap is increasing in T); ``search="golden"`` minimises
+  :math:`|g|` (seed 000, Alg. 1).
+* ``"nll"`` (NLL-T): minimise :math:`\\sum_s \\widetilde{\\mathrm{NLL}}_s(T)` with each NLL
+  clipped to ``[0, B]`` (sensitivity B) by golden section.
+* ``"ece"`` (ECE-T): minimise :math:`\\sum_m |\\sum_s \\tilde g_{s,m}(T)|` with
+  :math:`g_{s,m}` the per-bin sums of ``1[c] - conf_T`` (L1 sensitivity 1), by golden section.
+
+Sum or average across sources: seed 000 averages the d answers; with d public the average is the
+sum divided by d, so every comparison (``f1 <= f2``, the sign of g, the argmin of the ECE sum)
+is the same and so is the fitted temperature. We sum, which needs no count at all. Neither form
+needs a source's size ``n`` (private under add/remove): the objectives are totals, and
+``argmin_T sum / n_total = argmin_T sum``.
+
+Counting queries (why the total is exactly epsilon)
+---------------------------------------------------
+Seed 000's Alg. 1 samples two values before its loop and one in each of its K iterations: K + 2
+queries per source, each with noise ``Lap((K + 1)/epsilon)``, i.e. ``(K + 2)/(K + 1) epsilon`` in
+total by basic composition. Its last sample is never compared (it returns the bracket midpoint
+right after drawing it), so K + 1 queries reach the same final bracket (width ``0.618^K`` of the
+range). Here ``iterations = K`` means:
+
+* ``search="golden"``: ``golden_section`` with ``K + 1`` evaluations (two interior points, then
+  ``K - 1`` shrinks, then the final comparison: ``K`` shrinks in all, Alg. 1's bracket);
+* ``search="bisect"``: ``bisect_sign`` with ``K + 1`` evaluations (bracket ``2^-(K+1)``);
+* ``t_range="auto"`` with golden section: **one more** query first, the sign of the accuracy gap
+  at ``T = 3`` (sensitivity 1), which picks the range ``[0.5, 3]`` (gap >= 0: the model is not
+  over-confident at T = 3) or ``[3, 30]``.
+
+With ``q`` queries in all, each query gets ``epsilon / q`` (the last one the exact remainder,
+see :func:`~privcal.private.source.split_budget`), so each source spends exactly ``epsilon``
+(basic composition) and ``privacy_report_.epsilon == epsilon`` (parallel composition across the
+disjoint sources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privcal._params import check_int, check_option, check_range, check_real
+from privcal.calibrators.base import Calibrator, register
+from privcal.calibrators.search import bisect_sign, golden_section
+from privcal.metrics.statistics import softmax
+from privcal.privacy import NoiseSource, PrivacyReport, Release
+from privcal.private.source import (
+    DataSource,
+    check_budgets,
+    check_sources,
+    split_budget,
+)
+
+__all__ = [
+    "AUTO_HIGH",
+    "AUTO_LOW",
+    "AUTO_SPLIT",
+    "PrivateTemperatureScaling",
+    "SearchPlan",
+    "search_plan",
+]
+
+#: ``t_range="auto"``: bisection searches ``[AUTO_LOW, AUTO_HIGH]``; golden section first spends
+#: one query on the sign of the accuracy gap at ``AUTO_SPLIT`` and then searches
+#: ``[AUTO_LOW, AUTO_SPLIT]`` or ``[AUTO_SPLIT, AUTO_HIGH]``. Chosen by measurement
+#: (``docs/private.md``).
+AUTO_LOW, AUTO_SPLIT, AUTO_HIGH = 0.5, 3.0, 30.0
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How a private temperature fit spends its budget (shared by the estimator and luo2020).
+
+    Attributes
+    ----------
+    search : {"golden", "bisect"}
+    t_range : (float, float) or None
+        The search range; ``None`` when a locating query chooses it.
+    locate : bool
+        Whether the first query is the accuracy-gap sign at :data:`AUTO_SPLIT`.
+    evaluations : int
+        Number of search evaluations (each one query per source).
+    epsilons : tuple of float
+        Per-query budgets in query order (locating query first); ``fsum == epsilon``.
+    """
+
+    search: str
+    t_range: tuple[float, float] | None
+    locate: bool
+    evaluations: int
+    epsilons: tuple[float, ...]
+
+    def ranges(self, gap_at_split: Any) -> Any:
+        """The ranges picked by the locating answers (vectorised): ``(low, high)`` arrays."""
+        g = np.asarray(gap_at_split, dtype=np.float64)
+        low = np.where(g < 0.0, AUTO_SPLIT, AUTO_LOW)
+        high = np.where(g < 0.0, AUTO_HIGH, AUTO_SPLIT)
+        return low, high
+
+
+def search_plan(
+    objective: str,
+    epsilon: float,
+    iterations: int,
+    t_range: Any = "auto",
+    search: str = "auto",
+    owner: str = "PrivateTemperatureScaling",
+) -> SearchPlan:
+    """Validate the parameters and lay out the queries of a private temperature fit."""
+    check_option(objective, "objective", owner, ("nll", "ece", "acc"))
+    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    k = check_int(iterations, "iterations", owner, low=1)
+    check_option(search, "search", owner, ("auto", "golden", "bisect"))
+    if search == "auto":
+        search = "bisect" if objective == "acc" else "golden"
+    if search == "bisect" and objective != "acc":
+        raise ValueError(
+            f"The 'search' parameter of {owner} can be 'bisect' only with objective='acc' (the "
+            f"accuracy gap is monotone in T; the {objective.upper()} objective is not a sign "
+            f"test). Got search='bisect' with objective={objective!r} instead."
+        )
+    evaluations = k + 1
+    if isinstance(t_range, str):
+        check_option(t_range, "t_range", owner, ("auto",))
+        if search == "bisect":
+            rng: tuple[float, float] | None = (AUTO_LOW, AUTO_HIGH)
+            locate = False
+        else:
+            rng, locate = None, True
+    else:
+        rng, locate = check_range(t_range, "t_range", owner), False
+    queries = evaluations + int(locate)
+    return SearchPlan(search, rng, locate, evaluations, tuple(split_budget(eps, queries)))
+
+
+class _Protocol:
+    """The calibrator side of seed 000's protocol: one query to every source, answers summed."""
+
+    def __init__(self, sources: list[DataSource], labels: list[str], plan: SearchPlan) -> None:
+        self.sources = sources
+        self.labels = labels
+        self.budgets = iter(plan.epsilons)
+        self.releases: list[Release] = []
+
+    def ask(self, method: str, **kwargs: Any) -> Any:
+        eps = next(self.budgets)
+        total: Any = 0.0
+        for src, label in zip(self.sources, self.labels, strict=True):
+            before = len(src.history)
+            total = total + getattr(src, method)(epsilon=eps, **kwargs)
+            self.record(src, label, before)
+        return total
+
+    def record(self, src: DataSource, label: str, before: int) -> None:
+        """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
+        for r in src.history[before:]:
+            self.releases.append(
+                Release(r.query, r.mechanism, r.sensitivity, r.epsilon, r.delta, label)
+            )
+
+
+def source_labels(sources: Sequence[DataSource]) -> list[str]:
+    """Distinct report labels: a source's name, or ``source<i>`` (``name#i`` when repeated)."""
+    names = [s.name or f"source{i}" for i, s in enumerate(sources)]
+    seen: dict[str, int] = {}
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+    return [n if seen[n] == 1 else f"{n}#{i}" for i, n in enumerate(names)]
+
+
+class _PrivateCalibrator(Calibrator):
+    """Shared fit plumbing: arrays -> one DataSource, or the list of sources given."""
+
+    _fitted_attributes: ClassVar[tuple[str, ...]] = ()
+
+    epsilon: float
+    noise: NoiseSource | None
+
+    def fit(
+        self,
+        logits: Any = None,
+        labels: Any = None,
+        *,
+        sources: Sequence[DataSource] | None = None,
+        input: str = "logits",
+    ) -> Any:
+        """Fit on one private dataset (``logits, labels``) or on ``sources=[DataSource, ...]``.
+
+        With arrays, they are wrapped in one :class:`DataSource` with budget ``epsilon`` and the
+        estimator's ``noise``. With sources, each source pays ``epsilon`` from its own budget and
+        draws from its own noise. ``privacy_report_`` lists every release of this fit.
+        """
+        owner = type(self).__name__
+        self._validate_params()
+        if sources is None:
+            if logits is None or labels is None:
+                raise ValueError(
+                    f"{owner}.fit needs either logits and labels or sources=[DataSource, ...]."
+                )
+            srcs = [
+                DataSource(
+                    logits, labels, budget=self.epsilon, noise=self.noise, name="data", input=input
+                )
+            ]
+        else:
+            if logits is not None or labels is not None:
+                raise ValueError(
+                    f"{owner}.fit takes either logits and labels or sources, not both."
+                )
+            srcs = check_sources(sources, owner)
+        check_budgets(srcs, float(self.epsilon))
+        labels_ = source_labels(srcs)
+        self._fit_sources(srcs, labels_)
+        self.n_classes_ = srcs[0].n_classes
+        self.n_sources_ = len(srcs)
+        return self
+
+    def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
+        raise NotImplementedError
+
+    @property
+    def privacy_report_(self) -> PrivacyReport:
+        rep = self.__dict__.get("_privacy_report")
+        if rep is None:
+            raise AttributeError("privacy_report_")
+        return rep
+
+    @privacy_report_.setter
+    def privacy_report_(self, value: Any) -> None:
+        if isinstance(value, dict):
+            value = PrivacyReport.from_dict(value)
+        self.__dict__["_privacy_report"] = value
+
+    def _jsonable_params(self) -> dict[str, Any]:
+        params = dict(self.get_params(deep=False))
+        params.pop("noise", None)  # a noise source is not data; restored calibrators only predict
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["fitted"]["privacy_report_"] = self.privacy_report_.to_dict()
+        out["fitted"]["n_sources_"] = self.n_sources_
+        return out
+
+
+@register
+class PrivateTemperatureScaling(_PrivateCalibrator):
+    """Temperature scaling fitted under pure epsilon-DP per data source (seed 000).
+
+    Parameters
+    ----------
+    objective : {"acc", "nll", "ece"}, default="acc"
+        ``"acc"``: Acc-T, match mean confidence to accuracy (sensitivity 1 per query).
+        ``"nll"``: NLL-T with each example's NLL clipped to ``[0, nll_bound]``.
+        ``"ece"``: ECE-T on ``n_bins`` equal-width bins (L1 sensitivity 1 per query).
+    epsilon : float, default=1.0
+        Budget each source spends on the fit, ``> 0``.
+    iterations : int, default=5
+        ``K`` of seed 000 (``>= 1``): the search makes ``K + 1`` evaluations (see the module
+        docstring for the count).
+    t_range : (float, float) or "auto", default="auto"
+        Search range. ``"auto"``: bisection over ``[0.5, 30]``; golden section spends one extra
+        query on the gap sign at ``T = 3`` and searches ``[0.5, 3]`` or ``[3, 30]``.
+    search : {"auto", "bisect", "golden"}, default="auto"
+        ``"auto"`` is ``"bisect"`` for Acc-T and ``"golden"`` otherwise; ``"bisect"`` needs
+        ``objective="acc"``.
+    n_bins : int, default=15
+        Bins of the ECE objective.
+    nll_bound : float, default=10.0
+        Clip bound ``B`` of the NLL objective (seed 000 uses 10).
+    noise : NoiseSource or None, default=None
+        Noise of the source built by ``fit(logits, labels)``; ``None`` means ``SecureNoise()``.
+        Ignored with ``sources=`` (each source draws its own noise).
+
+    Attributes
+    ----------
+    temperature_ : float
+    t_range_ : (float, float)
+        The range searched (after the locating query when ``t_range="auto"``).
+    privacy_report_ : PrivacyReport
+        Every release of the fit; ``privacy_report_.epsilon == epsilon``.
+    n_classes_, n_sources_ : int
+
+    Privacy
+    -------
+    Neighbouring relation: add/remove one example of one source. Each query is a Laplace
+    mechanism with its derived sensitivity (:class:`DataSource`) at ``epsilon / q`` for the
+    ``q`` queries of the plan; basic composition gives ``epsilon`` per source, and the sources
+    hold disjoint data, so the fit is ``epsilon``-DP for every example (parallel composition).
+    The search itself is post-processing of the answers. Public: ``t_range``, the queried
+    temperatures (functions of earlier answers), ``n_bins``, ``nll_bound``.
+
+    Examples
+    --------
+    >>> import numpy as np, warnings
+    >>> from privcal.privacy import SeededNoise
+    >>> rng = np.random.default_rng(0)
+    >>> z = 3.0 * rng.normal(size=(2000, 4)); y = np.argmax(z + 3 * rng.normal(size=z.shape), 1)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     cal = PrivateTemperatureScaling("acc", epsilon=1.0, noise=SeededNoise(0)).fit(z, y)
+    >>> cal.privacy_report_.epsilon, cal.temperature_ > 1
+    (1.0, True)
+    """
+
+    _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_")
+
+    def __init__(
+        self,
+        objective: str = "acc",
+        epsilon: float = 1.0,
+        iterations: int = 5,
+        t_range: tuple[float, float] | str = "auto",
+        search: str = "auto",
+        n_bins: int = 15,
+        nll_bound: float = 10.0,
+        noise: NoiseSource | None = None,
+    ) -> None:
+        self.objective = objective
+        self.epsilon = epsilon
+        self.iterations = iterations
+        self.t_range = t_range
+        self.search = search
+        self.n_bins = n_bins
+        self.nll_bound = nll_bound
+        self.noise = noise
+
+    def _validate_params(self) -> None:
+        owner = type(self).__name__
+        search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search, owner)
+        check_int(self.n_bins, "n_bins", owner, low=1)
+        check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
+
+    def plan(self) -> SearchPlan:
+        """The validated :class:`SearchPlan` of this estimator."""
+        return search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search)
+
+    def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
+        plan = self.plan()
+        proto = _Protocol(sources, labels, plan)
+        objective: Callable[[float], float]
+        if self.objective == "acc":
+
+            def objective(t: float) -> float:
+                return float(proto.ask("accuracy_gap_sum", temperature=t))
+
+        elif self.objective == "nll":
+            bound = float(self.nll_bound)
+
+            def objective(t: float) -> float:
+                return float(proto.ask("clipped_nll_sum", temperature=t, bound=bound))
+
+        else:
+            n_bins = int(self.n_bins)
+
+            def objective(t: float) -> float:
+                return float(np.abs(proto.ask("bin_gaps", temperature=t, n_bins=n_bins)).sum())
+
+        if plan.locate:
+            g3 = float(proto.ask("accuracy_gap_sum", temperature=AUTO_SPLIT))
+            lo, hi = (float(v) for v in plan.ranges(g3))
+        else:
+            assert plan.t_range is not None
+            lo, hi = plan.t_range
+        if plan.search == "bisect":
+            t, _ = bisect_sign(objective, lo, hi, plan.evaluations)
+        elif self.objective == "acc":
+            t, _ = golden_section(lambda u: abs(objective(u)), lo, hi, plan.evaluations)
+        else:
+            t, _ = golden_section(objective, lo, hi, plan.evaluations)
+        self.temperature_ = float(t)
+        self.t_range_ = (lo, hi)
+        self.privacy_report_ = PrivacyReport(proto.releases)
+
+    def _predict_proba(self, z: np.ndarray) -> np.ndarray:
+        return softmax(z, self.temperature_)

@@ -1,0 +1,163 @@
+"""``privcal source init|status``, the private ``fit`` hook and ``privcal bench luo2020``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from privcal.cli import calibrate
+from privcal.cli import source as source_cli
+from privcal.data import write_scores
+from privcal.private import DataSource
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    bench = typer.Typer()
+    app.add_typer(bench, name="bench")
+    calibrate.register(app, bench)
+    source_cli.register(app, bench)
+    yield app
+    calibrate.set_private_fit_hook(None)
+
+
+@pytest.fixture
+def files(tmp_path: Path, overconfident: Any) -> dict[str, Path]:
+    z, y = overconfident
+    out = {}
+    for i in range(3):
+        out[f"val{i}"] = write_scores(tmp_path / f"val{i}.npz", z[i::3], y[i::3])
+    return out
+
+
+def invoke(app: typer.Typer, *args: Any) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
+    ledgers = []
+    for i in range(3):
+        led = tmp_path / f"s{i}.sqlite"
+        r = invoke(
+            cli, "source", "init", "--data", files[f"val{i}"], "--budget", 1.0, "--ledger", led
+        )
+        assert r.exit_code == 0, r.output
+        assert "budget epsilon=1" in r.output
+        ledgers.append(led)
+    args = [
+        "fit",
+        "--method",
+        "acc-t",
+        "--epsilon",
+        0.6,
+        "--out",
+        tmp_path / "cal.json",
+        "--seed",
+        0,
+    ]
+    for led in ledgers:
+        args += ["--sources", led]
+    r = invoke(cli, *args)
+    assert r.exit_code == 0, r.output
+    cal = json.loads((tmp_path / "cal.json").read_text())
+    assert cal["class"] == "PrivateTemperatureScaling"
+    assert cal["fitted"]["privacy_report_"]["epsilon"] == 0.6
+    for led in ledgers:
+        assert DataSource.open(led).spent == pytest.approx(0.6)
+    r = invoke(cli, "source", "status", "--ledger", ledgers[0])
+    assert r.exit_code == 0 and "accuracy_gap_sum" in r.output and "remaining=0.4" in r.output
+    # a second fit over the remaining budget is refused and spends nothing
+    r = invoke(cli, *[a if a != 0.6 else 0.5 for a in args])
+    assert r.exit_code == 3, r.output
+    assert all(DataSource.open(led).spent == pytest.approx(0.6) for led in ledgers)
+    # histogram binning fits with what is left
+    r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args])
+    assert r.exit_code == 0, r.output
+    assert all(DataSource.open(led).remaining == pytest.approx(0.0) for led in ledgers)
+
+
+def test_fit_on_input_with_epsilon(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
+    r = invoke(
+        cli,
+        "fit",
+        "--method",
+        "ece-t",
+        "--epsilon",
+        2.0,
+        "--input",
+        files["val0"],
+        "--out",
+        tmp_path / "c.json",
+        "--seed",
+        1,
+    )
+    assert r.exit_code == 0, r.output
+    assert (
+        json.loads((tmp_path / "c.json").read_text())["fitted"]["privacy_report_"]["epsilon"] == 2.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--method", "platt", "--epsilon", "1"], "must be one of"),
+        (["--method", "acc-t", "--epsilon", "0"], "epsilon"),
+        (["--method", "acc-t", "--epsilon", "-1"], "epsilon"),
+    ],
+)
+def test_bad_private_fit(
+    cli: typer.Typer, files: Any, tmp_path: Path, extra: list[str], match: str
+) -> None:
+    r = invoke(cli, "fit", *extra, "--input", files["val0"], "--out", tmp_path / "c.json")
+    assert r.exit_code == 2
+    assert match in r.output
+
+
+def test_bad_source_commands(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
+    r = invoke(cli, "source", "status", "--ledger", tmp_path / "none.sqlite")
+    assert r.exit_code == 2 and "No source ledger" in r.output
+    r = invoke(
+        cli,
+        "source",
+        "init",
+        "--data",
+        files["val0"],
+        "--budget",
+        0,
+        "--ledger",
+        tmp_path / "x.sqlite",
+    )
+    assert r.exit_code == 2 and "budget" in r.output
+    r = invoke(
+        cli,
+        "fit",
+        "--method",
+        "acc-t",
+        "--sources",
+        tmp_path / "none.sqlite",
+        "--out",
+        tmp_path / "c.json",
+    )
+    assert r.exit_code == 2 and "--epsilon" in r.output
+
+
+def test_bench_luo2020(cli: typer.Typer, tmp_path: Path, overconfident: Any) -> None:
+    z, y = overconfident
+    data = write_scores(tmp_path / "scores.npz", z, y)
+    r = invoke(
+        cli, "bench", "luo2020", "--data", data, "--trials", 3, "--out", tmp_path / "o", "--jobs", 1
+    )
+    assert r.exit_code == 0, r.output
+    assert "Acc-T" in r.output
+    assert (tmp_path / "o" / "results.csv").is_file()
+    assert (tmp_path / "o" / "fig_scores.png").is_file()
+    assert np.isfinite(len((tmp_path / "o" / "table1.md").read_text()))

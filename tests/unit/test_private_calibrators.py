@@ -1,0 +1,224 @@
+"""Private calibrators: exact budget accounting, bad input, predict paths, baselines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privcal.calibrators import HistogramBinning, TemperatureScaling, calibrator_from_dict
+from privcal.calibrators.temperature import fit_temperature_acc
+from privcal.metrics.statistics import softmax
+from privcal.privacy import BudgetExceededError, SeededNoise
+from privcal.private import (
+    DataSource,
+    NoRecalibration,
+    PrivateHistogramBinning,
+    PrivateTemperatureScaling,
+    one_source,
+    search_plan,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::privcal.private.InsecureNoiseWarning")
+
+CONFIGS = [
+    {"objective": "acc"},
+    {"objective": "acc", "search": "golden"},
+    {"objective": "acc", "search": "golden", "t_range": (0.5, 3.0)},
+    {"objective": "acc", "search": "bisect", "t_range": (0.25, 8.0)},
+    {"objective": "nll"},
+    {"objective": "nll", "t_range": (0.5, 3.0)},
+    {"objective": "ece"},
+    {"objective": "ece", "t_range": (0.5, 3.0), "n_bins": 10},
+]
+
+
+def make(cfg: dict[str, Any], eps: float, k: int = 5, seed: int = 0) -> Any:
+    if cfg.get("objective") == "hist":
+        return PrivateHistogramBinning(epsilon=eps, noise=SeededNoise(seed))
+    return PrivateTemperatureScaling(epsilon=eps, iterations=k, noise=SeededNoise(seed), **cfg)
+
+
+def sources(z: np.ndarray, y: np.ndarray, d: int, budget: float = 1.0) -> list[DataSource]:
+    return [
+        DataSource(z[i::d], y[i::d], budget=budget, noise=SeededNoise(i), name=f"s{i}")
+        for i in range(d)
+    ]
+
+
+@pytest.mark.parametrize("cfg", [*CONFIGS, {"objective": "hist"}])
+@pytest.mark.parametrize("eps", [1.0, 0.3, 0.7, 2.9])
+@pytest.mark.parametrize("k", [1, 4, 5])
+def test_report_epsilon_is_exact_on_arrays(
+    overconfident: Any, cfg: dict[str, Any], eps: float, k: int
+) -> None:
+    z, y = overconfident
+    est = make(cfg, eps, k).fit(z, y)
+    rep = est.privacy_report_
+    assert rep.epsilon == eps
+    assert [g.epsilon for g in rep.per_source().values()] == [eps]
+    if cfg["objective"] != "hist":
+        plan = est.plan()
+        assert len(rep) == plan.evaluations + int(plan.locate) == k + 1 + int(plan.locate)
+    assert all(r.mechanism == "laplace" and r.sensitivity > 0 for r in rep.releases)
+
+
+@pytest.mark.parametrize("cfg", [*CONFIGS, {"objective": "hist"}])
+def test_report_epsilon_is_exact_per_source(overconfident: Any, cfg: dict[str, Any]) -> None:
+    z, y = overconfident
+    srcs = sources(z, y, 6, budget=1.0)
+    est = make(cfg, 0.7).fit(sources=srcs)
+    rep = est.privacy_report_
+    assert rep.epsilon == 0.7
+    per = rep.per_source()
+    assert list(per) == [f"s{i}" for i in range(6)]
+    assert all(g.epsilon == 0.7 for g in per.values())
+    assert all(s.spent == 0.7 for s in srcs)
+    assert est.n_sources_ == 6
+
+
+def test_unnamed_sources_are_reported_apart(overconfident: Any) -> None:
+    z, y = overconfident
+    srcs = [DataSource(z[i::3], y[i::3], noise=SeededNoise(i)) for i in range(3)]
+    rep = PrivateTemperatureScaling(epsilon=1.0).fit(sources=srcs).privacy_report_
+    assert list(rep.per_source()) == ["source0", "source1", "source2"]
+    assert rep.epsilon == 1.0
+
+
+def test_sensitivities_in_report(overconfident: Any) -> None:
+    z, y = overconfident
+    rep = make({"objective": "nll", "nll_bound": 4.0}, 1.0).fit(z, y).privacy_report_
+    # first the locating accuracy-gap query (sensitivity 1), then clipped NLL sums (B = 4)
+    assert [r.sensitivity for r in rep.releases] == [1.0] + [4.0] * 6
+    assert rep.releases[0].query.startswith("accuracy_gap_sum(T=3")
+
+
+@pytest.mark.parametrize("search", ["bisect", "golden"])
+def test_large_epsilon_recovers_the_nonprivate_fit(overconfident: Any, search: str) -> None:
+    z, y = overconfident
+    exact = fit_temperature_acc(z, y, (0.05, 20.0))
+    est = PrivateTemperatureScaling(
+        "acc", epsilon=1e7, iterations=30, search=search, noise=SeededNoise(0)
+    ).fit(z, y)
+    assert est.temperature_ == pytest.approx(exact, rel=1e-3)
+    assert est.t_range_[0] <= exact <= est.t_range_[1]
+
+
+def test_auto_range_follows_the_gap_sign(sample_labels: Any) -> None:
+    rng = np.random.default_rng(3)
+    z = 4.0 * rng.normal(size=(3000, 5))
+    y = sample_labels(z, 8.0, rng)  # calibrated temperature ~8 > 3
+    for obj in ("nll", "ece", "acc"):
+        est = PrivateTemperatureScaling(obj, epsilon=50.0, search="golden", noise=SeededNoise(1))
+        assert est.fit(z, y).t_range_ == (3.0, 30.0)
+        assert est.temperature_ > 4.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": float("inf")}, "epsilon"),
+        ({"iterations": 0}, "iterations"),
+        ({"iterations": 2.5}, "iterations"),
+        ({"t_range": (0.0, 3.0)}, "t_range"),
+        ({"t_range": (3.0, 0.5)}, "t_range"),
+        ({"t_range": (1.0, 1.0)}, "t_range"),
+        ({"t_range": "wide"}, "t_range"),
+        ({"objective": "brier"}, "objective"),
+        ({"search": "grid"}, "search"),
+        ({"objective": "nll", "search": "bisect"}, "bisect"),
+        ({"n_bins": 0}, "n_bins"),
+        ({"nll_bound": 0.0}, "nll_bound"),
+    ],
+)
+def test_bad_parameters_spend_nothing(
+    overconfident: Any, kwargs: dict[str, Any], match: str
+) -> None:
+    z, y = overconfident
+    srcs = sources(z, y, 2)
+    with pytest.raises(ValueError, match=match):
+        PrivateTemperatureScaling(**kwargs).fit(sources=srcs)
+    assert all(s.spent == 0.0 for s in srcs)
+
+
+def test_bad_sources_spend_nothing(overconfident: Any) -> None:
+    z, y = overconfident
+    srcs = sources(z, y, 2)
+    other = DataSource(np.zeros((4, 3)), np.array([0, 1, 2, 0]), noise=SeededNoise(0))
+    for bad, match in (
+        ([], "non-empty"),
+        ([*srcs, other], "number of classes"),
+        ([srcs[0], srcs[0]], "twice"),
+    ):
+        for est in (PrivateTemperatureScaling(), PrivateHistogramBinning()):
+            with pytest.raises(ValueError, match=match):
+                est.fit(sources=bad)
+    with pytest.raises(ValueError, match="epsilon"):
+        PrivateHistogramBinning(epsilon=0).fit(sources=srcs)
+    with pytest.raises(ValueError, match="either"):
+        PrivateTemperatureScaling().fit()
+    with pytest.raises(ValueError, match="not both"):
+        PrivateTemperatureScaling().fit(z, y, sources=srcs)
+    assert all(s.spent == 0.0 for s in [*srcs, other])
+
+
+def test_spent_budget_refuses_before_any_query(overconfident: Any) -> None:
+    z, y = overconfident
+    srcs = sources(z, y, 3, budget=1.0)
+    srcs[2].count(0.5)  # this source has only 0.5 left
+    with pytest.raises(BudgetExceededError):
+        PrivateTemperatureScaling(epsilon=0.75).fit(sources=srcs)
+    assert [s.spent for s in srcs] == [0.0, 0.0, 0.5]
+    PrivateTemperatureScaling(epsilon=0.5).fit(sources=srcs)
+    assert [s.spent for s in srcs] == [0.5, 0.5, 1.0]
+    with pytest.raises(BudgetExceededError):
+        PrivateHistogramBinning(epsilon=0.6).fit(sources=srcs)
+    assert [s.spent for s in srcs] == [0.5, 0.5, 1.0]
+
+
+def test_predict_paths_are_the_nonprivate_ones(overconfident: Any) -> None:
+    z, y = overconfident
+    ts = make({"objective": "acc"}, 1.0).fit(z, y)
+    np.testing.assert_allclose(ts.predict_proba(z), softmax(z, ts.temperature_))
+    hb = make({"objective": "hist"}, 1.0).fit(z, y)
+    ref = HistogramBinning(n_bins=15)
+    ref.bin_values_ = hb.bin_values_
+    ref.n_classes_ = 4
+    np.testing.assert_array_equal(hb.predict_proba(z), ref.predict_proba(z))
+    assert np.all(hb.bin_values_[np.isfinite(hb.bin_values_)] >= 0)
+    assert np.all(hb.bin_values_[np.isfinite(hb.bin_values_)] <= 1)
+
+
+@pytest.mark.parametrize("cfg", [{"objective": "acc"}, {"objective": "hist"}])
+def test_json_roundtrip(overconfident: Any, cfg: dict[str, Any]) -> None:
+    z, y = overconfident
+    est = make(cfg, 1.0).fit(z, y)
+    back = calibrator_from_dict(json.loads(json.dumps(est.to_dict())))
+    np.testing.assert_array_equal(back.predict_proba(z), est.predict_proba(z))
+    assert back.privacy_report_.epsilon == 1.0
+    assert len(back.privacy_report_) == len(est.privacy_report_)
+
+
+def test_search_plan_counts() -> None:
+    assert search_plan("acc", 1.0, 5).search == "bisect"
+    plan = search_plan("nll", 1.0, 5)
+    assert (plan.search, plan.locate, plan.evaluations, len(plan.epsilons)) == (
+        "golden",
+        True,
+        6,
+        7,
+    )
+    plan = search_plan("ece", 1.0, 5, t_range=(0.5, 3.0))
+    assert (plan.locate, len(plan.epsilons)) == (False, 6)
+
+
+def test_baselines(overconfident: Any) -> None:
+    z, y = overconfident
+    np.testing.assert_array_equal(NoRecalibration().fit(z, y).predict_proba(z), softmax(z))
+    cal = one_source(z[:50], y[:50])
+    ref = TemperatureScaling("nll").fit(z[:50], y[:50])
+    assert cal.temperature_ == ref.temperature_
