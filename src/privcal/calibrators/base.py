@@ -8,6 +8,7 @@ fitted calibrator can be shipped and applied by the CLI.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
@@ -23,6 +24,16 @@ Input = Literal["logits", "probs"]
 C = TypeVar("C", bound="Calibrator")
 
 _REGISTRY: dict[str, type[Calibrator]] = {}
+
+#: Modules of higher layers that register calibrators of their own (private, DP-trained and
+#: federated ones). :func:`calibrator_from_dict` imports them on demand when it meets a name it
+#: does not know yet, so restoring never depends on what the caller happened to import; imports
+#: still point down at module load time.
+_REGISTERING_MODULES = (
+    "privcal.private",
+    "privcal.federated.calibrators",
+    "privcal.training.recalibration",
+)
 
 
 def register(cls: type[C]) -> type[C]:
@@ -144,6 +155,14 @@ class Calibrator(BaseEstimator):
 
 def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
     """Rebuild any registered calibrator from :meth:`Calibrator.to_dict` output."""
+    name = data.get("class")
+    for module in _REGISTERING_MODULES:
+        if name in _REGISTRY:
+            break
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an optional extra (torch) that is not installed
+            continue
     try:
         cls = _REGISTRY[data["class"]]
     except KeyError:

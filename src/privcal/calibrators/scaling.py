@@ -29,7 +29,10 @@ __all__ = [
     "MatrixScaling",
     "PlattScaling",
     "VectorScaling",
+    "nll_and_grad",
+    "op_from_gaps",
     "order_preserving_logits",
+    "sorted_gaps",
 ]
 
 
@@ -44,7 +47,7 @@ def _lbfgs(
     return np.asarray(res.x)
 
 
-def _nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean NLL of logits ``u`` and its gradient ``(softmax(u) - onehot) / N``."""
     n = u.shape[0]
     shifted = u - u.max(axis=1, keepdims=True)
@@ -107,14 +110,15 @@ class PlattScaling(Calibrator):
         return np.column_stack([1.0 - p1, p1])
 
 
-def _sorted_gaps(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_gaps(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decreasing sort order of each row and the gaps between consecutive sorted logits."""
     order = np.argsort(-z, axis=1, kind="stable")
     ys = np.take_along_axis(z, order, axis=1)
     return order, ys[:, :-1] - ys[:, 1:]
 
 
-def _op_from_gaps(order: np.ndarray, gaps: np.ndarray, log_scales: np.ndarray) -> np.ndarray:
+def op_from_gaps(order: np.ndarray, gaps: np.ndarray, log_scales: np.ndarray) -> np.ndarray:
+    """Order-preserving logits from a row sort (:func:`sorted_gaps`) and per-rank log scales."""
     w = np.exp(log_scales)[None, :] * gaps
     u_sorted = np.concatenate([np.zeros((gaps.shape[0], 1)), -np.cumsum(w, axis=1)], axis=1)
     u = np.empty_like(u_sorted)
@@ -134,7 +138,7 @@ def order_preserving_logits(z: np.ndarray, log_scales: np.ndarray) -> np.ndarray
     the ranking — and the top-1 prediction — is unchanged. Returns logits in the original class
     order.
     """
-    return _op_from_gaps(*_sorted_gaps(z), log_scales)
+    return op_from_gaps(*sorted_gaps(z), log_scales)
 
 
 @register
@@ -167,10 +171,10 @@ class VectorScaling(Calibrator):
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         c = z.shape[1]
         if self.order_preserving:
-            order, gaps = _sorted_gaps(z)  # independent of the parameters: sort once
+            order, gaps = sorted_gaps(z)  # independent of the parameters: sort once
 
             def loss(a: np.ndarray) -> tuple[float, np.ndarray]:
-                val, g = _nll_and_grad(_op_from_gaps(order, gaps, a), y)
+                val, g = nll_and_grad(op_from_gaps(order, gaps, a), y)
                 g_sorted = np.take_along_axis(g, order, axis=1)
                 # u_sorted[k] = -sum_{i<k} e^{a_i} gaps_i  =>  dL/da_i = -e^{a_i} gaps_i *
                 # sum_{k>i} dL/du_sorted[k]  (a tail sum over ranks)
@@ -183,7 +187,7 @@ class VectorScaling(Calibrator):
 
         def loss_vs(x: np.ndarray) -> tuple[float, np.ndarray]:
             w, b = x[:c], x[c:]
-            val, g = _nll_and_grad(z * w + b, y)
+            val, g = nll_and_grad(z * w + b, y)
             return val, np.concatenate([(g * z).sum(axis=0), g.sum(axis=0)])
 
         x = _lbfgs(loss_vs, np.concatenate([np.ones(c), np.zeros(c)]), self.max_iter)
@@ -239,7 +243,7 @@ class MatrixScaling(Calibrator):
 
         def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
             w, b = x[: c * c].reshape(c, c), x[c * c :]
-            val, g = _nll_and_grad(z @ w.T + b, y)
+            val, g = nll_and_grad(z @ w.T + b, y)
             val += lam * float(((w * off) ** 2).sum()) + mu * float(b @ b)
             gw = g.T @ z + 2.0 * lam * w * off
             gb = g.sum(axis=0) + 2.0 * mu * b

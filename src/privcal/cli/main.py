@@ -23,6 +23,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.conformal",
     "privcal.cli.training",
     "privcal.cli.source",
+    "privcal.cli.federate",
 )
 
 app = typer.Typer(

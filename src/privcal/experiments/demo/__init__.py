@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["SECTIONS", "DemoContext", "DemoError", "run_demo"]
 
 #: Section modules under ``privcal.experiments.demo``, in report order.
-SECTIONS: tuple[str, ...] = ("calibration", "private", "conformal", "training")
+SECTIONS: tuple[str, ...] = ("calibration", "private", "conformal", "training", "federated")
 
 
 class DemoError(RuntimeError):

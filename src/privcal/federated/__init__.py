@@ -1,0 +1,51 @@
+"""Federated calibration with user-level DP (seed 003), simulated or over Flower.
+
+The ``federated`` extra (``flwr``) is needed only for :mod:`privcal.federated.flower`; the
+partitioners, methods and simulator need NumPy and SciPy only.
+"""
+
+from privcal.federated.dp import DPConfig, clip_l2, clip_rows_l2, noise_multiplier
+from privcal.federated.methods import (
+    METHODS,
+    FedBBQ,
+    FedBin,
+    FedCal,
+    FedMatrix,
+    FedMethod,
+    FedOPVector,
+    FedTemp,
+    FedTemperature,
+    FedVector,
+    get_method,
+)
+from privcal.federated.partition import (
+    dirichlet_partition,
+    group_partition,
+    iid_partition,
+    split_clients,
+)
+from privcal.federated.simulation import evaluate, simulate
+
+__all__ = [
+    "METHODS",
+    "DPConfig",
+    "FedBBQ",
+    "FedBin",
+    "FedCal",
+    "FedMatrix",
+    "FedMethod",
+    "FedOPVector",
+    "FedTemp",
+    "FedTemperature",
+    "FedVector",
+    "clip_l2",
+    "clip_rows_l2",
+    "dirichlet_partition",
+    "evaluate",
+    "get_method",
+    "group_partition",
+    "iid_partition",
+    "noise_multiplier",
+    "simulate",
+    "split_clients",
+]

@@ -1,0 +1,170 @@
+"""User-level DP for federated calibration: client clipping + server Gaussian noise (seed 003).
+
+Neighbouring relation: two federations are neighbours when one holds one more *client* (all of
+that client's rows) than the other (user-level add/remove, seed 003 Def. B.4).
+
+Scaling methods (DP-FedAvg, McMahan et al. 2017; seed 003 App. B.2): client ``k`` sends its
+update :math:`u_k = w_k - w_t` clipped to L2 norm ``C``; the server releases
+:math:`\\sum_k \\bar u_k + N(0, \\sigma^2 I)`, with L2 sensitivity ``C``.
+
+Binning methods: client ``k`` sends, for every class ``j``, its positive histogram :math:`P^k_j`
+clipped to L2 norm ``C+`` and its negative histogram :math:`N^k_j` clipped to ``C-``; the server
+adds :math:`N(0, (C_\\pm s)^2)` to each summed histogram. That is ``2c`` Gaussian mechanisms per
+round, each with noise-to-sensitivity ratio ``s``.
+
+Noise (seed 003 Lemma B.7): with :math:`\\rho` the largest zCDP parameter whose (epsilon, delta)
+conversion (Lemma B.3, solved numerically in :func:`privcal.privacy.accounting.zcdp_rho`) is within
+budget, ``T`` rounds of Gaussian mechanisms with ratio ``s`` are
+:math:`\\rho`-zCDP when
+
+* scaling: :math:`s = \\sqrt{T / (2\\rho)}` (``T`` mechanisms, Def. B.5 + Lemma B.6);
+* binning: :math:`s = \\sqrt{2cT / (2\\rho)}` (``2cT`` mechanisms).
+
+Proof note: a Gaussian mechanism with sensitivity ``D`` and std ``D s`` is
+:math:`1/(2s^2)`-zCDP (Bun & Steinke 2016, Prop. 1.6); ``m`` of them compose to
+:math:`m/(2s^2)` (Lemma 2.3); setting that equal to :math:`\\rho` gives the two formulas above,
+which is exactly :func:`~privcal.privacy.accounting.zcdp_gaussian_sigma` with
+``rounds = T`` or ``2cT``. Client sampling (rate ``p``) is *not* used for amplification (the
+guarantee holds for every client whether it is sampled or not), so it is conservative.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privcal._params import check_int, check_probability, check_real
+from privcal.privacy.accounting import ZCDPAccountant, zcdp_gaussian_sigma
+from privcal.privacy.noise import NoiseSource
+
+__all__ = [
+    "DPConfig",
+    "clip_l2",
+    "clip_rows_l2",
+    "noise_multiplier",
+]
+
+log = logging.getLogger("privcal.federated")
+
+
+def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
+    """Scale ``x`` to L2 norm at most ``bound``: :math:`x \\min(1, C / \\|x\\|_2)`."""
+    norm = float(np.linalg.norm(x))
+    return x if norm <= bound else x * (bound / norm)
+
+
+def clip_rows_l2(x: np.ndarray, bound: float) -> np.ndarray:
+    """Clip each row (last axis) of ``x`` to L2 norm at most ``bound``."""
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
+    return x * scale
+
+
+@functools.lru_cache(maxsize=256)
+def noise_multiplier(
+    epsilon: float, delta: float, rounds: int, mechanisms_per_round: int = 1
+) -> float:
+    """Noise-to-sensitivity ratio ``s`` of Lemma B.7 for ``rounds`` rounds.
+
+    ``s = zcdp_gaussian_sigma(epsilon, delta, sensitivity=1, rounds=rounds *
+    mechanisms_per_round)``: scaling methods use 1 mechanism per round, binning ``2c``.
+
+    Examples
+    --------
+    >>> round(noise_multiplier(1.0, 1e-5, 12), 2)
+    14.01
+    """
+    owner = "noise_multiplier"
+    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    dlt = check_probability(delta, "delta", owner)
+    t = check_int(rounds, "rounds", owner, low=1)
+    m = check_int(mechanisms_per_round, "mechanisms_per_round", owner, low=1)
+    return zcdp_gaussian_sigma(eps, dlt, sensitivity=1.0, rounds=t * m)
+
+
+@dataclass
+class DPConfig:
+    """User-level DP settings of one federated run and its single accountant.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        Target budget of the whole run (all ``rounds``).
+    rounds : int
+    clip : float
+        ``C`` for scaling updates.
+    clip_pos, clip_neg : float
+        ``C+`` and ``C-`` for the positive / negative class histograms.
+    noise : NoiseSource
+    accountant : ZCDPAccountant
+        One per run; every noisy release steps it, so :meth:`spent_epsilon` is cumulative.
+    """
+
+    epsilon: float
+    delta: float
+    rounds: int
+    noise: NoiseSource
+    clip: float = 0.5
+    clip_pos: float = 10.0
+    clip_neg: float = 50.0
+    accountant: ZCDPAccountant = field(default_factory=ZCDPAccountant)
+
+    def __post_init__(self) -> None:
+        owner = "DPConfig"
+        self.epsilon = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
+        self.delta = check_probability(self.delta, "delta", owner)
+        self.rounds = check_int(self.rounds, "rounds", owner, low=1)
+        for name in ("clip", "clip_pos", "clip_neg"):
+            setattr(
+                self, name, check_real(getattr(self, name), name, owner, low=0.0, low_open=True)
+            )
+        if not isinstance(self.noise, NoiseSource):
+            raise ValueError(
+                f"The 'noise' parameter of {owner} must be a privcal NoiseSource. "
+                f"Got {self.noise!r} instead."
+            )
+
+    def multiplier(self, mechanisms_per_round: int = 1) -> float:
+        return noise_multiplier(self.epsilon, self.delta, self.rounds, mechanisms_per_round)
+
+    def add_noise(self, total: np.ndarray, sensitivity: np.ndarray | float, s: float) -> np.ndarray:
+        """Release ``total + N(0, (sensitivity * s)^2)`` elementwise; steps the accountant.
+
+        ``sensitivity`` may be an array broadcast against ``total`` (rows of different clip
+        norms); the accountant records one mechanism per distinct row group at ratio ``s``.
+        """
+        sens = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), total.shape)
+        out = np.empty_like(total, dtype=np.float64)
+        for value in np.unique(sens):
+            mask = sens == value
+            out[mask] = self.noise.add_gaussian(total[mask], float(value * s))
+        return out
+
+    def spent_epsilon(self) -> float:
+        return self.accountant.get_epsilon(self.delta) if self.accountant.history else 0.0
+
+
+def validate_payload(payload: Any, shape: tuple[int, ...], client: Any) -> np.ndarray | None:
+    """Return ``payload`` as a float array, or ``None`` (logged) if its shape or values are bad.
+
+    The server drops such an update and the round continues with the others.
+    """
+    try:
+        arr = np.asarray(payload, dtype=np.float64)
+    except (TypeError, ValueError):
+        log.warning("Rejected the update of client %s: not a numeric array.", client)
+        return None
+    if arr.shape != tuple(shape):
+        log.warning(
+            "Rejected the update of client %s: shape %s, expected %s.", client, arr.shape, shape
+        )
+        return None
+    if not np.isfinite(arr).all():
+        log.warning("Rejected the update of client %s: it holds NaN or inf values.", client)
+        return None
+    return arr

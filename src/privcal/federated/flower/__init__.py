@@ -1,0 +1,7 @@
+"""Flower deployment of privcal's federated calibration (the ``federated`` extra).
+
+``server_app.app`` (a :class:`flwr.serverapp.ServerApp`) and ``client_app.app`` (a
+:class:`flwr.clientapp.ClientApp`) run the same client and server steps as
+:func:`privcal.federated.simulate`; :mod:`privcal.federated.flower.task` holds the framework-free
+glue and :mod:`privcal.federated.flower.deploy` starts SuperLink / SuperNodes and submits runs.
+"""

@@ -1,0 +1,208 @@
+"""SecAgg+ transport for privcal payloads: Flower's legacy SecAggPlusWorkflow + secaggplus_mod.
+
+Flower's SecAgg+ (today only through the legacy strategy API) does not sum vectors: every client
+uploads ``[w, w * clip(x, -R, R)]`` quantised to integers in ``[0, Q)`` (stochastic rounding),
+and the server recovers the weighted *mean* :math:`\\sum_k w_k x_k / \\sum_k w_k`, with
+``w_k = num_examples``. privcal therefore
+
+* sends ``num_examples = 1`` and sets ``max_weight = 1`` so that the mean is unweighted and the
+  weight factor ``num_examples / max_weight`` (multiplied into the payload *before*
+  quantisation) is 1; Flower's default ``max_weight = 1000`` would make the quantisation
+  1000 times coarser;
+* scales each payload by ``R / bound`` before upload (``bound`` = the largest absolute entry a
+  payload can have: ``C`` for DP scaling updates, ``max(C+, C-)`` for DP histograms, the
+  run's ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
+
+Round trip (tested): each entry is quantised with step ``2R / Q`` in the scaled domain, so the
+recovered sum of ``n`` payloads is within ``n * (2R / Q) * bound / R = 2 n bound / Q`` of the
+plain sum, entrywise (plus float rounding). Entries above ``bound`` would be clipped by Flower,
+so clients refuse to send a payload that exceeds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from flwr.client import ClientApp, NumPyClient
+from flwr.client.mod import secaggplus_mod
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server import LegacyContext, ServerApp, ServerConfig
+from flwr.server.strategy import FedAvg
+from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+
+from privcal.federated.dp import DPConfig
+from privcal.federated.flower.task import DEFAULTS, dump_json, load_client_data, method_from_config
+from privcal.federated.methods import FedMethod
+from privcal.privacy import SecureNoise, SeededNoise
+
+__all__ = ["client", "from_wire", "payload_bound", "server", "to_wire"]
+
+log = logging.getLogger("privcal.federated")
+
+
+def payload_bound(cfg: dict[str, Any], fm: FedMethod) -> float:
+    """Largest absolute entry of a payload in this run (see the module docstring)."""
+    if float(cfg["epsilon"]) > 0:
+        if fm.kind == "scaling":
+            return float(cfg["clip"])
+        return max(float(cfg["clip-pos"]), float(cfg["clip-neg"]))
+    return float(cfg["secagg-bound"])
+
+
+def to_wire(payload: np.ndarray, bound: float, clipping_range: float) -> np.ndarray:
+    """Scale a payload into ``[-R, R]`` for SecAgg+."""
+    return np.asarray(payload, dtype=np.float64) * (clipping_range / bound)
+
+
+def from_wire(mean: np.ndarray, n: int, bound: float, clipping_range: float) -> np.ndarray:
+    """Sum of ``n`` payloads from SecAgg+'s unweighted mean of their scaled forms."""
+    return np.asarray(mean, dtype=np.float64) * n * (bound / clipping_range)
+
+
+class _PrivcalClient(NumPyClient):
+    def __init__(self, context: Context) -> None:
+        self.node = context.node_config
+        self.run_config = dict(context.run_config)
+
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
+        cfg = {**DEFAULTS, **self.run_config, **config}
+        fm = method_from_config(cfg)
+        z, y = load_client_data(str(self.node["data"]))
+        state = fm.init(z.shape[1])
+        if fm.kind == "scaling":
+            state["params"] = np.asarray(parameters[0], dtype=np.float64)
+        payload = fm.client_step(state, z, y)
+        if float(cfg["epsilon"]) > 0:
+            dp = DPConfig(
+                float(cfg["epsilon"]),
+                float(cfg["delta"]),
+                int(cfg["rounds"]),
+                noise=SeededNoise(0),
+                clip=float(cfg["clip"]),
+                clip_pos=float(cfg["clip-pos"]),
+                clip_neg=float(cfg["clip-neg"]),
+            )
+            payload = fm.clip(payload, dp)
+        bound = payload_bound(cfg, fm)
+        if np.abs(payload).max(initial=0.0) > bound:
+            raise ValueError(
+                f"payload entry {np.abs(payload).max():g} exceeds secagg-bound={bound:g}; "
+                "raise secagg-bound or use DP clipping."
+            )
+        wire = to_wire(payload, bound, float(cfg["secagg-clipping-range"])).ravel()
+        return [wire], 1, {}
+
+
+def _client_fn(context: Context) -> Any:
+    return _PrivcalClient(context).to_client()
+
+
+#: Legacy ClientApp with Flower's SecAgg+ mod.
+client = ClientApp(client_fn=_client_fn, mods=[secaggplus_mod])
+
+
+class _Strategy(FedAvg):
+    """FedAvg whose aggregate is unscaled into a sum and fed to the privcal server step."""
+
+    def __init__(
+        self,
+        fm: FedMethod,
+        cfg: dict[str, Any],
+        c: int,
+        n_nodes: int,
+        dp: DPConfig | None,
+        out_dir: Path | None,
+    ) -> None:
+        self.fm, self.cfg, self.c, self.dp, self.out_dir = fm, cfg, c, dp, out_dir
+        self.state = fm.init(c)
+        self.history: list[dict[str, Any]] = []
+        self.n_nodes = n_nodes
+        self.t0 = time.perf_counter()
+        super().__init__(
+            fraction_fit=1.0,
+            fraction_evaluate=0.0,
+            min_fit_clients=n_nodes,
+            min_available_clients=n_nodes,
+            min_evaluate_clients=0,
+            initial_parameters=ndarrays_to_parameters([self._params()]),
+            on_fit_config_fn=lambda rnd: {"round": rnd},
+        )
+
+    def _params(self) -> np.ndarray:
+        return np.asarray(self.state.get("params", np.zeros(1)), dtype=np.float64)
+
+    def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
+        if not results:
+            raise RuntimeError(f"privcal: SecAgg+ round {server_round} has no results.")
+        mean = parameters_to_ndarrays(results[0][1].parameters)[0]
+        bound = payload_bound(self.cfg, self.fm)
+        n = len(results)
+        total = from_wire(mean, n, bound, float(self.cfg["secagg-clipping-range"]))
+        total = total.reshape(self.fm.payload_shape(self.c))
+        p = float(self.cfg["sample-rate"])
+        self.state = self.fm.server_step(
+            self.state, total, n, dp=self.dp, denominator=p * self.n_nodes
+        )
+        self.history.append(
+            {
+                "round": server_round,
+                "n_clients": n,
+                "failures": len(failures),
+                "seconds": time.perf_counter() - self.t0,
+                "epsilon_spent": self.dp.spent_epsilon() if self.dp else 0.0,
+            }
+        )
+        self.t0 = time.perf_counter()
+        if self.out_dir is not None:
+            dump_json(self.out_dir / "history.json", self.history)
+        return ndarrays_to_parameters([self._params()]), {}
+
+
+#: Legacy ServerApp running DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(...)).
+server = ServerApp()
+
+
+@server.main()
+def _main(grid: Any, context: Context) -> None:
+    cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
+    fm = method_from_config(cfg)
+    c = int(cfg["n-classes"])
+    out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
+    dp = None
+    if float(cfg["epsilon"]) > 0:
+        noise = SeededNoise(int(cfg["seed"]) + 1) if cfg["noise"] == "seeded" else SecureNoise()
+        dp = DPConfig(
+            float(cfg["epsilon"]),
+            float(cfg["delta"]),
+            int(cfg["rounds"]),
+            noise=noise,
+            clip=float(cfg["clip"]),
+            clip_pos=float(cfg["clip-pos"]),
+            clip_neg=float(cfg["clip-neg"]),
+        )
+    n_nodes = int(cfg["num-nodes"])
+    strategy = _Strategy(fm, cfg, c, n_nodes, dp, out_dir)
+    legacy = LegacyContext(
+        context=context, config=ServerConfig(num_rounds=int(cfg["rounds"])), strategy=strategy
+    )
+    workflow = DefaultWorkflow(
+        fit_workflow=SecAggPlusWorkflow(
+            num_shares=n_nodes,
+            reconstruction_threshold=max(2, n_nodes - 2),
+            max_weight=1.0,  # num_examples = 1: full quantisation precision (see docstring)
+            clipping_range=float(cfg["secagg-clipping-range"]),
+            quantization_range=int(cfg["secagg-quantization-range"]),
+            timeout=float(cfg["round-timeout-s"]),
+        )
+    )
+    workflow(grid, legacy)
+    if out_dir is not None:
+        dump_json(out_dir / "calibrator.json", fm.calibrator(strategy.state, c).to_dict())
+        dump_json(
+            out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in strategy.state.items()}
+        )

@@ -1,0 +1,171 @@
+"""Seed 000's calibrator / data-source protocol over Flower: remote DataSources.
+
+Each SuperNode that holds private logits and a privacy ledger answers DP queries from
+:class:`privcal.private.DataSource`'s closed vocabulary (``accuracy_gap_sum``,
+``clipped_nll_sum``, ``bin_gaps``, ``count``) with :class:`~privcal.privacy.SecureNoise`, after
+its odometer has recorded the spend. On the server, :class:`RemoteSource` is a DataSource whose
+queries travel as Flower ``query`` messages, so the unchanged private estimators (e.g.
+``PrivateTemperatureScaling(objective="acc")``, DP Acc-T) run over the federation:
+``est.fit(sources=[RemoteSource(grid, node_id, ...), ...])``.
+
+Privacy is the DataSource's: add/remove one example of one source, pure epsilon-DP per query,
+basic composition in each source's own SQLite ledger (which refuses queries beyond its budget),
+parallel composition across sources. Only the noisy answers and their release records leave a
+node.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+
+from privcal.privacy import BudgetExceededError, Release, SecureNoise
+from privcal.private import DataSource
+
+__all__ = ["QUERIES", "RemoteSource", "answer_source_query"]
+
+#: Queries a node answers (DataSource methods, plus budget status).
+QUERIES = ("accuracy_gap_sum", "clipped_nll_sum", "bin_gaps", "count", "can_spend", "status")
+
+
+def answer_source_query(
+    z: np.ndarray, y: np.ndarray, node: dict[str, Any], cfg: dict[str, Any]
+) -> dict[str, Any]:
+    """Node side: answer one query through a ledger-backed :class:`DataSource`."""
+    ledger = node.get("ledger")
+    if not ledger:
+        return {"refused": "this node has no --ledger: it does not act as a data source"}
+    method = str(cfg["query"])
+    if method not in QUERIES:
+        return {"refused": f"unknown query {method!r}; allowed: {', '.join(QUERIES)}"}
+    src = DataSource(
+        z,
+        y,
+        budget=float(node.get("budget", 1.0)),
+        ledger=str(ledger),
+        noise=SecureNoise(),
+        name=str(node.get("name", "")),
+    )
+    kwargs = json.loads(str(cfg.get("kwargs", "{}")))
+    if method == "status":
+        return {"value": json.dumps([src.budget, src.spent, src.remaining])}
+    if method == "can_spend":
+        return {"value": json.dumps(bool(src.odometer.can_spend(float(kwargs["epsilon"]))))}
+    try:
+        value = getattr(src, method)(**kwargs)
+    except BudgetExceededError as err:
+        return {"refused": str(err)}
+    releases = [[r.query, r.mechanism, r.sensitivity, r.epsilon, r.delta] for r in src.history]
+    return {
+        "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
+        "releases": json.dumps(releases),
+    }
+
+
+class _RemoteOdometer:
+    def __init__(self, source: RemoteSource) -> None:
+        self.source = source
+
+    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+        return bool(self.source._call("can_spend", epsilon=float(epsilon)))
+
+    @property
+    def budget(self) -> float:
+        return float(self.source._call("status")[0])
+
+    @property
+    def spent(self) -> float:
+        return float(self.source._call("status")[1])
+
+    @property
+    def remaining(self) -> float:
+        return float(self.source._call("status")[2])
+
+
+class RemoteSource(DataSource):
+    """A :class:`DataSource` held by a Flower SuperNode; every query is one message round trip.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+    node_id : int
+    n_classes : int
+        Public number of classes.
+    name : str
+    timeout : float
+        Seconds to wait for each answer.
+    """
+
+    def __init__(
+        self, grid: Any, node_id: int, n_classes: int, name: str = "", timeout: float = 60.0
+    ) -> None:  # no super().__init__: the data is remote
+        self._grid = grid
+        self.node_id = int(node_id)
+        self.n_classes = int(n_classes)
+        self.name = name or f"node{node_id}"
+        self.timeout = float(timeout)
+        self.noise = SecureNoise()  # what the node uses
+        self.odometer = _RemoteOdometer(self)  # type: ignore[assignment]
+        self.history: list[Release] = []
+
+    def __repr__(self) -> str:
+        return f"RemoteSource(node_id={self.node_id}, name={self.name!r})"
+
+    def _call(self, query: str, **kwargs: Any) -> Any:
+        cfg: dict[str, Any] = {
+            "task": "source",
+            "query": query,
+            "kwargs": json.dumps(kwargs),
+            "round": 0,
+        }
+        msg = Message(
+            RecordDict({"config": ConfigRecord(cfg)}),
+            dst_node_id=self.node_id,
+            message_type=MessageType.QUERY,
+        )
+        replies = list(self._grid.send_and_receive([msg], timeout=self.timeout))
+        if not replies:
+            raise RuntimeError(f"{self!r} did not answer {query!r} within {self.timeout:g} s.")
+        reply = replies[0]
+        if reply.has_error():
+            raise RuntimeError(f"{self!r} failed on {query!r}: {reply.error.reason}")
+        info = dict(reply.content["info"])
+        if "refused" in info:
+            raise RuntimeError(f"{self!r} refused {query!r}: {info['refused']!s}")
+        for q, mech, sens, eps, dlt in json.loads(str(info.get("releases", "[]"))):
+            self.history.append(Release(q, mech, sens, eps, dlt, self.name))
+        return json.loads(str(info["value"]))
+
+    def accuracy_gap_sum(self, temperature: float, epsilon: float) -> float:
+        return float(
+            self._call("accuracy_gap_sum", temperature=float(temperature), epsilon=float(epsilon))
+        )
+
+    def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
+        return float(
+            self._call(
+                "clipped_nll_sum",
+                temperature=float(temperature),
+                epsilon=float(epsilon),
+                bound=float(bound),
+            )
+        )
+
+    def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
+        return np.asarray(
+            self._call(
+                "bin_gaps",
+                temperature=float(temperature),
+                epsilon=float(epsilon),
+                n_bins=int(n_bins),
+            )
+        )
+
+    def count(self, epsilon: float) -> float:
+        return float(self._call("count", epsilon=float(epsilon)))
+
+    def bin_counts(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("RemoteSource does not forward bin_counts yet.")

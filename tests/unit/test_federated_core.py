@@ -1,0 +1,276 @@
+"""Unit tests of privcal.federated: partitions, methods, DP noise, simulator, bad input."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from privcal.calibrators import (
+    BBQ,
+    HistogramBinning,
+    MatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+    calibrator_from_dict,
+)
+from privcal.calibrators.temperature import fit_temperature_nll
+from privcal.federated import (
+    DPConfig,
+    FedBBQ,
+    FedTemp,
+    clip_l2,
+    clip_rows_l2,
+    dirichlet_partition,
+    group_partition,
+    iid_partition,
+    noise_multiplier,
+    simulate,
+    split_clients,
+)
+from privcal.federated.dp import validate_payload
+from privcal.federated.methods import temperature_newton
+from privcal.metrics.statistics import class_histograms, softmax
+from privcal.privacy import SeededNoise
+from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    z = 3.0 * rng.normal(size=(800, 5))
+    y = np.argmax(z + 2.0 * rng.normal(size=z.shape), axis=1)
+    return z, y
+
+
+# ------------------------------------------------------------------ partitions
+def test_dirichlet_partition_is_a_partition_and_skewed(data) -> None:  # type: ignore[no-untyped-def]
+    _, y = data
+    parts = dirichlet_partition(y, n_clients=20, beta=0.1, seed=0)
+    assert len(parts) == 20
+    allidx = np.concatenate(parts)
+    assert np.array_equal(np.sort(allidx), np.arange(y.size))
+    # strong skew: the typical client is dominated by one class
+    top_share = [np.bincount(y[p], minlength=5).max() / p.size for p in parts]
+    assert np.median(top_share) > 0.6
+    iid = dirichlet_partition(y, n_clients=20, beta=1000.0, seed=0)
+    assert np.median([np.bincount(y[p], minlength=5).max() / p.size for p in iid]) < 0.45
+
+
+def test_dirichlet_partition_is_reproducible(data) -> None:  # type: ignore[no-untyped-def]
+    _, y = data
+    a = dirichlet_partition(y, 10, 0.3, seed=4)
+    b = dirichlet_partition(y, 10, 0.3, seed=4)
+    assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
+
+
+def test_other_partitions() -> None:
+    parts = iid_partition(10, 3, seed=0)
+    assert [p.size for p in parts] == [4, 3, 3]
+    g = group_partition(np.array(["b", "a", "b", "c"]))
+    assert [p.tolist() for p in g] == [[1], [0, 2], [3]]
+    cal, test = split_clients([np.arange(10), np.arange(10, 13)], 0.5, seed=0)
+    assert [c.size for c in cal] == [5, 2] and [t.size for t in test] == [5, 1]
+    assert set(cal[0]).isdisjoint(test[0])
+
+
+@pytest.mark.parametrize("beta", [0.0, -1.0, float("nan")])
+def test_bad_beta(beta: float, data) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="'beta' parameter of dirichlet_partition"):
+        dirichlet_partition(data[1], 10, beta)
+
+
+def test_more_clients_than_examples() -> None:
+    with pytest.raises(ValueError, match="'n_clients' parameter of dirichlet_partition"):
+        dirichlet_partition(np.array([0, 1, 1]), n_clients=4, beta=1.0)
+
+
+# ------------------------------------------------------------------ DP pieces
+def test_clipping() -> None:
+    x = np.array([3.0, 4.0])
+    np.testing.assert_allclose(clip_l2(x, 1.0), [0.6, 0.8])
+    np.testing.assert_allclose(clip_l2(x, 10.0), x)
+    rows = clip_rows_l2(np.array([[3.0, 4.0], [0.0, 0.5]]), 1.0)
+    np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, 0.5]])
+
+
+def test_sigma_is_lemma_b7() -> None:
+    rho = zcdp_rho(1.0, 1e-5)
+    # Lemma B.7 scaling: C sqrt(T / (2 rho)); binning: C sqrt(2 c T / (2 rho))
+    assert noise_multiplier(1.0, 1e-5, 12) == pytest.approx(math.sqrt(12 / (2 * rho)), rel=1e-8)
+    assert noise_multiplier(1.0, 1e-5, 12, 2 * 10) == pytest.approx(
+        math.sqrt(2 * 10 * 12 / (2 * rho)), rel=1e-8
+    )
+    # Lemma B.3 (closed form of delta at the optimal alpha) gives delta <= 1e-5 at eps = 1
+    alphas = np.linspace(1.001, 200, 200000)
+    log_delta = (
+        (alphas - 1) * (alphas * rho - 1.0) - np.log(alphas - 1) + alphas * np.log1p(-1 / alphas)
+    )
+    assert np.exp(log_delta.min()) <= 1e-5 * (1 + 1e-6)
+    assert zcdp_epsilon(rho, 1e-5) <= 1.0
+
+
+def test_sigma_matches_dp_accounting_within_1_percent() -> None:
+    """Independent computation: dp_accounting's RDP accountant on T Gaussian events."""
+    import dp_accounting
+    from dp_accounting import rdp
+
+    def eps(z: float) -> float:
+        acc = rdp.RdpAccountant(orders=list(np.linspace(1.01, 64, 4000)))
+        acc.compose(dp_accounting.GaussianDpEvent(z), 12)
+        return float(acc.get_epsilon(1e-5))
+
+    lo, hi = 1.0, 100.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if eps(mid) > 1.0 else (lo, mid)
+    ours = noise_multiplier(1.0, 1e-5, 12)
+    assert ours == pytest.approx(hi, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"clip": 0.0}, "clip"),
+        ({"clip_pos": -1.0}, "clip_pos"),
+        ({"clip_neg": 0.0}, "clip_neg"),
+        ({"rounds": 0}, "rounds"),
+        ({"delta": 1.0}, "delta"),
+        ({"epsilon": 0.0}, "epsilon"),
+    ],
+)
+def test_dpconfig_rejects_bad_values(kw: dict, name: str) -> None:
+    args = {"epsilon": 1.0, "delta": 1e-5, "rounds": 3, "noise": SeededNoise(0), **kw}
+    with pytest.raises(ValueError, match=f"'{name}' parameter of DPConfig"):
+        DPConfig(**args)
+
+
+def test_validate_payload_logs_and_rejects(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="privcal.federated"):
+        assert validate_payload(np.ones(3), (2,), "c1") is None
+        assert validate_payload(np.array([1.0, np.nan]), (2,), "c2") is None
+        assert validate_payload(np.array([1.0, 2.0]), (2,), "c3") is not None
+    assert "client c1: shape (3,)" in caplog.text and "client c2" in caplog.text
+
+
+# ------------------------------------------------------------------ methods
+def test_temperature_newton_matches_central_fit(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    groups = np.repeat([0, 1], [300, 500])
+    beta = temperature_newton(z, y, groups, 2, 1.0, 100, (0.05, 20.0))
+    for k, sl in enumerate([slice(0, 300), slice(300, 800)]):
+        t = fit_temperature_nll(z[sl], y[sl], (0.05, 20.0))
+        assert 1 / beta[k] == pytest.approx(t, rel=1e-7)
+
+
+def test_fedtemp_one_client_equals_central(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    cal, _ = simulate("fedtemp", z, y, [np.arange(z.shape[0])], rounds=1)
+    assert isinstance(cal, TemperatureScaling)
+    assert cal.temperature_ == pytest.approx(TemperatureScaling().fit(z, y).temperature_, rel=1e-7)
+
+
+def test_fedbbq_one_round_all_clients_equals_central_bbq(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    parts = dirichlet_partition(y, 8, 0.5, seed=1)
+    cal, _ = simulate("fedbbq", z, y, parts, rounds=1)
+    central = BBQ(n_levels=7).fit(z, y)
+    assert isinstance(cal, BBQ)
+    np.testing.assert_allclose(cal.table_, central.table_, rtol=1e-12)
+    cal2, _ = simulate("fedbin", z, y, parts, rounds=1)
+    assert isinstance(cal2, HistogramBinning)
+    np.testing.assert_allclose(
+        cal2.predict_proba(z), HistogramBinning("classwise").fit(z, y).predict_proba(z)
+    )
+
+
+def test_binning_client_step_is_class_histograms(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    fm = FedBBQ(n_levels=3)
+    pos, neg = class_histograms(softmax(z[:50]), y[:50], 8)
+    np.testing.assert_array_equal(fm.client_step(fm.init(5), z[:50], y[:50]), np.stack([pos, neg]))
+
+
+@pytest.mark.parametrize(
+    ("method", "cls"),
+    [
+        ("fedtemp", TemperatureScaling),
+        ("fedvector", VectorScaling),
+        ("fedopvector", VectorScaling),
+        ("fedmatrix", MatrixScaling),
+        ("fedbbq-all", BBQ),
+        ("fedbbq-changed", BBQ),
+        ("fedcal", object),
+    ],
+)
+def test_every_method_gives_a_serialisable_calibrator(method: str, cls: type, data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    parts = dirichlet_partition(y, 6, 0.5, seed=0)
+    cal, hist = simulate(
+        method,
+        z,
+        y,
+        parts,
+        rounds=2,
+        epsilon=2.0,
+        delta=1e-5,
+        eval_logits=z,
+        eval_labels=y,
+        **({} if "bbq" in method else {"local_iters": 2 if method == "fedcal" else 5}),
+    )
+    assert isinstance(cal, cls)
+    back = calibrator_from_dict(cal.to_dict())
+    np.testing.assert_allclose(back.predict_proba(z[:20]), cal.predict_proba(z[:20]))
+    assert [h["round"] for h in hist] == [0, 1, 2]
+    assert hist[-1]["epsilon_spent"] == pytest.approx(2.0, rel=1e-3)
+    if method in ("fedtemp", "fedopvector", "fedcal"):  # order-preserving
+        assert np.array_equal(np.argmax(cal.predict_proba(z), 1), np.argmax(z, 1))
+
+
+def test_weighting_keeps_accuracy_when_few_clients_reported(data) -> None:  # type: ignore[no-untyped-def]
+    """One sampled client of 20 (T=1): alpha ~ 1/20, the weighted calibrator stays near p."""
+    z, y = data
+    parts = dirichlet_partition(y, 20, 0.1, seed=0)
+    cal, _ = simulate("fedbbq-all", z, y, parts, rounds=1, sample_rate=0.05, seed=3)
+    assert np.all(cal.alpha_ < 0.5)
+
+
+# ------------------------------------------------------------------ simulate bad input
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"rounds": 0}, "'rounds' parameter of simulate"),
+        ({"sample_rate": 0.0}, "'sample_rate' parameter of simulate"),
+        ({"sample_rate": 1.5}, "'sample_rate' parameter of simulate"),
+        ({"epsilon": 1.0}, "both epsilon and delta"),
+        ({"epsilon": 1.0, "delta": 1e-5, "clip": 0.0}, "'clip' parameter of DPConfig"),
+        ({"epsilon": 1.0, "delta": 1e-5, "clip_pos": 0.0}, "'clip_pos' parameter of DPConfig"),
+        ({"method": "nope"}, "'method' parameter of simulate"),
+    ],
+)
+def test_simulate_bad_input(kw: dict, match: str, data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    args = {"method": "fedtemp", "rounds": 2, **kw}
+    with pytest.raises(ValueError, match=match):
+        simulate(args.pop("method"), z, y, [np.arange(100), np.arange(100, 200)], **args)
+
+
+def test_server_rejects_bad_payloads_and_continues(caplog, data) -> None:  # type: ignore[no-untyped-def]
+    """A client whose update is NaN or of the wrong shape is dropped; the round continues."""
+    z, y = data
+
+    class Broken(FedTemp):
+        def client_step(self, state, zz, yy):  # type: ignore[no-untyped-def]
+            if zz.shape[0] == 100:
+                return np.array([np.nan])
+            if zz.shape[0] == 50:
+                return np.ones(3)
+            return super().client_step(state, zz, yy)
+
+    parts = [np.arange(100), np.arange(100, 150), np.arange(150, 800)]
+    with caplog.at_level(logging.WARNING, logger="privcal.federated"):
+        _cal, hist = simulate(Broken(), z, y, parts, rounds=1, epsilon=5.0, delta=1e-5)
+    assert hist[-1]["n_clients"] == 1
+    assert "NaN" in caplog.text and "shape (3,)" in caplog.text
