@@ -27,15 +27,13 @@ All functions accept a scalar temperature or a 1-D array of K temperatures and t
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 import numpy as np
 from scipy.special import logsumexp
 
+from privcal._blocks import map_blocks
 from privcal._params import check_int, check_option
 
 __all__ = [
@@ -58,7 +56,6 @@ __all__ = [
 ]
 
 Binning = Literal["width", "mass"]
-T = TypeVar("T")
 
 
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -312,30 +309,6 @@ def class_histograms(
     return pos.astype(np.float64), (total - pos).astype(np.float64)
 
 
-#: Rows per block of the blocked top-label kernels: a block of C=10 float64 columns (640 kB)
-#: stays in cache while its columns are scanned.
-_BLOCK_ROWS = 1 << 13
-#: Below this many rows the blocked kernels run in the calling thread.
-_PARALLEL_MIN_ROWS = 1 << 17
-
-
-def _n_threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 4))
-
-
-def _map_blocks(n: int, fn: Callable[[int, int], T]) -> list[T]:
-    """Run ``fn(lo, hi)`` over row blocks, on a small thread pool when ``n`` is large.
-
-    NumPy releases the GIL inside its loops, so blocks run in parallel; each block writes only
-    its own rows or returns its own partial sums, so the result does not depend on scheduling.
-    """
-    starts = range(0, n, _BLOCK_ROWS)
-    if n < _PARALLEL_MIN_ROWS or _n_threads() == 1:
-        return [fn(lo, min(lo + _BLOCK_ROWS, n)) for lo in starts]
-    with ThreadPoolExecutor(_n_threads()) as pool:
-        return list(pool.map(lambda lo: fn(lo, min(lo + _BLOCK_ROWS, n)), starts))
-
-
 def _scan_top(block: np.ndarray, conf: np.ndarray, pred: np.ndarray) -> None:
     """Row max and first argmax of ``block`` by a scan over its columns (in place)."""
     conf[:] = block[:, 0]
@@ -360,7 +333,7 @@ def top_label(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     def block(lo: int, hi: int) -> None:
         _scan_top(probs[lo:hi], conf[lo:hi], pred[lo:hi])
 
-    _map_blocks(n, block)
+    map_blocks(n, block)
     return conf, pred
 
 
@@ -387,5 +360,5 @@ def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinSta
             ]
         )
 
-    sums = np.sum(np.stack(_map_blocks(n, block)), axis=0)
+    sums = np.sum(np.stack(map_blocks(n, block)), axis=0)
     return BinStats(width_bin_edges(n_bins), sums[0], sums[1], sums[2])

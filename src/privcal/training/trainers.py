@@ -247,19 +247,20 @@ def _train_loop(
     loss_fn = torch.nn.CrossEntropyLoss()
     model.train()
     t = 0
-    for xb, yb in batches:
-        lr_t = _lr_at(trainer.lr, trainer.lr_schedule, trainer.decay, t, total, per_epoch)
-        for group in opt.param_groups:
-            group["lr"] = lr_t
-        opt.zero_grad()
-        if len(yb) > 0:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    # one filter for the whole loop: entering catch_warnings per step resets the warnings cache
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        for xb, yb in batches:
+            lr_t = _lr_at(trainer.lr, trainer.lr_schedule, trainer.decay, t, total, per_epoch)
+            for group in opt.param_groups:
+                group["lr"] = lr_t
+            opt.zero_grad()
+            if len(yb) > 0:
                 loss_fn(model(xb), yb).backward()
-        else:  # an empty Poisson batch: zero per-sample gradients, the step still adds noise
-            (model(xb).sum() * 0.0).backward()
-        opt.step()
-        t += 1
+            else:  # an empty Poisson batch: zero per-sample gradients, the step still adds noise
+                (model(xb).sum() * 0.0).backward()
+            opt.step()
+            t += 1
     return t
 
 
