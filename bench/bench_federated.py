@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/bench_federated.py            # writes bench/RESULTS-federated.md
+    .venv/bin/python bench/bench_federated.py --out /tmp/federated.md  # results go in bench/RESULTS.md
     .venv/bin/python bench/bench_federated.py --no-flower
 
 Simulator: netcal LeNet-5 CIFAR-10 logits (10000 x 10) over K = 100 and K = 1000 Dirichlet
@@ -104,7 +104,7 @@ def bench_flower(z: np.ndarray, y: np.ndarray) -> list[list[object]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-flower", action="store_true")
-    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS-federated.md")))
+    ap.add_argument("--out", default="federated-bench.md")
     args = ap.parse_args()
     z, y = load()
     sim = bench_simulator(z, y)

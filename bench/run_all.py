@@ -26,8 +26,7 @@ def main() -> None:
         f"- Command: `{cmd.strip()}` (from the repository root; `make bench` runs it)",
         f"- Best of {args.repeats} repeats per implementation, `time.perf_counter`, all in one "
         "process on the same seeded data; torch limited to 2 threads. Other jobs may have been "
-        "loading the machine while this ran: the minimum is reported for that reason, and the "
-        "lead reruns on a quiet machine before release.\n",
+        "loading the machine while this ran: the minimum is reported for that reason.\n",
         bench_metrics.run(repeats=args.repeats),
         bench_temperature.run(repeats=args.repeats),
     ]
