@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/bench_federated.py --out /tmp/federated.md  # results go in bench/RESULTS.md
+    .venv/bin/python bench/bench_federated.py --out federated.md  # then copy into RESULTS.md
     .venv/bin/python bench/bench_federated.py --no-flower
 
 Simulator: netcal LeNet-5 CIFAR-10 logits (10000 x 10) over K = 100 and K = 1000 Dirichlet

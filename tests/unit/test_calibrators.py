@@ -129,14 +129,9 @@ def test_not_fitted_errors(name: str) -> None:
         check_is_fitted(cal)
 
 
-
-
 @pytest.mark.parametrize(
     ("name", "data"),
-    [
-        (m, m)
-        for m in ALL
-    ],
+    [(m, m) for m in ALL],
     indirect=["data"],
 )
 def test_predict_proba_does_not_change_state(name: str, data: Any) -> None:

@@ -6,6 +6,7 @@ from privcal.data.paths import cache_dir, shared_data_dir
 from privcal.data.synthetic import gaussian_2d
 from privcal.data.validation import (
     PROBS_ATOL,
+    RoundedProbabilityWarning,
     ZeroProbabilityWarning,
     check_labels,
     check_probs,
@@ -16,6 +17,7 @@ from privcal.data.validation import (
 __all__ = [
     "CORRUPTIONS",
     "PROBS_ATOL",
+    "RoundedProbabilityWarning",
     "DigitsShift",
     "Scores",
     "ZeroProbabilityWarning",
