@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["BLOCK_ROWS", "map_blocks"]
+__all__ = ["BLOCK_ROWS", "map_blocks", "n_threads"]
 
 T = TypeVar("T")
 
@@ -24,14 +24,14 @@ BLOCK_ROWS = 1 << 14
 PARALLEL_MIN_ROWS = 1 << 17
 
 
-def _n_threads() -> int:
+def n_threads() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
 def map_blocks(n: int, fn: Callable[[int, int], T]) -> list[T]:
     """``[fn(lo, hi) for each block]`` over ``range(n)``, in parallel when ``n`` is large."""
     starts = range(0, n, BLOCK_ROWS)
-    if n < PARALLEL_MIN_ROWS or _n_threads() == 1:
+    if n < PARALLEL_MIN_ROWS or n_threads() == 1:
         return [fn(lo, min(lo + BLOCK_ROWS, n)) for lo in starts]
-    with ThreadPoolExecutor(_n_threads()) as pool:
+    with ThreadPoolExecutor(n_threads()) as pool:
         return list(pool.map(lambda lo: fn(lo, min(lo + BLOCK_ROWS, n)), starts))

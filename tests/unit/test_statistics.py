@@ -183,3 +183,26 @@ def test_bin_edges() -> None:
     e = mass_bin_edges(np.array([0.9, 0.1, 0.5, 0.7]), 2)
     np.testing.assert_array_equal(e, [0.0, 0.5, 1.0])
     assert mass_bin_edges(np.array([0.3]), 3).shape == (4,)
+
+
+def test_compiled_top_label_bins_equal_numpy_path(monkeypatch) -> None:
+    """The compiled kernel and the NumPy blocks compute the same statistic: same counts, sums
+    equal up to addition order, including ties (lowest index wins) and values on bin edges."""
+    from privcal.metrics import statistics
+
+    rng = np.random.default_rng(3)
+    n, c, m = 50_000, 7, 15
+    p = rng.dirichlet(np.full(c, 0.4), size=n)
+    p[:500] = 1.0 / c  # ties in every column: argmax picks column 0
+    k = rng.integers(0, m + 1, size=500)
+    p[500:1000] = 0.0
+    p[500:1000, 0] = k / m  # exact edges k/M (rows need not sum to 1 for the statistic)
+    p[500:1000, 1] = 1.0 - k / m
+    y = rng.integers(0, c, size=n)
+    monkeypatch.setattr(statistics, "COMPILED_MIN_ROWS", 1 << 62)
+    ref = statistics.top_label_bins(p, y, m)
+    monkeypatch.setattr(statistics, "COMPILED_MIN_ROWS", 1)
+    got = statistics.top_label_bins(p, y, m)
+    np.testing.assert_array_equal(got.counts, ref.counts)
+    np.testing.assert_array_equal(got.sum_correct, ref.sum_correct)
+    np.testing.assert_allclose(got.sum_confidence, ref.sum_confidence, rtol=1e-12)

@@ -17,8 +17,8 @@ from privcal.data.validation import (
 __all__ = [
     "CORRUPTIONS",
     "PROBS_ATOL",
-    "RoundedProbabilityWarning",
     "DigitsShift",
+    "RoundedProbabilityWarning",
     "Scores",
     "ZeroProbabilityWarning",
     "cache_dir",
