@@ -152,3 +152,39 @@ def test_library_never_imports_pyplot() -> None:
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_no_module_of_the_package_uses_pyplot_or_sets_a_backend() -> None:
+    """pyplot keeps global state and ``matplotlib.use`` changes the caller's backend: library
+    code builds ``Figure`` objects (``privcal.plots.subplots``) instead."""
+    import ast
+
+    import privcal
+
+    offenders = []
+    for path in Path(privcal.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if any(n == "matplotlib.pyplot" for n in names):
+                offenders.append(f"{path.name}:{node.lineno} imports pyplot")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "use"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "matplotlib"
+            ):
+                offenders.append(f"{path.name}:{node.lineno} calls matplotlib.use")
+    assert not offenders, offenders
+
+
+def test_subplots_builds_a_standalone_figure(tmp_path: Path) -> None:
+    from privcal.plots import subplots
+
+    fig, axes = subplots(2, 3, figsize=(6, 4), sharex=True)
+    assert axes.shape == (2, 3) and tuple(fig.get_size_inches()) == (6, 4)
+    assert save_figure(fig, tmp_path / "f.png").stat().st_size > 0

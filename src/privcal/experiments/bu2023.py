@@ -25,6 +25,7 @@ import numpy as np
 
 from privcal.calibrators import TemperatureScaling
 from privcal.metrics import accuracy, ece
+from privcal.plots import subplots
 from privcal.privacy import SeededNoise
 
 __all__ = ["TASKS", "run", "run_synthetic", "run_tasks", "summarise"]
@@ -88,12 +89,9 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
                 "frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99)),
             }
         )
-    import matplotlib.pyplot as plt
 
     dp_key = next(k for k in models if k.startswith("DP-SGD (C=0.1"))
-    fig, axes = plt.subplots(
-        2, 2, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
-    )
+    fig, axes = subplots(2, 2, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     for j, key in enumerate((dp_key, "SGD")):
         ReliabilityDisplay.from_predictions(
             models[key],
@@ -103,9 +101,8 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
         )
     fig.tight_layout()
     save_figure(fig, out_dir / "bu2023_fig1_reliability.png")
-    plt.close(fig)
     abl = [r for r in rows if r["method"] == "DP-SGD"]
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    fig, ax = subplots(figsize=(4.5, 3.2))
     cs = [r["clip"] for r in abl]
     ax.plot(cs, [r["ece"] for r in abl], "o-", label="ECE")
     ax.plot(cs, [1.0 - float(r["accuracy"]) for r in abl], "s--", label="error")
@@ -115,7 +112,6 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
     ax.set_title("Fig. 4a analogue: clipping ablation")
     fig.tight_layout()
     save_figure(fig, out_dir / "bu2023_fig4a_clipping.png")
-    plt.close(fig)
     return rows
 
 

@@ -97,9 +97,8 @@ def run(
     progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Run the comparison and write CSV, figure and Markdown; returns the Markdown path."""
-    import matplotlib.pyplot as plt
 
-    from privcal.plots import ReliabilityDisplay, save_figure
+    from privcal.plots import ReliabilityDisplay, save_figure, subplots
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,14 +108,13 @@ def run(
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    fig, axes = plt.subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
+    fig, axes = subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
     for j, (key, (p, y)) in enumerate(probs.items()):
         ReliabilityDisplay.from_predictions(
             p, y, name=f"{key[0]}: {key[1]}", ax=(axes[0, j], axes[1, j])
         )
     fig.tight_layout()
     save_figure(fig, out / "knolle2021_calibration.png")
-    plt.close(fig)
     md = [
         f"# knolle2021 (seed 004) results\n\nCommand: `privcal bench knolle2021 --out {out} "
         f"--seed {seed}{' --quick' if quick else ''}`\n",

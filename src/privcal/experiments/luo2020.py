@@ -45,6 +45,7 @@ from privcal.metrics.statistics import (
     top_confidence,
     top_correct,
 )
+from privcal.plots import subplots
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.private.binning import noisy_bin_values
 from privcal.private.temperature import AUTO_SPLIT, SearchPlan, search_plan
@@ -393,14 +394,10 @@ class Luo2020Result:
 
     def figures(self) -> dict[str, Any]:
         """Three-panel figure (sources, samples, epsilon) per dataset, as in seed 000 Fig. 1-3."""
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
 
         figs = {}
         for ds in dict.fromkeys(r["dataset"] for r in self.rows):
-            fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+            fig, axes = subplots(1, 3, figsize=(13, 3.6))
             for ax, (panel, key, xlabel) in zip(
                 axes,
                 (
@@ -455,7 +452,6 @@ class Luo2020Result:
 
     def write(self, out: str | Path, figures: bool = True) -> list[Path]:
         """Write ``results.csv``, ``table1.md`` and ``fig_<dataset>.png`` under ``out``."""
-        import matplotlib.pyplot as plt
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -469,7 +465,6 @@ class Luo2020Result:
             for ds, fig in self.figures().items():
                 path = out / f"fig_{ds}.png"
                 fig.savefig(path, dpi=110)
-                plt.close(fig)
                 files.append(path)
         self.files = files
         return files

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from privcal.federated import dirichlet_partition, simulate, split_clients
+from privcal.plots import subplots
 
 __all__ = ["METHODS", "load_datasets", "run"]
 
@@ -205,15 +206,11 @@ def _agg(rows: list[dict[str, Any]], **where: Any) -> dict[str, tuple[float, flo
 
 
 def _figures(rows: list[dict[str, Any]], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     (out / "figures").mkdir(exist_ok=True)
     paths = []
     for dname in dict.fromkeys(r["dataset"] for r in rows):
-        fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+        fig, axes = subplots(1, 4, figsize=(17, 3.6))
         for m in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dname):
             sel = [r for r in rows if r["dataset"] == dname and r["method"] == m]
             cur = [r for r in sel if r["setting"] == "rounds"]
@@ -266,7 +263,6 @@ def _figures(rows: list[dict[str, Any]], out: Path) -> list[str]:
         fig.tight_layout()
         name = "figures/" + "".join(ch if ch.isalnum() else "_" for ch in dname) + ".png"
         fig.savefig(out / name, dpi=110)
-        plt.close(fig)
         paths.append(name)
     return paths
 

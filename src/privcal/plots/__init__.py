@@ -6,6 +6,7 @@ from privcal.plots.reliability import (
     before_after,
     reliability_diagram,
     save_figure,
+    subplots,
 )
 
-__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure"]
+__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure", "subplots"]

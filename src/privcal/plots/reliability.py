@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from privcal.metrics import Reliability, reliability
 
-__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure"]
+__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure", "subplots"]
 
 Input = Literal["probs", "logits"]
 Binning = Literal["width", "mass"]
@@ -306,6 +306,18 @@ def before_after(
     for rel, name, pair in zip((rel_before, rel_after), names, pairs, strict=True):
         ReliabilityDisplay(rel, name=name).plot(ax=pair)
     return fig
+
+
+def subplots(
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs: Any
+) -> tuple[Figure, Any]:
+    """``matplotlib.pyplot.subplots`` without pyplot: a standalone :class:`Figure` and its axes.
+
+    Library code never touches pyplot's global figure registry or backend, so it is safe in
+    threads and servers and never changes the caller's backend; :func:`save_figure` writes it.
+    """
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120, **kwargs: Any) -> Path:

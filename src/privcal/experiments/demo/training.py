@@ -29,12 +29,11 @@ def run(ctx: DemoContext) -> list[str]:
         return [f"Skipped: {exc}"]
     import warnings
 
-    import matplotlib.pyplot as plt
     import torch
 
     from privcal.data import gaussian_2d
     from privcal.metrics import accuracy, ece
-    from privcal.plots import ReliabilityDisplay
+    from privcal.plots import ReliabilityDisplay, subplots
     from privcal.privacy import SeededNoise
     from privcal.training import DPRecalibration, DPSGDTrainer, DPTemperatureScaling, SGDTrainer
 
@@ -62,7 +61,7 @@ def run(ctx: DemoContext) -> list[str]:
     from privcal.metrics.statistics import softmax
 
     p_dp, p_ts = softmax(z), pipe.predict_proba(Xt)
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         2, 3, figsize=(11, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
     names = ("SGD (non-private)", "DP-SGD, eps 8, C 0.1", "DP-SGD + DP-TS, eps 8")
@@ -70,7 +69,6 @@ def run(ctx: DemoContext) -> list[str]:
         ReliabilityDisplay.from_predictions(p, yt, name=name, ax=(axes[0, j], axes[1, j]))
     fig.tight_layout()
     rel = ctx.save_figure(fig, "training_dpsgd_dpts")
-    plt.close(fig)
     rows = [
         (name, accuracy(p, yt), ece(p, yt))
         for p, name in zip((p_sgd, p_dp, p_ts), names, strict=True)
