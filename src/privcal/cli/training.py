@@ -12,13 +12,21 @@ from privcal.cli._common import console, err_console, fail, user_errors
 __all__ = ["bu2023", "knolle2021", "register"]
 
 
-def _need_torch() -> None:
+def _run(experiment: str, out: Path, seed: int, quick: bool) -> None:
+    """Run ``privcal.experiments.<experiment>`` (needs torch) and print its Markdown report."""
+    import importlib
+
     from privcal.training import require_torch
 
-    try:
-        require_torch("privcal bench")
-    except ImportError as exc:
-        fail(str(exc))
+    with user_errors():
+        try:
+            require_torch("privcal bench")
+        except ImportError as exc:
+            fail(str(exc))
+        exp = importlib.import_module(f"privcal.experiments.{experiment}")
+        path = exp.run(out, seed=seed, quick=quick, progress=err_console.print)
+        console.print(path.read_text(), markup=False, highlight=False)
+        console.print(f"Wrote {path}")
 
 
 def bu2023(
@@ -27,13 +35,7 @@ def bu2023(
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer settings.")] = False,
 ) -> None:
     """Seed 001 (Bu et al.): DP-SGD miscalibration, clipping ablation, DP-TS / DP-PS."""
-    with user_errors():
-        _need_torch()
-        from privcal.experiments import bu2023 as exp
-
-        path = exp.run(out, seed=seed, quick=quick, progress=err_console.print)
-        console.print(path.read_text(), markup=False, highlight=False)
-        console.print(f"Wrote {path}")
+    _run("bu2023", out, seed, quick)
 
 
 def knolle2021(
@@ -42,13 +44,7 @@ def knolle2021(
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer epochs.")] = False,
 ) -> None:
     """Seed 004 (Knolle et al.): SGD vs DP-SGD vs DP-SGLD at equal epsilon."""
-    with user_errors():
-        _need_torch()
-        from privcal.experiments import knolle2021 as exp
-
-        path = exp.run(out, seed=seed, quick=quick, progress=err_console.print)
-        console.print(path.read_text(), markup=False, highlight=False)
-        console.print(f"Wrote {path}")
+    _run("knolle2021", out, seed, quick)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
