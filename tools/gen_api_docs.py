@@ -15,6 +15,7 @@ MODULES = (
     "privcal.data",
     "privcal.metrics",
     "privcal.metrics.statistics",
+    "privcal.plots",
     "privcal.calibrators",
     "privcal.privacy",
     "privcal.privacy.accounting",
