@@ -180,3 +180,40 @@ def test_batchnorm_model_rejected(blobs: tuple[np.ndarray, np.ndarray]) -> None:
     )
     with pytest.raises(ValueError, match=r"must be a module Opacus can train.*BatchNorm"):
         DPSGDTrainer(model).fit(*blobs)
+
+
+@pytest.mark.parametrize(
+    ("device", "match"),
+    [
+        ("tpu-x", "must be a torch device"),
+        ("mps", "must be 'cpu' or 'cuda'"),
+        (3.5, "torch device"),
+    ],
+)
+def test_bad_device(blobs: tuple[np.ndarray, ...], device: object, match: str) -> None:
+    with pytest.raises(ValueError, match=rf"'device' parameter of DPSGDTrainer.*{match}"):
+        DPSGDTrainer("logistic", device=device).fit(*blobs)
+
+
+def test_cuda_without_a_gpu_is_refused(
+    blobs: tuple[np.ndarray, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"'device' parameter of SGDTrainer.*device='cpu'"):
+        SGDTrainer("logistic", device="cuda").fit(*blobs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_trains_the_same_batches(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    """Batches are drawn on the CPU, so a GPU run takes the same steps and spends the same
+    epsilon; non-private SGD matches the CPU's model up to float32 reduction order."""
+    X, y = blobs
+    cpu = SGDTrainer("mlp", epochs=3).fit(X, y).predict_proba(X)
+    gpu_tr = SGDTrainer("mlp", epochs=3, device="cuda").fit(X, y)
+    assert next(gpu_tr.model_.parameters()).is_cuda
+    np.testing.assert_allclose(gpu_tr.predict_proba(X), cpu, atol=1e-4)
+    for cls, kw in ((DPSGDTrainer, {}), (DPSGLDTrainer, {"temperature": "auto"})):
+        a = cls("mlp", epochs=3, **kw).fit(X, y)
+        b = cls("mlp", epochs=3, device="cuda", **kw).fit(X, y)
+        assert a.steps_ == b.steps_ and a.epsilon_ == pytest.approx(b.epsilon_, rel=1e-12)
+        assert np.isfinite(b.predict_proba(X)).all()

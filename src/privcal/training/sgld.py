@@ -39,6 +39,7 @@ from opacus.optimizers import DPOptimizer  # noqa: E402
 from privcal.training.trainers import (  # noqa: E402
     DPSGDTrainer,
     _train_loop,
+    noise_generator,
     poisson_loader,
 )
 
@@ -122,10 +123,17 @@ class DPSGLDOptimizer(DPOptimizer):
     def clip_and_accumulate(self) -> None:
         """Pre-noise each per-example gradient with ``N(0, rho^2)``, then Opacus's clipping."""
         if self.prenoise > 0.0:
-            for p in self.params:
-                gs = p.grad_sample
-                noise = torch.randn(gs.shape, dtype=gs.dtype, generator=self.generator)
-                p.grad_sample = gs + noise.mul_(self.prenoise)
+            # one draw for all parameters (one kernel on a GPU), added in place per parameter
+            samples = self.grad_samples
+            sizes = [g.numel() for g in samples]
+            noise = torch.randn(
+                sum(sizes),
+                dtype=samples[0].dtype,
+                device=samples[0].device,
+                generator=self.generator,
+            )
+            for p, g, z in zip(self.params, samples, noise.split(sizes), strict=True):
+                p.grad_sample = g.add_(z.view_as(g), alpha=self.prenoise)
         super().clip_and_accumulate()
 
     def add_noise(self) -> None:
@@ -224,7 +232,7 @@ class DPSGLDTrainer(DPSGDTrainer):
 
     Parameters
     ----------
-    model, batch_size, n_classes, seed, epsilon, delta, max_grad_norm, accountant
+    model, batch_size, n_classes, seed, device, epsilon, delta, max_grad_norm, accountant
         As :class:`~privcal.training.DPSGDTrainer`.
     temperature : float or "auto", default=6.08
         ``tau`` (seed 001 App. B.2 quotes Knolle's 6.08). ``"auto"`` picks the ``tau`` that
@@ -284,6 +292,7 @@ class DPSGLDTrainer(DPSGDTrainer):
         batch_size: int = 64,
         n_classes: int | None = None,
         seed: int = 0,
+        device: Any = "cpu",
     ) -> None:
         super().__init__(
             model,
@@ -298,6 +307,7 @@ class DPSGLDTrainer(DPSGDTrainer):
             decay=decay,
             n_classes=n_classes,
             seed=seed,
+            device=device,
         )
         self.temperature = temperature
         self.prenoise = prenoise
@@ -364,7 +374,7 @@ class DPSGLDTrainer(DPSGDTrainer):
             max_grad_norm=self.max_grad_norm,
             expected_batch_size=dp_opt.expected_batch_size,
             prenoise=self.prenoise,
-            generator=torch.Generator().manual_seed(self.seed + 1),
+            generator=noise_generator(self.seed + 1, self._device),
         )
         sgld_opt.attach_step_hook(engine.accountant.get_optimizer_hook_fn(sample_rate=q))
 

@@ -38,7 +38,9 @@ __all__ = [
     "LR_SCHEDULES",
     "DPSGDTrainer",
     "SGDTrainer",
+    "check_device",
     "check_dp_compatible",
+    "noise_generator",
     "poisson_loader",
 ]
 
@@ -72,6 +74,32 @@ def poisson_loader(X: Any, y: Any, batch_size: int, generator: Any = None) -> An
         _TensorBatches(X, y), batch_size=batch_size, collate_fn=_as_batch
     )
     return DPDataLoader.from_data_loader(base, generator=generator)
+
+
+def check_device(device: Any, owner: str) -> Any:
+    """``torch.device(device)``, or ``ValueError`` if it is malformed or not available here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"The 'device' parameter of {owner} must be a torch device such as 'cpu' or "
+            f"'cuda'. Got {device!r} instead."
+        ) from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"The 'device' parameter of {owner} is {device!r}, but this torch build sees no "
+            f"CUDA device; use device='cpu'."
+        )
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"The 'device' parameter of {owner} must be 'cpu' or 'cuda'. Got {device!r} instead."
+        )
+    return dev
+
+
+def noise_generator(seed: int, device: Any) -> Any:
+    """A ``torch.Generator`` on ``device`` seeded with ``seed`` (the DP noise's source)."""
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def check_dp_compatible(model: Any, owner: str) -> None:
@@ -122,6 +150,10 @@ class SGDTrainer:
         Number of classes; default ``max(y) + 1``.
     seed : int, default=0
         Seeds the initialisation, the batches and (for DP) the noise.
+    device : str or torch.device, default="cpu"
+        Where the model, the data and the noise live (``"cuda"`` for a GPU). The Poisson
+        sampler and the batch order always draw on the CPU, so a seed selects the same batches
+        on every device; the model's noise is drawn on ``device``.
 
     Attributes
     ----------
@@ -145,6 +177,7 @@ class SGDTrainer:
         decay: float = 0.0,
         n_classes: int | None = None,
         seed: int = 0,
+        device: Any = "cpu",
     ) -> None:
         self.model = model
         self.epochs = epochs
@@ -155,6 +188,7 @@ class SGDTrainer:
         self.decay = decay
         self.n_classes = n_classes
         self.seed = seed
+        self.device = device
 
     # ------------------------------------------------------------------------------ checks
     def _validate(self) -> None:
@@ -166,6 +200,7 @@ class SGDTrainer:
         check_option(self.lr_schedule, "lr_schedule", o, LR_SCHEDULES)
         check_real(self.decay, "decay", o, low=0.0)
         check_int(self.seed, "seed", o, low=0)
+        self._device = check_device(self.device, o)
 
     def _data(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         Xa = np.asarray(X, dtype=np.float32)
@@ -184,13 +219,14 @@ class SGDTrainer:
             )
         c = int(ya.max()) + 1 if self.n_classes is None else self.n_classes
         c = check_int(max(c, 2), "n_classes", self._owner, low=2)
-        return torch.from_numpy(Xa), torch.from_numpy(ya.astype(np.int64)), c
+        dev = self._device
+        return torch.from_numpy(Xa).to(dev), torch.from_numpy(ya.astype(np.int64)).to(dev), c
 
     def _build_model(self, n_features: int, n_classes: int) -> Any:
         if isinstance(self.model, str):
-            return make_model(self.model, n_features, n_classes, seed=self.seed)
+            return make_model(self.model, n_features, n_classes, seed=self.seed).to(self._device)
         if isinstance(self.model, torch.nn.Module):
-            return copy.deepcopy(self.model)
+            return copy.deepcopy(self.model).to(self._device)
         raise ValueError(
             f"The 'model' parameter of {self._owner} must be 'logistic', 'mlp', 'cnn' or a "
             f"torch.nn.Module. Got {self.model!r} instead."
@@ -231,9 +267,10 @@ class SGDTrainer:
         if Xa.ndim == 1:
             Xa = Xa[:, None]
         self.model_.eval()
+        device = next(self.model_.parameters()).device
         with torch.no_grad():
-            out = self.model_(torch.from_numpy(Xa))
-        return out.double().numpy()
+            out = self.model_(torch.from_numpy(Xa).to(device))
+        return out.double().cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """``softmax(predict_logits(X))``."""
@@ -269,7 +306,7 @@ class DPSGDTrainer(SGDTrainer):
 
     Parameters
     ----------
-    model, epochs, lr, batch_size, momentum, lr_schedule, decay, n_classes, seed
+    model, epochs, lr, batch_size, momentum, lr_schedule, decay, n_classes, seed, device
         As :class:`SGDTrainer`; ``batch_size`` is the expected Poisson batch size.
     epsilon : float, default=8.0
         Target epsilon, ``> 0``.
@@ -326,6 +363,7 @@ class DPSGDTrainer(SGDTrainer):
         decay: float = 0.0,
         n_classes: int | None = None,
         seed: int = 0,
+        device: Any = "cpu",
     ) -> None:
         super().__init__(
             model,
@@ -337,6 +375,7 @@ class DPSGDTrainer(SGDTrainer):
             decay=decay,
             n_classes=n_classes,
             seed=seed,
+            device=device,
         )
         self.epsilon = epsilon
         self.delta = delta
@@ -379,7 +418,7 @@ class DPSGDTrainer(SGDTrainer):
                 epochs=self.epochs,
                 max_grad_norm=self.max_grad_norm,
                 poisson_sampling=True,
-                noise_generator=torch.Generator().manual_seed(self.seed + 1),
+                noise_generator=noise_generator(self.seed + 1, self._device),
             )
         per_epoch = len(dp_loader)
 
