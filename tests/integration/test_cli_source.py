@@ -161,3 +161,73 @@ def test_bench_luo2020(cli: typer.Typer, tmp_path: Path, overconfident: Any) -> 
     assert (tmp_path / "o" / "results.csv").is_file()
     assert (tmp_path / "o" / "fig_scores.png").is_file()
     assert np.isfinite(len((tmp_path / "o" / "table1.md").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("method", "cls"), [("dp-ts", "DPTemperatureScaling"), ("dp-ps", "DPPlattScaling")]
+)
+def test_fit_dp_sgd_calibrator(
+    cli: typer.Typer, overconfident: Any, tmp_path: Path, method: str, cls: str
+) -> None:
+    """Seed 001's DP-SGD calibrators from the CLI: (epsilon, delta) spent as asked, and the
+    saved calibrator applies in ``privcal apply``; DP-TS finds the true temperature 2."""
+    pytest.importorskip("opacus")
+    z, y = overconfident
+    val = write_scores(tmp_path / "val.npz", z, y)
+    out = tmp_path / f"{method}.json"
+    args = ["fit", "-m", method, "--epsilon", 8, "--delta", 1e-6, "-i", val, "-o", out]
+    r = invoke(cli, *args, "--seed", 3)
+    assert r.exit_code == 0, r.output
+    assert "delta=1e-06" in r.output and "DP-SGD" in r.output
+    cal = json.loads(out.read_text())
+    assert cal["class"] == cls
+    rep = cal["fitted"]["privacy_report_"]
+    assert rep["delta"] == 1e-6 and 7.0 < rep["epsilon"] <= 8.0
+    if method == "dp-ts":
+        assert 1.6 < cal["fitted"]["temperature_"] < 2.5
+    from privcal.calibrators import calibrator_from_dict
+    from privcal.privacy import PrivacyReport
+
+    restored = calibrator_from_dict(cal).privacy_report_
+    assert isinstance(restored, PrivacyReport) and restored.epsilon == rep["epsilon"]
+    r = invoke(cli, "apply", "--calibrator", out, "--input", val, "--out", tmp_path / "p.npz")
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--method", "acc-t", "--epsilon", "1", "--delta", "1e-5"], "pure epsilon-DP"),
+        (["--method", "dp-ts", "--epsilon", "1", "--delta", "1.5"], "'delta' parameter of DPTemp"),
+        (["--method", "dp-ps", "--epsilon", "0"], "'epsilon' parameter of DPPlatt"),
+    ],
+)
+def test_bad_dp_sgd_fit(
+    cli: typer.Typer, files: Any, tmp_path: Path, extra: list[str], match: str
+) -> None:
+    pytest.importorskip("opacus")
+    r = invoke(cli, "fit", *extra, "--input", files["val0"], "--out", tmp_path / "c.json")
+    assert r.exit_code == 2, r.output
+    assert match in r.output
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_dp_ts_refuses_sources(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
+    led = tmp_path / "s.sqlite"
+    assert invoke(cli, "source", "init", "--data", files["val0"], "--budget", 1, "--ledger", led)
+    r = invoke(cli, "fit", "-m", "dp-ts", "--epsilon", 1, "--sources", led, "-o", tmp_path / "c")
+    assert r.exit_code == 2 and "one held-out split (--input)" in r.output
+    assert DataSource.open(led).spent == 0.0
+
+
+def test_dp_ts_without_torch_names_the_extra(
+    cli: typer.Typer, files: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from privcal.training import _torch
+
+    def missing(name: str) -> Any:
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(_torch, "_import", missing)
+    r = invoke(cli, "fit", "-m", "dp-ts", "--epsilon", 1, "-i", files["val0"], "-o", tmp_path / "c")
+    assert r.exit_code == 2 and "pip install privcal[torch]" in r.output

@@ -17,8 +17,9 @@ from sklearn.exceptions import NotFittedError
 
 from privcal import __version__
 from privcal.data.validation import check_labels, check_scores
+from privcal.privacy import PrivacyReport
 
-__all__ = ["Calibrator", "NotFittedError", "calibrator_from_dict", "register"]
+__all__ = ["Calibrator", "NotFittedError", "ReportsPrivacy", "calibrator_from_dict", "register"]
 
 Input = Literal["logits", "probs"]
 C = TypeVar("C", bound="Calibrator")
@@ -151,6 +152,34 @@ class Calibrator(BaseEstimator):
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
                 f"validation logits and labels before using this method."
             )
+
+
+class ReportsPrivacy:
+    """Mixin of calibrators whose fit is a private release.
+
+    ``privacy_report_`` (a :class:`~privcal.privacy.PrivacyReport`) is saved by ``to_dict`` and
+    comes back as a ``PrivacyReport`` from :func:`calibrator_from_dict`, so a shipped calibrator
+    carries the guarantee it was fitted under. List it before :class:`Calibrator` in the bases.
+    """
+
+    @property
+    def privacy_report_(self) -> PrivacyReport:
+        rep = self.__dict__.get("_privacy_report")
+        if rep is None:
+            raise AttributeError("privacy_report_")
+        return rep
+
+    @privacy_report_.setter
+    def privacy_report_(self, value: PrivacyReport | dict[str, Any]) -> None:
+        if isinstance(value, dict):
+            value = PrivacyReport.from_dict(value)
+        self.__dict__["_privacy_report"] = value
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`Calibrator.to_dict` plus ``fitted["privacy_report_"]``."""
+        out: dict[str, Any] = super().to_dict()  # type: ignore[misc]
+        out["fitted"]["privacy_report_"] = self.privacy_report_.to_dict()
+        return out
 
 
 def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:

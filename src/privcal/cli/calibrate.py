@@ -61,6 +61,8 @@ class PrivateFitRequest:
         were given.
     epsilon : float or None
         The ``--epsilon`` budget.
+    delta : float or None
+        ``--delta``, for the ``(epsilon, delta)`` methods; ``None`` when not given.
     sources : list of str
         The ``--sources`` values, verbatim (paths or addresses; the hook interprets them).
     seed : int or None
@@ -74,6 +76,7 @@ class PrivateFitRequest:
     method: str
     scores: Scores | None
     epsilon: float | None
+    delta: float | None = None
     sources: list[str] = field(default_factory=list)
     seed: int | None = None
     n_bins: int = 15
@@ -156,6 +159,13 @@ def fit(
         float | None,
         typer.Option(help="Privacy budget: fit a private calibrator (needs privcal.private)."),
     ] = None,
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            help="delta of the (epsilon, delta)-DP methods dp-ts and dp-ps (default 1e-5); "
+            "the others are pure epsilon-DP and refuse it."
+        ),
+    ] = None,
     sources: Annotated[
         list[str] | None,
         typer.Option(
@@ -174,7 +184,7 @@ def fit(
     from privcal.calibrators import METHODS
 
     with user_errors():
-        private = epsilon is not None or bool(sources)
+        private = epsilon is not None or bool(sources) or delta is not None
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
         scores = load_scores(input, input_kind) if input is not None else None  # type: ignore[arg-type]
@@ -190,6 +200,7 @@ def fit(
                 method=method,
                 scores=scores,
                 epsilon=epsilon,
+                delta=delta,
                 sources=list(sources or []),
                 seed=seed,
                 n_bins=n_bins,
@@ -283,7 +294,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.command(
         "fit",
         help=f"{fit.__doc__}\n\nMethods: {', '.join(METHODS)} (platt: binary only). With "
-        "--epsilon or --sources a private method is fitted (names from privcal.private).",
+        "--epsilon or --sources a private method is fitted: acc-t, nll-t, temperature, ece-t, "
+        "histogram (epsilon-DP, privcal.private) or dp-ts, dp-ps (DP-SGD, (epsilon, delta)-DP, "
+        "torch extra).",
     )(fit)
     app.command("apply")(apply)
     app.command("evaluate")(evaluate)

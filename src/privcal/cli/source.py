@@ -6,7 +6,9 @@
   release.
 * ``privcal fit --method acc-t --epsilon 1 --sources a.sqlite --sources b.sqlite -o cal.json``
   is served by :func:`private_fit`, installed as ``privcal.cli.calibrate``'s private fitting hook
-  by :func:`register`.
+  by :func:`register`. ``--method dp-ts|dp-ps --epsilon 8 [--delta 1e-5] --input val.npz`` fits
+  seed 001's DP-SGD-trained temperature / Platt (vector) scaling on one held-out split (needs
+  the torch extra).
 * ``privcal bench luo2020 [--data FILE] [--trials 500] [--out DIR]`` runs seed 000's protocol
   (:func:`privcal.experiments.luo2020.run`).
 """
@@ -32,7 +34,11 @@ PRIVATE_METHODS: dict[str, dict[str, Any]] = {
     "temperature": {"kind": "temperature", "objective": "nll"},
     "ece-t": {"kind": "temperature", "objective": "ece"},
     "histogram": {"kind": "histogram"},
+    "dp-ts": {"kind": "dp-sgd", "class": "DPTemperatureScaling"},
+    "dp-ps": {"kind": "dp-sgd", "class": "DPPlattScaling"},
 }
+#: delta of ``dp-ts`` / ``dp-ps`` when ``--delta`` is not given (their library default).
+DEFAULT_DELTA = 1e-5
 
 
 def private_fit(request: Any) -> Any:
@@ -56,6 +62,13 @@ def private_fit(request: Any) -> Any:
     if request.sources and request.scores is not None:
         fail("privcal fit takes either --input (one private data set) or --sources, not both.")
     spec = PRIVATE_METHODS[method]
+    if spec["kind"] == "dp-sgd":
+        return _fit_dp_sgd_calibrator(request, spec["class"])
+    if request.delta is not None:
+        fail(
+            f"'{method}' is pure epsilon-DP (Laplace / exponential mechanisms): drop --delta. "
+            f"--delta applies to dp-ts and dp-ps."
+        )
     est: Any
     if spec["kind"] == "histogram":
         est = PrivateHistogramBinning(epsilon=request.epsilon, n_bins=request.n_bins)
@@ -89,6 +102,42 @@ def private_fit(request: Any) -> Any:
     request.console.print(
         f"Privacy: {len(rep)} releases; epsilon={rep.epsilon:g} per source "
         f"({len(rep.per_source())} source(s), parallel composition)"
+    )
+    return est
+
+
+def _fit_dp_sgd_calibrator(request: Any, class_name: str) -> Any:
+    """Seed 001's DP-TS / DP-PS (DP-SGD on the held-out split ``--input``), torch extra."""
+    from privcal.privacy import SeededNoise
+    from privcal.training import require_torch
+
+    if request.sources:
+        fail(
+            f"--method {request.method} fits on one held-out split (--input), not on --sources; "
+            f"use acc-t, nll-t, ece-t or histogram with --sources."
+        )
+    if request.scores is None or request.scores.logits is None:
+        fail(f"privcal fit --method {request.method} needs --input (full score vectors).")
+    try:
+        require_torch(f"privcal fit --method {request.method}")
+    except ImportError as exc:
+        fail(str(exc))
+    import privcal.training as training
+
+    delta = DEFAULT_DELTA if request.delta is None else request.delta
+    est = getattr(training, class_name)(epsilon=request.epsilon, delta=delta)
+    if request.seed is not None:
+        request.console.print(
+            "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
+        )
+        est.set_params(noise=SeededNoise(request.seed), seed=request.seed)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the")
+        est.fit(request.scores.logits, request.scores.labels)
+    rep = est.privacy_report_
+    request.console.print(
+        f"Privacy: DP-SGD ({est.steps_} steps, sigma={est.noise_multiplier_:.4g}); "
+        f"epsilon={rep.epsilon:.6g}, delta={rep.delta:g} (Opacus {est.accountant} accountant)"
     )
     return est
 

@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import check_int, check_option, check_range, check_real
-from privcal.calibrators.base import Calibrator, register
+from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.calibrators.search import bisect_sign, golden_section
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, PrivacyReport, Release
@@ -181,7 +181,7 @@ def source_labels(sources: Sequence[DataSource]) -> list[str]:
     return [n if seen[n] == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
 
-class _PrivateCalibrator(Calibrator):
+class _PrivateCalibrator(ReportsPrivacy, Calibrator):
     """Shared fit plumbing: arrays -> one DataSource, or the list of sources given."""
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
@@ -231,19 +231,6 @@ class _PrivateCalibrator(Calibrator):
     def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
         raise NotImplementedError
 
-    @property
-    def privacy_report_(self) -> PrivacyReport:
-        rep = self.__dict__.get("_privacy_report")
-        if rep is None:
-            raise AttributeError("privacy_report_")
-        return rep
-
-    @privacy_report_.setter
-    def privacy_report_(self, value: Any) -> None:
-        if isinstance(value, dict):
-            value = PrivacyReport.from_dict(value)
-        self.__dict__["_privacy_report"] = value
-
     def _jsonable_params(self) -> dict[str, Any]:
         params = dict(self.get_params(deep=False))
         params.pop("noise", None)  # a noise source is not data; restored calibrators only predict
@@ -251,7 +238,6 @@ class _PrivateCalibrator(Calibrator):
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        out["fitted"]["privacy_report_"] = self.privacy_report_.to_dict()
         out["fitted"]["n_sources_"] = self.n_sources_
         return out
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
-from privcal.calibrators.base import Calibrator, register
+from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, PrivacyReport, Release, SecureNoise, SeededNoise
 from privcal.training._torch import require_torch
@@ -129,7 +129,7 @@ def NoiseSourceDPOptimizer(optimizer: Any, *, noise: NoiseSource, **kwargs: Any)
 
 
 # ------------------------------------------------------------------------------ calibrators
-class _DPScaling(Calibrator):
+class _DPScaling(ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
     _kind: ClassVar[str] = "temperature"
