@@ -125,36 +125,17 @@ def main() -> None:
         rates["privcal DP-SGD"].append(
             _timed_fit(DPSGDTrainer(m, epochs=epochs, lr=0.5, batch_size=batch, device=dev), X, y)
         )
-        rates["privcal DP-SGLD"].append(
-            _timed_fit(
-                DPSGLDTrainer(
-                    m,
-                    epochs=epochs,
-                    lr=0.5,
-                    batch_size=batch,
-                    temperature="auto",
-                    prenoise=0.046,
-                    device=dev,
-                ),
-                X,
-                y,
+        for label, rho in (("privcal DP-SGLD", 0.046), ("DP-SGLD no prenoise", 0.0)):
+            sgld = DPSGLDTrainer(
+                m,
+                epochs=epochs,
+                lr=0.5,
+                batch_size=batch,
+                temperature="auto",
+                prenoise=rho,
+                device=dev,
             )
-        )
-        rates["DP-SGLD no prenoise"].append(
-            _timed_fit(
-                DPSGLDTrainer(
-                    m,
-                    epochs=epochs,
-                    lr=0.5,
-                    batch_size=batch,
-                    temperature="auto",
-                    prenoise=0.0,
-                    device=dev,
-                ),
-                X,
-                y,
-            )
-        )
+            rates[label].append(_timed_fit(sgld, X, y))
     best = {k: max(v) for k, v in rates.items()}
     for k, v in best.items():
         print(f"{k:18s} best {v:8.1f} steps/s   all: {', '.join(f'{r:.0f}' for r in rates[k])}")
