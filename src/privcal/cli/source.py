@@ -37,8 +37,8 @@ PRIVATE_METHODS: dict[str, dict[str, Any]] = {
     "dp-ts": {"kind": "dp-sgd", "class": "DPTemperatureScaling"},
     "dp-ps": {"kind": "dp-sgd", "class": "DPPlattScaling"},
 }
-#: delta of ``dp-ts`` / ``dp-ps`` when ``--delta`` is not given (their library default).
-DEFAULT_DELTA = 1e-5
+#: Printed when ``--seed`` replaces secure noise.
+SEEDED_NOISE_WARNING = "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
 
 
 def private_fit(request: Any) -> Any:
@@ -80,9 +80,7 @@ def private_fit(request: Any) -> Any:
     with warnings.catch_warnings():
         if seed is not None:
             warnings.simplefilter("ignore")  # the user asked for simulation noise explicitly
-            request.console.print(
-                "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
-            )
+            request.console.print(SEEDED_NOISE_WARNING)
         if request.sources:
             srcs = [
                 DataSource.open(
@@ -124,12 +122,11 @@ def _fit_dp_sgd_calibrator(request: Any, class_name: str) -> Any:
         fail(str(exc))
     import privcal.training as training
 
-    delta = DEFAULT_DELTA if request.delta is None else request.delta
-    est = getattr(training, class_name)(epsilon=request.epsilon, delta=delta)
+    est = getattr(training, class_name)(epsilon=request.epsilon)
+    if request.delta is not None:  # else the estimator's own default delta (1e-5)
+        est.set_params(delta=request.delta)
     if request.seed is not None:
-        request.console.print(
-            "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
-        )
+        request.console.print(SEEDED_NOISE_WARNING)
         est.set_params(noise=SeededNoise(request.seed), seed=request.seed)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Optimal order is the")
