@@ -5,6 +5,7 @@ standard library. See ``docs/privacy.md`` for the privacy maps and composition r
 """
 
 from privcal.privacy.guarantee import (
+    NOT_PRIVATE,
     Guarantee,
     PrivacyReport,
     Release,
@@ -17,12 +18,21 @@ from privcal.privacy.mechanisms import (
     gaussian,
     laplace,
 )
-from privcal.privacy.noise import NoiseSource, SecureNoise, SeededNoise
+from privcal.privacy.noise import (
+    InsecureNoiseWarning,
+    NoiseSource,
+    SecureNoise,
+    SeededNoise,
+    noise_kind,
+    resolve_noise,
+)
 from privcal.privacy.odometer import BudgetExceededError, PrivacyOdometer
 
 __all__ = [
+    "NOT_PRIVATE",
     "BudgetExceededError",
     "Guarantee",
+    "InsecureNoiseWarning",
     "NoiseSource",
     "PrivacyOdometer",
     "PrivacyReport",
@@ -34,5 +44,7 @@ __all__ = [
     "exponential",
     "gaussian",
     "laplace",
+    "noise_kind",
     "parallel_composition",
+    "resolve_noise",
 ]

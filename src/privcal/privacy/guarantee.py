@@ -25,6 +25,8 @@ from typing import Any
 from privcal._params import check_option, check_real
 
 __all__ = [
+    "NOISE_KINDS",
+    "NOT_PRIVATE",
     "RELATIONS",
     "UNITS",
     "Guarantee",
@@ -36,6 +38,9 @@ __all__ = [
 
 UNITS = ("example", "user")
 RELATIONS = ("add/remove", "substitute")
+NOISE_KINDS = ("secure", "seeded")
+#: What a report built on seeded noise says about itself.
+NOT_PRIVATE = "not private: seeded noise"
 
 
 @dataclass(frozen=True)
@@ -231,9 +236,19 @@ class PrivacyReport:
     unit : {"example", "user"}, default="example"
     relation : {"add/remove", "substitute"}, default="add/remove"
 
+    public : iterable of str, default=()
+        The quantities the guarantee treats as public (e.g. ``"n (number of calibration
+        examples)"``, ``"expected cohort size K=100"``): they are released or used without noise,
+        so the relation must keep them fixed (``"substitute"``) or they must be declared up front.
+    noise : {"secure", "seeded"}, default="secure"
+        Where the noise came from. ``"seeded"`` (a seeded PRNG, :class:`SeededNoise`) means the
+        releases are reproducible from the seed and **not private**; :attr:`status` says so.
+
     Attributes
     ----------
     releases : list of Release
+    public : tuple of str
+    noise : str
 
     Notes
     -----
@@ -256,10 +271,25 @@ class PrivacyReport:
         releases: Iterable[Release] | None = None,
         unit: str = "example",
         relation: str = "add/remove",
+        *,
+        public: Iterable[str] = (),
+        noise: str = "secure",
     ) -> None:
         self.releases: list[Release] = list(releases) if releases is not None else []
         self.unit = check_option(unit, "unit", "PrivacyReport", UNITS)
         self.relation = check_option(relation, "relation", "PrivacyReport", RELATIONS)
+        self.public: tuple[str, ...] = tuple(str(p) for p in public)
+        self.noise = check_option(noise, "noise", "PrivacyReport", NOISE_KINDS)
+
+    @property
+    def private(self) -> bool:
+        """False when any release drew seeded (non-secure) noise: then nothing is private."""
+        return self.noise == "secure"
+
+    @property
+    def status(self) -> str:
+        """``"private"`` or ``"not private: seeded noise"``."""
+        return "private" if self.private else NOT_PRIVATE
 
     def add(self, release: Release) -> None:
         """Append one release."""
@@ -304,6 +334,9 @@ class PrivacyReport:
             "delta": self.delta,
             "unit": self.unit,
             "relation": self.relation,
+            "public": list(self.public),
+            "noise": self.noise,
+            "status": self.status,
             "per_source": {
                 s: {"epsilon": g.epsilon, "delta": g.delta} for s, g in self.per_source().items()
             },
@@ -316,12 +349,14 @@ class PrivacyReport:
             [Release.from_dict(r) for r in d.get("releases", [])],
             unit=d.get("unit", "example"),
             relation=d.get("relation", "add/remove"),
+            public=d.get("public", ()),
+            noise=d.get("noise", "secure"),
         )
 
     def __repr__(self) -> str:
         return (
             f"PrivacyReport({len(self.releases)} releases, epsilon={self.epsilon:g}, "
-            f"delta={self.delta:g})"
+            f"delta={self.delta:g}{'' if self.private else ', ' + NOT_PRIVATE})"
         )
 
     def __str__(self) -> str:
@@ -344,4 +379,8 @@ class PrivacyReport:
             f"total ({self.unit}-level, {self.relation}, parallel across sources): "
             f"epsilon={self.epsilon:g}, delta={self.delta:g}"
         )
+        mechanisms = sorted({r.mechanism for r in self.releases})
+        out.append(f"mechanism: {', '.join(mechanisms) if mechanisms else 'none (no release)'}")
+        out.append(f"public: {'; '.join(self.public) if self.public else 'nothing declared'}")
+        out.append(f"status: {self.status}")
         return "\n".join(out)

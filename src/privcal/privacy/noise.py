@@ -19,6 +19,7 @@ OpenDP (the rounding of ``value + noise`` is then OpenDP's, not NumPy's).
 from __future__ import annotations
 
 import threading
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -26,7 +27,14 @@ import numpy as np
 
 from privcal._params import check_int, check_real
 
-__all__ = ["NoiseSource", "SecureNoise", "SeededNoise"]
+__all__ = [
+    "InsecureNoiseWarning",
+    "NoiseSource",
+    "SecureNoise",
+    "SeededNoise",
+    "noise_kind",
+    "resolve_noise",
+]
 
 Size = int | tuple[int, ...] | None
 
@@ -329,3 +337,61 @@ class SecureNoise(NoiseSource):
         n = int(np.prod(shape))
         out = np.fromiter((keep[int(meas(scores))] for _ in range(n)), dtype=np.int64, count=n)
         return out.reshape(shape)
+
+
+class InsecureNoiseWarning(UserWarning):
+    """A private release draws its noise from a non-secure source (e.g. ``SeededNoise``).
+
+    Fine for simulation and tests; never for releasing real data (floating-point attacks, seeded
+    PRNG; see :class:`SeededNoise`). Every privacy report built on such noise says
+    ``"not private: seeded noise"``.
+    """
+
+
+def noise_kind(noise: NoiseSource) -> str:
+    """``"secure"`` for a secure source, ``"seeded"`` otherwise (what a report records)."""
+    return "secure" if noise.secure else "seeded"
+
+
+def resolve_noise(noise: Any, owner: str, *, stacklevel: int = 3) -> NoiseSource:
+    """The noise source a private entry point uses: ``None`` -> :class:`SecureNoise`.
+
+    Parameters
+    ----------
+    noise : NoiseSource or None
+        The caller's ``noise=`` argument.
+    owner : str
+        The entry point, named in the error and the warning.
+    stacklevel : int, default=3
+        Passed to :func:`warnings.warn` so the warning points at the user's call.
+
+    Returns
+    -------
+    NoiseSource
+
+    Raises
+    ------
+    ValueError
+        ``noise`` is neither ``None`` nor a :class:`NoiseSource`.
+
+    Warns
+    -----
+    InsecureNoiseWarning
+        ``noise`` is not secure (seeded): the release is reproducible and not private.
+    """
+    if noise is None:
+        return SecureNoise()
+    if not isinstance(noise, NoiseSource):
+        raise ValueError(
+            f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
+            f"SeededNoise(seed)) or None. Got {noise!r} instead."
+        )
+    if not noise.secure:
+        warnings.warn(
+            f"{owner} draws noise from {noise!r}: seeded noise is not private (reproducible from "
+            "the seed, not safe against floating-point attacks). Use it to simulate only; leave "
+            "noise=None for SecureNoise.",
+            InsecureNoiseWarning,
+            stacklevel=stacklevel,
+        )
+    return noise

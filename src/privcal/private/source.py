@@ -59,6 +59,7 @@ from privcal.metrics.statistics import (
 )
 from privcal.privacy import (
     BudgetExceededError,
+    InsecureNoiseWarning,
     NoiseSource,
     PrivacyOdometer,
     Release,
@@ -96,14 +97,6 @@ def query_sensitivity(query: str, bound: float | None = None) -> float:
             raise ValueError("clipped_nll_sum needs its clip bound B: the sensitivity is B.")
         return float(bound)
     return 1.0
-
-
-class InsecureNoiseWarning(UserWarning):
-    """A data source draws its noise from a non-secure source (e.g. ``SeededNoise``).
-
-    Fine for simulation and tests; never for releasing real data (floating-point attacks, seeded
-    PRNG; see :class:`privcal.privacy.SeededNoise`).
-    """
 
 
 @dataclass(frozen=True)
