@@ -113,7 +113,7 @@ class DeployedAudit:
     extra: str | None
     function: AuditFunction
 
-    def run(self, runs: int | None = None, alpha: float = 1e-3, **kwargs: Any) -> AuditReport:
+    def run(self, runs: int | None = None, alpha: float = 1e-6, **kwargs: Any) -> AuditReport:
         owner = f"audit {self.name!r}"
         n = self.runs if runs is None else check_int(runs, "runs", owner, low=100)
         a = check_probability(alpha, "alpha", owner)
@@ -163,7 +163,7 @@ def get_audit(name: str) -> DeployedAudit:
     return audits[name]
 
 
-def run_audit(name: str, runs: int | None = None, alpha: float = 1e-3) -> AuditReport:
+def run_audit(name: str, runs: int | None = None, alpha: float = 1e-6) -> AuditReport:
     """Run the audit registered under ``name`` (``runs`` per neighbour; ``None``: its default)."""
     return get_audit(name).run(runs=runs, alpha=alpha)
 
