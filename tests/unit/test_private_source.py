@@ -179,10 +179,103 @@ def test_ledger_roundtrip(tmp_path: Any) -> None:
     # re-initialising the same ledger with the same data is allowed; other data is not
     DataSource.init_ledger(data, ledger, budget=1.0, name="h1")
     other = write_scores(tmp_path / "other.npz", Z[:2], Y[:2])
-    with pytest.raises(ValueError, match="already belongs"):
+    with pytest.raises(ValueError, match="another data set"):
         DataSource.init_ledger(other, ledger, budget=1.0)
     write_scores(data, Z[:2], Y[:2])  # tamper with the data
     with pytest.raises(ValueError, match="changed"):
         DataSource.open(ledger)
     with pytest.raises(ValueError, match="No source ledger"):
         DataSource.open(tmp_path / "missing.sqlite")
+
+
+# ---------------------------------------------------------------- the same data counted twice
+def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, 4)), rng.integers(0, 4, n)
+
+
+def test_row_digests_identify_rows_not_order() -> None:
+    from privcal.private import data_fingerprint, row_digests
+
+    z, y = _rows(50, 0)
+    d = row_digests(z, y)
+    assert np.unique(d).size == 50
+    perm = np.random.default_rng(1).permutation(50)
+    np.testing.assert_array_equal(row_digests(z[perm], y[perm]), d[perm])
+    assert data_fingerprint(d[perm], 4) == data_fingerprint(d, 4)
+    z2 = z.copy()
+    z2[0, 0] = np.nextafter(z2[0, 0], np.inf)  # one ulp in one logit is another row
+    assert row_digests(z2, y)[0] != d[0]
+    y2 = y.copy()
+    y2[0] = (y2[0] + 1) % 4
+    assert row_digests(z, y2)[0] != d[0]
+    zero = np.zeros((1, 4))
+    assert row_digests(zero, [0])[0] == row_digests(-zero, [0])[0]  # -0.0 is 0.0
+
+
+def test_same_ledger_file_twice_is_refused(tmp_path: Any) -> None:
+    z, y = _rows(30, 0)
+    a = DataSource(z, y, budget=1.0, ledger=tmp_path / "h.sqlite", name="a", noise=ZeroNoise())
+    b = DataSource(z, y, budget=1.0, ledger=tmp_path / "h.sqlite", name="b", noise=ZeroNoise())
+    with pytest.raises(ValueError, match="share the ledger"):
+        check_sources([a, b], "PrivateTemperatureScaling")
+
+
+def test_same_rows_under_two_ledgers_are_refused(tmp_path: Any) -> None:
+    z, y = _rows(30, 0)
+    perm = np.random.default_rng(0).permutation(30)
+    a = DataSource(z, y, ledger=tmp_path / "a.sqlite", name="a", noise=ZeroNoise())
+    b = DataSource(z[perm], y[perm], ledger=tmp_path / "b.sqlite", name="b", noise=ZeroNoise())
+    with pytest.raises(ValueError, match="'a' and 'b' hold the same data"):
+        check_sources([a, b], "PrivateTemperatureScaling")
+
+
+def test_overlapping_rows_are_refused_and_counted() -> None:
+    z, y = _rows(40, 0)
+    a = DataSource(z[:25], y[:25], name="a", noise=ZeroNoise())
+    b = DataSource(z[22:], y[22:], name="b", noise=ZeroNoise())  # rows 22..24 in both
+    c = DataSource(*_rows(10, 5), name="c", noise=ZeroNoise())
+    with pytest.raises(ValueError, match="share 3 identical rows") as err:
+        check_sources([c, a, b], "PrivateTemperatureScaling")
+    assert "merge the two into one DataSource" in str(err.value)
+    assert len(check_sources([a, c], "PrivateTemperatureScaling")) == 2  # disjoint: fine
+
+
+def test_a_private_fit_refuses_duplicated_sources_before_spending() -> None:
+    from privcal.private import PrivateTemperatureScaling
+
+    z, y = _rows(40, 0)
+    a = DataSource(z, y, name="a", noise=ZeroNoise())
+    b = DataSource(z.copy(), y.copy(), name="b", noise=ZeroNoise())
+    with pytest.raises(ValueError, match="hold the same data"):
+        PrivateTemperatureScaling(epsilon=1.0).fit(sources=[a, b])
+    assert a.spent == 0.0 and b.spent == 0.0
+
+
+def test_a_ledger_keeps_one_data_set(tmp_path: Any) -> None:
+    z, y = _rows(30, 0)
+    DataSource(z, y, ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
+    DataSource(z[::-1], y[::-1], ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
+    with pytest.raises(ValueError, match="'ledger' .* keeps the budget of another data set"):
+        DataSource(z[:29], y[:29], ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
+
+
+def test_reports_state_relation_public_and_noise() -> None:
+    from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
+
+    z, y = _rows(60, 0)
+    for est in (PrivateTemperatureScaling(epsilon=1.0), PrivateHistogramBinning(epsilon=1.0)):
+        rep = est.fit(z, y).privacy_report_
+        assert (rep.unit, rep.relation, rep.noise, rep.status) == (
+            "example",
+            "add/remove",
+            "secure",
+            "private",
+        )
+        assert any("number of sources" in p for p in rep.public)
+        assert not any(p.startswith("n ") for p in rep.public)  # n stays private
+        assert {r.mechanism for r in rep.releases} == {"laplace"}
+    with pytest.warns(InsecureNoiseWarning, match="not private"):
+        seeded = PrivateTemperatureScaling(epsilon=1.0, noise=SeededNoise(0)).fit(z, y)
+    assert seeded.privacy_report_.status == "not private: seeded noise"
+    assert "not private: seeded noise" in str(seeded.privacy_report_)

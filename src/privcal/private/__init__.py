@@ -16,7 +16,9 @@ from privcal.private.source import (
     BinCounts,
     DataSource,
     InsecureNoiseWarning,
+    data_fingerprint,
     query_sensitivity,
+    row_digests,
     split_budget,
 )
 from privcal.private.temperature import PrivateTemperatureScaling, SearchPlan, search_plan
@@ -30,9 +32,11 @@ __all__ = [
     "PrivateHistogramBinning",
     "PrivateTemperatureScaling",
     "SearchPlan",
+    "data_fingerprint",
     "noisy_bin_values",
     "one_source",
     "query_sensitivity",
+    "row_digests",
     "search_plan",
     "split_budget",
 ]

@@ -15,8 +15,8 @@ import numpy as np
 from privcal._params import check_int, check_real
 from privcal.calibrators.base import register
 from privcal.calibrators.binning import HistogramBinning, bin_frequencies
-from privcal.privacy import NoiseSource, PrivacyReport
-from privcal.private.source import DataSource, split_budget
+from privcal.privacy import NoiseSource
+from privcal.private.source import DataSource, sources_report, split_budget
 from privcal.private.temperature import SearchPlan, _PrivateCalibrator, _Protocol
 
 __all__ = ["PrivateHistogramBinning", "noisy_bin_values"]
@@ -101,7 +101,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
             incorrect += counts.incorrect
             proto.record(src, label, before)
         self.bin_values_ = noisy_bin_values(correct, incorrect)
-        self.privacy_report_ = PrivacyReport(proto.releases)
+        self.privacy_report_ = sources_report(proto.releases, sources, ("n_bins (bin edges)",))
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         hb = HistogramBinning(mode="top", n_bins=int(self.n_bins))

@@ -33,6 +33,16 @@ Every answer follows one path (:meth:`DataSource._answer`): validate the argumen
 exact statistic, **spend on the odometer** (durable when there is a ledger), and only then draw
 the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that would exceed
 the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+
+Disjointness is checked, not assumed
+------------------------------------
+Parallel composition across sources (the calibrators' ``privacy_report_``) holds only when no
+example lies in two sources. Every source computes a 64-bit digest of each row (logits and
+label, :func:`row_digests`) and an order-free fingerprint of its whole data
+(:func:`data_fingerprint`). :func:`check_sources` refuses a list in which two sources are the
+same object, share a ledger file, hold the same data, or share any row; a ledger binds the
+fingerprint of the data it was first opened with and refuses other data, so one ledger keeps
+the budget of exactly one data set.
 """
 
 from __future__ import annotations
@@ -41,7 +51,6 @@ import hashlib
 import math
 import sqlite3
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,9 +71,11 @@ from privcal.privacy import (
     InsecureNoiseWarning,
     NoiseSource,
     PrivacyOdometer,
+    PrivacyReport,
     Release,
-    SecureNoise,
     laplace,
+    noise_kind,
+    resolve_noise,
 )
 
 __all__ = [
@@ -72,8 +83,17 @@ __all__ = [
     "BinCounts",
     "DataSource",
     "InsecureNoiseWarning",
+    "data_fingerprint",
     "query_sensitivity",
+    "row_digests",
 ]
+
+#: What a source's answers treat as public (n, the number of rows, is private).
+SOURCE_PUBLIC: tuple[str, ...] = (
+    "n_classes (number of classes)",
+    "the source's name",
+    "query parameters (temperatures, bins, clip bounds)",
+)
 
 #: The closed vocabulary: query name -> L1 sensitivity under add/remove one example (``B`` for
 #: ``clipped_nll_sum`` is the clip bound, passed with the query).
@@ -118,6 +138,73 @@ class BinCounts:
     def total(self) -> np.ndarray:
         """``correct + incorrect``: the noisy number of examples per bin (post-processing)."""
         return self.correct + self.incorrect
+
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def row_digests(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each row ``(logits[i], labels[i])`` (vectorised FNV-1a + splitmix64).
+
+    Two rows get the same digest when their float64 logits (``-0.0`` read as ``0.0``) and their
+    labels are equal; distinct rows collide with probability about ``2^-64`` per pair. Used to
+    detect data shared by two sources, never released.
+    """
+    z = np.ascontiguousarray(np.asarray(logits, dtype=np.float64) + 0.0)
+    words = z.view(np.uint64).reshape(z.shape[0], -1)
+    h = np.full(z.shape[0], _FNV_OFFSET, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(words.shape[1]):
+            h = (h ^ words[:, j]) * _FNV_PRIME
+        h = (h ^ np.asarray(labels, dtype=np.int64).astype(np.uint64)) * _FNV_PRIME
+        return _mix64(h)
+
+
+def data_fingerprint(digests: np.ndarray, n_classes: int) -> str:
+    """SHA-256 of the sorted row digests and the class count (the same rows in any order)."""
+    h = hashlib.sha256(f"privcal-data-v1:{int(n_classes)}:".encode())
+    h.update(np.sort(np.asarray(digests, dtype=np.uint64)).tobytes())
+    return h.hexdigest()
+
+
+_DATA_SCHEMA = """
+CREATE TABLE IF NOT EXISTS data (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    fingerprint TEXT NOT NULL,
+    n_classes INTEGER NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def _bind_ledger(ledger: Path, fingerprint: str, n_classes: int) -> None:
+    """Record ``fingerprint`` in the ledger, or refuse when the ledger holds another data set."""
+    con = sqlite3.connect(ledger, timeout=60.0)
+    try:
+        with con:
+            con.execute(_DATA_SCHEMA)
+            row = con.execute("SELECT fingerprint FROM data WHERE id = 1").fetchone()
+            if row is None:
+                con.execute(
+                    "INSERT INTO data (id, fingerprint, n_classes, created) VALUES (1, ?, ?, ?)",
+                    (fingerprint, int(n_classes), time.time()),
+                )
+            elif row[0] != fingerprint:
+                raise ValueError(
+                    f"The 'ledger' {str(ledger)!r} keeps the budget of another data set "
+                    f"(fingerprint {row[0][:12]}..., these rows give {fingerprint[:12]}...). "
+                    "A ledger belongs to one data set: give this data a ledger of its own."
+                )
+    finally:
+        con.close()
 
 
 _SOURCE_SCHEMA = """
@@ -168,6 +255,9 @@ class DataSource:
         Public.
     odometer : PrivacyOdometer
     noise : NoiseSource
+    fingerprint : str
+        Order-free SHA-256 of the rows (:func:`data_fingerprint`); kept in the ledger, never
+        released. Sources with equal fingerprints or shared rows are refused together.
 
     Privacy
     -------
@@ -206,24 +296,11 @@ class DataSource:
         owner = "DataSource"
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
         y = check_labels(labels, z.shape[0], z.shape[1])
-        if noise is None:
-            noise = SecureNoise()
-        elif not isinstance(noise, NoiseSource):
-            raise ValueError(
-                f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
-                f"SeededNoise(seed)) or None. Got {noise!r} instead."
-            )
         if not isinstance(name, str):
             raise ValueError(
                 f"The 'name' parameter of {owner} must be a str. Got {name!r} instead."
             )
-        if not noise.secure:
-            warnings.warn(
-                f"DataSource {name!r} draws noise from {noise!r}, which is not secure against "
-                "floating-point attacks: use it to simulate only, never to release real data.",
-                InsecureNoiseWarning,
-                stacklevel=2,
-            )
+        noise = resolve_noise(noise, f"DataSource {name!r}")
         self._z = z
         self._y = y
         self._z.setflags(write=False)
@@ -231,8 +308,27 @@ class DataSource:
         self.n_classes = int(z.shape[1])
         self.name = name
         self.noise = noise
+        self._digests = row_digests(z, y)
+        self.fingerprint = data_fingerprint(self._digests, self.n_classes)
         self.odometer = PrivacyOdometer(budget, ledger=ledger, name=name)
+        if self.odometer.ledger is not None:
+            _bind_ledger(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
+
+    def privacy_report(self) -> PrivacyReport:
+        """Every answer this object released, as a report (add/remove one example; n private).
+
+        Public: the class count, the source's name and the query parameters (temperatures, bin
+        counts, clip bounds), which the caller chose. ``noise`` records whether the answers drew
+        secure or seeded noise.
+        """
+        return PrivacyReport(
+            self.history,
+            unit="example",
+            relation="add/remove",
+            public=SOURCE_PUBLIC,
+            noise=noise_kind(self.noise),
+        )
 
     # ------------------------------------------------------------------ public metadata
     @property
@@ -521,6 +617,7 @@ def check_sources(sources: Any, owner: str) -> list[DataSource]:
             f"The 'sources' parameter of {owner} lists the same DataSource twice; sources must "
             "hold disjoint data (their guarantees compose in parallel)."
         )
+    check_disjoint(srcs, owner)
     classes = sorted({s.n_classes for s in srcs})
     if len(classes) > 1:
         raise ValueError(
@@ -528,6 +625,63 @@ def check_sources(sources: Any, owner: str) -> list[DataSource]:
             "sources must score the same classifier."
         )
     return srcs
+
+
+def _same_data_error(owner: str, a: DataSource, b: DataSource, what: str) -> ValueError:
+    return ValueError(
+        f"The 'sources' parameter of {owner}: sources {a.name!r} and {b.name!r} {what}; their "
+        "guarantees would compose in parallel only if they held disjoint data. List the data "
+        "once: merge the two into one DataSource, or remove the shared rows from one of them."
+    )
+
+
+def check_disjoint(sources: list[DataSource], owner: str) -> None:
+    """Refuse sources that share a ledger file, hold the same data or share any row.
+
+    Parallel composition (``max`` over sources) is valid only when each example lies in at most
+    one source; two sources over the same rows would each pay ``epsilon`` while those rows lose
+    the sum. Row identity is the 64-bit :func:`row_digests` (equal logits and label).
+    """
+    ledgers: dict[Path, DataSource] = {}
+    prints: dict[str, DataSource] = {}
+    for s in sources:
+        if s.odometer.ledger is not None:
+            key = s.odometer.ledger.resolve()
+            if key in ledgers:
+                raise _same_data_error(owner, ledgers[key], s, f"share the ledger {str(key)!r}")
+            ledgers[key] = s
+        if s.fingerprint in prints:
+            raise _same_data_error(owner, prints[s.fingerprint], s, "hold the same data")
+        prints[s.fingerprint] = s
+    digests = np.concatenate([s._digests for s in sources])
+    owners = np.repeat(np.arange(len(sources)), [s._digests.size for s in sources])
+    order = np.argsort(digests, kind="stable")
+    d, o = digests[order], owners[order]
+    clash = np.flatnonzero((d[1:] == d[:-1]) & (o[1:] != o[:-1]))
+    if clash.size:
+        i, j = int(o[clash[0]]), int(o[clash[0] + 1])
+        shared = np.intersect1d(sources[i]._digests, sources[j]._digests).size
+        raise _same_data_error(
+            owner, sources[i], sources[j], f"share {shared} identical rows (logits and label)"
+        )
+
+
+def sources_report(
+    releases: list[Release], sources: list[DataSource], public: tuple[str, ...] = ()
+) -> PrivacyReport:
+    """The report of a fit over ``sources``: add/remove one example of one source.
+
+    Public: :data:`SOURCE_PUBLIC`, the number of sources, and the fit's own ``public`` items.
+    The noise is ``"seeded"`` (not private) as soon as one source drew seeded noise.
+    """
+    seeded = any(not s.noise.secure for s in sources)
+    return PrivacyReport(
+        releases,
+        unit="example",
+        relation="add/remove",
+        public=(*SOURCE_PUBLIC, f"the number of sources ({len(sources)})", *public),
+        noise="seeded" if seeded else "secure",
+    )
 
 
 def check_budgets(sources: list[DataSource], epsilon: float) -> None:

@@ -56,11 +56,12 @@ from privcal._params import check_int, check_option, check_range, check_real
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.calibrators.search import bisect_sign, golden_section
 from privcal.metrics.statistics import softmax
-from privcal.privacy import NoiseSource, PrivacyReport, Release
+from privcal.privacy import NoiseSource, Release
 from privcal.private.source import (
     DataSource,
     check_budgets,
     check_sources,
+    sources_report,
     split_budget,
 )
 
@@ -369,7 +370,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             t, _ = golden_section(objective, lo, hi, plan.evaluations)
         self.temperature_ = float(t)
         self.t_range_ = (lo, hi)
-        self.privacy_report_ = PrivacyReport(proto.releases)
+        self.privacy_report_ = sources_report(
+            proto.releases, sources, ("t_range and the search plan (number of queries)",)
+        )
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z, self.temperature_)

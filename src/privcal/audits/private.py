@@ -1,0 +1,218 @@
+"""Audits of the private-recalibration entry points (seed 000): every ``DataSource`` query,
+``PrivateTemperatureScaling`` with each objective and ``PrivateHistogramBinning``.
+
+Neighbours (add/remove one example, the relation their reports declare; ``n`` is private):
+``D`` holds :data:`N_ROWS` rows of a 5-class problem and ``D'`` adds one **worst-case row**: a
+confidently wrong prediction (logit 50 on class 0, label 1). That row moves every statistic by
+its full sensitivity: its accuracy-gap term is ``-1``, its NLL is far above the clip bound
+``B = 10``, and it lands in the top confidence bin as one incorrect count.
+
+Each audit runs the entry point exactly as a user does: default arguments and default noise
+(:class:`~privcal.privacy.SecureNoise`). For the queries, one ``DataSource`` per neighbour
+answers the ``runs`` queries (a large budget; the path of each answer is the same), and the claim
+is the report of a fresh source after one such query. The calibrators are refitted from the
+arrays on every run, as a user calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
+
+__all__ = ["N_ROWS", "neighbours"]
+
+#: Rows of ``D``; ``D'`` has one more.
+N_ROWS = 40
+_CLASSES = 5
+_TOP_BIN = 14  # the worst-case row's confidence is ~1: the last of the 15 default bins
+_NEIGHBOURS = f"{N_ROWS} rows vs the same rows plus one confidently wrong row"
+
+
+def neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``(D, D')``: fixed rows, and the same rows plus the worst-case row (seeded, public)."""
+    rng = np.random.default_rng(2024)
+    z = 2.0 * rng.normal(size=(N_ROWS, _CLASSES))
+    y = np.where(rng.random(N_ROWS) < 0.7, z.argmax(1), rng.integers(0, _CLASSES, N_ROWS))
+    worst = np.zeros((1, _CLASSES))
+    worst[0, 0] = 50.0
+    return (z, y), (np.vstack([z, worst]), np.append(y, 1))
+
+
+def _query_audit(
+    name: str, call: str, ask: Callable[[DataSource], Any], runs: int, alpha: float
+) -> AuditReport:
+    data = neighbours()
+    claim_source = DataSource(*data[0], budget=1.0)
+    ask(claim_source)  # one release, exactly as a user asks it: its report is the claim
+
+    def draw(side: int, k: int) -> np.ndarray:
+        src = DataSource(*data[side], budget=float(k))
+        return np.array([ask(src) for _ in range(k)], dtype=float)
+
+    return audit_release(
+        name,
+        f"DataSource(logits, labels).{call}",
+        _NEIGHBOURS,
+        draw,
+        claim_source.privacy_report(),
+        runs=runs,
+        alpha=alpha,
+    )
+
+
+def _fit_audit(
+    name: str,
+    call: str,
+    fit: Callable[[np.ndarray, np.ndarray], Any],
+    read: Callable[[Any], float],
+    runs: int,
+    alpha: float,
+) -> AuditReport:
+    data = neighbours()
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([read(fit(*data[side])) for _ in range(k)], dtype=float)
+
+    return audit_release(
+        name, call, _NEIGHBOURS, draw, fit(*data[0]).privacy_report_, runs=runs, alpha=alpha
+    )
+
+
+@register(
+    "datasource-accuracy-gap-sum",
+    summary="DataSource.accuracy_gap_sum (Acc-T's statistic), Laplace, sensitivity 1",
+    runs=4000,
+    slow=True,
+)
+def accuracy_gap_sum(runs: int, alpha: float) -> AuditReport:
+    return _query_audit(
+        "datasource-accuracy-gap-sum",
+        "accuracy_gap_sum(temperature=1.0, epsilon=1.0)",
+        lambda s: s.accuracy_gap_sum(1.0, epsilon=1.0),
+        runs,
+        alpha,
+    )
+
+
+@register(
+    "datasource-clipped-nll-sum",
+    summary="DataSource.clipped_nll_sum (NLL-T's statistic), Laplace, sensitivity B = 10",
+    runs=4000,
+    slow=True,
+)
+def clipped_nll_sum(runs: int, alpha: float) -> AuditReport:
+    return _query_audit(
+        "datasource-clipped-nll-sum",
+        "clipped_nll_sum(temperature=1.0, epsilon=1.0)",
+        lambda s: s.clipped_nll_sum(1.0, epsilon=1.0),
+        runs,
+        alpha,
+    )
+
+
+@register(
+    "datasource-bin-gaps",
+    summary="DataSource.bin_gaps (ECE-T's statistic), Laplace per bin, L1 sensitivity 1",
+    runs=3000,
+    slow=True,
+)
+def bin_gaps(runs: int, alpha: float) -> AuditReport:
+    return _query_audit(
+        "datasource-bin-gaps",
+        "bin_gaps(temperature=1.0, epsilon=1.0)[14] (the bin the added row lands in)",
+        lambda s: s.bin_gaps(1.0, epsilon=1.0)[_TOP_BIN],
+        runs,
+        alpha,
+    )
+
+
+@register(
+    "datasource-bin-counts",
+    summary="DataSource.bin_counts (histogram binning), Laplace per cell, L1 sensitivity 1",
+    runs=3000,
+    slow=True,
+)
+def bin_counts(runs: int, alpha: float) -> AuditReport:
+    return _query_audit(
+        "datasource-bin-counts",
+        "bin_counts(epsilon=1.0).incorrect[14] (the cell the added row lands in)",
+        lambda s: s.bin_counts(epsilon=1.0).incorrect[_TOP_BIN],
+        runs,
+        alpha,
+    )
+
+
+@register(
+    "datasource-count",
+    summary="DataSource.count (a noisy n), Laplace, sensitivity 1",
+    runs=4000,
+    slow=True,
+)
+def count(runs: int, alpha: float) -> AuditReport:
+    return _query_audit(
+        "datasource-count", "count(epsilon=1.0)", lambda s: s.count(epsilon=1.0), runs, alpha
+    )
+
+
+def _temperature_audit(objective: str, runs: int, alpha: float) -> AuditReport:
+    return _fit_audit(
+        f"private-temperature-{objective}",
+        f'PrivateTemperatureScaling(objective="{objective}").fit(logits, labels).temperature_',
+        lambda z, y: PrivateTemperatureScaling(objective=objective).fit(z, y),
+        lambda est: est.temperature_,
+        runs,
+        alpha,
+    )
+
+
+@register(
+    "private-temperature-acc",
+    summary="PrivateTemperatureScaling(objective='acc') with its defaults (Acc-T, bisection)",
+    runs=2000,
+    slow=True,
+)
+def temperature_acc(runs: int, alpha: float) -> AuditReport:
+    return _temperature_audit("acc", runs, alpha)
+
+
+@register(
+    "private-temperature-nll",
+    summary="PrivateTemperatureScaling(objective='nll') with its defaults (NLL-T, golden section)",
+    runs=2000,
+    slow=True,
+)
+def temperature_nll(runs: int, alpha: float) -> AuditReport:
+    return _temperature_audit("nll", runs, alpha)
+
+
+@register(
+    "private-temperature-ece",
+    summary="PrivateTemperatureScaling(objective='ece') with its defaults (ECE-T, golden section)",
+    runs=1500,
+    slow=True,
+)
+def temperature_ece(runs: int, alpha: float) -> AuditReport:
+    return _temperature_audit("ece", runs, alpha)
+
+
+@register(
+    "private-histogram-binning",
+    summary="PrivateHistogramBinning with its defaults (noisy correct/incorrect bin counts)",
+    runs=2500,
+    slow=True,
+)
+def histogram_binning(runs: int, alpha: float) -> AuditReport:
+    # an empty bin's value is NaN (no evidence): read it as -1 so it is an event of its own
+    return _fit_audit(
+        "private-histogram-binning",
+        "PrivateHistogramBinning().fit(logits, labels).bin_values_[14]",
+        lambda z, y: PrivateHistogramBinning().fit(z, y),
+        lambda est: float(np.nan_to_num(est.bin_values_[_TOP_BIN], nan=-1.0)),
+        runs,
+        alpha,
+    )
