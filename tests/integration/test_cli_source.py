@@ -101,9 +101,17 @@ def test_fit_on_input_with_epsilon(cli: typer.Typer, files: Any, tmp_path: Path)
         1,
     )
     assert r.exit_code == 0, r.output
-    assert (
-        json.loads((tmp_path / "c.json").read_text())["fitted"]["privacy_report_"]["epsilon"] == 2.0
-    )
+    saved = json.loads((tmp_path / "c.json").read_text())["fitted"]["privacy_report_"]
+    assert saved["epsilon"] == 2.0
+    # --seed is simulation noise: the printed report and the saved one both say so
+    assert "example-level add/remove, n private; not private: seeded noise" in r.output
+    assert saved["status"] == "not private: seeded noise"
+    secure = invoke(
+        cli, "fit", "--method", "ece-t", "--epsilon", 2.0, "--input", files["val0"],
+        "--out", tmp_path / "s.json",
+    )  # fmt: skip
+    assert secure.exit_code == 0, secure.output
+    assert "n private; private" in secure.output
 
 
 @pytest.mark.parametrize(

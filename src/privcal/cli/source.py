@@ -99,7 +99,8 @@ def private_fit(request: Any) -> Any:
     rep = est.privacy_report_
     request.console.print(
         f"Privacy: {len(rep)} releases; epsilon={rep.epsilon:g} per source "
-        f"({len(rep.per_source())} source(s), parallel composition)"
+        f"({len(rep.per_source())} source(s), parallel composition); {rep.unit}-level "
+        f"{rep.relation}, n private; {rep.status}"
     )
     return est
 
