@@ -41,9 +41,24 @@ def test_private_sets(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output.strip().splitlines()[-1])
     assert summary["epsilon"] == 1.0 and 0.85 < summary["coverage"] <= 1.0
+    assert summary["relation"] == "substitute one calibration example; n public"
+    assert summary["n"] == 2000 and "n = 2000 (number of calibration examples)" in summary["public"]
+    assert summary["status"] == "not private: seeded noise"
+    assert "warning: PrivateConformal draws noise from SeededNoise" in r.output
     table = pq.read_table(out)
     assert table.num_rows == 1000
     assert set(table.column_names) >= {"set", "size", "covered", "label"}
+
+
+def test_private_sets_secure_noise_by_default(tmp_path: Path) -> None:
+    cal, test = _files(tmp_path)
+    out = tmp_path / "sets.parquet"
+    args = ["conformal", "--epsilon", "1", "--cal", str(cal), "--test", str(test)]
+    r = CliRunner().invoke(_app(), [*args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output.strip().splitlines()[-1])
+    assert summary["status"] == "private" and "warning" not in r.output
+    assert summary["relation"] == "substitute one calibration example; n public"
 
 
 def test_non_private_aps(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from privcal.conformal.quantile import (
 )
 from privcal.conformal.simulate import SplitSimulator
 from privcal.metrics.statistics import softmax
-from privcal.privacy import PrivacyReport, SeededNoise
+from privcal.privacy import NOT_PRIVATE, InsecureNoiseWarning, PrivacyReport, SeededNoise
 from privcal.privacy.mechanisms import exponential_log_weights
 
 
@@ -216,6 +216,46 @@ def test_private_conformal_fit_and_report() -> None:
     assert pc.threshold_ >= SplitConformal(alpha=0.1).fit(z, y).threshold_ - 0.05
 
 
+def test_private_conformal_report_states_relation_public_n_and_noise() -> None:
+    z, y = _data(400)
+    with pytest.warns(InsecureNoiseWarning, match="PrivateConformal draws noise from SeededNoise"):
+        seeded = PrivateConformal(alpha=0.1, epsilon=1.0, noise=SeededNoise(0)).fit(z, y)
+    rep = seeded.privacy_report_
+    assert rep.unit == "example" and rep.relation == "substitute"
+    assert "n = 400 (number of calibration examples)" in rep.public
+    assert any(p.startswith("alpha = 0.1") for p in rep.public)
+    assert any(p.startswith(f"bins m = {seeded.bins_}") for p in rep.public)
+    assert any("score function" in p for p in rep.public)
+    assert rep.noise == "seeded" and rep.status == NOT_PRIVATE == "not private: seeded noise"
+    assert NOT_PRIVATE in str(rep) and rep.to_dict()["status"] == NOT_PRIVATE
+    assert PrivacyReport.from_dict(rep.to_dict()).relation == "substitute"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InsecureNoiseWarning)
+        secure = PrivateConformal(alpha=0.1, epsilon=1.0).fit(z, y)
+    assert secure.privacy_report_.status == "private"
+    assert secure.privacy_report_.public == rep.public  # public quantities, not the draw
+
+
+def test_private_quantile_report_and_relation() -> None:
+    s = np.random.default_rng(0).random(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InsecureNoiseWarning)
+        assert isinstance(private_quantile(s, 0.9, 1.0, 50), float)
+        value, rep = private_quantile(s, 0.9, 1.0, 50, return_report=True)
+    assert value in bin_edges(50)[1:]
+    assert rep.relation == "add/remove" and rep.epsilon == 1.0 and rep.status == "private"
+    assert rep.releases[0].sensitivity == pytest.approx(quantile_sensitivity(0.9))
+    assert not any(p.startswith("n =") for p in rep.public)  # n is not needed under add/remove
+    with pytest.warns(InsecureNoiseWarning):
+        _, sub = private_quantile(
+            s, 0.9, 1.0, 50, SeededNoise(0), relation="substitute", return_report=True
+        )
+    assert sub.relation == "substitute" and sub.public[0] == "n = 300 (number of scores)"
+    assert sub.status == NOT_PRIVATE
+    with pytest.raises(ValueError, match="'relation' parameter of private_quantile"):
+        private_quantile(s, 0.9, 1.0, 50, relation="replace")
+
+
 def test_private_conformal_fixed_bins_gamma_and_seed() -> None:
     z, y = _data(2000)
     a = PrivateConformal(bins=200, gamma=0.01, noise=SeededNoise(4)).fit(z, y)
@@ -226,9 +266,13 @@ def test_private_conformal_fixed_bins_gamma_and_seed() -> None:
 def test_private_conformal_full_set_when_level_too_high() -> None:
     z, y = _data(50)
     with pytest.warns(FullSetWarning, match=r"q~ = .* >= 1.*at least n = (\d+)") as rec:
-        pc = PrivateConformal(alpha=0.1, epsilon=1.0, noise=SeededNoise(0)).fit(z, y)
+        pc = PrivateConformal(alpha=0.1, epsilon=1.0).fit(z, y)
     assert pc.threshold_ == np.inf and pc.predict_set(z).all()
-    assert len(pc.privacy_report_) == 0
+    rep = pc.privacy_report_
+    # nothing released, but the relation and the public n are still stated
+    assert len(rep) == 0 and rep.epsilon == 0.0 and rep.status == "private"
+    assert rep.relation == "substitute" and rep.unit == "example"
+    assert rep.public[0] == "n = 50 (number of calibration examples)"
     need = int(str(rec[0].message).split("at least n = ")[1].split()[0])
     assert need == min_calibration_size(0.1, 1.0)
     zz, yy = _data(need)

@@ -34,7 +34,13 @@ def conformal(
         int | None, typer.Option(help="SeededNoise seed (simulation only; default SecureNoise).")
     ] = None,
 ) -> None:
-    """Fit conformal prediction sets on CAL and write the sets of TEST to OUT."""
+    """Fit conformal prediction sets on CAL and write the sets of TEST to OUT.
+
+    With --epsilon the threshold is epsilon-DP for substituting one calibration example, with the
+    number of calibration examples n public (level, bins and gamma are computed from n); the
+    summary line states the relation, the public quantities and the status ("not private: seeded
+    noise" with --seed).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -74,11 +80,24 @@ def conformal(
         cols["covered"] = covered
         summary["coverage"] = float(covered.mean())
     if epsilon is not None:
-        summary.update(
-            epsilon=est.privacy_report_.epsilon, level=est.level_, bins=est.bins_, gamma=est.gamma_
-        )
+        summary.update(_privacy_summary(est))
     pq.write_table(pa.table(cols), out)
     typer.echo(json.dumps(summary))
+
+
+def _privacy_summary(est: Any) -> dict[str, Any]:
+    """The guarantee as the report states it; level, bins and gamma are functions of public n."""
+    rep = est.privacy_report_
+    return {
+        "epsilon": rep.epsilon,
+        "relation": f"{rep.relation} one calibration {rep.unit}; n public",
+        "public": list(rep.public),
+        "status": rep.status,
+        "n": est.n_,
+        "level": est.level_,
+        "bins": est.bins_,
+        "gamma": est.gamma_,
+    }
 
 
 def bench_angelopoulos2022(

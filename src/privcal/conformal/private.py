@@ -38,10 +38,26 @@ probability :math:`\\gamma\\alpha`, and the conformal argument then gives covera
 When :math:`\\tilde q \\ge 1` (``n`` too small for ``epsilon`` and ``alpha``) no valid private
 threshold exists: the estimator warns, names the smallest ``n`` that works
 (:func:`min_calibration_size`) and returns the full label set instead of a fake cutoff.
+
+Neighbouring relation: ``n`` is public
+--------------------------------------
+:math:`\\tilde q`, :math:`m^*`, :math:`\\gamma^*` and the full-set branch are deterministic
+functions of ``n`` (and of the public ``alpha`` and ``epsilon``): ``n = 212`` gives full sets and
+``n = 213`` a finite threshold at ``alpha = 0.1``, ``epsilon = 1``; ``n = 301`` gives ``m* = 121``
+and ``n = 302`` gives ``m* = 100``, whose edges share only 1.0. Under add/remove neighbours ``n``
+is private and these jumps alone reveal whether one example is present (the planted-defect test
+``tests/statistical/test_deployed_audits_conformal.py`` shows an audit estimating an unbounded
+loss). As in seed 002, ``n`` is therefore **public** and the guarantee is stated for the
+relation *substitute one calibration example* (``n`` fixed): then every quantity above is a
+constant and only the exponential mechanism sees the data. Its sensitivity under substitute is
+derived in :mod:`privcal.conformal.quantile`: each of the counts below and above edge ``j``
+moves by at most one, so
+:math:`\\max_j |w_j(D) - w_j(D')| \\le \\max(1/\\tilde q, 1/(1-\\tilde q))`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any
@@ -53,10 +69,11 @@ from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.quantile import (
     _private_quantile,
     bin_edges,
+    quantile_release,
     quantile_sensitivity,
 )
-from privcal.privacy.guarantee import PrivacyReport, Release
-from privcal.privacy.noise import NoiseSource
+from privcal.privacy.guarantee import PrivacyReport
+from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
     "CANDIDATE_BINS",
@@ -213,7 +230,8 @@ def optimal_bins(
 
     Notes
     -----
-    See the module docstring. Cost ``O(sum of candidates)``: about 0.3 s for the default grid.
+    See the module docstring. Cost ``O(len(candidates) n)``, a few ms for the default grid;
+    results are cached by argument.
 
     Examples
     --------
@@ -229,6 +247,12 @@ def optimal_bins(
     if not grid:
         raise ValueError(f"The 'candidates' parameter of {owner} must not be empty.")
     grid = tuple(check_int(m, "candidates", owner, low=2) for m in grid)
+    return _optimal_bins(n, a, eps, grid, seed)
+
+
+@functools.lru_cache(maxsize=256)
+def _optimal_bins(n: int, a: float, eps: float, grid: tuple[int, ...], seed: int) -> int:
+    """Algorithm 5 on validated arguments; cached (a pure function of public quantities)."""
     u = np.sort(np.random.default_rng(seed).random(n))
     best: tuple[float, int] | None = None
     fallback: tuple[float, int] | None = None
@@ -317,7 +341,9 @@ class PrivateConformal(ConformalBase):
     gamma : "auto" or float, default="auto"
         ``"auto"``: :func:`optimal_gamma`; else a value in ``(0, 1)``.
     noise : NoiseSource or None, default=None
-        ``None`` means ``SecureNoise()``; experiments pass ``SeededNoise(seed)``.
+        ``None`` means ``SecureNoise()``. ``SeededNoise(seed)`` (simulation only) warns
+        :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
+        ``"not private: seeded noise"``.
     calibrator : fitted calibrator or None, default=None
         As in :class:`SplitConformal` (fitted on other data, and privately if that data is
         private: its privacy is not accounted here).
@@ -336,27 +362,47 @@ class PrivateConformal(ConformalBase):
     n_ : int
     n_classes_ : int
     privacy_report_ : PrivacyReport
-        One release (the exponential mechanism, its sensitivity ``max(1/q~, 1/(1-q~))`` and
-        ``epsilon``); empty when ``q~ >= 1`` (nothing data-dependent was released).
+        ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
+        quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
+        exponential mechanism, its sensitivity ``max(1/q~, 1/(1-q~))`` and ``epsilon``); no
+        release when ``q~ >= 1`` (nothing data-dependent was released), but the relation and the
+        public ``n`` are still stated.
 
     Privacy
     -------
-    Neighbouring relation: add/remove (or replace) one calibration example. The scores are a
-    per-example function of the examples (the model and calibrator are fixed and public), so the
-    guarantee of :func:`~privcal.conformal.private_quantile` carries over: pure ``epsilon``-DP
-    for the threshold, and for every prediction set computed from it (post-processing). As in the
-    paper, ``n`` is treated as public (it enters ``q~`` and ``m*``). Randomised APS's ``u`` are
-    independent of the data.
+    Unit: one calibration example. Neighbouring relation: **substitute** one calibration example;
+    ``n`` is public. Add/remove is *not* claimed: ``q~``, ``m*``, ``gamma*`` and the full-set
+    branch are functions of ``n`` (see the module docstring for the jumps that would reveal one
+    example under add/remove).
+
+    * The score of example ``i`` is a function of that example alone (the model, the calibrator,
+      the score function and randomised APS's ``u``, which are independent of the data, are
+      fixed before calibration), so substituting one example substitutes one score.
+    * ``q~``, ``m`` and ``gamma`` depend only on the public ``n``, ``alpha`` and ``epsilon``, so
+      they are the same on both neighbours.
+    * Sensitivity: with ``L_j`` and ``U_j`` the counts of (discretised) scores below and above
+      edge ``e_j`` and ``w_j = max(L_j/q~, U_j/(1-q~))``, substituting ``s -> s'`` with
+      ``[s] <= [s']`` changes ``L_j`` by 0 or -1 and ``U_j`` by 0 or +1 (opposite directions,
+      at most one unit each), so ``|w_j(D) - w_j(D')| <= max(1/q~, 1/(1-q~))`` for every ``j``
+      (derived in full in :mod:`privcal.conformal.quantile`).
+    * Mechanism: :func:`~privcal.privacy.exponential` with weights ``exp(-epsilon w_j / (2
+      max(1/q~, 1/(1-q~))))``: pure ``epsilon``-DP for the threshold, and for every prediction
+      set computed from it (post-processing). Budget: the whole ``epsilon``, one release.
+
+    Audited as deployed (defaults, ``SecureNoise``, neighbours moving one score from 0 to 1) by
+    ``privcal audit private-conformal``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from privcal.privacy import SeededNoise
     >>> rng = np.random.default_rng(0)
     >>> z = 3 * rng.normal(size=(2000, 5)); y = z.argmax(1)
-    >>> pc = PrivateConformal(alpha=0.1, epsilon=1.0, noise=SeededNoise(0)).fit(z, y)
-    >>> pc.privacy_report_.epsilon, pc.predict_set(z[:3]).shape
-    (1.0, (3, 5))
+    >>> pc = PrivateConformal(alpha=0.1, epsilon=1.0).fit(z, y)
+    >>> rep = pc.privacy_report_
+    >>> rep.epsilon, rep.relation, rep.public[0], rep.status
+    (1.0, 'substitute', 'n = 2000 (number of calibration examples)', 'private')
+    >>> pc.predict_set(z[:3]).shape
+    (3, 5)
     """
 
     _owner = "PrivateConformal"
@@ -407,11 +453,7 @@ class PrivateConformal(ConformalBase):
             check_option(self.gamma, "gamma", owner, ("auto",))
         else:
             check_probability(self.gamma, "gamma", owner)
-        if self.noise is not None and not isinstance(self.noise, NoiseSource):
-            raise ValueError(
-                f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
-                f"SeededNoise(seed)) or None. Got {self.noise!r} instead."
-            )
+        src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
         m_or_edges = optimal_bins(n, a, eps) if auto_bins else self.bins
@@ -419,7 +461,12 @@ class PrivateConformal(ConformalBase):
         g = _gamma(n, a, eps, m) if isinstance(self.gamma, str) else float(self.gamma)
         q = _level(n, a, eps, m, g)
         self.n_, self.bins_, self.gamma_, self.level_ = n, m, g, q
-        self.privacy_report_ = PrivacyReport()
+        self.privacy_report_ = PrivacyReport(
+            unit="example",
+            relation="substitute",
+            public=self._public(n, a, eps, m, g, q, auto_bins),
+            noise=noise_kind(src),
+        )
         if q >= 1.0:
             need = min_calibration_size(a, eps, "auto" if auto_bins else m)
             warnings.warn(
@@ -432,16 +479,25 @@ class PrivateConformal(ConformalBase):
             )
             self.threshold_ = math.inf
             return self
-        value, guarantee, sens = _private_quantile(s, q, eps, m_or_edges, self.noise, owner)
-        self.threshold_ = value
-        self.privacy_report_.add(
-            Release(
-                query=f"private_quantile(q={q:.6g}, m={m})",
-                mechanism="exponential",
-                sensitivity=sens,
-                epsilon=guarantee.epsilon,
-                delta=guarantee.delta,
-                source="calibration",
-            )
+        value, guarantee, sens = _private_quantile(
+            s, q, eps, m_or_edges, src, self.privacy_report_.relation, owner
         )
+        self.threshold_ = value
+        self.privacy_report_.add(quantile_release(q, m, sens, guarantee.epsilon, "calibration"))
         return self
+
+    def _public(
+        self, n: int, a: float, eps: float, m: int, g: float, q: float, auto_bins: bool
+    ) -> tuple[str, ...]:
+        """What the guarantee treats as public: ``n`` and everything computed from it."""
+        how = " (Algorithm 5 from n, alpha, epsilon)" if auto_bins else ""
+        return (
+            f"n = {n} (number of calibration examples)",
+            f"alpha = {a:g}",
+            f"epsilon = {eps:g}",
+            f"bins m = {m}{how}",
+            f"gamma = {g:.6g}",
+            f"level q~ = {q:.6g} (Eq. 3 from n, alpha, epsilon, m, gamma)",
+            f"the score function ({self.score!r}), the model and the calibrator (fixed before "
+            "calibration)",
+        )

@@ -18,20 +18,47 @@ and the release is :math:`e_J` with :math:`P(J = j) \\propto \\exp(-\\epsilon w_
 
 Sensitivity (the derivation behind :func:`quantile_sensitivity`)
 -------------------------------------------------------------------
-Add or remove one score :math:`s`. For every ``j`` exactly one of three things happens:
-:math:`[s] < e_j` (the first count changes by 1), :math:`[s] > e_j` (the second count changes by
-1) or :math:`[s] = e_j` (neither changes). So the first argument of the max moves by at most
-``1/q``, the second by at most ``1/(1-q)``, and since :math:`|\\max(a, b) - \\max(a', b')| \\le
-\\max(|a - a'|, |b - b'|)`,
+Write :math:`L_j = \\#\\{i : [s_i] < e_j\\}` and :math:`U_j = \\#\\{i : [s_i] > e_j\\}`, so
+:math:`w_j = \\max(L_j/q, U_j/(1-q))`. ``q``, the edges and ``epsilon`` are public. Both
+neighbouring relations give the same bound, so one weight serves both:
+
+* **Add/remove one score** :math:`s` (``n`` changes). For every ``j`` exactly one of
+  :math:`[s] < e_j` (``L_j`` moves by 1), :math:`[s] > e_j` (``U_j`` moves by 1) or
+  :math:`[s] = e_j` (neither moves) holds.
+* **Substitute one score** :math:`s \\to s'` (``n`` fixed and public). Swapping the roles of
+  ``D`` and ``D'`` if needed, :math:`[s] \\le [s']`. Then
+  :math:`L_j(D') - L_j(D) = 1[[s'] < e_j] - 1[[s] < e_j] \\in \\{-1, 0\\}` (since
+  :math:`[s'] < e_j` implies :math:`[s] < e_j`) and likewise
+  :math:`U_j(D') - U_j(D) \\in \\{0, +1\\}`: each count moves by at most one, and both move (in
+  opposite directions) for the edges strictly between :math:`[s]` and :math:`[s']`.
+
+In both cases :math:`|L_j(D) - L_j(D')| \\le 1` and :math:`|U_j(D) - U_j(D')| \\le 1` for every
+``j``, and since :math:`|\\max(a, b) - \\max(a', b')| \\le \\max(|a - a'|, |b - b'|)`,
 
 .. math::  \\Delta = \\max_j |w_j(D) - w_j(D')| \\le \\max(1/q,\\; 1/(1-q)),
 
-attained by a score far below (or above) every candidate. The same bound holds when one score is
-*replaced* (one count down by ``1/q``-units and the other up, and the max moves by at most the
-larger). The exponential mechanism (McSherry & Talwar 2007; Dwork & Roth 2014, Thm. 3.10) with
-utility :math:`-w_j` and weights :math:`\\exp(-\\epsilon w_j / (2\\Delta))` is therefore
-:math:`\\epsilon`-DP: the weight ratio is at most :math:`e^{\\epsilon/2}` and so is the ratio of
-the normalisers.
+attained (e.g. :math:`s = 0 \\to s' = 1` at an edge where :math:`U_j/(1-q)` is the larger term
+on both sides, for ``q >= 1/2``). The exponential mechanism (McSherry & Talwar 2007; Dwork & Roth
+2014, Thm. 3.10) with utility :math:`-w_j` and weights :math:`\\exp(-\\epsilon w_j / (2\\Delta))` is
+therefore :math:`\\epsilon`-DP for either relation: the weight ratio is at most
+:math:`e^{\\epsilon/2}` and so is the ratio of the normalisers. The weight does not involve ``n``,
+which is why add/remove also holds for :func:`private_quantile` on its own; a caller that derives
+``q`` or the edges from ``n`` (as :class:`~privcal.conformal.PrivateConformal` does) must declare
+``n`` public and use ``relation="substitute"``.
+
+*How much of epsilon is really lost* (this explains the audits' lower bounds). Under add/remove
+all :math:`w_j` move in the same direction, so the loss is at most :math:`\\epsilon/2`. Under
+substitute with :math:`[s] \\le [s']`, every :math:`w_j(D') - w_j(D)` lies in :math:`[-1/q,
+1/(1-q)]` (the first term can only drop, the second only rise), an interval of width
+:math:`R = 1/q + 1/(1-q)`. If every utility difference lies in :math:`[c, c + R]`, the weight
+ratio of ``j`` is :math:`e^{\\epsilon d_j/(2\\Delta)}` (:math:`d_j = w_j(D') - w_j(D)`) and the
+ratio :math:`Z(D)/Z(D')` of the normalisers lies between :math:`e^{\\epsilon c/(2\\Delta)}` and
+:math:`e^{\\epsilon (c+R)/(2\\Delta)}`, so the loss is at most
+:math:`\\epsilon R/(2\\Delta) = \\epsilon / (2\\max(q, 1-q))`: ``epsilon`` at ``q = 1/2``, about
+:math:`0.52\\epsilon` at the adjusted levels of :class:`~privcal.conformal.PrivateConformal`. (The
+same bounded-range argument, Durfee & Rogers 2019, would allow weights
+:math:`\\exp(-\\epsilon w_j / R)`, less noise for ``q != 1/2``; privcal keeps the scaled weights
+because Lemma 1, Eq. 3, Eq. 9-10, Algorithm 5 and Theorem 3 are all stated for them.)
 
 *The paper's Algorithm 2 prints* :math:`\\exp(-\\epsilon w_j / 2)`, i.e. :math:`\\Delta = 1`. That
 is :math:`\\epsilon \\max(1/q, 1/(1-q))`-DP only: at ``q = 0.9`` the privacy loss is up to
@@ -41,12 +68,8 @@ is :math:`\\epsilon \\max(1/q, 1/(1-q))`-DP only: at ``q = 0.9`` the privacy los
 adjusted level :math:`\\tilde q > 1 - \\alpha` (then :math:`1/(1-\\tilde q) > 1/\\alpha`) -- always
 the case for the level of :class:`~privcal.conformal.PrivateConformal`.
 ``tests/statistical/test_conformal_audit.py`` audits both: the scaled version passes, the
-unscaled one fails.
-
-(Under add/remove all :math:`w_j` move in the same direction, so the monotone form
-:math:`\\exp(-\\epsilon w_j / \\Delta)` would also be :math:`\\epsilon`-DP for that
-relation; privcal keeps the factor 2 so that the guarantee also holds for replacement and
-matches Lemma 1.)
+unscaled one fails. The deployed path (:func:`private_quantile` and ``PrivateConformal`` with
+their defaults and ``SecureNoise``) is audited by :mod:`privcal.audits.conformal`.
 
 Computation
 -----------
@@ -61,20 +84,21 @@ made in log space by :meth:`~privcal.privacy.NoiseSource.exponential_index` (Gum
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
-from privcal._params import check_int, check_probability, check_real
+from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import bin_indices
-from privcal.privacy.guarantee import Guarantee
-from privcal.privacy.mechanisms import _noise, exponential
-from privcal.privacy.noise import NoiseSource
+from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
+from privcal.privacy.mechanisms import exponential
+from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
     "bin_edges",
     "private_quantile",
     "quantile_counts",
+    "quantile_release",
     "quantile_sensitivity",
     "quantile_utilities",
 ]
@@ -174,18 +198,58 @@ def _private_quantile(
     q: float,
     epsilon: float,
     bins: Any,
-    noise: NoiseSource | None,
+    noise: NoiseSource,
+    relation: str,
     owner: str = "private_quantile",
 ) -> tuple[float, Guarantee, float]:
+    """The release and its guarantee; ``noise`` is already resolved (:func:`resolve_noise`)."""
     q = check_probability(q, "q", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     edges = bin_edges(bins, owner)
     s = _check_unit_scores(scores, owner)
-    src = _noise(noise, owner)
     w = quantile_utilities(quantile_counts(s, edges), q)
     sens = quantile_sensitivity(q)
-    j, guarantee = exponential(-w, sens, eps, src)
-    return float(edges[j + 1]), guarantee, sens
+    j, guarantee = exponential(-w, sens, eps, noise)
+    # the sensitivity holds for both relations (module docstring); label the one the caller claims
+    claimed = Guarantee(guarantee.epsilon, guarantee.delta, "example", relation)
+    return float(edges[j + 1]), claimed, sens
+
+
+def quantile_release(q: float, m: int, sensitivity: float, epsilon: float, source: str) -> Release:
+    """The :class:`~privcal.privacy.Release` record of one :func:`private_quantile` draw."""
+    return Release(
+        query=f"private_quantile(q={q:.6g}, m={m})",
+        mechanism="exponential",
+        sensitivity=sensitivity,
+        epsilon=epsilon,
+        source=source,
+    )
+
+
+@overload
+def private_quantile(
+    scores: Any,
+    q: float,
+    epsilon: float,
+    bins: Any,
+    noise: NoiseSource | None = ...,
+    *,
+    relation: str = ...,
+    return_report: Literal[False] = ...,
+) -> float: ...
+
+
+@overload
+def private_quantile(
+    scores: Any,
+    q: float,
+    epsilon: float,
+    bins: Any,
+    noise: NoiseSource | None = ...,
+    *,
+    relation: str = ...,
+    return_report: Literal[True],
+) -> tuple[float, PrivacyReport]: ...
 
 
 def private_quantile(
@@ -194,7 +258,10 @@ def private_quantile(
     epsilon: float,
     bins: Any,
     noise: NoiseSource | None = None,
-) -> float:
+    *,
+    relation: str = "add/remove",
+    return_report: bool = False,
+) -> float | tuple[float, PrivacyReport]:
     """Epsilon-DP ``q``-quantile of scores in ``[0, 1]`` (seed 002, Algorithm 2, scaled).
 
     Parameters
@@ -208,26 +275,38 @@ def private_quantile(
     bins : int or array_like of float
         ``m >= 2`` equal-width bins on [0, 1], or edges ``0 = e_0 < ... < e_m = 1`` (public).
     noise : NoiseSource or None, default=None
-        ``None`` means :class:`~privcal.privacy.SecureNoise`; experiments pass
-        ``SeededNoise(seed)``.
+        ``None`` means :class:`~privcal.privacy.SecureNoise`. ``SeededNoise(seed)`` (simulation
+        only) warns :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
+        ``"not private: seeded noise"``.
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation the report states. The guarantee holds for both with the same
+        ``epsilon`` (see Privacy); choose ``"substitute"`` when ``q`` or ``bins`` were computed
+        from ``n`` (then ``n`` is public and the report lists it).
+    return_report : bool, default=False
+        Also return the :class:`~privcal.privacy.PrivacyReport` of the release.
 
     Returns
     -------
-    float
+    value : float
         One of the edges ``e_1, ..., e_m``.
+    report : PrivacyReport
+        Only with ``return_report=True``: one release (exponential mechanism, sensitivity
+        ``max(1/q, 1/(1-q))``, ``epsilon``), the relation, the public quantities and the noise.
 
     Raises
     ------
     ValueError
         ``q`` outside (0, 1), ``epsilon <= 0``, ``bins < 2`` or bad edges, scores outside
-        ``[0, 1]`` or an empty score array.
+        ``[0, 1]``, an empty score array, an unknown ``relation``.
 
     Privacy
     -------
-    Neighbouring relation: add/remove one score (also replace one). Utility ``-w_j`` with
-    sensitivity ``max(1/q, 1/(1-q))`` (derived in the module docstring); release by
-    :func:`privcal.privacy.exponential` with weights ``exp(-epsilon w_j / (2 max(1/q,
-    1/(1-q))))``. Output measure: pure ``epsilon``-DP. Public: ``q``, ``epsilon`` and the edges.
+    Unit: one score. Neighbouring relation: add/remove one score, or substitute one score with
+    ``n`` public; the utility ``-w_j`` has sensitivity ``max(1/q, 1/(1-q))`` under both (derived
+    in the module docstring). Release by :func:`privcal.privacy.exponential` with weights
+    ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``. Output measure: pure ``epsilon``-DP. Public:
+    ``q``, ``epsilon`` and the edges (and ``n`` under ``"substitute"``). Audited as deployed by
+    ``privcal audit private-quantile`` and ``private-quantile-substitute``.
 
     Notes
     -----
@@ -238,10 +317,32 @@ def private_quantile(
     Examples
     --------
     >>> import numpy as np
-    >>> from privcal.privacy import SeededNoise
     >>> s = np.linspace(0, 1, 1001)
-    >>> round(private_quantile(s, 0.9, 5.0, 100, noise=SeededNoise(0)), 2)
-    0.9
+    >>> value, report = private_quantile(s, 0.9, 5.0, 100, return_report=True)
+    >>> 0.8 < value <= 1.0, report.epsilon, report.relation, report.status
+    (True, 5.0, 'add/remove', 'private')
     """
-    value, _, _ = _private_quantile(scores, q, epsilon, bins, noise)
-    return value
+    owner = "private_quantile"
+    check_option(relation, "relation", owner, RELATIONS)
+    if not isinstance(return_report, bool | np.bool_):
+        raise ValueError(
+            f"The 'return_report' parameter of {owner} must be a bool. Got {return_report!r} "
+            "instead."
+        )
+    src = resolve_noise(noise, owner)
+    value, guarantee, sens = _private_quantile(scores, q, epsilon, bins, src, relation, owner)
+    if not return_report:
+        return value
+    m = int(bin_edges(bins, owner).size - 1)
+    public = [f"q = {float(q):.6g}", f"epsilon = {guarantee.epsilon:g}", f"bin edges (m = {m})"]
+    if relation == "substitute":
+        n = int(np.size(scores))
+        public.insert(0, f"n = {n} (number of scores)")
+    report = PrivacyReport(
+        [quantile_release(float(q), m, sens, guarantee.epsilon, "scores")],
+        unit="example",
+        relation=relation,
+        public=public,
+        noise=noise_kind(src),
+    )
+    return value, report

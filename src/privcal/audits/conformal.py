@@ -1,0 +1,172 @@
+"""Deployed-path audits of the conformal layer: ``PrivateConformal`` and ``private_quantile``.
+
+Each audit calls the entry point exactly as a user does (default ``bins``, ``gamma`` and noise,
+i.e. :class:`~privcal.privacy.SecureNoise`), reads the claim from the entry point's own privacy
+report on ``D``, and picks the worst-case neighbours *of the relation that report declares*:
+
+* ``"substitute"`` (``n`` public): one score moves from one extreme to the other (0 -> 1), which
+  moves the counts below and above every edge in between;
+* ``"add/remove"``: one score is removed (``PrivateConformal``) or added (``private_quantile``).
+
+So a report that claimed add/remove while the computation depends on ``n`` (the defect of issue
+12) is audited on add/remove neighbours and fails; see
+``tests/statistical/test_deployed_audits_conformal.py``.
+
+How much the audits can show (derived in :mod:`privcal.conformal.quantile`): under substitute the
+mechanism's true loss is at most ``epsilon / (2 max(q, 1-q))``: ``epsilon`` at ``q = 1/2``
+(``private-quantile-substitute``), about ``0.51 epsilon`` at ``PrivateConformal``'s adjusted level
+``q~ = 0.973``; under add/remove at most ``epsilon / 2``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from privcal.audits._registry import AuditReport, audit_release, register
+
+__all__ = [
+    "CONFORMAL_N",
+    "audit_private_conformal",
+    "audit_private_quantile",
+    "audit_private_quantile_substitute",
+    "conformal_neighbours",
+    "quantile_neighbours",
+]
+
+#: Calibration size of the ``private-conformal`` audit. At ``alpha = 0.1``, ``epsilon = 1`` the
+#: defaults give ``m* = 100`` bins and ``q~ = 0.9727`` here (a cheap draw, a finite threshold),
+#: while ``n - 1 = 301`` gives ``m* = 121``: the add/remove neighbour lands on another grid.
+CONFORMAL_N = 302
+
+_ALPHA, _EPSILON = 0.1, 1.0
+_Q_LEVEL, _Q_BINS = 0.5, 4
+
+
+def _lac_logits(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two-class logits and labels 0 whose LAC scores ``1 - p_0`` are ``scores`` (0 and 1 exact)."""
+    with np.errstate(divide="ignore"):
+        t = np.log(scores) - np.log1p(-scores)
+    t = np.clip(t, -800.0, 800.0)  # exp(-800) == 0: scores of exactly 0 and 1
+    return np.column_stack([np.zeros_like(t), t]), np.zeros(scores.size, dtype=np.int64)
+
+
+def conformal_neighbours(relation: str) -> tuple[Any, Any, str]:
+    """``(D, D', description)`` for ``PrivateConformal``: ``D`` and ``D'`` are (logits, labels).
+
+    ``D``: ``CONFORMAL_N - 1`` LAC scores evenly spread over ``[0.7, 1)`` (where the threshold at
+    level ``q~`` falls) and one score of 0. Substitute: that score becomes 1. Add/remove: it is
+    removed (``n`` drops by one).
+    """
+    base = 1.0 - 0.3 * (np.arange(CONFORMAL_N - 1) + 0.5) / (CONFORMAL_N - 1)
+    d = np.append(base, 0.0)
+    if relation == "substitute":
+        d2, text = np.append(base, 1.0), "one calibration score moved from 0 to 1"
+    else:
+        d2, text = base, "one calibration example (score 0) removed"
+    what = f"D: {CONFORMAL_N} LAC scores (0 and {CONFORMAL_N - 1} in [0.7, 1)); D': {text}"
+    return _lac_logits(d), _lac_logits(d2), what
+
+
+def quantile_neighbours(relation: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(D, D', description)`` for ``private_quantile`` at ``q = 0.5`` with 4 bins.
+
+    Found by exhaustive search over small score sets (at most 8 scores at bin centres) for the
+    largest lower bound the audit can reach: substitute moves one score from the first bin to the
+    last (exact loss ``0.954 epsilon``, see ``tests/statistical/test_conformal_audit.py``);
+    add/remove adds a score in the first bin to one in the last (loss at most ``epsilon / 2``).
+    """
+    c = (np.arange(_Q_BINS) + 0.5) / _Q_BINS  # bin centres
+    if relation == "substitute":
+        d = c[[0] + [1] * 7 + [0]]
+        d2 = c[[0] + [1] * 7 + [3]]
+        return d, d2, "9 scores; one moved from the first bin to the last"
+    return c[[3]], c[[3, 0]], "1 score in the last bin; D' adds one in the first"
+
+
+@register(
+    "private-conformal",
+    summary="PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels), defaults",
+    runs=5000,
+    slow=True,
+)
+def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
+    """Audit ``PrivateConformal().fit`` (default bins, gamma, noise); output ``threshold_``."""
+    from privcal.conformal import PrivateConformal
+
+    def fit(data: Any) -> Any:
+        return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
+
+    # D is the same for both relations; the claim on D fixes which D' is the worst case
+    report = fit(conformal_neighbours("substitute")[0]).privacy_report_
+    d, d2, what = conformal_neighbours(report.relation)
+    sides = (d, d2)
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([fit(sides[side]).threshold_ for _ in range(k)])
+
+    return audit_release(
+        "private-conformal",
+        "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels).threshold_",
+        what,
+        draw,
+        report,
+        runs=runs,
+        alpha=alpha,
+        pilot_fraction=0.1,
+        n_events=4,
+    )
+
+
+def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) -> AuditReport:
+    """``private_quantile(scores, 0.5, 1.0, 4)`` as a user calls it (``relation`` only if given)."""
+    from privcal.conformal import private_quantile
+
+    claimed = relation or "add/remove"  # the default, which a user leaves out
+    d0 = quantile_neighbours(claimed)[0]
+    _, report = private_quantile(
+        d0, _Q_LEVEL, _EPSILON, _Q_BINS, relation=claimed, return_report=True
+    )
+    d, d2, what = quantile_neighbours(report.relation)
+    sides = (d, d2)
+
+    def call(s: np.ndarray) -> float:
+        if relation is None:
+            return private_quantile(s, _Q_LEVEL, _EPSILON, _Q_BINS)
+        return private_quantile(s, _Q_LEVEL, _EPSILON, _Q_BINS, relation=relation)
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([call(sides[side]) for _ in range(k)])
+
+    shown = ", relation='substitute'" if relation == "substitute" else ""
+    return audit_release(
+        name,
+        f"private_quantile(scores, q=0.5, epsilon=1.0, bins=4{shown})",
+        what,
+        draw,
+        report,
+        runs=runs,
+        alpha=alpha,
+        events=np.arange(1, _Q_BINS + 1) / _Q_BINS,  # one bucket per candidate edge, fixed
+    )
+
+
+@register(
+    "private-quantile",
+    summary="private_quantile(scores, 0.5, 1.0, 4), default noise, add/remove neighbours",
+    runs=6000,
+)
+def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
+    """Audit ``private_quantile`` with its defaults (relation add/remove, ``SecureNoise``)."""
+    return _audit_quantile("private-quantile", None, runs, alpha)
+
+
+@register(
+    "private-quantile-substitute",
+    summary="private_quantile(scores, 0.5, 1.0, 4, relation='substitute'), default noise",
+    runs=6000,
+)
+def audit_private_quantile_substitute(runs: int, alpha: float) -> AuditReport:
+    """Audit ``private_quantile(..., relation="substitute")``: the worst case, loss 0.954 eps."""
+    return _audit_quantile("private-quantile-substitute", "substitute", runs, alpha)

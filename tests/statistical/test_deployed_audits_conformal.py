@@ -1,0 +1,149 @@
+"""Deployed-path audits of the conformal layer, and the planted defects the same audits catch.
+
+The audits (``privcal.audits.conformal``) call ``PrivateConformal(...).fit`` and
+``private_quantile`` exactly as a user does: default bins, gamma and noise (``SecureNoise``), so
+they are not seeded; a correct implementation fails with probability at most ``alpha = 1e-6``.
+
+Planted defects, each monkeypatched into the real code path and caught by the *same* audit:
+
+* **n-dependent bins under add/remove**: ``PrivateConformal``'s report claims add/remove (the old
+  claim) while ``m*``, ``gamma*`` and ``q~`` depend on ``n``; the audit then compares ``n = 302``
+  (``m* = 100``) with ``n = 301`` (``m* = 121``), whose grids share only the edge 1.0.
+* **seeded noise reused**: every run draws from a fresh ``SeededNoise(seed)`` (a deployment that
+  reuses its seed), so each output is a deterministic function of the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import privcal.audits.conformal as conformal_audits
+import privcal.conformal.private as private_mod
+import privcal.conformal.quantile as quantile_mod
+from privcal.audits._registry import _AUDITS, AuditReport
+from privcal.conformal import FullSetWarning, PrivateConformal, private_quantile
+from privcal.privacy import PrivacyReport, SeededNoise
+
+PLANTED_RUNS = 300
+
+
+def _run(name: str, runs: int | None = None) -> AuditReport:
+    """Run a registered audit (importing ``privcal.audits.conformal`` registered them)."""
+    report = _AUDITS[name].run(runs=runs)
+    print(report)
+    return report
+
+
+def _reuse_seed(monkeypatch: pytest.MonkeyPatch, module: Any, seed: int) -> None:
+    """Plant the defect: every call resolves its noise to a fresh ``SeededNoise(seed)``."""
+    monkeypatch.setattr(module, "resolve_noise", lambda noise, owner, **kw: SeededNoise(seed))
+
+
+def _first_distinguishing_seed(outputs: Any) -> int:
+    """The first seed whose (deterministic) outputs differ on the two neighbours.
+
+    With a reused seed each side is a point mass; for some seeds the two point masses happen to
+    coincide on a given pair (seed 0 does here; on the q = 0.5 substitute pair the first seed that
+    separates them is 29), and then no test on this pair can see it.
+    """
+    for seed in range(200):
+        a, b = outputs(seed)
+        if a != b:
+            return seed
+    raise AssertionError("no seed in range(200) separates the neighbours")
+
+
+# --- the audits of what is deployed -------------------------------------------------------------
+
+
+def test_conformal_audits_are_registered() -> None:
+    names = {"private-conformal", "private-quantile", "private-quantile-substitute"}
+    assert names <= set(_AUDITS)
+    assert _AUDITS["private-conformal"].slow and _AUDITS["private-conformal"].extra is None
+
+
+@pytest.mark.slow
+def test_private_conformal_audit_passes() -> None:
+    res = _run("private-conformal")
+    assert res.passed, str(res)
+    assert res.epsilon == 1.0 and res.delta == 0.0  # read from the fit's own report
+    assert "substitute" in res.relation and "n = 302 (number of calibration examples)" in (
+        res.relation
+    )
+    assert "moved from 0 to 1" in res.neighbours
+    # the true loss is at most epsilon / (2 q~) ~ 0.51 here: the audit sees a real part of it
+    assert res.epsilon_lower <= 1.0  # ~0.13-0.22 with the default runs
+
+
+def test_private_quantile_audit_passes() -> None:
+    res = _run("private-quantile")
+    assert res.passed, str(res)
+    assert res.epsilon == 1.0 and "add/remove" in res.relation
+    assert res.epsilon_lower <= 0.5  # add/remove: the loss is at most epsilon / 2
+
+
+def test_private_quantile_substitute_audit_passes() -> None:
+    res = _run("private-quantile-substitute")
+    assert res.passed, str(res)
+    assert "substitute" in res.relation and "n = 9 (number of scores)" in res.relation
+    assert 0.0 < res.epsilon_lower <= 1.0  # exact loss 0.954 epsilon: the audit has power
+
+
+# --- planted defects ----------------------------------------------------------------------------
+
+
+def test_planted_n_dependent_bins_under_add_remove_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old claim: add/remove, while m*, gamma*, q~ and the full-set branch depend on n."""
+
+    def old_claim(*args: Any, **kwargs: Any) -> PrivacyReport:
+        kwargs["relation"] = "add/remove"
+        return PrivacyReport(*args, **kwargs)
+
+    monkeypatch.setattr(private_mod, "PrivacyReport", old_claim)
+    d, d2, _ = conformal_audits.conformal_neighbours("add/remove")
+    assert PrivateConformal().fit(*d).bins_ == 100 and PrivateConformal().fit(*d2).bins_ == 121
+    res = _run("private-conformal", runs=PLANTED_RUNS)
+    assert "add/remove" in res.relation and "removed" in res.neighbours
+    assert not res.passed and res.epsilon_lower > 1.0, str(res)
+
+
+def test_full_set_branch_depends_on_n_which_the_report_declares_public() -> None:
+    """n = 212 gives full sets, n = 213 a finite threshold: add/remove would reveal one example."""
+    d, _, _ = conformal_audits.conformal_neighbours("substitute")
+    logits, labels = d
+    small = PrivateConformal()
+    with pytest.warns(FullSetWarning, match="q~"):
+        small.fit(logits[:212], labels[:212])
+    big = PrivateConformal().fit(logits[:213], labels[:213])
+    assert small.threshold_ == np.inf and np.isfinite(big.threshold_)
+    # both reports state what makes this legitimate: n is public, neighbours substitute
+    for est in (small, big):
+        assert est.privacy_report_.relation == "substitute"
+        assert est.privacy_report_.public[0].startswith(f"n = {est.n_} ")
+
+
+def test_planted_reused_seed_fails_private_conformal(monkeypatch: pytest.MonkeyPatch) -> None:
+    d, d2, _ = conformal_audits.conformal_neighbours("substitute")
+    seed = _first_distinguishing_seed(
+        lambda s: [PrivateConformal(noise=SeededNoise(s)).fit(*x).threshold_ for x in (d, d2)]
+    )
+    _reuse_seed(monkeypatch, private_mod, seed)
+    res = _run("private-conformal", runs=PLANTED_RUNS)
+    assert not res.passed and res.epsilon_lower > 1.0, str(res)
+
+
+@pytest.mark.parametrize("relation", ["add/remove", "substitute"])
+def test_planted_reused_seed_fails_private_quantile(
+    relation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d, d2, _ = conformal_audits.quantile_neighbours(relation)
+    seed = _first_distinguishing_seed(
+        lambda s: [private_quantile(x, 0.5, 1.0, 4, noise=SeededNoise(s)) for x in (d, d2)]
+    )
+    _reuse_seed(monkeypatch, quantile_mod, seed)
+    name = "private-quantile" if relation == "add/remove" else "private-quantile-substitute"
+    res = _run(name, runs=PLANTED_RUNS)
+    assert not res.passed and res.epsilon_lower > 1.0, str(res)
