@@ -125,8 +125,9 @@ def test_pipeline_parallel_composition(blobs: tuple[np.ndarray, np.ndarray]) -> 
         DPTemperatureScaling(1.0, 1e-6, epochs=5, noise=SeededNoise(0), seed=0),
         validation_ratio=0.1,
     ).fit(X, y)
-    assert len(pipe.recal_index_) == 60
+    assert 25 < len(pipe.recal_index_) < 100  # Binomial(600, 0.1): a per-example hash split
     assert not set(pipe.recal_index_) & set(pipe.train_index_)
+    assert len(pipe.recal_index_) + len(pipe.train_index_) == 600
     rep = pipe.privacy_report_
     assert rep is not None
     per = rep.per_source()

@@ -3,13 +3,14 @@
 :class:`DPTemperatureScaling` and :class:`DPPlattScaling` are privcal calibrators
 (:class:`~privcal.calibrators.base.Calibrator`) that fit on validation logits alone, by DP-SGD on
 the NLL of the recalibrated logits (seed 001 Sec. 3.5, App. B.2: temperature initialised at 1,
-100 epochs, learning rate 0.1 linearly decayed, clipping norm 10). The per-example gradients of
+100 epochs, learning rate 0.1 linearly decayed, clipping norm 10), with ``n`` kept private: a
+Laplace count sets the step schedule, and every logit row is bounded. The per-example gradients of
 these tiny maps are computed in closed form; clipping, noise and accounting are Opacus's
 (:class:`opacus.optimizers.DPOptimizer` with an accountant hook), the noise drawn from a privcal
 :class:`~privcal.privacy.NoiseSource`.
 
-:class:`DPRecalibration` is seed 001's Algorithm 1: split the training data at random
-(``validation_ratio``, default 0.1), train the model with DP-SGD on one part and the
+:class:`DPRecalibration` is seed 001's Algorithm 1: split the training data by a keyed hash of
+each example (``validation_ratio``, default 0.1), train the model with DP-SGD on one part and the
 recalibrator with DP-SGD on the other; by parallel composition over the disjoint parts (seed 001
 Prop. A.1) the pair is ``(max eps, max delta)``-DP, which its ``privacy_report_`` shows.
 
@@ -19,7 +20,11 @@ extra, and ``fit`` then raises :class:`~privcal.training.MissingTorchError`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
+import secrets
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,7 +32,16 @@ import numpy as np
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.metrics.statistics import softmax
-from privcal.privacy import NoiseSource, PrivacyReport, Release, SecureNoise, SeededNoise
+from privcal.privacy import (
+    InsecureNoiseWarning,
+    NoiseSource,
+    PrivacyReport,
+    Release,
+    SeededNoise,
+    laplace,
+    noise_kind,
+    resolve_noise,
+)
 from privcal.training._torch import require_torch
 
 __all__ = [
@@ -35,7 +49,11 @@ __all__ = [
     "DPRecalibration",
     "DPTemperatureScaling",
     "NoiseSourceDPOptimizer",
+    "bounded_logits",
     "per_sample_grads",
+    "recalibration_side",
+    "split_key",
+    "step_schedule",
 ]
 
 
@@ -129,6 +147,82 @@ def NoiseSourceDPOptimizer(optimizer: Any, *, noise: NoiseSource, **kwargs: Any)
 
 
 # ------------------------------------------------------------------------------ calibrators
+#: Share of the budget :class:`DPTemperatureScaling` / :class:`DPPlattScaling` spend on a
+#: Laplace count of the validation set (the step schedule is derived from that count, never n).
+COUNT_SHARE = 0.02
+#: Public box every parameter is projected onto after each step (post-processing): ``log T`` in
+#: ``[log 1e-2, log 1e2]``, every other parameter in ``[-1e3, 1e3]``.
+LOG_TEMPERATURE_RANGE = (math.log(1e-2), math.log(1e2))
+PARAMETER_RANGE = (-1e3, 1e3)
+#: What the DP-TS / DP-PS guarantee treats as public (``privacy_report_.public``).
+PUBLIC_QUANTITIES = (
+    "number of classes",
+    "hyperparameters (epsilon, delta, epochs, lr, max_grad_norm, batch_size, logit_bound)",
+    "the classifier that produced the logits (trained on other data or released privately)",
+)
+
+
+def bounded_logits(z: np.ndarray, bound: float) -> np.ndarray:
+    """``clip(z - max_c z, -bound, 0)`` row-wise: each row's logits in the public box.
+
+    Subtracting the row maximum changes neither softmax nor the temperature-scaled softmax
+    (``softmax((z - m) / T) = softmax(z / T)``) nor the binary margin ``z_1 - z_0``; clipping at
+    ``-bound`` changes only probabilities below ``exp(-bound / T)``. Every row then has
+    ``|z_c| <= bound``, so its per-example gradient is finite and its influence bounded even for
+    logits of ``1e6`` or ``1e300`` (the DP-SGD clipping then bounds it by ``C``).
+    """
+    centred = z - z.max(axis=1, keepdims=True)
+    return np.clip(centred, -bound, 0.0)
+
+
+def _project(kind: str, params: Any) -> None:
+    """Project the parameter tensors onto the public box, in place (post-processing)."""
+    lo, hi = LOG_TEMPERATURE_RANGE if kind == "temperature" else PARAMETER_RANGE
+    for p in params.values():
+        p.data.clamp_(lo, hi)
+
+
+def step_schedule(n_estimate: float, batch_size: int, epochs: int) -> tuple[float, int, float]:
+    """``(q, steps, expected_batch)`` from the DP count ``n_estimate`` and public parameters.
+
+    ``m = max(n_estimate, batch_size)``; ``q = 1 / ceil(m / batch_size)`` (Poisson rate),
+    ``steps = epochs * ceil(m / batch_size)`` and the gradient's denominator ``q m``. Nothing
+    here reads the exact ``n``: it is post-processing of the count release.
+    """
+    m = max(float(n_estimate), float(batch_size))
+    per_epoch = math.ceil(m / batch_size)
+    q = 1.0 / per_epoch
+    return q, epochs * per_epoch, q * m
+
+
+@functools.lru_cache(maxsize=256)
+def _noise_multiplier(epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
+    """Opacus's ``get_noise_multiplier`` (cached: it depends on public quantities only)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    return float(
+        get_noise_multiplier(
+            target_epsilon=epsilon,
+            target_delta=delta,
+            sample_rate=q,
+            steps=steps,
+            accountant=accountant,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _accounted_epsilon(
+    history: tuple[tuple[float, float, int], ...], delta: float, kind: str
+) -> float:
+    """Epsilon of an Opacus accountant whose ``history`` is ``history`` (cached, public inputs)."""
+    from opacus.accountants import create_accountant
+
+    acc = create_accountant(mechanism=kind)
+    acc.history = list(history)
+    return float(acc.get_epsilon(delta))
+
+
 class _DPScaling(ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
@@ -143,6 +237,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         lr: float = 0.1,
         max_grad_norm: float = 10.0,
         batch_size: int = 64,
+        logit_bound: float = 50.0,
         accountant: str = "rdp",
         noise: NoiseSource | None = None,
         seed: int | None = None,
@@ -153,6 +248,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         self.lr = lr
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
+        self.logit_bound = logit_bound
         self.accountant = accountant
         self.noise = noise
         self.seed = seed
@@ -165,39 +261,42 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         check_real(self.lr, "lr", o, low=0.0, low_open=True)
         check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
         check_int(self.batch_size, "batch_size", o, low=1)
+        check_real(self.logit_bound, "logit_bound", o, low=0.0, low_open=True)
         check_option(self.accountant, "accountant", o, ("rdp", "prv"))
-        if self.noise is not None and not isinstance(self.noise, NoiseSource):
-            raise ValueError(
-                f"The 'noise' parameter of {o} must be a privcal NoiseSource or None. Got "
-                f"{self.noise!r} instead."
-            )
         if self.seed is not None:
             check_int(self.seed, "seed", o, low=0)
 
     def _map_kind(self, c: int) -> str:
         return self._kind
 
+    def _noise(self) -> tuple[NoiseSource, str]:
+        """The Gaussian/Laplace source and the report's noise kind (a seed makes it seeded)."""
+        owner = type(self).__name__
+        noise = resolve_noise(self.noise, owner, stacklevel=5)
+        if self.seed is not None:
+            warnings.warn(
+                f"{owner}(seed={self.seed}) fixes the Poisson sampling: the batches are "
+                "reproducible from the seed, so the subsampling claimed by the accountant does "
+                "not hold and the release is not private. Leave seed=None (OS entropy).",
+                InsecureNoiseWarning,
+                stacklevel=5,
+            )
+            return noise, "seeded"
+        return noise, noise_kind(noise)
+
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         torch, _ = require_torch(type(self).__name__)
         from opacus.accountants import create_accountant
-        from opacus.accountants.utils import get_noise_multiplier
 
+        noise, kind_of_noise = self._noise()
         kind = self._map_kind(z.shape[1])
-        n = z.shape[0]
-        per_epoch = math.ceil(n / self.batch_size)
-        q = 1.0 / per_epoch
-        total = self.epochs * per_epoch
-        sigma = float(
-            get_noise_multiplier(
-                target_epsilon=self.epsilon,
-                target_delta=self.delta,
-                sample_rate=q,
-                steps=total,
-                accountant=self.accountant,
-            )
-        )
-        noise = self.noise if self.noise is not None else SecureNoise()
-        rng = np.random.default_rng(self.seed)  # Poisson sampling (OS entropy when None)
+        zb = bounded_logits(z, float(self.logit_bound))
+        eps_count = COUNT_SHARE * float(self.epsilon)
+        eps_sgd = float(self.epsilon) - eps_count
+        n_estimate, _ = laplace(float(z.shape[0]), 1.0, eps_count, noise)
+        q, total, denominator = step_schedule(n_estimate, self.batch_size, self.epochs)
+        sigma = _noise_multiplier(eps_sgd, float(self.delta), q, total, str(self.accountant))
+        rng = np.random.default_rng(self.seed)  # Poisson sampling: OS entropy when seed is None
         params = _init(kind, z.shape[1])
         tensors = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
         sgd = torch.optim.SGD(list(tensors.values()), lr=self.lr)
@@ -206,46 +305,63 @@ class _DPScaling(ReportsPrivacy, Calibrator):
             noise=noise,
             noise_multiplier=sigma,
             max_grad_norm=self.max_grad_norm,
-            expected_batch_size=max(int(n * q), 1),
+            expected_batch_size=denominator,
         )
         acc = create_accountant(mechanism=self.accountant)
         opt.attach_step_hook(acc.get_optimizer_hook_fn(sample_rate=q))
+        n = z.shape[0]
         for t in range(total):
             for group in sgd.param_groups:
                 group["lr"] = self.lr * (1.0 - t / total)  # linear decay (seed 001 B.2)
             idx = np.flatnonzero(rng.random(n) < q)
             cur = {k: v.detach().numpy() for k, v in tensors.items()}
-            grads = per_sample_grads(kind, cur, z[idx], y[idx])
+            grads = per_sample_grads(kind, cur, zb[idx], y[idx])
             for k, p in tensors.items():
                 p.grad_sample = torch.from_numpy(grads[k])
             opt.step()
             opt.zero_grad()
+            _project(kind, tensors)
         self.params_ = {k: v.detach().numpy().copy() for k, v in tensors.items()}
         self.map_ = kind
+        self.n_estimate_ = float(n_estimate)
         self.noise_multiplier_ = sigma
         self.sample_rate_ = q
         self.steps_ = total
         self.accountant_history_ = [tuple(h) for h in acc.history]
-        self.epsilon_spent_ = float(acc.get_epsilon(self.delta))
         self.privacy_report_ = PrivacyReport(
             [
+                Release(
+                    query="count n (sets the step schedule)",
+                    mechanism="laplace",
+                    sensitivity=1.0,
+                    epsilon=eps_count,
+                    delta=0.0,
+                    source="recalibration",
+                ),
                 Release(
                     query=f"DP-SGD {type(self).__name__} ({kind}, {total} steps, q={q:.4g})",
                     mechanism=f"subsampled gaussian, opacus {self.accountant}",
                     sensitivity=float(self.max_grad_norm),
-                    epsilon=self.epsilon_spent_,
+                    epsilon=_accounted_epsilon(
+                        tuple(self.accountant_history_), float(self.delta), str(self.accountant)
+                    ),
                     delta=float(self.delta),
                     source="recalibration",
-                )
-            ]
+                ),
+            ],
+            unit="example",
+            relation="add/remove",
+            public=PUBLIC_QUANTITIES,
+            noise=kind_of_noise,
         )
+        self.epsilon_spent_ = float(self.privacy_report_.epsilon)
         self._set_public_params()
 
     def _set_public_params(self) -> None:
         """Expose the learned map under readable names (overridden)."""
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
-        return softmax(_apply(self.map_, self.params_, z))
+        return softmax(_apply(self.map_, self.params_, bounded_logits(z, float(self.logit_bound))))
 
     def _jsonable_params(self) -> dict[str, Any]:
         params = dict(self.get_params(deep=False))
@@ -258,58 +374,83 @@ class DPTemperatureScaling(_DPScaling):
     """Temperature scaling fitted with DP-SGD on validation logits (DP-TS, seed 001 Sec. 3.5).
 
     Minimises ``mean_i NLL(softmax(z_i / T), y_i)`` over ``T = exp(u)`` by DP-SGD (Poisson
-    sampling, clipping at ``max_grad_norm``, Gaussian noise), starting from ``T = 1``.
+    sampling, clipping at ``max_grad_norm``, Gaussian noise), starting from ``T = 1``, on the
+    bounded logits :func:`bounded_logits` (row maximum subtracted, clipped at ``-logit_bound``;
+    the same map is applied in ``predict_proba``).
 
     Parameters
     ----------
     epsilon : float, default=8.0
-        Target epsilon, ``> 0``.
+        Total epsilon, ``> 0``: :data:`COUNT_SHARE` of it for the count, the rest for DP-SGD.
     delta : float, default=1e-5
         Target delta, in ``(0, 1)``.
     epochs : int, default=100
+        Passes over the *estimated* data size (see Privacy).
     lr : float, default=0.1
         Initial learning rate, decayed linearly to 0.
     max_grad_norm : float, default=10.0
         Clipping norm ``C`` of each per-example gradient.
     batch_size : int, default=64
-        Expected Poisson batch size; ``q = 1 / ceil(n / batch_size)``.
+        Expected Poisson batch size ``b``.
+    logit_bound : float, default=50.0
+        Public bound ``L``: each row is shifted to maximum 0 and clipped to ``[-L, 0]``.
     accountant : {"rdp", "prv"}, default="rdp"
         Opacus accountant (noise multiplier for the target and reported epsilon).
     noise : NoiseSource, optional
-        Source of the Gaussian noise; default :class:`~privcal.privacy.SecureNoise`.
+        Source of the Laplace and Gaussian noise; ``None``: :class:`~privcal.privacy.SecureNoise`
+        (OpenDP). A seeded source warns :class:`~privcal.privacy.InsecureNoiseWarning`.
     seed : int, optional
-        Seed of the Poisson sampling (default: fresh OS entropy).
+        Seed of the Poisson sampling. ``None`` (default): fresh OS entropy (NumPy's
+        ``SeedSequence``, from :mod:`secrets`). A seed makes the batches predictable, so the
+        subsampling the accountant credits does not hold: it warns
+        :class:`~privcal.privacy.InsecureNoiseWarning` and the report is ``"not private"``.
 
     Attributes
     ----------
     temperature_ : float
+    n_estimate_ : float
+        The Laplace count ``n + Lap(1 / (COUNT_SHARE epsilon))`` (a release).
     noise_multiplier_ : float
     sample_rate_ : float
     steps_ : int
+        ``noise_multiplier_``, ``sample_rate_`` and ``steps_`` are functions of ``n_estimate_``
+        and of public parameters only (:func:`step_schedule`).
     epsilon_spent_ : float
-        Opacus's accountant after the run (``<= epsilon``).
+        Count plus Opacus's accountant after the run (``<= epsilon``).
     accountant_history_ : list of (sigma, q, steps)
     privacy_report_ : PrivacyReport
-        One release (source ``"recalibration"``).
+        Two releases (source ``"recalibration"``): the count and the DP-SGD run.
 
     Privacy
     -------
-    Neighbouring relation: add/remove one validation example (logits are the data; the
-    classifier that produced them is public or was released privately before). Each step sums
-    per-example gradients clipped to L2 norm ``C`` (sensitivity ``C``) and adds
-    ``N(0, (sigma C)^2)`` noise on a Poisson sample of rate ``q``; ``epochs / q`` such steps are
-    composed by Opacus's RDP or PRV accountant, with ``sigma`` from Opacus's
-    ``get_noise_multiplier`` for the target: ``(epsilon_spent_, delta)``-DP.
+    Neighbouring relation: add/remove one validation example ``(z, y)``; ``n`` is private. Logits
+    are the data; the classifier that produced them is public or was released privately before.
+
+    * **Count**: ``n_tilde = n + Lap(1 / eps_0)``, ``eps_0 = COUNT_SHARE epsilon``; sensitivity
+      1, ``eps_0``-DP. The schedule is post-processing of it (:func:`step_schedule`): with
+      ``m = max(n_tilde, b)``, ``q = 1 / ceil(m / b)``, ``steps = epochs ceil(m / b)``, the
+      gradient denominator ``q m`` and ``sigma`` from Opacus's ``get_noise_multiplier(epsilon -
+      eps_0, delta, q, steps)``. None reads ``n``, so none of them (nor ``steps_``, ``q``,
+      ``sigma`` in the fitted metadata) leaks it beyond the count.
+    * **Bounded rows**: each logit row lies in ``[-L, 0]^C`` after :func:`bounded_logits`, so
+      every per-example gradient is finite (no NaN/inf from one row, even for logits of 1e6);
+      parameters are projected onto a public box after each step (post-processing).
+    * **DP-SGD**: each step sums per-example gradients clipped to L2 norm ``C`` (sensitivity
+      ``C`` under add/remove) and adds ``N(0, (sigma C)^2)`` on a Poisson sample of rate ``q``
+      drawn from OS entropy; ``steps`` such steps are composed by Opacus's RDP or PRV
+      accountant: ``(eps_sgd, delta)``-DP with ``eps_sgd <= epsilon - eps_0``.
+
+    Basic composition: ``(eps_0 + eps_sgd, delta) = (epsilon_spent_, delta)``-DP,
+    ``epsilon_spent_ <= epsilon``. Public: :data:`PUBLIC_QUANTITIES` (``privacy_report_.public``).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from privcal.privacy import SeededNoise
     >>> rng = np.random.default_rng(0)
     >>> z = 4 * rng.normal(size=(500, 3)); y = z.argmax(1)
-    >>> ts = DPTemperatureScaling(8.0, 1e-5, noise=SeededNoise(0), seed=0).fit(z, y)
-    >>> ts.privacy_report_.epsilon <= 8.0
-    True
+    >>> ts = DPTemperatureScaling(8.0, 1e-5).fit(z, y)
+    >>> ts.privacy_report_.epsilon <= 8.0, ts.privacy_report_.status
+    (True, 'private')
     """
 
     _kind: ClassVar[str] = "temperature"
@@ -317,6 +458,7 @@ class DPTemperatureScaling(_DPScaling):
         "params_",
         "map_",
         "temperature_",
+        "n_estimate_",
         "noise_multiplier_",
         "sample_rate_",
         "steps_",
@@ -339,7 +481,7 @@ class DPPlattScaling(_DPScaling):
     Parameters
     ----------
     mode : {"auto", "platt", "vector", "matrix"}, default="auto"
-    epsilon, delta, epochs, lr, max_grad_norm, batch_size, accountant, noise, seed
+    epsilon, delta, epochs, lr, max_grad_norm, batch_size, logit_bound, accountant, noise, seed
         As :class:`DPTemperatureScaling`.
 
     Attributes
@@ -347,18 +489,22 @@ class DPPlattScaling(_DPScaling):
     params_ : dict of ndarray
         ``{"a", "b"}``, ``{"w", "b"}`` or ``{"W", "b"}``.
     map_ : str
-    noise_multiplier_, sample_rate_, steps_, epsilon_spent_, accountant_history_, privacy_report_
+    n_estimate_, noise_multiplier_, sample_rate_, steps_, epsilon_spent_, accountant_history_
+    privacy_report_
         As :class:`DPTemperatureScaling`.
 
     Privacy
     -------
-    As :class:`DPTemperatureScaling`: the clipping bounds each example's gradient over all
-    parameters jointly, so the sensitivity is ``max_grad_norm`` whatever the map's dimension.
+    As :class:`DPTemperatureScaling` (add/remove, ``n`` private, a Laplace count sets the
+    schedule): the clipping bounds each example's gradient over all parameters jointly, so the
+    sensitivity is ``max_grad_norm`` whatever the map's dimension. The maps act on the bounded
+    logits, so the margin ``m = z_1 - z_0`` lies in ``[-L, L]``.
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = (
         "params_",
         "map_",
+        "n_estimate_",
         "noise_multiplier_",
         "sample_rate_",
         "steps_",
@@ -375,6 +521,7 @@ class DPPlattScaling(_DPScaling):
         lr: float = 0.1,
         max_grad_norm: float = 10.0,
         batch_size: int = 64,
+        logit_bound: float = 50.0,
         accountant: str = "rdp",
         noise: NoiseSource | None = None,
         seed: int | None = None,
@@ -386,6 +533,7 @@ class DPPlattScaling(_DPScaling):
             lr=lr,
             max_grad_norm=max_grad_norm,
             batch_size=batch_size,
+            logit_bound=logit_bound,
             accountant=accountant,
             noise=noise,
             seed=seed,
@@ -408,8 +556,35 @@ class DPPlattScaling(_DPScaling):
 
 
 # ------------------------------------------------------------------------------ pipeline
+def split_key(seed: int | bytes | None) -> bytes:
+    """The split's hash key: 32 bytes from the OS CSPRNG for ``None``, else from ``seed``."""
+    if seed is None:
+        return secrets.token_bytes(32)
+    if isinstance(seed, bytes):
+        return seed
+    return int(seed).to_bytes(8, "little")
+
+
+def recalibration_side(X: np.ndarray, y: np.ndarray, key: bytes, ratio: float) -> np.ndarray:
+    """``True`` where example ``i`` goes to the recalibration part: a keyed hash of its own row.
+
+    ``h_i = BLAKE2b_key(bytes(X_i) || bytes(y_i))`` read as an integer in ``[0, 2^64)``; the
+    example goes to recalibration iff ``h_i < ratio 2^64``. Each example's side depends on the
+    key and on that example only: not on ``n``, its position or the other rows.
+    """
+    Xc = np.ascontiguousarray(X)
+    yc = np.ascontiguousarray(y)
+    k = key[:64]
+    threshold = int(ratio * 2**64)
+    side = np.empty(Xc.shape[0], dtype=bool)
+    for i in range(Xc.shape[0]):
+        h = hashlib.blake2b(Xc[i].tobytes() + yc[i].tobytes(), digest_size=8, key=k)
+        side[i] = int.from_bytes(h.digest(), "little") < threshold
+    return side
+
+
 class DPRecalibration:
-    """Seed 001 Algorithm 1: DP-SGD on one random split, DP recalibration on the other.
+    """Seed 001 Algorithm 1: DP-SGD on one part, DP recalibration on the other.
 
     Parameters
     ----------
@@ -420,9 +595,12 @@ class DPRecalibration:
         :class:`DPTemperatureScaling` or :class:`DPPlattScaling`. A non-private calibrator is
         accepted for baselines; the result then has no guarantee (``privacy_report_`` is None).
     validation_ratio : float, default=0.1
-        Fraction of the data held out for recalibration, in ``(0, 1)``.
-    seed : int, default=0
-        Seeds the random split (independent of the data, as Prop. A.1 requires).
+        Probability that an example goes to the recalibration part, in ``(0, 1)`` (the part's
+        size is ``Binomial(n, validation_ratio)``, not a fixed share).
+    seed : int, bytes or None, default=None
+        Key of the per-example hash that splits the data (:func:`recalibration_side`); ``None``
+        draws 32 bytes from the OS CSPRNG. An int or bytes key makes the split reproducible;
+        it may be public (the guarantee below does not need it secret).
 
     Attributes
     ----------
@@ -435,11 +613,17 @@ class DPRecalibration:
 
     Privacy
     -------
-    Add/remove one example of the training data. The split is drawn independently of the data,
-    so each example lies in exactly one part; the classifier is ``(eps_1, delta_1)``-DP in the
-    training part and the recalibrator, given the released classifier, ``(eps_2, delta_2)``-DP
-    in the recalibration part, so the pair is ``(max eps, max delta)``-DP (seed 001 Prop. A.1;
-    McSherry 2009, Thm. 4) -- not the sum.
+    Add/remove one example of the training data. Example ``x`` goes to recalibration iff
+    ``hash_key(x) < ratio 2^64``, a function of the key and of ``x`` alone, with the key drawn
+    independently of the data. So for ``D' = D + {x}`` every other example keeps its side, and
+    the two parts of ``D'`` are those of ``D`` with ``x`` added to exactly one of them: the
+    training parts are add/remove neighbours and the recalibration parts equal, or the other way
+    round. The classifier is ``(eps_1, delta_1)``-DP in the training part and the recalibrator,
+    given the released classifier, ``(eps_2, delta_2)``-DP in the recalibration part, so the pair
+    is ``(max eps, max delta)``-DP (seed 001 Prop. A.1; McSherry 2009, Thm. 4), not the sum. A
+    split by a seeded permutation of ``range(n)`` has no such property: adding one example
+    reshuffles every other example's side. Both stages must claim add/remove; a stage claiming
+    another relation raises ``ValueError``.
     """
 
     def __init__(
@@ -448,19 +632,31 @@ class DPRecalibration:
         calibrator: Calibrator,
         *,
         validation_ratio: float = 0.1,
-        seed: int = 0,
+        seed: int | bytes | None = None,
     ) -> None:
         self.trainer = trainer
         self.calibrator = calibrator
         self.validation_ratio = validation_ratio
         self.seed = seed
 
+    def _split(self, Xa: np.ndarray, ya: np.ndarray, ratio: float) -> None:
+        if self.seed is not None and not isinstance(self.seed, bytes):
+            check_int(self.seed, "seed", "DPRecalibration", low=0)
+        side = recalibration_side(Xa, ya, split_key(self.seed), ratio)
+        self.recal_index_ = np.flatnonzero(side)
+        self.train_index_ = np.flatnonzero(~side)
+        if self.recal_index_.size == 0 or self.train_index_.size == 0:
+            raise ValueError(
+                f"DPRecalibration: the split with validation_ratio={ratio!r} left "
+                f"{self.recal_index_.size} of {side.size} examples for recalibration; both parts "
+                "must be non-empty (use more data or a ratio nearer 0.5)."
+            )
+
     def fit(self, X: Any, y: Any) -> DPRecalibration:
         """Split, train, recalibrate; returns ``self``."""
         import copy
 
         ratio = check_probability(self.validation_ratio, "validation_ratio", "DPRecalibration")
-        seed = check_int(self.seed, "seed", "DPRecalibration", low=0)
         if not isinstance(self.calibrator, Calibrator):
             raise ValueError(
                 "The 'calibrator' parameter of DPRecalibration must be a privcal Calibrator. "
@@ -468,16 +664,7 @@ class DPRecalibration:
             )
         Xa = np.asarray(X)
         ya = np.asarray(y)
-        n = Xa.shape[0]
-        n_recal = round(ratio * n)
-        if n_recal < 1 or n_recal >= n:
-            raise ValueError(
-                f"DPRecalibration: validation_ratio={ratio!r} leaves {n_recal} of {n} examples "
-                f"for recalibration; both parts must be non-empty."
-            )
-        perm = np.random.default_rng(seed).permutation(n)
-        self.recal_index_ = np.sort(perm[:n_recal])
-        self.train_index_ = np.sort(perm[n_recal:])
+        self._split(Xa, ya, ratio)
         trainer = copy.deepcopy(self.trainer)
         n_classes = int(ya.max()) + 1
         if getattr(trainer, "n_classes", 0) is None:
@@ -488,11 +675,13 @@ class DPRecalibration:
         calibrator.fit(logits, ya[self.recal_index_])
         self.trainer_ = trainer
         self.calibrator_ = calibrator
-        rep_train = getattr(trainer, "privacy_report_", None)
-        rep_recal = getattr(calibrator, "privacy_report_", None)
+        reports = [
+            getattr(trainer, "privacy_report_", None),
+            getattr(calibrator, "privacy_report_", None),
+        ]
         self.privacy_report_: PrivacyReport | None = None
-        if rep_train is not None and rep_recal is not None:
-            self.privacy_report_ = PrivacyReport([*rep_train.releases, *rep_recal.releases])
+        if all(r is not None for r in reports):
+            self.privacy_report_ = _parallel_report(reports)
         return self
 
     def predict_logits(self, X: Any) -> np.ndarray:
@@ -502,6 +691,26 @@ class DPRecalibration:
     def predict_proba(self, X: Any) -> np.ndarray:
         """Recalibrated probabilities ``g_phi(h_theta(X))``."""
         return np.asarray(self.calibrator_.predict_proba(self.predict_logits(X)))
+
+
+def _parallel_report(reports: list[PrivacyReport]) -> PrivacyReport:
+    """One report over both stages: parallel composition by source, add/remove only."""
+    for r in reports:
+        if r.relation != "add/remove":
+            raise ValueError(
+                f"DPRecalibration composes stages over its hash split under add/remove; a stage "
+                f"claims {r.relation!r}. Use a trainer and calibrator whose privacy reports "
+                "claim add/remove (e.g. DPSGDTrainer and DPTemperatureScaling)."
+            )
+    public = dict.fromkeys(p for r in reports for p in r.public)
+    public["split rule: keyed hash of each example (key independent of the data)"] = None
+    return PrivacyReport(
+        [rel for r in reports for rel in r.releases],
+        unit="example",
+        relation="add/remove",
+        public=tuple(public),
+        noise="secure" if all(r.private for r in reports) else "seeded",
+    )
 
 
 # keep SeededNoise importable from here for examples and experiments

@@ -233,7 +233,9 @@ class DPSGLDTrainer(DPSGDTrainer):
     Parameters
     ----------
     model, batch_size, n_classes, seed, device, epsilon, delta, max_grad_norm, accountant
-        As :class:`~privcal.training.DPSGDTrainer`.
+        As :class:`~privcal.training.DPSGDTrainer` (``seed=None`` by default: OS-CSPRNG-seeded
+        initialisation, sampler and noise, Opacus's secure noise sampling; an explicit seed
+        warns :class:`~privcal.privacy.InsecureNoiseWarning` and marks the report seeded).
     temperature : float or "auto", default=6.08
         ``tau`` (seed 001 App. B.2 quotes Knolle's 6.08). ``"auto"`` picks the ``tau`` that
         spends the budget in exactly ``epochs`` epochs (bisection on ``log tau``).
@@ -267,7 +269,8 @@ class DPSGLDTrainer(DPSGDTrainer):
     -------
     As :class:`~privcal.training.DPSGDTrainer` with a per-step noise multiplier
     ``sqrt(2 lr_t tau)`` (see :class:`DPSGLDOptimizer`); the guarantee is Opacus's RDP or PRV
-    composition of the heterogeneous steps. The number of steps depends only on public
+    composition of the heterogeneous steps (add/remove; the steps per epoch are declared public
+    as for DP-SGD, and the report lists them). The number of steps depends only on public
     hyperparameters (it is planned from the schedule, not from the data). The plan uses RDP; with
     ``accountant="prv"`` the reported PRV epsilon is at most the planned RDP one in practice and
     is always what ``epsilon_`` shows.
@@ -291,7 +294,7 @@ class DPSGLDTrainer(DPSGDTrainer):
         decay: float = 0.028,
         batch_size: int = 64,
         n_classes: int | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         device: Any = "cpu",
     ) -> None:
         super().__init__(
@@ -347,7 +350,7 @@ class DPSGLDTrainer(DPSGDTrainer):
     def fit(self, X: Any, y: Any) -> DPSGLDTrainer:
         """Run DP-SGLD until the planned budget-exhausting number of steps is done."""
         Xt, yt, model, engine, c = self._private_setup(X, y)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self._seed)
         loader = poisson_loader(Xt, yt, self.batch_size, generator=gen)
         per_epoch = len(loader)
         q = 1.0 / per_epoch
@@ -374,8 +377,9 @@ class DPSGLDTrainer(DPSGDTrainer):
             max_grad_norm=self.max_grad_norm,
             expected_batch_size=dp_opt.expected_batch_size,
             prenoise=self.prenoise,
-            generator=noise_generator(self.seed + 1, self._device),
+            generator=noise_generator(self._noise_seed(), self._device),
         )
+        sgld_opt.secure_mode = self.seed is None  # Opacus's secure sampling of the DP noise
         sgld_opt.attach_step_hook(engine.accountant.get_optimizer_hook_fn(sample_rate=q))
 
         def batches() -> Any:
@@ -393,6 +397,7 @@ class DPSGLDTrainer(DPSGDTrainer):
         self.n_classes_ = c
         self.temperature_ = tau
         self.sample_rate_ = q
+        self.steps_per_epoch_ = per_epoch
         self.accountant_ = engine.accountant
         self.noise_multiplier_ = float(sgld_opt.noise_multiplier)  # the last step's
         self.noise_multipliers_ = np.concatenate(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import secrets
 import warnings
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import softmax
-from privcal.privacy import Guarantee, PrivacyReport, Release
+from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport, Release
 from privcal.training._torch import require_torch
 
 torch, opacus = require_torch("privcal.training.trainers")
@@ -36,16 +37,24 @@ from privcal.training.models import make_model  # noqa: E402
 __all__ = [
     "ACCOUNTANTS",
     "LR_SCHEDULES",
+    "PUBLIC_QUANTITIES",
     "DPSGDTrainer",
     "SGDTrainer",
     "check_device",
     "check_dp_compatible",
     "noise_generator",
+    "os_seed",
     "poisson_loader",
 ]
 
 #: Opacus accountants a DP trainer accepts.
 ACCOUNTANTS = ("rdp", "prv")
+#: What a DP trainer's guarantee treats as public (besides the steps per epoch).
+PUBLIC_QUANTITIES = (
+    "model architecture and initialisation",
+    "hyperparameters (epsilon, delta, epochs, lr, batch_size, max_grad_norm, schedule)",
+    "number of classes and features",
+)
 #: Learning-rate schedules: ``lr_t = lr``, ``lr (1 - t/T)``, ``lr exp(-decay e)`` (``e`` = epoch).
 LR_SCHEDULES = ("constant", "linear", "exponential")
 
@@ -97,9 +106,18 @@ def check_device(device: Any, owner: str) -> Any:
     return dev
 
 
-def noise_generator(seed: int, device: Any) -> Any:
-    """A ``torch.Generator`` on ``device`` seeded with ``seed`` (the DP noise's source)."""
-    return torch.Generator(device=device).manual_seed(seed)
+def os_seed() -> int:
+    """A 63-bit seed drawn from the operating system's CSPRNG (:func:`secrets.randbits`)."""
+    return secrets.randbits(63)
+
+
+def noise_generator(seed: int | None, device: Any) -> Any:
+    """A ``torch.Generator`` on ``device`` (the DP noise's source), seeded with ``seed``.
+
+    ``seed=None`` seeds it from the OS CSPRNG (:func:`os_seed`): nobody, the caller included,
+    can reproduce the noise.
+    """
+    return torch.Generator(device=device).manual_seed(os_seed() if seed is None else seed)
 
 
 def check_dp_compatible(model: Any, owner: str) -> None:
@@ -148,8 +166,9 @@ class SGDTrainer:
         Rate of the exponential schedule, per epoch.
     n_classes : int, optional
         Number of classes; default ``max(y) + 1``.
-    seed : int, default=0
-        Seeds the initialisation, the batches and (for DP) the noise.
+    seed : int or None, default=0
+        Seeds the initialisation and the batches (``None``: fresh OS entropy). The DP trainers
+        default to ``None``; see :class:`DPSGDTrainer`.
     device : str or torch.device, default="cpu"
         Where the model, the data and the noise live (``"cuda"`` for a GPU). The Poisson
         sampler and the batch order always draw on the CPU, so a seed selects the same batches
@@ -176,7 +195,7 @@ class SGDTrainer:
         lr_schedule: str = "constant",
         decay: float = 0.0,
         n_classes: int | None = None,
-        seed: int = 0,
+        seed: int | None = 0,
         device: Any = "cpu",
     ) -> None:
         self.model = model
@@ -199,8 +218,10 @@ class SGDTrainer:
         check_real(self.momentum, "momentum", o, low=0.0, high=1.0, high_open=True)
         check_option(self.lr_schedule, "lr_schedule", o, LR_SCHEDULES)
         check_real(self.decay, "decay", o, low=0.0)
-        check_int(self.seed, "seed", o, low=0)
+        if self.seed is not None:
+            check_int(self.seed, "seed", o, low=0)
         self._device = check_device(self.device, o)
+        self._seed = os_seed() if self.seed is None else int(self.seed)
 
     def _data(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         Xa = np.asarray(X, dtype=np.float32)
@@ -224,7 +245,7 @@ class SGDTrainer:
 
     def _build_model(self, n_features: int, n_classes: int) -> Any:
         if isinstance(self.model, str):
-            return make_model(self.model, n_features, n_classes, seed=self.seed).to(self._device)
+            return make_model(self.model, n_features, n_classes, seed=self._seed).to(self._device)
         if isinstance(self.model, torch.nn.Module):
             return copy.deepcopy(self.model).to(self._device)
         raise ValueError(
@@ -238,7 +259,7 @@ class SGDTrainer:
         self._validate()
         Xt, yt, c = self._data(X, y)
         model = self._build_model(Xt.shape[1], c)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self._seed)
         n = Xt.shape[0]
         per_epoch = math.ceil(n / self.batch_size)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
@@ -306,8 +327,14 @@ class DPSGDTrainer(SGDTrainer):
 
     Parameters
     ----------
-    model, epochs, lr, batch_size, momentum, lr_schedule, decay, n_classes, seed, device
+    model, epochs, lr, batch_size, momentum, lr_schedule, decay, n_classes, device
         As :class:`SGDTrainer`; ``batch_size`` is the expected Poisson batch size.
+    seed : int or None, default=None
+        ``None`` (the default): the initialisation, the Poisson sampler and the noise generator
+        are each seeded from the OS CSPRNG (:func:`os_seed`), and the noise is drawn with
+        Opacus's secure sampling (see Privacy). An explicit seed makes all three reproducible:
+        it warns :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
+        ``"not private: seeded noise"`` (for experiments and tests only).
     epsilon : float, default=8.0
         Target epsilon, ``> 0``.
     delta : float, default=1e-5
@@ -339,10 +366,21 @@ class DPSGDTrainer(SGDTrainer):
     per-example gradients clipped to L2 norm ``C`` (sensitivity ``C``) plus ``N(0, sigma^2 C^2)``
     noise, on a Poisson sample of rate ``q``: the subsampled Gaussian mechanism. ``steps``
     compositions are accounted by Opacus's RDP (Mironov et al. 2019) or PRV (Gopi et al. 2021)
-    accountant; the output measure is ``(epsilon_, delta)``-DP. The model architecture, the
-    hyperparameters, ``n`` and the number of classes are public. The noise comes from a seeded
-    ``torch.Generator`` (Opacus's non-secure mode: fine for experiments, not safe against
-    floating-point attacks).
+    accountant; the output measure is ``(epsilon_, delta)``-DP (:data:`PUBLIC_QUANTITIES` lists
+    what the guarantee treats as public; the report's ``public`` says it).
+
+    The steps per epoch ``ceil(n / batch_size)`` set ``q``, the step count and ``sigma``, which
+    are released as metadata; under add/remove they are a function of the private ``n``, so the
+    guarantee holds for a run whose steps per epoch are declared public up front (the report
+    lists them); it does not cover what crossing a multiple of ``batch_size`` reveals.
+
+    Noise: Opacus's ``PrivacyEngine(secure_mode=True)`` needs ``torchcsprng``, which has no
+    build for current torch; so by default the generator is a ``torch.Generator`` seeded from the
+    OS CSPRNG and the noise is drawn by Opacus's secure sampling (``DPOptimizer.secure_mode``: a
+    sum of four Gaussians, Holohan & Braghin 2021, against floating-point attacks). The
+    Poisson sampler is seeded from the OS CSPRNG too: subsampling amplification needs batches
+    nobody can predict. The torch generator itself is not a CSPRNG (Mersenne Twister / Philox),
+    which privcal states rather than hides.
     """
 
     _owner = "DPSGDTrainer"
@@ -362,7 +400,7 @@ class DPSGDTrainer(SGDTrainer):
         lr_schedule: str = "constant",
         decay: float = 0.0,
         n_classes: int | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         device: Any = "cpu",
     ) -> None:
         super().__init__(
@@ -390,9 +428,24 @@ class DPSGDTrainer(SGDTrainer):
         check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
         check_option(self.accountant, "accountant", o, ACCOUNTANTS)
 
+    def _seeded_noise_warning(self) -> None:
+        if self.seed is not None:
+            warnings.warn(
+                f"{self._owner}(seed={self.seed}) draws its DP noise and Poisson batches from a "
+                "seeded generator: the run is reproducible and not private. Leave seed=None "
+                "(OS CSPRNG) to release a model.",
+                InsecureNoiseWarning,
+                stacklevel=4,
+            )
+
+    def _noise_seed(self) -> int | None:
+        """Seed of the DP noise generator: ``seed + 1`` when seeded, else OS entropy."""
+        return None if self.seed is None else self._seed + 1
+
     def _private_setup(self, X: Any, y: Any) -> tuple[Any, Any, Any, Any, int]:
         """Validated data, a fresh model and an Opacus engine (shared with DP-SGLD)."""
         self._validate()
+        self._seeded_noise_warning()
         Xt, yt, c = self._data(X, y)
         model = self._build_model(Xt.shape[1], c)
         check_dp_compatible(model, self._owner)
@@ -404,7 +457,7 @@ class DPSGDTrainer(SGDTrainer):
     def fit(self, X: Any, y: Any) -> DPSGDTrainer:
         """Train with DP-SGD until ``epochs`` epochs of Poisson steps are done."""
         Xt, yt, model, engine, c = self._private_setup(X, y)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(self._seed)
         loader = poisson_loader(Xt, yt, self.batch_size, generator=gen)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
         with warnings.catch_warnings():
@@ -418,8 +471,9 @@ class DPSGDTrainer(SGDTrainer):
                 epochs=self.epochs,
                 max_grad_norm=self.max_grad_norm,
                 poisson_sampling=True,
-                noise_generator=noise_generator(self.seed + 1, self._device),
+                noise_generator=noise_generator(self._noise_seed(), self._device),
             )
+        dp_opt.secure_mode = self.seed is None  # Opacus's secure sampling (see Privacy)
         per_epoch = len(dp_loader)
 
         def batches() -> Any:
@@ -433,6 +487,7 @@ class DPSGDTrainer(SGDTrainer):
         self.n_classes_ = c
         self.noise_multiplier_ = float(dp_opt.noise_multiplier)
         self.sample_rate_ = 1.0 / per_epoch
+        self.steps_per_epoch_ = per_epoch
         self.accountant_ = engine.accountant
         self._finish_privacy("DP-SGD weights")
         return self
@@ -449,7 +504,14 @@ class DPSGDTrainer(SGDTrainer):
                     delta=float(self.delta),
                     source="train",
                 )
-            ]
+            ],
+            unit="example",
+            relation="add/remove",
+            public=(
+                *PUBLIC_QUANTITIES,
+                f"steps per epoch ceil(n / batch_size) = {self.steps_per_epoch_}",
+            ),
+            noise="secure" if self.seed is None else "seeded",
         )
 
     @property
