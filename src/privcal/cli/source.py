@@ -107,7 +107,7 @@ def private_fit(request: Any) -> Any:
 
 def _fit_dp_sgd_calibrator(request: Any, class_name: str) -> Any:
     """Seed 001's DP-TS / DP-PS (DP-SGD on the held-out split ``--input``), torch extra."""
-    from privcal.privacy import SeededNoise
+    from privcal.privacy import InsecureNoiseWarning, SeededNoise
     from privcal.training import require_torch
 
     if request.sources:
@@ -131,11 +131,14 @@ def _fit_dp_sgd_calibrator(request: Any, class_name: str) -> Any:
         est.set_params(noise=SeededNoise(request.seed), seed=request.seed)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Optimal order is the")
+        if request.seed is not None:  # the line above already said it, once
+            warnings.simplefilter("ignore", InsecureNoiseWarning)
         est.fit(request.scores.logits, request.scores.labels)
     rep = est.privacy_report_
     request.console.print(
         f"Privacy: DP-SGD ({est.steps_} steps, sigma={est.noise_multiplier_:.4g}); "
-        f"epsilon={rep.epsilon:.6g}, delta={rep.delta:g} (Opacus {est.accountant} accountant)"
+        f"epsilon={rep.epsilon:.6g}, delta={rep.delta:g} (Opacus {est.accountant} accountant); "
+        f"{rep.unit}-level {rep.relation}; {rep.status}"
     )
     return est
 
