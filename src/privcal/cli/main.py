@@ -24,6 +24,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.training",
     "privcal.cli.source",
     "privcal.cli.federate",
+    "privcal.cli.audit",
 )
 
 app = typer.Typer(
