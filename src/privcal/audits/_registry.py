@@ -138,11 +138,13 @@ def register(
 
 
 def _load(skip_missing: bool) -> None:
-    for module, _extra in AREAS.items():
+    """Import every area; with ``skip_missing``, skip an area whose *extra* is not installed."""
+    for module, extra in AREAS.items():
         try:
             importlib.import_module(module)
-        except ImportError:
-            if not skip_missing:
+        except ModuleNotFoundError as err:
+            missing_extra = extra is not None and not (err.name or "").startswith("privcal")
+            if not (skip_missing and missing_extra):
                 raise
 
 
