@@ -96,6 +96,24 @@ def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[n
     assert np.abs(plain).sum() > 100  # the comparison is not vacuous
 
 
+def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: ignore[no-untyped-def]
+    """A DP run (SecureNoise): per-round history without client counts or timings, and a
+    privacy report that names the unit, relation and the declared federation size."""
+    fp, wd, z, _y, _parts = federation
+    cal_dict, history = _run(fp, wd, method="fedtemp", tag="dp", rounds=2, epsilon=1.0)
+    assert [set(h) for h in history] == [{"round", "epsilon_spent"}] * 2
+    assert history[-1]["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
+    report = json.loads((wd / "fedtemp" / "dp" / "privacy_report.json").read_text())
+    assert (report["unit"], report["relation"], report["status"]) == (
+        "user",
+        "add/remove",
+        "private",
+    )
+    assert report["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    assert any(f"K={N_CLIENTS}" in p for p in report["public"])
+    assert calibrator_from_dict(cal_dict).predict_proba(z[:3]).shape == (3, 4)
+
+
 @pytest.fixture(scope="module")
 def sources(federation):  # type: ignore[no-untyped-def]
     """Two more SuperNodes acting as seed-000 data sources, each with its own SQLite ledger.

@@ -32,6 +32,7 @@ def test_commands_are_registered(apps: typer.Typer) -> None:
         (["--sample-rate", "0"], "--sample-rate must be in (0, 1]"),
         (["--clip", "0"], "--clip must be > 0"),
         (["--method", "nope"], "Unknown --method"),
+        (["--secagg", "--sample-rate", "0.5"], "--sample-rate must be 1"),
     ],
 )
 def test_server_bad_input(apps: typer.Typer, args: list[str], msg: str) -> None:

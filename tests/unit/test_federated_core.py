@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from privcal.federated import (
     clip_l2,
     clip_rows_l2,
     dirichlet_partition,
+    expected_cohort,
     group_partition,
     iid_partition,
     noise_multiplier,
@@ -33,8 +35,11 @@ from privcal.federated import (
 from privcal.federated.dp import validate_payload
 from privcal.federated.methods import temperature_newton
 from privcal.metrics.statistics import class_histograms, softmax
-from privcal.privacy import SeededNoise
+from privcal.privacy import InsecureNoiseWarning, SeededNoise
 from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+
+# runs that pass SeededNoise on purpose (reproducible checks); their warning is tested below
+pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +221,7 @@ def test_every_method_gives_a_serialisable_calibrator(method: str, cls: type, da
         rounds=2,
         epsilon=2.0,
         delta=1e-5,
+        noise=SeededNoise(1),
         eval_logits=z,
         eval_labels=y,
         **({} if "bbq" in method else {"local_iters": 2 if method == "fedcal" else 5}),
@@ -270,7 +276,78 @@ def test_server_rejects_bad_payloads_and_continues(caplog, data) -> None:  # typ
             return super().client_step(state, zz, yy)
 
     parts = [np.arange(100), np.arange(100, 150), np.arange(150, 800)]
+    kw = {"rounds": 1, "epsilon": 5.0, "delta": 1e-5}
     with caplog.at_level(logging.WARNING, logger="privcal.federated"):
-        _cal, hist = simulate(Broken(), z, y, parts, rounds=1, epsilon=5.0, delta=1e-5)
-    assert hist[-1]["n_clients"] == 1
+        cal, hist = simulate(Broken(), z, y, parts, noise=SeededNoise(2), **kw)
     assert "NaN" in caplog.text and "shape (3,)" in caplog.text
+    assert "n_clients" not in hist[-1]  # under DP the count of accepted clients is not released
+    # the dropped clients count as absent: the same release as two empty clients of K = 3
+    alone = [np.array([], dtype=np.int64), np.array([], dtype=np.int64), parts[2]]
+    ref, _ = simulate("fedtemp", z, y, alone, noise=SeededNoise(2), **kw)
+    assert cal.temperature_ == ref.temperature_
+
+
+# ------------------------------------------------------------------ DP: noise, denominator, report
+def test_simulate_defaults_to_secure_noise_and_reports_the_declared_quantities(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    parts = dirichlet_partition(y, 4, 0.5, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default (secure) noise does not warn
+        cal, hist = simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-5)
+    rep = cal.privacy_report_
+    assert (rep.unit, rep.relation, rep.noise, rep.status) == (
+        "user",
+        "add/remove",
+        "secure",
+        "private",
+    )
+    assert rep.epsilon == pytest.approx(1.0, rel=1e-6) and rep.delta == pytest.approx(1e-5)
+    text = " | ".join(rep.public)
+    for declared in ("K=4", "p=1", "p K=4", "T=2", "C=0.5", "c=5"):
+        assert declared in text
+    assert [set(h) for h in hist] == [{"round", "epsilon_spent"}] * 2  # no counts, no timings
+    assert hist[-1]["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_seeded_noise_warns_and_is_not_private(data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    parts = dirichlet_partition(y, 4, 0.5, seed=0)
+    with pytest.warns(InsecureNoiseWarning):
+        cal, _ = simulate(
+            "fedbbq", z, y, parts, rounds=1, epsilon=1.0, delta=1e-5, noise=SeededNoise(0)
+        )
+    assert cal.privacy_report_.status == "not private: seeded noise"
+    assert any("C+=10, C-=50" in p for p in cal.privacy_report_.public)
+    no_dp, hist = simulate("fedbbq", z, y, parts, rounds=1)
+    assert not hasattr(no_dp, "privacy_report_")  # no DP: no report that could claim privacy
+    assert hist[-1]["n_clients"] == 4
+
+
+def test_dp_average_divides_by_the_declared_expected_cohort(data) -> None:  # type: ignore[no-untyped-def]
+    """Poisson sampling at p = 0.5 of K = 6: the noisy sum is divided by p K = 3 whatever the
+    number of sampled clients (McMahan et al. 2018's fixed denominator)."""
+    z, y = data
+    parts = iid_partition(z.shape[0], 6, seed=0)
+    fm = FedTemp()
+    for seed in range(3):
+        cal, _ = simulate(
+            fm,
+            z,
+            y,
+            parts,
+            rounds=1,
+            epsilon=1.0,
+            delta=1e-5,
+            seed=seed,
+            sample_rate=0.5,
+            noise=SeededNoise(9),
+        )
+        rng = np.random.default_rng(seed)
+        sampled = np.flatnonzero(rng.random(6) < 0.5)
+        dp = DPConfig(1.0, 1e-5, rounds=1, noise=SeededNoise(9))
+        total = sum(
+            fm.clip(fm.client_step(fm.init(5), z[parts[k]], y[parts[k]]), dp) for k in sampled
+        )
+        noisy = total + SeededNoise(9).gaussian(0.5 * dp.multiplier(1), size=(1,))
+        beta = np.clip(1.0 + noisy[0] / expected_cohort(0.5, 6), 0.05, 20.0)
+        assert 1.0 / cal.temperature_ == pytest.approx(beta, rel=1e-9), sampled

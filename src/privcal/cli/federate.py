@@ -57,15 +57,21 @@ def server(
         "Acc-T over clients acting as data sources; needs --epsilon and client ledgers).",
     ),
     rounds: int = typer.Option(12, "--rounds", help="Rounds T (>= 1)."),
-    num_nodes: int = typer.Option(2, "--num-nodes", help="SuperNodes to wait for."),
+    num_nodes: int = typer.Option(
+        2, "--num-nodes", help="Clients in the federation (declared public); waits for them."
+    ),
     min_clients: int = typer.Option(
         2,
         "--min-clients",
-        help="Fewest accepted updates a round needs; fewer stops the run with an error.",
+        help="Fewest connected clients to start; without DP also the fewest accepted updates a "
+        "round needs (a DP round never depends on how many replied).",
     ),
     n_classes: int = typer.Option(..., "--n-classes", help="Number of classes C."),
     epsilon: float = typer.Option(
-        0.0, "--epsilon", help="User-level epsilon of the whole run (0 = no DP)."
+        0.0,
+        "--epsilon",
+        help="User-level epsilon of the whole run (0 = no DP). --num-nodes is then the declared "
+        "(public) federation size: the average divides by sample-rate x num-nodes.",
     ),
     delta: float = typer.Option(1e-5, "--delta"),
     clip: float = typer.Option(0.5, "--clip", help="C for scaling updates."),
@@ -94,6 +100,8 @@ def server(
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
         if not 0 < sample_rate <= 1:
             raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
+        if secagg and sample_rate < 1:
+            raise ValueError("--secagg uses every client in every round: --sample-rate must be 1.")
         for cname, cv in (("clip", clip), ("clip-pos", clip_pos), ("clip-neg", clip_neg)):
             if cv <= 0:
                 raise ValueError(f"--{cname} must be > 0. Got {cv}.")
@@ -129,6 +137,20 @@ def server(
         if res.returncode != 0 or not (out / "calibrator.json").exists():
             fail(f"The run failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}")
         console.print(f"Wrote {out / 'calibrator.json'} and {out / 'history.json'}")
+        _print_report(out / "privacy_report.json")
+
+
+def _print_report(path: Path) -> None:
+    """Print the run's privacy report (DP runs write one; a run without DP is not private)."""
+    import json
+
+    from privcal.privacy import PrivacyReport
+
+    if not path.exists():
+        console.print("No DP (--epsilon 0): the calibrator is not private.")
+        return
+    console.print(str(PrivacyReport.from_dict(json.loads(path.read_text()))), markup=False)
+    console.print(f"Wrote {path}")
 
 
 @federate_app.command("client")

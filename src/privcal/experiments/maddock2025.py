@@ -31,6 +31,7 @@ import numpy as np
 
 from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
+from privcal.privacy import SeededNoise
 
 __all__ = ["METHODS", "load_datasets", "run"]
 
@@ -103,6 +104,7 @@ def _one(
         epsilon=epsilon,
         delta=None if epsilon is None else 1e-5,
         seed=seed,
+        noise=None if epsilon is None else SeededNoise(seed + 1),  # simulated, reproducible
         sample_rate=0.1,
         clip=0.5,
         clip_pos=10.0,

@@ -4,7 +4,14 @@ The ``federated`` extra (``flwr``) is needed only for :mod:`privcal.federated.fl
 partitioners, methods and simulator need NumPy and SciPy only.
 """
 
-from privcal.federated.dp import DPConfig, clip_l2, clip_rows_l2, noise_multiplier
+from privcal.federated.dp import (
+    DPConfig,
+    clip_l2,
+    clip_rows_l2,
+    expected_cohort,
+    federated_report,
+    noise_multiplier,
+)
 from privcal.federated.methods import (
     METHODS,
     FedBBQ,
@@ -42,6 +49,8 @@ __all__ = [
     "clip_rows_l2",
     "dirichlet_partition",
     "evaluate",
+    "expected_cohort",
+    "federated_report",
     "get_method",
     "group_partition",
     "iid_partition",

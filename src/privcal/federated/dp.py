@@ -26,6 +26,19 @@ Proof note: a Gaussian mechanism with sensitivity ``D`` and std ``D s`` is
 which is exactly :func:`~privcal.privacy.accounting.zcdp_gaussian_sigma` with
 ``rounds = T`` or ``2cT``. Client sampling (rate ``p``) is *not* used for amplification (the
 guarantee holds for every client whether it is sampled or not), so it is conservative.
+
+Fixed public denominator (scaling methods): the server releases the *sum* above and divides it
+by the declared expected cohort size :func:`expected_cohort` ``= p K``, where ``K`` is the number
+of clients in the federation, declared public by the operator before the run (McMahan et al.
+2018, the fixed-denominator estimator). Never by the observed number of participants: that
+count changes by one when a client is added, so dividing by it changes the scale of the noise
+between neighbours (an audit of 2 vs 3 clients at a claimed epsilon of 1 measured epsilon >= 2.88).
+
+What is released, and what is public: the noisy sums (hence the calibrator), the round index and
+the accountant's epsilon. ``K``, ``p``, ``T``, the clip bounds and the number of classes are
+declared public and listed in the run's :class:`~privcal.privacy.PrivacyReport`
+(:func:`federated_report`); the number of clients that took part in a round is *not* released
+(with Poisson sampling it is not public).
 """
 
 from __future__ import annotations
@@ -38,13 +51,16 @@ from typing import Any
 import numpy as np
 
 from privcal._params import check_int, check_probability, check_real
-from privcal.privacy.accounting import ZCDPAccountant, zcdp_gaussian_sigma
-from privcal.privacy.noise import NoiseSource
+from privcal.privacy.accounting import ZCDPAccountant, zcdp_epsilon, zcdp_gaussian_sigma
+from privcal.privacy.guarantee import PrivacyReport, Release
+from privcal.privacy.noise import NoiseSource, noise_kind
 
 __all__ = [
     "DPConfig",
     "clip_l2",
     "clip_rows_l2",
+    "expected_cohort",
+    "federated_report",
     "noise_multiplier",
 ]
 
@@ -63,6 +79,50 @@ def clip_rows_l2(x: np.ndarray, bound: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
     return x * scale
+
+
+def expected_cohort(sample_rate: float, n_clients: int) -> float:
+    """The public denominator of a DP-FedAvg round: the expected cohort size ``p K``.
+
+    Parameters
+    ----------
+    sample_rate : float
+        ``p`` in ``(0, 1]``: each client joins a round independently with probability ``p``.
+    n_clients : int
+        ``K``: the number of clients in the federation, *declared* public by the operator before
+        the run (in :func:`~privcal.federated.simulate`, the number of partitions passed; in the
+        Flower apps, the run's ``num-nodes``). It is not measured from who replies.
+
+    Returns
+    -------
+    float
+        ``p K``.
+
+    Notes
+    -----
+    Sensitivity (user-level add/remove of one client, every other client's data fixed). Each
+    client's clipped update has L2 norm at most ``C``, so the sum :math:`S = \\sum_k \\bar u_k`
+    changes by at most ``C`` in L2 when one client is added or removed (seed 003 Def. B.4).
+    The denominator ``p K`` is a constant fixed before any data is read, so the average
+    :math:`S / (pK)` has L2 sensitivity :math:`C / (pK)`, and the released average
+    :math:`(S + N(0, (Cs)^2 I)) / (pK)` is the Gaussian mechanism on ``S`` (sensitivity ``C``,
+    std ``C s``) followed by post-processing: :math:`1/(2s^2)`-zCDP per round (Bun & Steinke
+    2016, Prop. 1.6), ``T`` rounds compose to :math:`T/(2s^2) = \\rho` (Lemma 2.3), converted to
+    ``(epsilon, delta)`` by :func:`privcal.privacy.accounting.zcdp_epsilon`. The guarantee holds
+    for *any* public constant; ``K`` only matters for accuracy (the estimator is unbiased when
+    ``K`` is the true federation size). Dividing by the observed number of participants instead
+    makes the noise scale ``C s / K_obs`` differ between neighbours, which no sensitivity bound
+    covers.
+
+    Examples
+    --------
+    >>> expected_cohort(0.1, 100)
+    10.0
+    """
+    owner = "expected_cohort"
+    p = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    k = check_int(n_clients, "n_clients", owner, low=1)
+    return p * k
 
 
 @functools.lru_cache(maxsize=256)
@@ -146,7 +206,93 @@ class DPConfig:
         return out
 
     def spent_epsilon(self) -> float:
-        return self.accountant.get_epsilon(self.delta) if self.accountant.history else 0.0
+        """The accountant's epsilon at the run's delta (cumulative; 0 before any release)."""
+        return _zcdp_epsilon(self.accountant.rho, self.delta) if self.accountant.history else 0.0
+
+
+def federated_report(
+    method: Any,
+    dp: DPConfig,
+    n_classes: int,
+    *,
+    n_clients: int,
+    sample_rate: float,
+    public: tuple[str, ...] = (),
+) -> PrivacyReport:
+    """The privacy report of one federated run (user-level add/remove, zCDP over ``T`` rounds).
+
+    One :class:`~privcal.privacy.Release` covers the whole run: ``T`` rounds of Gaussian noisy
+    sums composed in zCDP (per-round ``(epsilon, delta)`` shares would overstate the loss of a
+    single round), with the accountant's epsilon and the run's delta.
+
+    Parameters
+    ----------
+    method : FedMethod
+    dp : DPConfig
+        The run's configuration; its accountant has recorded every round.
+    n_classes : int
+    n_clients : int
+        ``K``, the declared number of clients in the federation.
+    sample_rate : float
+        ``p``.
+    public : tuple of str, default=()
+        Further quantities the caller declares public.
+
+    Returns
+    -------
+    PrivacyReport
+        ``unit="user"``, ``relation="add/remove"``; ``public`` lists ``K``, ``p``, the expected
+        cohort ``p K``, ``T``, the clip bounds and ``c``; ``noise`` says whether the server's
+        noise was seeded (then the report's status is "not private: seeded noise").
+    """
+    t = dp.rounds
+    if method.kind == "scaling":
+        s = dp.multiplier(1)
+        what = "clipped client updates"
+        sensitivity = dp.clip
+        mech = f"gaussian on the sum (std C s = {dp.clip * s:.6g} per round)"
+        clips = f"clip bound C={dp.clip:g} (L2 norm of a client's update)"
+        cohort = (
+            f"expected cohort size p K={expected_cohort(sample_rate, n_clients):g} (the fixed "
+            "denominator of the average)"
+        )
+    else:
+        s = dp.multiplier(method.mechanisms_per_round(n_classes))
+        what = "clipped client class histograms"
+        sensitivity = max(dp.clip_pos, dp.clip_neg)
+        mech = (
+            f"gaussian on each summed class histogram (std C+ s = {dp.clip_pos * s:.6g}, "
+            f"C- s = {dp.clip_neg * s:.6g}; {2 * n_classes} mechanisms per round)"
+        )
+        clips = f"clip bounds C+={dp.clip_pos:g}, C-={dp.clip_neg:g} (L2 norm per class row)"
+        cohort = "histograms are summed, never averaged: no denominator"
+    release = Release(
+        query=f"{method.name}: {t} round(s) of noisy sums of {what}",
+        mechanism=f"{mech}; zCDP composition, rho={dp.accountant.rho:.6g}",
+        sensitivity=sensitivity,
+        epsilon=dp.spent_epsilon(),
+        delta=dp.delta,
+        source="federation",
+    )
+    declared = (
+        f"number of clients in the federation K={n_clients} (declared before the run)",
+        f"client sample rate p={sample_rate:g}",
+        cohort,
+        f"rounds T={t}",
+        clips,
+        f"number of classes c={n_classes}",
+        *public,
+    )
+    return PrivacyReport(
+        [release], unit="user", relation="add/remove", public=declared, noise=noise_kind(dp.noise)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _zcdp_epsilon(rho: float, delta: float) -> float:
+    """:func:`~privcal.privacy.accounting.zcdp_epsilon`, cached: every run of a configuration
+    spends the same ``rho``, and the conversion is a numerical minimisation."""
+    return zcdp_epsilon(rho, delta)
 
 
 def validate_payload(payload: Any, shape: tuple[int, ...], client: Any) -> np.ndarray | None:

@@ -17,8 +17,10 @@ The same functions run in :func:`privcal.federated.simulate` and in the Flower a
 Scaling (Alg. 2, DP-FedAvg): the payload is the update ``u_k = w_k - w_t`` of ``local_iters``
 L-BFGS (or Newton, for FedTemp) iterations on the local mean NLL started from ``w_t``. Non-DP:
 ``w_{t+1} = w_t + total / n`` (FedAvg with server rate 1, Alg. 2's mean). DP:
-``w_{t+1} = w_t + (total + N(0, (C s)^2)) / (p K)``, dividing by the public expected number of
-participants so the denominator leaks nothing.
+``w_{t+1} = w_t + (total + N(0, (C s)^2)) / (p K)``, dividing by the expected cohort size
+``p K`` of the *declared* federation size ``K`` (a public constant,
+:func:`privcal.federated.dp.expected_cohort`), never by the observed number of participants
+``n``, which is private under add/remove of a client.
 
 Binning (Alg. 1): the payload is the stacked class histograms ``[P; N]`` (``2 x C x B``) of
 :func:`privcal.metrics.statistics.class_histograms`. The server accumulates the sums over rounds

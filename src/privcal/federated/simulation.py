@@ -20,10 +20,10 @@ import numpy as np
 from privcal._params import check_int, check_real
 from privcal.calibrators import Calibrator
 from privcal.data.validation import check_labels, check_scores
-from privcal.federated.dp import DPConfig, validate_payload
+from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
 from privcal.federated.methods import FedMethod, FedTemp, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
-from privcal.privacy.noise import NoiseSource, SeededNoise
+from privcal.privacy.noise import NoiseSource, resolve_noise
 
 __all__ = ["evaluate", "simulate"]
 
@@ -94,23 +94,29 @@ def simulate(
     logits, labels : array_like
         Calibration data of all clients (``N x C`` logits, ``N`` labels).
     parts : list of index arrays
-        Client ``k`` holds rows ``parts[k]`` (e.g. from :func:`dirichlet_partition`).
+        Client ``k`` holds rows ``parts[k]`` (e.g. from :func:`dirichlet_partition`). The number
+        of partitions is the *declared* size ``K`` of the federation (public); a client with an
+        empty index array is enrolled but holds no data, so it never sends anything (that is how
+        a federation with one client removed is written).
     rounds : int
         ``T >= 1``.
     epsilon, delta : float or None
         User-level ``(epsilon, delta)`` for the whole run; ``None`` (both) runs without DP.
     seed : int
-        Seeds client sampling and (unless ``noise`` is given) ``SeededNoise(seed + 1)``.
+        Seeds client sampling (never the DP noise: see ``noise``).
     sample_rate : float, default=1.0
         ``p`` in ``(0, 1]``: each client joins each round independently with probability ``p``.
     clip, clip_pos, clip_neg : float
         ``C`` (scaling updates) and ``C+``, ``C-`` (histograms), ``> 0``; used with DP only.
     eval_logits, eval_labels : array_like, optional
         Evaluation data (e.g. the union of the clients' test parts); adds cwECE, ECE and
-        accuracy to the history.
+        accuracy to the history. These are exact statistics of the evaluation data, outside the
+        guarantee: under DP the report lists the evaluation set as public.
     eval_every : int, default=1
     noise : NoiseSource, optional
-        Defaults to ``SeededNoise(seed + 1)`` (simulation only, not secure).
+        The server's noise under DP. ``None`` (default): :class:`~privcal.privacy.SecureNoise`
+        (OpenDP). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
+        ``InsecureNoiseWarning`` and marks the report "not private: seeded noise".
     **method_params
         Passed to the method's constructor when ``method`` is a name (``local_iters``,
         ``n_levels``, ``weighting`` ...).
@@ -119,19 +125,26 @@ def simulate(
     -------
     calibrator : Calibrator
         Fitted privcal calibrator (``TemperatureScaling``, ``VectorScaling``, ``BBQ`` ...).
+        Under DP it carries ``privacy_report_`` (:func:`~privcal.federated.dp.federated_report`).
     history : list of dict
         One dict per round (plus round 0, the uncalibrated model, when evaluating): ``round``,
-        ``n_clients``, ``seconds``, ``epsilon_spent`` and, with evaluation data, ``cwece``,
-        ``ece``, ``accuracy``.
+        ``epsilon_spent`` and, with evaluation data, ``cwece``, ``ece``, ``accuracy``. Without
+        DP also ``n_clients`` (accepted updates) and ``seconds``; under DP these are left out,
+        since both depend on which clients took part.
 
     Privacy
     -------
-    User-level add/remove-one-client neighbours. Each client's contribution is clipped (L2
-    ``C`` for scaling updates; ``C+`` / ``C-`` per class histogram row); the server adds
-    Gaussian noise with the multiplier of seed 003 Lemma B.7 from
-    :func:`privcal.federated.dp.noise_multiplier`; the run is ``rho``-zCDP with
-    ``rho = zcdp_rho(epsilon, delta)``, hence ``(epsilon, delta)``-DP. Client sampling is not
-    used for amplification. Class totals used by non-DP weighting are not private.
+    User-level add/remove-one-client neighbours, with the federation's size ``K = len(parts)``,
+    ``p``, ``T``, the clip bounds and the number of classes declared public. Each client's
+    contribution is clipped (L2 ``C`` for scaling updates; ``C+`` / ``C-`` per class histogram
+    row), so adding or removing one client moves the round's sum by at most that bound. The
+    server adds Gaussian noise with the multiplier of seed 003 Lemma B.7
+    (:func:`privcal.federated.dp.noise_multiplier`) to the sum, and scaling methods divide it by
+    the fixed public expected cohort ``p K`` (:func:`~privcal.federated.dp.expected_cohort`;
+    L2 sensitivity of the average ``C / (p K)``), never by the observed number of clients. The
+    run is ``rho``-zCDP with ``rho = zcdp_rho(epsilon, delta)``, hence ``(epsilon, delta)``-DP.
+    Client sampling is not used for amplification. Without DP nothing is private (class totals
+    used by non-DP weighting are exact).
     """
     owner = "simulate"
     fm = get_method(method, **method_params)
@@ -152,7 +165,7 @@ def simulate(
             epsilon=epsilon,
             delta=delta,  # type: ignore[arg-type]
             rounds=t_rounds,
-            noise=noise if noise is not None else SeededNoise(seed + 1),
+            noise=resolve_noise(noise, owner),
             clip=clip,
             clip_pos=clip_pos,
             clip_neg=clip_neg,
@@ -170,33 +183,44 @@ def simulate(
         state["class_totals"] = np.bincount(y[owner_of >= 0], minlength=c).astype(np.float64)
     history: list[dict[str, Any]] = []
     if ez is not None and ey is not None:
-        history.append(
-            {
-                "round": 0,
-                "n_clients": 0,
-                "seconds": 0.0,
-                "epsilon_spent": 0.0,
-                **evaluate(None, ez, ey),
-            }
-        )
+        history.append(_row(0, dp, 0, 0.0, evaluate(None, ez, ey)))
     shape = fm.payload_shape(c)
+    cohort = expected_cohort(p, k_total)
     for t in range(1, t_rounds + 1):
         t0 = time.perf_counter()
         sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
         sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
         total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape)
         if dp is not None or n_ok > 0:
-            state = fm.server_step(state, total, n_ok, dp=dp, denominator=p * k_total)
-        row: dict[str, Any] = {
-            "round": t,
-            "n_clients": int(n_ok),
-            "seconds": time.perf_counter() - t0,
-            "epsilon_spent": dp.spent_epsilon() if dp is not None else 0.0,
-        }
+            state = fm.server_step(state, total, n_ok, dp=dp, denominator=cohort)
+        scores = {}
         if ez is not None and ey is not None and (t % every == 0 or t == t_rounds):
-            row.update(evaluate(fm.calibrator(state, c), ez, ey))
-        history.append(row)
-    return fm.calibrator(state, c), history
+            scores = evaluate(fm.calibrator(state, c), ez, ey)
+        history.append(_row(t, dp, n_ok, time.perf_counter() - t0, scores))
+    cal = fm.calibrator(state, c)
+    if dp is not None:
+        evaluation = (
+            ()
+            if ez is None
+            else (
+                "the evaluation set (eval_logits, eval_labels): the history's metrics are exact "
+                "statistics of it",
+            )
+        )
+        cal.privacy_report_ = federated_report(
+            fm, dp, c, n_clients=k_total, sample_rate=p, public=evaluation
+        )
+    return cal, history
+
+
+def _row(
+    t: int, dp: DPConfig | None, n_ok: int, seconds: float, scores: dict[str, float]
+) -> dict[str, Any]:
+    """One history row. Under DP only the round, the accountant's epsilon and the evaluation
+    scores: the number of accepted clients and the round's duration depend on who took part."""
+    if dp is not None:
+        return {"round": t, "epsilon_spent": dp.spent_epsilon() if t else 0.0, **scores}
+    return {"round": t, "n_clients": int(n_ok), "seconds": seconds, "epsilon_spent": 0.0, **scores}
 
 
 def _round_total(

@@ -24,6 +24,7 @@ def run(ctx: DemoContext) -> list[str]:
     """Run FedTemp / FedBBQ with and without DP; return a Markdown table."""
     from privcal.experiments.report import markdown_table
     from privcal.federated import dirichlet_partition, simulate, split_clients
+    from privcal.privacy import SeededNoise
 
     z, y = ctx.data.pool(5)[:2]
     parts = dirichlet_partition(y, 100, 0.1, seed=ctx.seed)
@@ -47,6 +48,7 @@ def run(ctx: DemoContext) -> list[str]:
                 epsilon=eps,
                 delta=None if eps is None else 1e-5,
                 seed=ctx.seed,
+                noise=None if eps is None else SeededNoise(ctx.seed + 1),  # reproducible demo
                 sample_rate=0.1,
                 eval_logits=z[test],
                 eval_labels=y[test],

@@ -3,11 +3,21 @@
 Node configuration (``flower-supernode --node-config``): ``data`` (``.npz`` with ``logits`` and
 ``labels``), optional ``ledger`` (SQLite path of the client's
 :class:`~privcal.privacy.PrivacyOdometer`), ``budget`` and ``delta-budget`` (the client's own
-epsilon and delta budget, default 1.0 and 1e-5). A client with a ledger refuses non-private runs
-and charges ``(epsilon / T, delta / T)`` per round *before* replying; once its budget is spent
-it refuses further rounds (the server logs the refusal and continues without it). A share of
-``epsilon / T`` per round is a bookkeeping split of the run's zCDP-composed ``(epsilon,
-delta)`` guarantee: after ``T`` rounds the ledger holds exactly the run's guarantee.
+epsilon and delta budget, default 1.0 and 1e-5).
+
+What leaves the client (user-level DP, add/remove one client):
+
+* ``task = "step"`` in a DP run: only the *clipped* payload (``arrays["payload"]``) of a round
+  that the client's ledger charged first (:func:`~privcal.federated.flower.task.charge_round`);
+  the server adds the noise and accounts for it. No example count, no metadata of its data.
+* ``task = "step"`` without DP: the exact payload (such a run claims no privacy); clients with
+  a ledger refuse it.
+* ``task = "count"``: the exact class counts, answered **only** in runs without DP (the server
+  needs them for Sec. 4.1 weighting; a DP run weights from the noisy histograms, App. B.5) and
+  never by a client with a ledger.
+* ``task = "source"``: seed 000's DataSource queries, each charged by its own ledger
+  (:mod:`privcal.federated.flower.sources`).
+* A refusal: ``info["refused"]``, a reason that depends on the client's budget, not its data.
 """
 
 from __future__ import annotations
@@ -19,72 +29,48 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from privcal.federated.dp import DPConfig
 from privcal.federated.flower.task import (
     DEFAULTS,
     array_of,
+    charge_round,
+    client_payload,
     load_client_data,
     method_from_config,
 )
-from privcal.privacy import BudgetExceededError, PrivacyOdometer, SeededNoise
 
 app = ClientApp()
 
 
-def _reply(msg: Message, payload: np.ndarray | None, info: dict[str, Any]) -> Message:
-    content = RecordDict({"info": ConfigRecord(info)})
-    if payload is not None:
-        content["arrays"] = ArrayRecord({"payload": Array(np.ascontiguousarray(payload))})
-    return Message(content, reply_to=msg)
+def _payload_reply(msg: Message, payload: np.ndarray) -> Message:
+    arrays = ArrayRecord({"payload": Array(np.ascontiguousarray(payload, dtype=np.float64))})
+    return Message(RecordDict({"arrays": arrays}), reply_to=msg)
+
+
+def _info_reply(msg: Message, info: dict[str, Any]) -> Message:
+    return Message(RecordDict({"info": ConfigRecord(info)}), reply_to=msg)
 
 
 @app.query()
 def query(msg: Message, context: Context) -> Message:
     cfg = {**DEFAULTS, **dict(msg.content["config"])}
-    node = context.node_config
-    z, y = load_client_data(str(node["data"]))
-    if str(cfg.get("task", "step")) == "source":  # seed 000 protocol: a remote DataSource
+    node = dict(context.node_config)
+    task = str(cfg.get("task", "step"))
+    if task == "source":  # seed 000 protocol: a remote DataSource
         from privcal.federated.flower.sources import answer_source_query
 
-        return _reply(msg, None, answer_source_query(z, y, dict(node), cfg))
-    if str(cfg.get("task", "step")) == "count":
-        counts = np.bincount(y, minlength=z.shape[1]).astype(np.float64)
-        return _reply(msg, counts, {"n": int(y.size)})
+        z, y = load_client_data(str(node["data"]))
+        return _info_reply(msg, answer_source_query(z, y, node, cfg))
+    if task == "count":
+        if float(cfg["epsilon"]) > 0 or node.get("ledger"):
+            return _info_reply(msg, {"refused": "class counts are only sent in runs without DP"})
+        z, y = load_client_data(str(node["data"]))
+        return _payload_reply(msg, np.bincount(y, minlength=z.shape[1]).astype(np.float64))
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:
         os._exit(1)  # test hook: a client killed mid-round
-    fm = method_from_config(cfg)
+    refusal = charge_round(node, cfg)  # before the data is read
+    if refusal is not None:
+        return _info_reply(msg, {"refused": refusal})
+    z, y = load_client_data(str(node["data"]))
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
-    eps = float(cfg["epsilon"])
-    ledger = node.get("ledger")
-    if ledger:
-        if eps <= 0:
-            return _reply(msg, None, {"refused": "this client only joins DP runs"})
-        odo = PrivacyOdometer(
-            float(node.get("budget", 1.0)),
-            ledger=str(ledger),
-            delta_budget=float(node.get("delta-budget", 1e-5)),
-            name=str(node.get("name", "client")),
-        )
-        try:
-            odo.spend(
-                f"federated round {cfg['round']} ({cfg['method']})",
-                eps / int(cfg["rounds"]),
-                float(cfg["delta"]) / int(cfg["rounds"]),
-                mechanism="gaussian (server-side, zCDP)",
-            )
-        except BudgetExceededError as err:
-            return _reply(msg, None, {"refused": str(err)})
-    payload = fm.client_step(state, z, y)
-    if eps > 0:
-        dp = DPConfig(
-            eps,
-            float(cfg["delta"]),
-            int(cfg["rounds"]),
-            noise=SeededNoise(0),
-            clip=float(cfg["clip"]),
-            clip_pos=float(cfg["clip-pos"]),
-            clip_neg=float(cfg["clip-neg"]),
-        )
-        payload = fm.clip(payload, dp)
-    return _reply(msg, np.asarray(payload, dtype=np.float64), {"n": int(y.size)})
+    return _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))

@@ -13,6 +13,13 @@ and the server recovers the weighted *mean* :math:`\\sum_k w_k x_k / \\sum_k w_k
   payload can have: ``C`` for DP scaling updates, ``max(C+, C-)`` for DP histograms, the
   run's ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
 
+Privacy: the clients follow the plain ClientApp's rule (a ledger is charged before the data is
+read; clients with a ledger refuse runs without DP) and send ``num_examples = 1``, a public
+constant. SecAgg+ samples every declared node (``num-nodes``) each round, so the fixed
+denominator of scaling methods is ``num-nodes`` (``sample-rate`` must be 1). Under DP the
+history holds only the round and the accountant's epsilon, and ``privacy_report.json`` the
+run's report; the server sees only the sum of the payloads.
+
 Round trip (tested): each entry is quantised with step ``2R / Q`` in the scaled domain, so the
 recovered sum of ``n`` payloads is within ``n * (2R / Q) * bound / R = 2 n bound / Q`` of the
 plain sum, entrywise (plus float rounding). Entries above ``bound`` would be clipped by Flower,
@@ -35,10 +42,18 @@ from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
-from privcal.federated.dp import DPConfig
-from privcal.federated.flower.task import DEFAULTS, dump_json, load_client_data, method_from_config
+from privcal.federated.dp import DPConfig, expected_cohort, federated_report
+from privcal.federated.flower.task import (
+    DEFAULTS,
+    charge_round,
+    client_payload,
+    dp_from_config,
+    dump_json,
+    load_client_data,
+    method_from_config,
+    server_noise,
+)
 from privcal.federated.methods import FedMethod
-from privcal.privacy import SecureNoise, SeededNoise
 
 __all__ = ["client", "from_wire", "payload_bound", "server", "to_wire"]
 
@@ -65,29 +80,29 @@ def from_wire(mean: np.ndarray, n: int, bound: float, clipping_range: float) -> 
 
 
 class _PrivcalClient(NumPyClient):
+    """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1``, no metrics.
+
+    Same rule as the plain ClientApp (:func:`~privcal.federated.flower.task.charge_round`): a
+    client with a ledger refuses runs without DP and charges ``(epsilon / T, delta / T)`` before
+    it reads its data; a refusal raises, which SecAgg+ treats as a dropout. ``num_examples`` is
+    the public constant 1 (never the client's size).
+    """
+
     def __init__(self, context: Context) -> None:
-        self.node = context.node_config
+        self.node = dict(context.node_config)
         self.run_config = dict(context.run_config)
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
         cfg = {**DEFAULTS, **self.run_config, **config}
+        refusal = charge_round(self.node, cfg)
+        if refusal is not None:
+            raise RuntimeError(f"privcal client refused the round: {refusal}")
         fm = method_from_config(cfg)
         z, y = load_client_data(str(self.node["data"]))
         state = fm.init(z.shape[1])
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)
-        payload = fm.client_step(state, z, y)
-        if float(cfg["epsilon"]) > 0:
-            dp = DPConfig(
-                float(cfg["epsilon"]),
-                float(cfg["delta"]),
-                int(cfg["rounds"]),
-                noise=SeededNoise(0),
-                clip=float(cfg["clip"]),
-                clip_pos=float(cfg["clip-pos"]),
-                clip_neg=float(cfg["clip-neg"]),
-            )
-            payload = fm.clip(payload, dp)
+        payload = client_payload(fm, state, z, y, cfg)
         bound = payload_bound(cfg, fm)
         if np.abs(payload).max(initial=0.0) > bound:
             raise ValueError(
@@ -144,19 +159,19 @@ class _Strategy(FedAvg):
         n = len(results)
         total = from_wire(mean, n, bound, float(self.cfg["secagg-clipping-range"]))
         total = total.reshape(self.fm.payload_shape(self.c))
-        p = float(self.cfg["sample-rate"])
-        self.state = self.fm.server_step(
-            self.state, total, n, dp=self.dp, denominator=p * self.n_nodes
-        )
-        self.history.append(
-            {
+        cohort = expected_cohort(1.0, self.n_nodes)  # every declared node, every round
+        self.state = self.fm.server_step(self.state, total, n, dp=self.dp, denominator=cohort)
+        if self.dp is not None:  # only public quantities (see server_app)
+            row = {"round": server_round, "epsilon_spent": self.dp.spent_epsilon()}
+        else:
+            row = {
                 "round": server_round,
                 "n_clients": n,
                 "failures": len(failures),
                 "seconds": time.perf_counter() - self.t0,
-                "epsilon_spent": self.dp.spent_epsilon() if self.dp else 0.0,
+                "epsilon_spent": 0.0,
             }
-        )
+        self.history.append(row)
         self.t0 = time.perf_counter()
         if self.out_dir is not None:
             dump_json(self.out_dir / "history.json", self.history)
@@ -173,18 +188,15 @@ def _main(grid: Any, context: Context) -> None:
     fm = method_from_config(cfg)
     c = int(cfg["n-classes"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
-    dp = None
-    if float(cfg["epsilon"]) > 0:
-        noise = SeededNoise(int(cfg["seed"]) + 1) if cfg["noise"] == "seeded" else SecureNoise()
-        dp = DPConfig(
-            float(cfg["epsilon"]),
-            float(cfg["delta"]),
-            int(cfg["rounds"]),
-            noise=noise,
-            clip=float(cfg["clip"]),
-            clip_pos=float(cfg["clip-pos"]),
-            clip_neg=float(cfg["clip-neg"]),
+    if float(cfg["sample-rate"]) < 1.0:
+        raise RuntimeError(
+            "privcal: SecAgg+ runs use every declared client in every round; set sample-rate = 1."
         )
+    dp = (
+        dp_from_config(cfg, server_noise(cfg, "the privcal SecAgg+ ServerApp"))
+        if float(cfg["epsilon"]) > 0
+        else None
+    )
     n_nodes = int(cfg["num-nodes"])
     strategy = _Strategy(fm, cfg, c, n_nodes, dp, out_dir)
     legacy = LegacyContext(
@@ -201,6 +213,11 @@ def _main(grid: Any, context: Context) -> None:
         )
     )
     workflow(grid, legacy)
+    if dp is not None:
+        report = federated_report(fm, dp, c, n_clients=n_nodes, sample_rate=1.0)
+        print(f"privcal: {report}", flush=True)
+        if out_dir is not None:
+            dump_json(out_dir / "privacy_report.json", report.to_dict())
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", fm.calibrator(strategy.state, c).to_dict())
         dump_json(

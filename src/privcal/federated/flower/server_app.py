@@ -2,12 +2,23 @@
 
 Each round the server samples nodes (rate ``sample-rate``, seeded), sends them the global state
 (``ArrayRecord``) and the run configuration (``ConfigRecord``) in a ``query`` message, sums the
-accepted payloads, and applies the method's server step (with Gaussian noise from a privcal
-NoiseSource under DP: ``SecureNoise`` unless ``noise = "seeded"``). A reply with an error (a
-crashed client), a refusal (a spent budget), a wrong shape or a NaN is dropped with a logged
-reason and the round continues; with fewer than ``min-clients`` accepted updates the run stops
-with a clear error. One zCDP accountant covers the whole run; its epsilon is in the history.
-Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``) and ``history.json``.
+accepted payloads, and applies the method's server step (:func:`release_round`; with Gaussian
+noise from a privcal NoiseSource under DP: ``SecureNoise`` unless ``noise = "seeded"``, which
+warns and makes the report "not private: seeded noise"). A reply with an error (a crashed
+client), a refusal (a spent budget), a wrong shape or a NaN is dropped with a logged reason and
+the round continues. One zCDP accountant covers the whole run.
+
+User-level DP (add/remove one client): the federation's size ``num-nodes`` is declared public
+before the run, and scaling methods divide the noisy sum by the fixed expected cohort
+``sample-rate * num-nodes``, never by the number of replies. A DP run writes only the round
+index and the accountant's epsilon per round to ``history.json`` (no client counts, no
+timings), does not stop on ``min-clients`` mid-run (the noise does not depend on how many
+replied), and writes ``privacy_report.json``. Without DP (which claims no privacy) the history
+also has ``n_clients``, ``sampled`` and ``seconds``, and a round with fewer than
+``min-clients`` accepted updates stops the run. The operator running the SuperLink sees which
+nodes connect and reply (Flower shows it); that participation metadata is not released.
+Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``), ``history.json``,
+``state.json`` and, under DP, ``privacy_report.json``.
 """
 
 from __future__ import annotations
@@ -21,9 +32,17 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from privcal.federated.dp import DPConfig, validate_payload
-from privcal.federated.flower.task import DEFAULTS, array_of, dump_json, method_from_config
-from privcal.privacy import SecureNoise, SeededNoise
+from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
+from privcal.federated.flower.task import (
+    DEFAULTS,
+    array_of,
+    dp_from_config,
+    dump_json,
+    method_from_config,
+    server_noise,
+)
+from privcal.federated.methods import FedMethod
+from privcal.privacy import PrivacyReport
 
 log = logging.getLogger("privcal.federated")
 app = ServerApp()
@@ -80,6 +99,60 @@ def _accepted(replies: list[Message], shape: tuple[int, ...], rnd: int) -> list[
     return out
 
 
+def release_round(
+    fm: FedMethod,
+    state: dict[str, np.ndarray],
+    replies: list[Message],
+    shape: tuple[int, ...],
+    rnd: int,
+    dp: DPConfig | None,
+    cohort: float,
+) -> tuple[dict[str, np.ndarray], int]:
+    """The server's release of one round: sum the accepted payloads, apply the server step.
+
+    Under DP the server step adds Gaussian noise to the sum of the (client-clipped) payloads and
+    scaling methods divide by the fixed public ``cohort`` = :func:`expected_cohort` of the
+    declared ``num-nodes``, so one client more or less moves the release by at most ``C /
+    cohort`` whatever the other clients sent (see :func:`privcal.federated.dp.expected_cohort`).
+    Without DP the mean is over the accepted payloads.
+
+    Returns
+    -------
+    state : dict
+        The new global state (what the next round and the calibrator are built from).
+    n_accepted : int
+        For the operator's ``min-clients`` check in runs without DP; a DP run never writes it
+        out (it depends on who took part).
+    """
+    payloads = _accepted(replies, shape, rnd)
+    total = np.sum(payloads, axis=0) if payloads else np.zeros(shape)
+    return fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort), len(payloads)
+
+
+def declared_cohort(cfg: dict[str, Any]) -> float:
+    """The fixed public denominator of a round: ``sample-rate * num-nodes`` (declared)."""
+    return expected_cohort(float(cfg["sample-rate"]), int(cfg["num-nodes"]))
+
+
+def run_report(fm: FedMethod, dp: DPConfig, c: int, cfg: dict[str, Any]) -> PrivacyReport:
+    """The run's privacy report (user-level add/remove; ``num-nodes`` declared public)."""
+    return federated_report(
+        fm, dp, c, n_clients=int(cfg["num-nodes"]), sample_rate=float(cfg["sample-rate"])
+    )
+
+
+def _class_totals(grid: Grid, nodes: list[int], cfg: dict[str, Any], c: int) -> np.ndarray:
+    """Exact class totals ``N_j`` for Sec. 4.1 weighting; asked for in runs without DP only."""
+    timeout = float(cfg["round-timeout-s"])
+    replies = _query(grid, nodes, {}, {**cfg, "task": "count", "round": 0}, timeout)
+    totals = [
+        array_of(r.content["arrays"], "payload")
+        for r in replies
+        if not r.has_error() and "arrays" in r.content
+    ]
+    return np.sum([t for t in totals if t.size == c], axis=0)
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
@@ -89,36 +162,28 @@ def main(grid: Grid, context: Context) -> None:
     fm = method_from_config(cfg)
     rounds = int(cfg["rounds"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
-    nodes = _wait_nodes(grid, int(cfg["num-nodes"]), float(cfg["wait-nodes-s"]))
+    n_declared = int(cfg["num-nodes"])
+    nodes = _wait_nodes(grid, n_declared, float(cfg["wait-nodes-s"]))
     if len(nodes) < int(cfg["min-clients"]):
         raise RuntimeError(
             f"privcal: only {len(nodes)} SuperNodes connected; min-clients is {cfg['min-clients']}."
         )
     timeout = float(cfg["round-timeout-s"])
-    dp = None
-    if float(cfg["epsilon"]) > 0:
-        noise = SeededNoise(int(cfg["seed"]) + 1) if cfg["noise"] == "seeded" else SecureNoise()
-        dp = DPConfig(
-            float(cfg["epsilon"]),
-            float(cfg["delta"]),
-            rounds,
-            noise=noise,
-            clip=float(cfg["clip"]),
-            clip_pos=float(cfg["clip-pos"]),
-            clip_neg=float(cfg["clip-neg"]),
-        )
+    dp = (
+        dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
+        if float(cfg["epsilon"]) > 0
+        else None
+    )
     c = int(cfg["n-classes"])
     if c < 2:
         raise RuntimeError(f"privcal: run config 'n-classes' must be >= 2. Got {c}.")
     state = fm.init(c)
     if fm.kind == "binning" and dp is None and getattr(fm, "weighting", None):
-        # non-DP weighting needs the class totals N_j (Sec. 4.1): one count query to all nodes
-        counts = _query(grid, nodes, {}, {**cfg, "task": "count", "round": 0}, timeout)
-        totals = [array_of(r.content["arrays"], "payload") for r in counts if not r.has_error()]
-        state["class_totals"] = np.sum([t for t in totals if t.size == c], axis=0)
+        state["class_totals"] = _class_totals(grid, nodes, cfg, c)
     shape = fm.payload_shape(c)
     rng = np.random.default_rng(int(cfg["seed"]))
     p = float(cfg["sample-rate"])
+    cohort = declared_cohort(cfg)
     history = []
     for t in range(1, rounds + 1):
         t0 = time.perf_counter()
@@ -131,29 +196,49 @@ def main(grid: Grid, context: Context) -> None:
                 f"privcal: round {t}: no reply from client {nid} within {timeout:g} s; dropped",
                 flush=True,
             )
-        payloads = _accepted(replies, shape, t)
-        if len(payloads) < int(cfg["min-clients"]):
-            raise RuntimeError(
-                f"privcal: round {t} has {len(payloads)} accepted updates out of "
-                f"{len(sampled)} sampled clients; min-clients is {cfg['min-clients']}."
+        state, n_ok = release_round(fm, state, replies, shape, t, dp, cohort)
+        if dp is not None:  # only public quantities: the round and the accountant's epsilon
+            history.append({"round": t, "epsilon_spent": dp.spent_epsilon()})
+            print(f"privcal: round {t} released", flush=True)
+        else:
+            if n_ok < int(cfg["min-clients"]):
+                raise RuntimeError(
+                    f"privcal: round {t} has {n_ok} accepted updates out of "
+                    f"{len(sampled)} sampled clients; min-clients is {cfg['min-clients']}."
+                )
+            history.append(
+                {
+                    "round": t,
+                    "n_clients": n_ok,
+                    "sampled": len(sampled),
+                    "seconds": time.perf_counter() - t0,
+                    "epsilon_spent": 0.0,
+                }
             )
-        total = np.sum(payloads, axis=0)
-        state = fm.server_step(state, total, len(payloads), dp=dp, denominator=p * len(nodes))
-        history.append(
-            {
-                "round": t,
-                "n_clients": len(payloads),
-                "sampled": len(sampled),
-                "seconds": time.perf_counter() - t0,
-                "epsilon_spent": dp.spent_epsilon() if dp else 0.0,
-            }
-        )
-        print(f"privcal: round {t}: {len(payloads)}/{len(sampled)} clients", flush=True)
+            print(f"privcal: round {t}: {n_ok}/{len(sampled)} clients", flush=True)
         if out_dir is not None:
             dump_json(out_dir / "history.json", history)
-    if out_dir is not None:
-        dump_json(out_dir / "calibrator.json", fm.calibrator(state, c).to_dict())
-        dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
+    _finish(fm, state, c, dp, cfg, out_dir)
+
+
+def _finish(
+    fm: FedMethod,
+    state: dict[str, np.ndarray],
+    c: int,
+    dp: DPConfig | None,
+    cfg: dict[str, Any],
+    out_dir: Path | None,
+) -> None:
+    """Write the calibrator, the state and (under DP) the privacy report; print the report."""
+    report = None if dp is None else run_report(fm, dp, c, cfg)
+    if report is not None:
+        print(f"privcal: {report}", flush=True)
+    if out_dir is None:
+        return
+    dump_json(out_dir / "calibrator.json", fm.calibrator(state, c).to_dict())
+    dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
+    if report is not None:
+        dump_json(out_dir / "privacy_report.json", report.to_dict())
 
 
 def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:

@@ -66,6 +66,10 @@ def answer_source_query(
 
 
 class _RemoteOdometer:
+    #: The ledger is a file on the node, out of the server's reach (each node's own ledger binds
+    #: its data; see RemoteSource).
+    ledger = None
+
     def __init__(self, source: RemoteSource) -> None:
         self.source = source
 
@@ -110,6 +114,11 @@ class RemoteSource(DataSource):
         self.noise = SecureNoise()  # what the node uses
         self.odometer = _RemoteOdometer(self)  # type: ignore[assignment]
         self.history: list[Release] = []
+        # the node's row digests and data fingerprint never leave it (a hash of the data is not
+        # private), so the server cannot check that two nodes hold disjoint rows: each node is
+        # one party whose rows are its own (declared), and its own ledger refuses other data
+        self._digests = np.empty(0, dtype=np.uint64)
+        self.fingerprint = f"remote node {self.node_id}"
 
     def __repr__(self) -> str:
         return f"RemoteSource(node_id={self.node_id}, name={self.name!r})"

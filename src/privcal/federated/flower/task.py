@@ -1,4 +1,9 @@
-"""Framework-free glue between Flower records and privcal's federated methods."""
+"""Framework-free glue between Flower records and privcal's federated methods.
+
+Also the client-side rule shared by the plain and the SecAgg+ ClientApp (:func:`charge_round`):
+nothing leaves a client except the clipped payload of a round that its ledger has already
+charged, or, in a run without DP (which claims no privacy), its exact payload.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,27 @@ from typing import Any
 
 import numpy as np
 
+from privcal.federated.dp import DPConfig
 from privcal.federated.methods import FedMethod, get_method
+from privcal.privacy import (
+    BudgetExceededError,
+    NoiseSource,
+    PrivacyOdometer,
+    SecureNoise,
+    SeededNoise,
+    resolve_noise,
+)
 
-__all__ = ["DEFAULTS", "array_of", "load_client_data", "method_from_config"]
+__all__ = [
+    "DEFAULTS",
+    "array_of",
+    "charge_round",
+    "client_payload",
+    "dp_from_config",
+    "load_client_data",
+    "method_from_config",
+    "server_noise",
+]
 
 #: Run configuration keys and defaults (``[tool.flwr.app.config]`` of the generated app).
 DEFAULTS: dict[str, Any] = {
@@ -33,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "num-nodes": 2,
     "wait-nodes-s": 60.0,
     "round-timeout-s": 60.0,
-    "noise": "secure",  # "secure" (OpenDP) | "seeded" (tests)
+    "noise": "secure",  # "secure" (OpenDP) | "seeded" (tests; the report says not private)
     "secagg": False,
     "secagg-clipping-range": 8.0,
     "secagg-quantization-range": 4194304,
@@ -69,6 +92,80 @@ def method_from_config(cfg: dict[str, Any]) -> FedMethod:
                 else get_method("fedbbq", n_levels=params["n_levels"])
             )
     return get_method(name, **params)
+
+
+def server_noise(cfg: dict[str, Any], owner: str) -> NoiseSource:
+    """The server's noise: :class:`SecureNoise`, or ``SeededNoise(seed + 1)`` when the run config
+    says ``noise = "seeded"`` (warns ``InsecureNoiseWarning``; the report is "not private")."""
+    if cfg["noise"] not in ("secure", "seeded"):
+        raise ValueError(
+            f"The 'noise' run config of {owner} must be 'secure' or 'seeded'. "
+            f"Got {cfg['noise']!r} instead."
+        )
+    seeded = SeededNoise(int(cfg["seed"]) + 1) if cfg["noise"] == "seeded" else None
+    return resolve_noise(seeded, owner)
+
+
+def dp_from_config(cfg: dict[str, Any], noise: NoiseSource) -> DPConfig | None:
+    """The run's :class:`DPConfig` (``None`` when ``epsilon = 0``: no DP)."""
+    if float(cfg["epsilon"]) <= 0:
+        return None
+    return DPConfig(
+        float(cfg["epsilon"]),
+        float(cfg["delta"]),
+        int(cfg["rounds"]),
+        noise=noise,
+        clip=float(cfg["clip"]),
+        clip_pos=float(cfg["clip-pos"]),
+        clip_neg=float(cfg["clip-neg"]),
+    )
+
+
+def client_payload(
+    fm: FedMethod, state: dict[str, np.ndarray], z: np.ndarray, y: np.ndarray, cfg: dict[str, Any]
+) -> np.ndarray:
+    """One client's reply: the method's client step, clipped under DP (the server adds noise)."""
+    payload = fm.client_step(state, z, y)
+    dp = dp_from_config(cfg, SecureNoise())  # the client only clips; it never draws noise
+    if dp is not None:
+        payload = fm.clip(payload, dp)
+    return np.asarray(payload, dtype=np.float64)
+
+
+def charge_round(node: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+    """Charge this client's ledger for one round *before* it computes its reply.
+
+    Returns ``None`` when the client may reply, or the reason it refuses. A client with a
+    ``ledger`` (node config) refuses runs without DP and, in a DP run, records
+    ``(epsilon / T, delta / T)`` in its SQLite :class:`~privcal.privacy.PrivacyOdometer` (a
+    bookkeeping share of the run's zCDP-composed guarantee: after ``T`` rounds the ledger holds
+    the run's ``(epsilon, delta)``); once its budget is spent it refuses. A client without a
+    ledger keeps no budget of its own and always replies (the server's report still accounts
+    for every round).
+    """
+    ledger = node.get("ledger")
+    if not ledger:
+        return None
+    eps = float(cfg["epsilon"])
+    if eps <= 0:
+        return "this client only joins DP runs"
+    odo = PrivacyOdometer(
+        float(node.get("budget", 1.0)),
+        ledger=str(ledger),
+        delta_budget=float(node.get("delta-budget", 1e-5)),
+        name=str(node.get("name", "client")),
+    )
+    t = int(cfg["rounds"])
+    try:
+        odo.spend(
+            f"federated round {cfg['round']} ({cfg['method']})",
+            eps / t,
+            float(cfg["delta"]) / t,
+            mechanism="gaussian (server-side, zCDP)",
+        )
+    except BudgetExceededError as err:
+        return str(err)
+    return None
 
 
 def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,260 @@
+"""Deployed-path audits of federated calibration (the ``federated`` extra for the Flower audit).
+
+Relation audited: user-level add/remove of one client, the federation's declared size ``K``
+fixed (public). Every audit compares
+
+* ``D``: a federation of ``K = 2`` enrolled clients of which only the first holds data (the
+  second is absent: an empty partition in :func:`~privcal.federated.simulate`, a node that does
+  not reply to the Flower server), and
+* ``D'``: the same federation where the second client holds worst-case data,
+
+so ``D`` has one participating client and ``D'`` two. The first client's data makes its
+update go as far up as clipping allows (under-confident, mostly right: FedTemp wants a small
+``T``), the second's as far down (over-confident, often wrong: a large ``T``), so the two
+clipped updates differ by ``2 C``. One round, ``epsilon = 1``, ``delta = 1e-5``, default noise
+(:class:`~privcal.privacy.SecureNoise`); the claim is read from the run's own
+``privacy_report_``.
+
+What this catches: with the fixed public denominator ``p K`` (``= 2`` here) both neighbours'
+releases have noise std ``C s / 2``. Dividing by the *observed* number of clients (1 on ``D``,
+2 on ``D'``) doubles the noise std on ``D``, and the audit's tail events separate the two laws
+far beyond ``epsilon = 1`` (``tests/statistical/test_deployed_audits_federated.py`` plants it).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcal.audits._registry import AuditReport, audit_release, register
+
+__all__: list[str] = []
+
+EPSILON = 1.0
+DELTA = 1e-5
+ROUNDS = 1
+ROWS = 20
+#: The fixed input whose predicted probability summarises a calibrator (all but FedTemp).
+PROBE = np.array([[1.0, 0.0]])
+#: Events of a probability summary, fixed in advance: 20 buckets of width 0.05.
+PROBABILITY_EVENTS = np.linspace(0.0, 1.0, 21)[1:-1]
+
+NEIGHBOURS = (
+    "K = 2 declared clients; D: client 1 (under-confident, mostly right: clipped update +C) and "
+    "an absent client 2; D': client 2 added (over-confident, often wrong: clipped update -C)"
+)
+
+
+def _client(rows: int, logit: float, right: int) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` two-class rows with logits ``(+-logit, -+logit)``; the first ``right`` are right."""
+    y = np.arange(rows) % 2
+    top = np.where(np.arange(rows) < right, y, 1 - y)
+    return np.where(np.eye(2, dtype=bool)[top], logit, -logit), y
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    """Client 1's rows, then client 2's worst-case rows (two classes).
+
+    Client 1: logits +-0.2, 80% right: its NLL-optimal inverse temperature is about 3.5 (update
+    +2.5 from 1, clipped to +C). Client 2: logits +-2, 60% right: about 0.1 (update -0.9,
+    clipped to -C). Both optima are interior, so the local Newton fits converge quickly.
+    """
+    z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
+    z2, y2 = _client(ROWS, 2.0, int(0.6 * ROWS))
+    return np.vstack([z1, z2]), np.concatenate([y1, y2])
+
+
+def _parts(side: int) -> list[np.ndarray]:
+    client2 = np.arange(ROWS, 2 * ROWS) if side else np.array([], dtype=np.int64)
+    return [np.arange(ROWS), client2]
+
+
+def _summary(method: str) -> Callable[[Any], float]:
+    """The scalar read from a calibrator: FedTemp's temperature, else P(class 0 | PROBE)."""
+    if method == "fedtemp":
+        return lambda cal: float(cal.temperature_)
+    return _probe_probability
+
+
+def _probe_probability(cal: Any) -> float:
+    from privcal.calibrators.binning import UnnormalisableRowsWarning
+
+    with warnings.catch_warnings():  # noisy histograms can leave the probe's bins empty
+        warnings.simplefilter("ignore", UnnormalisableRowsWarning)
+        return float(cal.predict_proba(PROBE)[0, 0])
+
+
+def _simulate_audit(method: str, runs: int, alpha: float) -> AuditReport:
+    from privcal.federated import simulate
+
+    z, y = _data()
+    summary = _summary(method)
+
+    def call(side: int) -> Any:
+        cal, _ = simulate(method, z, y, _parts(side), rounds=ROUNDS, epsilon=EPSILON, delta=DELTA)
+        return cal
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([summary(call(side)) for _ in range(k)])
+
+    what = "temperature_" if method == "fedtemp" else "predict_proba(probe)[0, 0]"
+    # a probability lives in [0, 1]: fixed buckets, no pilot runs (the slow methods' runs)
+    events = None if method == "fedtemp" else PROBABILITY_EVENTS
+    return audit_release(
+        f"simulate-{method}",
+        f'simulate("{method}", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
+        f"delta={DELTA:g}).{what}",
+        NEIGHBOURS,
+        draw,
+        call(0).privacy_report_,
+        runs=runs,
+        alpha=alpha,
+        events=events,
+    )
+
+
+def _register_simulate(method: str, runs: int, slow: bool) -> None:
+    def audit(runs: int, alpha: float) -> AuditReport:
+        return _simulate_audit(method, runs, alpha)
+
+    register(
+        f"simulate-{method}",
+        summary=f"simulate('{method}') with DP, K vs K+1 clients (user-level add/remove)",
+        runs=runs,
+        slow=slow,
+        extra=None,
+    )(audit)
+
+
+# runs: FedTemp is the audit that must see an observed-K denominator (2000 runs: about 5-8 s
+# on the 2-core build machine; the planted defect gives epsilon >= 1.4). The others draw
+# more noise per run with SecureNoise or fit more locally, so they run the minimum (100): L-BFGS
+# fits take 5-30 ms a run, FedBBQ's 512 noisy cells about 25 ms, FedCal's MLP of about 4.4k
+# weights about 0.3-0.4 s (its audit takes minutes: slow tier, and `privcal audit`).
+for _method, _runs, _slow in (
+    ("fedtemp", 2000, False),
+    ("fedvector", 100, False),
+    ("fedopvector", 100, False),
+    ("fedmatrix", 100, False),
+    ("fedcal", 100, True),
+    ("fedbin", 300, False),
+    ("fedbbq", 100, False),
+    ("fedbbq-all", 100, False),
+    ("fedbbq-changed", 100, False),
+):
+    _register_simulate(_method, _runs, _slow)
+
+
+# ------------------------------------------------------------------------------- Flower
+def _instruction(content: Any, node_id: int) -> Any:
+    """A ``query`` message from the server to ``node_id``, built without a running SuperLink."""
+    from flwr.app import Message, Metadata
+
+    meta = Metadata(
+        run_id=1,
+        message_id=f"audit-{node_id}",
+        src_node_id=0,
+        dst_node_id=node_id,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=0.0,
+        ttl=3600.0,
+        message_type="query",
+    )
+    # Flower builds instruction metadata from the running task's identity; with none running,
+    # set it directly (Message's metadata= form, which its typed overloads do not list)
+    return Message(content, metadata=meta)  # type: ignore[call-overload]
+
+
+def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: Path) -> list[Any]:
+    """Both clients' replies to round 1, from the real ClientApp handler."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
+
+    from privcal.federated.flower.client_app import query
+
+    z, y = _data()
+    replies = []
+    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, 2 * ROWS))):
+        path = folder / f"client{node_id}.npz"
+        np.savez(path, logits=z[rows], labels=y[rows])
+        arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+        msg = _instruction(
+            RecordDict({"state": arrays, "config": ConfigRecord({**cfg, "round": 1})}), node_id
+        )
+        ctx = Context(
+            run_id=1,
+            node_id=node_id,
+            node_config={"data": str(path)},
+            state=RecordDict(),
+            run_config={},
+        )
+        replies.append(query(msg, ctx))
+    return replies
+
+
+@register(
+    "flower-server-round",
+    summary="the Flower ServerApp's release of one DP round, K vs K+1 client replies",
+    runs=2000,
+    slow=False,
+    extra="federated",
+)
+def flower_server_round(runs: int, alpha: float) -> AuditReport:
+    """One round of the ServerApp's release (:func:`release_round`) on 1 vs 2 client replies.
+
+    The replies come from the real ClientApp handler; the server side is the code path
+    ``server_app.main`` runs for a round: the noise it builds from the run config
+    (``server_noise``: SecureNoise by default), ``dp_from_config``, the declared cohort
+    ``sample-rate * num-nodes`` and :func:`release_round`. The claim is the ServerApp's own
+    report (:func:`run_report`).
+    """
+    from privcal.federated.flower import server_app as srv
+    from privcal.federated.flower.task import (
+        DEFAULTS,
+        dp_from_config,
+        method_from_config,
+        server_noise,
+    )
+
+    cfg = {
+        **DEFAULTS,
+        "method": "fedtemp",
+        "rounds": ROUNDS,
+        "n-classes": 2,
+        "num-nodes": 2,
+        "epsilon": EPSILON,
+        "delta": DELTA,
+    }
+    fm = method_from_config(cfg)
+    state0 = fm.init(2)
+    shape = fm.payload_shape(2)
+    with tempfile.TemporaryDirectory(prefix="privcal-audit-") as tmp:
+        replies = _client_replies(cfg, state0, Path(tmp))
+    sides = (replies[:1], replies)  # D: client 2 does not reply; D': it does
+
+    def release(side: int) -> tuple[float, Any]:
+        dp = dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
+        state, _ = srv.release_round(
+            fm, state0, sides[side], shape, 1, dp, srv.declared_cohort(cfg)
+        )
+        return float(fm.calibrator(state, 2).temperature_), dp
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([release(side)[0] for _ in range(k)])
+
+    _, dp = release(0)
+    return audit_release(
+        "flower-server-round",
+        "privcal ServerApp, one round of fedtemp (epsilon=1, delta=1e-5, noise='secure'): "
+        "release_round(...) -> temperature",
+        NEIGHBOURS.replace("an absent client 2", "client 2 connected but not replying"),
+        draw,
+        srv.run_report(fm, dp, 2, cfg),
+        runs=runs,
+        alpha=alpha,
+    )

@@ -1,0 +1,195 @@
+"""Everything a Flower client sends, field by field, and the ledger it charges first.
+
+The ClientApp's only messages are its replies to the server's ``query`` messages (Flower's own
+connection traffic carries no privcal data), and the SecAgg+ client's only upload is the
+``(parameters, num_examples, metrics)`` triple of ``fit`` (masked by ``secaggplus_mod``). The
+handlers are called directly, as Flower calls them, on a client that holds a privacy ledger.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    Metadata,
+    RecordDict,
+)
+
+from privcal.federated import FedBBQ, FedTemp, expected_cohort
+from privcal.federated.flower import client_app, secagg, task
+from privcal.federated.flower import server_app as srv
+from privcal.privacy import InsecureNoiseWarning, PrivacyOdometer
+
+C = 3
+RUN = {"epsilon": 1.0, "delta": 1e-5, "rounds": 4, "n-classes": C, "num-nodes": 2}
+
+
+@pytest.fixture()
+def node(tmp_path: Path) -> dict[str, object]:
+    rng = np.random.default_rng(0)
+    z = 4.0 * rng.normal(size=(57, C))
+    y = rng.integers(0, C, 57)
+    np.savez(tmp_path / "d.npz", logits=z, labels=y)
+    return {"data": str(tmp_path / "d.npz"), "ledger": str(tmp_path / "l.sqlite"), "budget": 1.0}
+
+
+def _query(content: RecordDict) -> Message:
+    meta = Metadata(
+        run_id=1,
+        message_id="m1",
+        src_node_id=0,
+        dst_node_id=7,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=0.0,
+        ttl=3600.0,
+        message_type="query",
+    )
+    return Message(content, metadata=meta)
+
+
+def _context(node: dict[str, object], run_config: dict[str, object] | None = None) -> Context:
+    return Context(
+        run_id=1, node_id=7, node_config=node, state=RecordDict(), run_config=run_config or {}
+    )
+
+
+def _step(node: dict[str, object], cfg: dict[str, object], state: dict[str, np.ndarray]) -> Message:
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    msg = _query(RecordDict({"state": arrays, "config": ConfigRecord(cfg)}))
+    return client_app.query(msg, _context(node))
+
+
+def _spent(node: dict[str, object]) -> float:
+    return PrivacyOdometer(1.0, ledger=str(node["ledger"]), delta_budget=1e-5).spent
+
+
+@pytest.mark.parametrize("method", ["fedtemp", "fedbbq"])
+def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
+    node: dict[str, object], method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = []
+    real_load = client_app.load_client_data
+
+    def load(path):  # type: ignore[no-untyped-def]
+        seen.append(_spent(node))  # the ledger's state when the client first reads its data
+        return real_load(path)
+
+    monkeypatch.setattr(client_app, "load_client_data", load)
+    cfg = {**task.DEFAULTS, **RUN, "method": method, "weighting": "none", "round": 1}
+    fm = task.method_from_config(cfg)
+    state = fm.init(C) if method == "fedbbq" else {"params": np.array([1.0])}
+    reply = _step(node, cfg, state)
+
+    assert seen == [pytest.approx(0.25)]  # charged epsilon / T before the data was read
+    assert _spent(node) == pytest.approx(0.25)
+    # every field of the reply: one ArrayRecord with one entry, nothing else
+    assert set(reply.content.keys()) == {"arrays"}
+    assert set(reply.content["arrays"].keys()) == {"payload"}
+    payload = task.array_of(reply.content["arrays"], "payload")
+    z, y = real_load(str(node["data"]))
+    dp = task.dp_from_config(cfg, task.server_noise(cfg, "test"))
+    assert dp is not None
+    np.testing.assert_array_equal(payload, fm.clip(fm.client_step(state, z, y), dp))
+    if isinstance(fm, FedTemp):
+        assert np.linalg.norm(payload) <= 0.5 + 1e-12
+    else:
+        assert isinstance(fm, FedBBQ)
+        assert np.linalg.norm(payload[0], axis=1).max() <= 10.0 + 1e-9
+        assert np.linalg.norm(payload[1], axis=1).max() <= 50.0 + 1e-9
+
+
+def test_spent_budget_refuses_with_a_reason_only(node: dict[str, object]) -> None:
+    cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "rounds": 1, "round": 1}
+    state = {"params": np.array([1.0])}
+    assert set(_step(node, cfg, state).content.keys()) == {"arrays"}  # spends the whole 1.0
+    reply = _step(node, {**cfg, "round": 2}, state)
+    assert set(reply.content.keys()) == {"info"}
+    assert set(reply.content["info"].keys()) == {"refused"}
+    assert "budget" in str(reply.content["info"]["refused"]).lower()
+    assert _spent(node) == pytest.approx(1.0)
+
+
+def test_ledger_client_refuses_runs_without_dp(node: dict[str, object]) -> None:
+    cfg = {**task.DEFAULTS, **RUN, "epsilon": 0.0, "method": "fedtemp", "round": 1}
+    reply = _step(node, cfg, {"params": np.array([1.0])})
+    assert set(reply.content.keys()) == {"info"}
+    assert reply.content["info"]["refused"] == "this client only joins DP runs"
+
+
+@pytest.mark.parametrize(("epsilon", "ledger"), [(1.0, False), (0.0, True), (1.0, True)])
+def test_class_counts_are_only_sent_in_runs_without_dp(
+    node: dict[str, object], epsilon: float, ledger: bool
+) -> None:
+    nd = node if ledger else {"data": node["data"]}
+    cfg = {**task.DEFAULTS, **RUN, "epsilon": epsilon, "task": "count", "round": 0}
+    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd))
+    assert set(reply.content.keys()) == {"info"} and "refused" in reply.content["info"]
+
+
+def test_class_counts_in_a_run_without_dp_are_the_only_exact_release(
+    node: dict[str, object],
+) -> None:
+    nd = {"data": node["data"]}
+    cfg = {**task.DEFAULTS, **RUN, "epsilon": 0.0, "task": "count", "round": 0}
+    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd))
+    assert set(reply.content.keys()) == {"arrays"}
+    assert task.array_of(reply.content["arrays"], "payload").sum() == 57
+
+
+def test_secagg_client_charges_and_sends_a_public_weight(node: dict[str, object]) -> None:
+    run = {**task.DEFAULTS, **RUN, "method": "fedtemp"}
+    client = secagg._PrivcalClient(_context(node, run))
+    params, num_examples, metrics = client.fit([np.array([1.0])], {"round": 1})
+    assert _spent(node) == pytest.approx(0.25)
+    assert num_examples == 1 and metrics == {}  # a public constant, never the client's size
+    assert len(params) == 1 and np.abs(params[0]).max() <= run["secagg-clipping-range"]
+    with pytest.raises(RuntimeError, match="only joins DP runs"):
+        secagg._PrivcalClient(_context(node, {**run, "epsilon": 0.0})).fit(
+            [np.array([1.0])], {"round": 2}
+        )
+
+
+def test_server_round_divides_by_the_declared_cohort(node: dict[str, object]) -> None:
+    """The same replies give the same release whether 1 or 2 clients replied: p K is fixed."""
+    cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "noise": "seeded", "sample-rate": 0.5}
+    fm = task.method_from_config(cfg)
+    reply = _step({"data": node["data"]}, {**cfg, "round": 1}, {"params": np.array([1.0])})
+    u = float(task.array_of(reply.content["arrays"], "payload")[0])
+    with pytest.warns(InsecureNoiseWarning):
+        noise = task.server_noise(cfg, "test")
+    dp = task.dp_from_config(cfg, noise)
+    cohort = srv.declared_cohort(cfg)
+    state, _ = srv.release_round(fm, {"params": np.array([1.0])}, [reply], (1,), 1, dp, cohort)
+    assert srv.declared_cohort(cfg) == expected_cohort(0.5, 2) == 1.0
+    ref = task.SeededNoise(int(cfg["seed"]) + 1).gaussian(0.5 * dp.multiplier(1))
+    assert state["params"][0] == pytest.approx(np.clip(1.0 + (u + ref) / 1.0, 0.05, 20.0))
+
+
+def test_seeded_server_noise_marks_the_report_not_private() -> None:
+    cfg = {**task.DEFAULTS, **RUN, "method": "fedbbq", "noise": "seeded"}
+    fm = task.method_from_config(cfg)
+    with pytest.warns(InsecureNoiseWarning):
+        dp = task.dp_from_config(cfg, task.server_noise(cfg, "the privcal ServerApp"))
+    fm.server_step(fm.init(C), np.zeros(fm.payload_shape(C)), 0, dp=dp)
+    report = srv.run_report(fm, dp, C, cfg)
+    assert report.status == "not private: seeded noise"
+    assert (report.unit, report.relation) == ("user", "add/remove")
+    assert any("K=2" in p for p in report.public)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        secure = task.server_noise({**cfg, "noise": "secure"}, "x")
+    assert secure.secure
+    with pytest.raises(ValueError, match="'noise' run config"):
+        task.server_noise({**cfg, "noise": "nope"}, "x")
