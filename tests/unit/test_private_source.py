@@ -256,7 +256,7 @@ def test_a_ledger_keeps_one_data_set(tmp_path: Any) -> None:
     z, y = _rows(30, 0)
     DataSource(z, y, ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
     DataSource(z[::-1], y[::-1], ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
-    with pytest.raises(ValueError, match="'ledger' .* keeps the budget of another data set"):
+    with pytest.raises(ValueError, match=r"'ledger' .* keeps the budget of another data set"):
         DataSource(z[:29], y[:29], ledger=tmp_path / "h.sqlite", name="h", noise=ZeroNoise())
 
 

@@ -294,7 +294,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         eps_count = COUNT_SHARE * float(self.epsilon)
         eps_sgd = float(self.epsilon) - eps_count
         n_estimate, _ = laplace(float(z.shape[0]), 1.0, eps_count, noise)
-        q, total, denominator = step_schedule(n_estimate, self.batch_size, self.epochs)
+        q, total, denominator = step_schedule(float(n_estimate), self.batch_size, self.epochs)
         sigma = _noise_multiplier(eps_sgd, float(self.delta), q, total, str(self.accountant))
         rng = np.random.default_rng(self.seed)  # Poisson sampling: OS entropy when seed is None
         params = _init(kind, z.shape[1])
@@ -676,11 +676,15 @@ class DPRecalibration:
         self.trainer_ = trainer
         self.calibrator_ = calibrator
         reports = [
-            getattr(trainer, "privacy_report_", None),
-            getattr(calibrator, "privacy_report_", None),
+            r
+            for r in (
+                getattr(trainer, "privacy_report_", None),
+                getattr(calibrator, "privacy_report_", None),
+            )
+            if isinstance(r, PrivacyReport)
         ]
         self.privacy_report_: PrivacyReport | None = None
-        if all(r is not None for r in reports):
+        if len(reports) == 2:
             self.privacy_report_ = _parallel_report(reports)
         return self
 
