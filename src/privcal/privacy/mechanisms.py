@@ -16,7 +16,7 @@ from scipy.special import log_ndtr
 
 from privcal._params import check_option, check_probability, check_real
 from privcal.privacy.guarantee import UNITS, Guarantee
-from privcal.privacy.noise import NoiseSource, SecureNoise, _check_value
+from privcal.privacy.noise import NoiseSource, _check_value, check_noise
 
 __all__ = [
     "analytic_gaussian_delta",
@@ -30,17 +30,6 @@ __all__ = [
 
 def _positive(value: Any, name: str, owner: str) -> float:
     return check_real(value, name, owner, low=0.0, low_open=True)
-
-
-def _noise(noise: Any, owner: str) -> NoiseSource:
-    if noise is None:
-        return SecureNoise()
-    if not isinstance(noise, NoiseSource):
-        raise ValueError(
-            f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
-            f"SeededNoise(seed)) or None. Got {noise!r} instead."
-        )
-    return noise
 
 
 def laplace(
@@ -92,7 +81,7 @@ def laplace(
     sens = _positive(sensitivity, "sensitivity", owner)
     eps = _positive(epsilon, "epsilon", owner)
     check_option(unit, "unit", owner, UNITS)
-    src = _noise(noise, owner)
+    src = check_noise(noise, owner)
     v = _check_value(value, owner)
     scale = sens / eps
     return src.add_laplace(v, scale), Guarantee(eps, 0.0, unit)
@@ -211,7 +200,7 @@ def gaussian(
     eps = _positive(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
     check_option(unit, "unit", owner, UNITS)
-    src = _noise(noise, owner)
+    src = check_noise(noise, owner)
     v = _check_value(value, owner)
     sigma = analytic_gaussian_sigma(eps, dlt, sens)
     return src.add_gaussian(v, sigma), Guarantee(eps, dlt, unit)
@@ -291,6 +280,6 @@ def exponential(
         )
     lw = exponential_log_weights(utilities, sensitivity, epsilon, bool(monotonic))
     check_option(unit, "unit", owner, UNITS)
-    src = _noise(noise, owner)
+    src = check_noise(noise, owner)
     eps = float(epsilon)
     return int(src.exponential_index(lw)), Guarantee(eps, 0.0, unit)

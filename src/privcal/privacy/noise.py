@@ -32,6 +32,7 @@ __all__ = [
     "NoiseSource",
     "SecureNoise",
     "SeededNoise",
+    "check_noise",
     "noise_kind",
     "resolve_noise",
 ]
@@ -353,6 +354,18 @@ def noise_kind(noise: NoiseSource) -> str:
     return "secure" if noise.secure else "seeded"
 
 
+def check_noise(noise: Any, owner: str) -> NoiseSource:
+    """``noise`` validated, with ``None`` read as :class:`SecureNoise` (no warning)."""
+    if noise is None:
+        return SecureNoise()
+    if not isinstance(noise, NoiseSource):
+        raise ValueError(
+            f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
+            f"SeededNoise(seed)) or None. Got {noise!r} instead."
+        )
+    return noise
+
+
 def resolve_noise(noise: Any, owner: str, *, stacklevel: int = 3) -> NoiseSource:
     """The noise source a private entry point uses: ``None`` -> :class:`SecureNoise`.
 
@@ -379,13 +392,7 @@ def resolve_noise(noise: Any, owner: str, *, stacklevel: int = 3) -> NoiseSource
     InsecureNoiseWarning
         ``noise`` is not secure (seeded): the release is reproducible and not private.
     """
-    if noise is None:
-        return SecureNoise()
-    if not isinstance(noise, NoiseSource):
-        raise ValueError(
-            f"The 'noise' parameter of {owner} must be a NoiseSource (SecureNoise() or "
-            f"SeededNoise(seed)) or None. Got {noise!r} instead."
-        )
+    noise = check_noise(noise, owner)
     if not noise.secure:
         warnings.warn(
             f"{owner} draws noise from {noise!r}: seeded noise is not private (reproducible from "
