@@ -16,6 +16,7 @@ arrays on every run, as a user calls them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -83,80 +84,56 @@ def _fit_audit(
     )
 
 
-@register(
-    "datasource-accuracy-gap-sum",
-    summary="DataSource.accuracy_gap_sum (Acc-T's statistic), Laplace, sensitivity 1",
-    runs=4000,
-    slow=True,
-)
-def accuracy_gap_sum(runs: int, alpha: float) -> AuditReport:
-    return _query_audit(
-        "datasource-accuracy-gap-sum",
+#: name -> (summary, default runs, the query as a user writes it, the query itself). The vector
+#: queries are read at the coordinate the added row lands in (the auditor built the neighbours).
+_QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
+    "datasource-accuracy-gap-sum": (
+        "DataSource.accuracy_gap_sum (Acc-T's statistic), Laplace, sensitivity 1",
+        4000,
         "accuracy_gap_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.accuracy_gap_sum(1.0, epsilon=1.0),
-        runs,
-        alpha,
-    )
-
-
-@register(
-    "datasource-clipped-nll-sum",
-    summary="DataSource.clipped_nll_sum (NLL-T's statistic), Laplace, sensitivity B = 10",
-    runs=4000,
-    slow=True,
-)
-def clipped_nll_sum(runs: int, alpha: float) -> AuditReport:
-    return _query_audit(
-        "datasource-clipped-nll-sum",
+    ),
+    "datasource-clipped-nll-sum": (
+        "DataSource.clipped_nll_sum (NLL-T's statistic), Laplace, sensitivity B = 10",
+        4000,
         "clipped_nll_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.clipped_nll_sum(1.0, epsilon=1.0),
-        runs,
-        alpha,
-    )
-
-
-@register(
-    "datasource-bin-gaps",
-    summary="DataSource.bin_gaps (ECE-T's statistic), Laplace per bin, L1 sensitivity 1",
-    runs=3000,
-    slow=True,
-)
-def bin_gaps(runs: int, alpha: float) -> AuditReport:
-    return _query_audit(
-        "datasource-bin-gaps",
+    ),
+    "datasource-bin-gaps": (
+        "DataSource.bin_gaps (ECE-T's statistic), Laplace per bin, L1 sensitivity 1",
+        3000,
         "bin_gaps(temperature=1.0, epsilon=1.0)[14] (the bin the added row lands in)",
         lambda s: s.bin_gaps(1.0, epsilon=1.0)[_TOP_BIN],
-        runs,
-        alpha,
-    )
-
-
-@register(
-    "datasource-bin-counts",
-    summary="DataSource.bin_counts (histogram binning), Laplace per cell, L1 sensitivity 1",
-    runs=3000,
-    slow=True,
-)
-def bin_counts(runs: int, alpha: float) -> AuditReport:
-    return _query_audit(
-        "datasource-bin-counts",
+    ),
+    "datasource-bin-counts": (
+        "DataSource.bin_counts (histogram binning), Laplace per cell, L1 sensitivity 1",
+        3000,
         "bin_counts(epsilon=1.0).incorrect[14] (the cell the added row lands in)",
         lambda s: s.bin_counts(epsilon=1.0).incorrect[_TOP_BIN],
-        runs,
-        alpha,
-    )
+    ),
+    "datasource-count": (
+        "DataSource.count (a noisy n), Laplace, sensitivity 1",
+        4000,
+        "count(epsilon=1.0)",
+        lambda s: s.count(epsilon=1.0),
+    ),
+}
 
-
-@register(
-    "datasource-count",
-    summary="DataSource.count (a noisy n), Laplace, sensitivity 1",
-    runs=4000,
-    slow=True,
-)
-def count(runs: int, alpha: float) -> AuditReport:
-    return _query_audit(
-        "datasource-count", "count(epsilon=1.0)", lambda s: s.count(epsilon=1.0), runs, alpha
-    )
+#: objective -> (summary, default runs) of the PrivateTemperatureScaling audits.
+_OBJECTIVES: dict[str, tuple[str, int]] = {
+    "acc": (
+        "PrivateTemperatureScaling(objective='acc') with its defaults (Acc-T, bisection)",
+        2000,
+    ),
+    "nll": (
+        "PrivateTemperatureScaling(objective='nll') with its defaults (NLL-T, golden section)",
+        2000,
+    ),
+    "ece": (
+        "PrivateTemperatureScaling(objective='ece') with its defaults (ECE-T, golden section)",
+        1500,
+    ),
+}
 
 
 def _temperature_audit(objective: str, runs: int, alpha: float) -> AuditReport:
@@ -170,43 +147,7 @@ def _temperature_audit(objective: str, runs: int, alpha: float) -> AuditReport:
     )
 
 
-@register(
-    "private-temperature-acc",
-    summary="PrivateTemperatureScaling(objective='acc') with its defaults (Acc-T, bisection)",
-    runs=2000,
-    slow=True,
-)
-def temperature_acc(runs: int, alpha: float) -> AuditReport:
-    return _temperature_audit("acc", runs, alpha)
-
-
-@register(
-    "private-temperature-nll",
-    summary="PrivateTemperatureScaling(objective='nll') with its defaults (NLL-T, golden section)",
-    runs=2000,
-    slow=True,
-)
-def temperature_nll(runs: int, alpha: float) -> AuditReport:
-    return _temperature_audit("nll", runs, alpha)
-
-
-@register(
-    "private-temperature-ece",
-    summary="PrivateTemperatureScaling(objective='ece') with its defaults (ECE-T, golden section)",
-    runs=1500,
-    slow=True,
-)
-def temperature_ece(runs: int, alpha: float) -> AuditReport:
-    return _temperature_audit("ece", runs, alpha)
-
-
-@register(
-    "private-histogram-binning",
-    summary="PrivateHistogramBinning with its defaults (noisy correct/incorrect bin counts)",
-    runs=2500,
-    slow=True,
-)
-def histogram_binning(runs: int, alpha: float) -> AuditReport:
+def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
     # an empty bin's value is NaN (no evidence): read it as -1 so it is an event of its own
     return _fit_audit(
         "private-histogram-binning",
@@ -216,3 +157,19 @@ def histogram_binning(runs: int, alpha: float) -> AuditReport:
         runs,
         alpha,
     )
+
+
+for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
+    register(_name, summary=_summary, runs=_runs, slow=True)(
+        functools.partial(_query_audit, _name, _call, _ask)
+    )
+for _objective, (_summary, _runs) in _OBJECTIVES.items():
+    register(f"private-temperature-{_objective}", summary=_summary, runs=_runs, slow=True)(
+        functools.partial(_temperature_audit, _objective)
+    )
+register(
+    "private-histogram-binning",
+    summary="PrivateHistogramBinning with its defaults (noisy correct/incorrect bin counts)",
+    runs=2500,
+    slow=True,
+)(_histogram_binning_audit)
