@@ -95,7 +95,12 @@ def test_clone_and_params_round_trip(name: str) -> None:
 
 def test_set_params_changes_hyperparameters() -> None:
     cal = TemperatureScaling().set_params(objective="acc", t_range=(0.5, 3.0))
-    assert cal.get_params() == {"objective": "acc", "t_range": (0.5, 3.0), "n_bins": 15}
+    assert cal.get_params() == {
+        "objective": "acc",
+        "t_range": (0.5, 3.0),
+        "n_bins": 15,
+        "nll_bound": 20.0,
+    }
     with pytest.raises(ValueError):
         cal.set_params(not_a_parameter=1)
 
@@ -338,9 +343,10 @@ def test_temperature_near_two_on_overconfident(overconfident: Any, objective: st
 def test_boundary_warning(
     overconfident: Any, objective: str, t_range: tuple[float, float], end: float
 ) -> None:
-    with pytest.warns(BoundaryWarning, match="Widen t_range"):
+    with pytest.warns(BoundaryWarning, match="Widen the 't_range' parameter"):
         cal = TemperatureScaling(objective, t_range=t_range).fit(*overconfident)
     assert cal.temperature_ == pytest.approx(end, rel=0.05)
+    assert len(cal.fit_warnings_) == 1 and "t_range" in cal.fit_warnings_[0]
 
 
 def test_no_boundary_warning_inside_range(overconfident: Any) -> None:
@@ -474,3 +480,157 @@ def test_binning_reduces_training_ece(overconfident: Any, name: str) -> None:
     z, y = overconfident
     cal = make(name).fit(z, y)
     assert ece(cal.predict_proba(z), y) < ece(z, y, input="logits")
+
+
+# -- restoring is validated ------------------------------------------------------------------
+
+
+def _saved(name: str, data: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(fitted(name, data).to_dict()))
+
+
+def _nan(d: dict[str, Any], field: str) -> None:
+    d["fitted"][field]["__ndarray__"][0] = None
+
+
+TAMPERED: list[tuple[str, str, Callable[[dict[str, Any]], Any], str]] = [
+    ("temperature", "negative T", lambda d: d["fitted"].update(temperature_=-1.0), "temperature_"),
+    ("temperature", "zero T", lambda d: d["fitted"].update(temperature_=0), "temperature_"),
+    ("temperature", "T as text", lambda d: d["fitted"].update(temperature_="2"), "temperature_"),
+    ("temperature", "no version", lambda d: d.pop("privcal_version"), "privcal_version"),
+    ("temperature", "odd version", lambda d: d.update(privcal_version="x"), "privcal_version"),
+    ("temperature", "future major", lambda d: d.update(privcal_version="9.0.0"), "major"),
+    ("temperature", "unknown class", lambda d: d.update({"class": "Nope"}), "Nope"),
+    ("temperature", "class not text", lambda d: d.update({"class": 3}), "'class'"),
+    ("temperature", "missing T", lambda d: d["fitted"].pop("temperature_"), "temperature_"),
+    ("temperature", "extra fitted", lambda d: d["fitted"].update(coef_=1.0), "coef_"),
+    ("temperature", "bad param", lambda d: d["params"].update(objective="mse"), "objective"),
+    ("temperature", "unknown param", lambda d: d["params"].update(alpha=1), "params.alpha"),
+    ("temperature", "one class", lambda d: d["fitted"].update(n_classes_=1), "n_classes_"),
+    ("temperature", "fitted not a dict", lambda d: d.update(fitted=[]), "'fitted'"),
+    ("temperature", "bad warnings", lambda d: d["fitted"].update(fit_warnings_=[1]), "warnings"),
+    ("vector", "NaN weight", lambda d: _nan(d, "coef_"), "coef_"),
+    ("vector", "short weights", lambda d: d["fitted"]["coef_"]["__ndarray__"].pop(), "coef_"),
+    ("matrix", "flat W", lambda d: d["fitted"]["coef_"].update(__ndarray__=[1.0]), "coef_"),
+    ("matrix", "NaN intercept", lambda d: _nan(d, "intercept_"), "intercept_"),
+    (
+        "histogram",
+        "value > 1",
+        lambda d: d["fitted"]["bin_values_"]["__ndarray__"].__setitem__(-1, 2.0),
+        "bin_values_",
+    ),
+    (
+        "bbq",
+        "NaN table",
+        lambda d: d["fitted"]["table_"]["__ndarray__"][0].__setitem__(0, None),
+        "table_",
+    ),
+    (
+        "isotonic",
+        "unsorted x",
+        lambda d: d["fitted"]["x_thresholds_"][0]["__ndarray__"].reverse(),
+        "x_thresholds_",
+    ),
+    ("isotonic", "missing class", lambda d: d["fitted"]["y_thresholds_"].pop(), "y_thresholds_"),
+    ("platt", "NaN slope", lambda d: d["fitted"].update(coef_=None), "coef_"),
+    ("platt", "three classes", lambda d: d["fitted"].update(n_classes_=3), "n_classes_"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "tamper", "field"),
+    [(m, m, t, f) for m, _, t, f in TAMPERED],
+    indirect=["data"],
+    ids=[f"{m}-{what}" for m, what, _, _ in TAMPERED],
+)
+def test_tampered_calibrator_is_refused(
+    name: str, data: Any, tamper: Callable[[dict[str, Any]], Any], field: str
+) -> None:
+    """A damaged or edited calibrator file raises a ValueError naming the field; never applied."""
+    d = _saved(name, data)
+    tamper(d)
+    with pytest.raises(ValueError, match=field) as err:
+        calibrator_from_dict(d)
+    message = str(err.value).lower()
+    assert "fit the calibrator again" in message or "fit it again" in message
+
+
+def test_restored_calibrator_keeps_its_fit_warnings(overconfident: Any) -> None:
+    with pytest.warns(BoundaryWarning):
+        cal = TemperatureScaling(t_range=(5.0, 20.0)).fit(*overconfident)
+    back = calibrator_from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert back.fit_warnings_ == cal.fit_warnings_ and len(cal.fit_warnings_) == 1
+
+
+# -- saturated and float32 inputs ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saturated(overconfident: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``overconfident`` with 1% of rows whose true class has log-probability -708 (p = 0)."""
+    z, y = overconfident
+    z = z - z.max(axis=1, keepdims=True)
+    bad = np.random.default_rng(3).choice(y.size, size=max(1, y.size // 100), replace=False)
+    z_sat = z.copy()
+    z_sat[bad, y[bad]] = np.log(np.finfo(float).tiny)
+    return z, z_sat, y
+
+
+def test_bounded_nll_ignores_saturated_examples(saturated: Any) -> None:
+    """A few true-class probabilities of 0 drive the plain NLL fit to the end of t_range; the
+    default bounded NLL stays at the clean fit and says how many examples it bounded."""
+    z, z_sat, y = saturated
+    clean = TemperatureScaling(nll_bound=None).fit(z, y).temperature_
+    with pytest.warns(BoundaryWarning):
+        plain = TemperatureScaling(nll_bound=None).fit(z_sat, y)
+    assert plain.temperature_ == 20.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        robust = TemperatureScaling().fit(z_sat, y)
+    assert not any(issubclass(w.category, BoundaryWarning) for w in caught)
+    assert any("nll_bound=20" in m for m in robust.fit_warnings_)
+    # the bounded rows are 1% of the data: the fit moves by a fraction of a percent, not x20
+    assert robust.temperature_ == pytest.approx(clean, rel=0.05)
+
+
+def test_bounded_nll_is_the_plain_fit_on_clean_data(overconfident: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bounded = TemperatureScaling().fit(*overconfident)
+    assert bounded.fit_warnings_ == []
+    plain = TemperatureScaling(nll_bound=None).fit(*overconfident)
+    # the same Newton minimum; the bounded path may take one more step inside the 1e-12 tolerance
+    assert bounded.temperature_ == pytest.approx(plain.temperature_, rel=1e-10)
+
+
+@pytest.mark.parametrize("objective", ["nll", "acc", "ece"])
+def test_float32_logits_fit_like_float64(overconfident: Any, objective: str) -> None:
+    """float32 logits are fitted in float64 block by block: the same temperature as the float64
+    copy of the same values, to the tolerance of the search (1e-12 relative for Newton)."""
+    z, y = overconfident
+    z32 = z.astype(np.float32)
+    t32 = TemperatureScaling(objective).fit(z32, y).temperature_
+    t64 = TemperatureScaling(objective).fit(z32.astype(np.float64), y).temperature_
+    assert t32 == pytest.approx(t64, rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nll_pass_is_the_shared_nll_statistic(overconfident: Any, dtype: type) -> None:
+    """The Newton pass's per-example NLL is :func:`nll_terms` (one statistic, one function) and
+    its derivative in beta matches a central difference of it."""
+    from privcal.calibrators.temperature import _NLLPass
+    from privcal.metrics.statistics import nll_terms
+
+    z, y = overconfident
+    z = z.astype(dtype)
+    terms = _NLLPass(z, y)
+    for beta in (0.3, 1.0, 2.5):
+        t = terms(beta)
+        shared = nll_terms(z.astype(np.float64), y, 1.0 / beta)
+        np.testing.assert_allclose(t.nll, shared, rtol=1e-12, atol=1e-12)
+        h = 1e-6
+        slope = (
+            nll_terms(z.astype(np.float64), y, 1.0 / (beta + h))
+            - nll_terms(z.astype(np.float64), y, 1.0 / (beta - h))
+        ) / (2 * h)
+        np.testing.assert_allclose(t.grad, slope, rtol=1e-6, atol=1e-7)

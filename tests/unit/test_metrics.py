@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from privcal.data.validation import ZeroProbabilityWarning, check_scores
 from privcal.metrics import (
     accuracy,
     adaptive_ece,
@@ -201,8 +202,16 @@ def test_nll_hand_value() -> None:
     assert nll(p, [0, 0]) == pytest.approx(-(np.log(0.9) + np.log(0.2)) / 2, rel=1e-15)
 
 
-def test_nll_zero_probability_of_true_label_is_inf() -> None:
-    assert nll(np.array([[1.0, 0.0], [0.5, 0.5]]), [1, 0]) == np.inf
+def test_nll_zero_probability_of_true_label_is_the_logits_value() -> None:
+    """An exact 0 is logged as the smallest positive float, with a warning, as when the same
+    probabilities are saved and read back as logits: both paths give the same finite NLL."""
+    p = np.array([[1.0, 0.0], [0.5, 0.5]])
+    with pytest.warns(ZeroProbabilityWarning, match="1 probabilities are exactly 0"):
+        value = nll(p, [1, 0])
+    assert value == pytest.approx((-np.log(np.finfo(float).tiny) + np.log(2.0)) / 2, rel=1e-15)
+    with pytest.warns(ZeroProbabilityWarning):
+        as_logits = nll(check_scores(p, input="probs"), [1, 0], input="logits")
+    assert value == pytest.approx(as_logits, rel=1e-12)
 
 
 def test_accuracy_hand_value() -> None:

@@ -82,6 +82,16 @@ def test_logits_pass_through_as_float64() -> None:
     np.testing.assert_array_equal(out, z)
 
 
+def test_float32_logits_kept_only_when_asked() -> None:
+    z = np.array([[1.0, 2.0], [3.0, -700.0]], dtype=np.float32)
+    assert check_scores(z).dtype == np.float64
+    kept = check_scores(z, keep_float32=True)
+    assert kept.dtype == np.float32 and np.shares_memory(kept, z)
+    with pytest.raises(ValueError, match="non-finite"):
+        check_scores(np.array([[1.0, np.nan]], dtype=np.float32), keep_float32=True)
+    assert check_scores(np.zeros((2, 2), dtype=np.float16), keep_float32=True).dtype == np.float64
+
+
 @pytest.mark.parametrize("shape", [(3,), (3, 1)])
 def test_binary_logits_become_two_columns(shape: tuple[int, ...]) -> None:
     z = np.array([-1.5, 0.0, 2.0]).reshape(shape)

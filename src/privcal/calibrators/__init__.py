@@ -1,14 +1,23 @@
 """Non-private calibrators (one estimator per method), following scikit-learn's conventions."""
 
-from privcal.calibrators.base import Calibrator, NotFittedError, calibrator_from_dict
+from privcal.calibrators.base import (
+    Calibrator,
+    CrossFitWarning,
+    FitWarning,
+    NotFittedError,
+    calibrator_from_dict,
+)
 from privcal.calibrators.binning import BBQ, HistogramBinning, IsotonicCalibration
 from privcal.calibrators.scaling import MatrixScaling, PlattScaling, VectorScaling
-from privcal.calibrators.temperature import BoundaryWarning, TemperatureScaling
+from privcal.calibrators.temperature import BoundaryWarning, BoundedNLLWarning, TemperatureScaling
 
 __all__ = [
     "BBQ",
     "BoundaryWarning",
+    "BoundedNLLWarning",
     "Calibrator",
+    "CrossFitWarning",
+    "FitWarning",
     "HistogramBinning",
     "IsotonicCalibration",
     "MatrixScaling",

@@ -22,7 +22,12 @@ from scipy.special import softmax as sp_softmax
 from sklearn.isotonic import IsotonicRegression
 
 from privcal._params import check_int, check_option
-from privcal.calibrators.base import Calibrator, register
+from privcal.calibrators.base import (
+    Calibrator,
+    check_fitted_array,
+    fitted_field_error,
+    register,
+)
 from privcal.metrics.statistics import bin_indices, calibration_bins, class_histograms, softmax
 
 __all__ = [
@@ -119,6 +124,7 @@ class HistogramBinning(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_",)
+    _cross_fit_diagnostic: ClassVar[bool] = True
 
     def __init__(self, mode: Literal["top", "classwise"] = "top", n_bins: int = 15) -> None:
         self.mode = mode
@@ -150,6 +156,11 @@ class HistogramBinning(Calibrator):
         g = values[np.arange(p.shape[1])[None, :], bin_indices(p, n_bins)]
         out = normalise_one_vs_all(np.where(np.isnan(g), p, g), p)
         return out
+
+    def _validate_fitted(self) -> None:
+        super()._validate_fitted()
+        shape = (self.n_bins,) if self.mode == "top" else (self.n_classes_, self.n_bins)
+        check_fitted_array(self, "bin_values_", shape, low=0.0, high=1.0, nan_ok=True)
 
 
 def bbq_table(positives: np.ndarray, negatives: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +231,7 @@ class BBQ(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("table_", "weights_")
+    _cross_fit_diagnostic: ClassVar[bool] = True
 
     def __init__(self, n_levels: int = 7) -> None:
         self.n_levels = n_levels
@@ -238,6 +250,12 @@ class BBQ(Calibrator):
         out = normalise_one_vs_all(g, p)
         return out
 
+    def _validate_fitted(self) -> None:
+        super()._validate_fitted()
+        c, m = self.n_classes_, self.n_levels
+        check_fitted_array(self, "table_", (c, 2**m), low=0.0, high=1.0)
+        check_fitted_array(self, "weights_", (c, m), low=0.0, high=1.0)
+
 
 @register
 class IsotonicCalibration(Calibrator):
@@ -253,6 +271,7 @@ class IsotonicCalibration(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("x_thresholds_", "y_thresholds_")
+    _cross_fit_diagnostic: ClassVar[bool] = True
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         p = softmax(z)
@@ -276,6 +295,31 @@ class IsotonicCalibration(Calibrator):
         )
         out = normalise_one_vs_all(g, p)
         return out
+
+    def _validate_fitted(self) -> None:
+        """One non-decreasing step function per class: x in [0, 1] sorted, y in [0, 1]."""
+        super()._validate_fitted()
+        xs, ys = self.x_thresholds_, self.y_thresholds_
+        c = self.n_classes_
+        for field, steps in (("x_thresholds_", xs), ("y_thresholds_", ys)):
+            if not isinstance(steps, list) or len(steps) != c:
+                raise fitted_field_error(
+                    self, field, f"a list of {c} arrays (one per class)", steps
+                )
+        for j, (x, yv) in enumerate(zip(xs, ys, strict=True)):
+            x = np.asarray(x, dtype=np.float64)
+            yv = np.asarray(yv, dtype=np.float64)
+            if x.ndim != 1 or x.shape != yv.shape or x.size == 0:
+                raise fitted_field_error(
+                    self,
+                    f"x_thresholds_[{j}]",
+                    "a non-empty 1-D array as long as y_thresholds_",
+                    x.shape,
+                )
+            for field, v in ((f"x_thresholds_[{j}]", x), (f"y_thresholds_[{j}]", yv)):
+                if (v < 0.0).any() or (v > 1.0).any() or (np.diff(v) < 0.0).any():
+                    raise fitted_field_error(self, field, "non-decreasing values in [0, 1]", v)
+            xs[j], ys[j] = x, yv
 
     def _jsonable_params(self) -> dict[str, Any]:
         return {}

@@ -22,7 +22,12 @@ from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 from privcal._params import check_int, check_real
-from privcal.calibrators.base import Calibrator, register
+from privcal.calibrators.base import (
+    Calibrator,
+    check_fitted_array,
+    check_fitted_scalar,
+    register,
+)
 from privcal.metrics.statistics import softmax
 
 __all__ = [
@@ -108,6 +113,17 @@ class PlattScaling(Calibrator):
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         p1 = expit(self.coef_ * self._binary_logit(z) + self.intercept_)
         return np.column_stack([1.0 - p1, p1])
+
+    def _validate_fitted(self) -> None:
+        super()._validate_fitted()
+        if self.n_classes_ != 2:
+            raise ValueError(
+                f"The field 'fitted.n_classes_' of a saved PlattScaling must be 2 (Platt scaling "
+                f"is binary). Got {self.n_classes_} instead. Fit the calibrator again (privcal "
+                f"fit) and use its file."
+            )
+        check_fitted_scalar(self, "coef_")
+        check_fitted_scalar(self, "intercept_")
 
 
 def sorted_gaps(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -202,6 +218,12 @@ class VectorScaling(Calibrator):
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(self.transform_logits(z))
 
+    def _validate_fitted(self) -> None:
+        super()._validate_fitted()
+        c = self.n_classes_
+        check_fitted_array(self, "coef_", (c - 1,) if self.order_preserving else (c,))
+        check_fitted_array(self, "intercept_", (c,))
+
 
 @register
 class MatrixScaling(Calibrator):
@@ -254,6 +276,12 @@ class MatrixScaling(Calibrator):
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z @ self.coef_.T + self.intercept_)
+
+    def _validate_fitted(self) -> None:
+        super()._validate_fitted()
+        c = self.n_classes_
+        check_fitted_array(self, "coef_", (c, c))
+        check_fitted_array(self, "intercept_", (c,))
 
     def _jsonable_params(self) -> dict[str, Any]:
         return dict(self.get_params(deep=False))

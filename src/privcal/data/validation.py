@@ -62,7 +62,9 @@ def _raise_non_finite(arr: np.ndarray, name: str) -> None:
         )
 
 
-def _as_2d_float(scores: object, name: str, *, check_finite: bool = True) -> np.ndarray:
+def _as_2d_float(
+    scores: object, name: str, *, check_finite: bool = True, keep_float32: bool = False
+) -> np.ndarray:
     arr = np.asarray(scores)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
@@ -82,7 +84,8 @@ def _as_2d_float(scores: object, name: str, *, check_finite: bool = True) -> np.
         raise ValueError(f"{name!r} is empty: at least one sample is needed.")
     if arr.shape[1] == 0:
         raise ValueError(f"{name!r} has no columns: it needs one column per class.")
-    arr = arr.astype(np.float64, copy=False)
+    if not (keep_float32 and arr.dtype == np.float32):
+        arr = arr.astype(np.float64, copy=False)
     # One pass: a sum is finite when every term is (it can also overflow, so confirm exactly).
     if check_finite and not np.isfinite(arr.sum()):
         _raise_non_finite(arr, name)
@@ -156,7 +159,13 @@ def check_probs(probs: object, name: str = "probs") -> np.ndarray:
     return arr
 
 
-def check_scores(scores: object, *, input: Input = "logits", name: str | None = None) -> np.ndarray:
+def check_scores(
+    scores: object,
+    *,
+    input: Input = "logits",
+    name: str | None = None,
+    keep_float32: bool = False,
+) -> np.ndarray:
     """Validate classifier outputs and return float64 ``N x C`` logits (``C >= 2``).
 
     Parameters
@@ -167,12 +176,16 @@ def check_scores(scores: object, *, input: Input = "logits", name: str | None = 
         What ``scores`` holds. Probabilities are converted with ``log`` (see module docstring).
     name : str, optional
         The argument name used in error messages (defaults to ``input``).
+    keep_float32 : bool, default=False
+        Return float32 logits as they are instead of a float64 copy (validated the same way),
+        for consumers that compute in float64 block by block (the temperature NLL fit): a whole
+        float64 copy of PyTorch's float32 output costs more than the fit's own passes.
     """
     check_option(input, "input", "check_scores", ("logits", "probs"))
     name = name or input
     if input == "probs":
         return probs_to_logits(check_probs(scores, name))
-    arr = _as_2d_float(scores, name)
+    arr = _as_2d_float(scores, name, keep_float32=keep_float32)
     if arr.shape[1] == 1:
         arr = np.hstack([np.zeros_like(arr), arr])
     return arr

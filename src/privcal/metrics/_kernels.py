@@ -9,8 +9,9 @@ against the edges ``k / M``), and per-bin counts, confidence sums and correct co
 order of the floating-point additions differs. ``tests/unit/test_statistics.py`` checks both
 paths agree.
 
-Imported lazily (numba's import and the first compilation cost seconds; the compiled function is
-cached on disk), and used only for inputs large enough to repay that.
+Imported lazily (numba's import costs a few tenths of a second and the first compilation
+seconds; the compiled function is cached on disk), and used only for inputs large enough to
+repay that: from :data:`~privcal.metrics.statistics.COMPILED_MIN_ROWS` rows on.
 """
 
 from __future__ import annotations
@@ -32,21 +33,22 @@ def top_label_sums(
     for t in prange(n_chunks):
         lo = t * step
         hi = min(n, lo + step)
+        acc = out[t]
         for i in range(lo, hi):
-            best = probs[i, 0]
+            row = probs[i]
+            best = row[0]
             arg = 0
-            for j in range(1, c):
-                if probs[i, j] > best:  # strict: ties keep the lowest index
-                    best = probs[i, j]
-                    arg = j
+            for j in range(1, c):  # branch-free select: the argmax is unpredictable
+                better = row[j] > best  # strict: ties keep the lowest index
+                arg = j if better else arg
+                best = row[j] if better else best
             k = int(np.ceil(best * n_bins)) - 1
             k = min(max(k, 0), n_bins - 1)
             if k > 0 and best <= k / n_bins:
                 k -= 1
             elif k < n_bins - 1 and best > (k + 1) / n_bins:
                 k += 1
-            out[t, 0, k] += 1.0
-            out[t, 1, k] += best
-            if arg == labels[i]:
-                out[t, 2, k] += 1.0
+            acc[0, k] += 1.0
+            acc[1, k] += best
+            acc[2, k] += 1.0 if arg == labels[i] else 0.0
     return out.sum(axis=0)

@@ -14,12 +14,13 @@ from typing import Literal
 import numpy as np
 
 from privcal._params import check_int, check_option
-from privcal.data.validation import check_labels, check_probs, check_scores
+from privcal.data.validation import check_labels, check_probs, check_scores, probs_to_logits
 from privcal.metrics.statistics import (
     Binning,
     BinStats,
     bin_indices,
     calibration_bins,
+    nll_terms,
     softmax,
     top_label,
     top_label_bins,
@@ -188,18 +189,21 @@ def brier(probs: object, labels: object, *, input: Input = "probs") -> float:
 def nll(probs: object, labels: object, *, input: Input = "probs") -> float:
     """Mean negative log-likelihood :math:`-\\frac1N\\sum_i \\log p_{i y_i}`.
 
-    A true label with probability exactly 0 gives ``inf``: that is the honest value.
-    With ``input="logits"`` it is computed from the logits without forming probabilities.
+    With ``input="logits"`` it is computed from the logits without forming probabilities. With
+    probabilities, :math:`\\log p` is taken exactly as privcal converts probabilities to logits
+    (:func:`~privcal.data.validation.probs_to_logits`): an exact 0 becomes the smallest positive
+    float, so its term is :math:`-\\log(2.2 \\times 10^{-308}) = 708.4`, and a
+    :class:`~privcal.data.validation.ZeroProbabilityWarning` says how many there were. The same
+    probabilities therefore give the same NLL whether they are passed here or saved and read
+    back as logits (``privcal apply`` then ``privcal evaluate``), instead of ``inf`` on one path
+    and a finite value on the other.
     """
     check_option(input, "input", "nll", ("probs", "logits"))
     if input == "logits":
-        from privcal.metrics.statistics import nll_terms
-
         z = check_scores(probs, name="logits")
         return float(nll_terms(z, check_labels(labels, z.shape[0], z.shape[1])).mean())
     p, y = _probs_labels(probs, labels, input, "nll")
-    with np.errstate(divide="ignore"):
-        return float(-np.log(p[np.arange(p.shape[0]), y]).mean())
+    return float(-probs_to_logits(p[np.arange(p.shape[0]), y]).mean())
 
 
 def accuracy(probs: object, labels: object, *, input: Input = "probs") -> float:

@@ -57,8 +57,10 @@ __all__ = [
 
 Binning = Literal["width", "mass"]
 
-#: From this many rows on, :func:`top_label_bins` uses the compiled kernel.
-COMPILED_MIN_ROWS = 1 << 20
+#: From this many rows on, :func:`top_label_bins` uses the compiled kernel: 2^16, so that the
+#: 10^5-10^6-row inputs users evaluate get it (at 10^6 x 10 it is several times NumPy's column
+#: scan, whose per-row reductions cap it near torchmetrics' speed; ``bench/bench_metrics.py``).
+COMPILED_MIN_ROWS = 1 << 16
 
 
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -346,8 +348,8 @@ def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinSta
     Equal to ``calibration_bins(probs.max(1), probs.argmax(1) == labels, n_bins)`` (up to the
     order of floating-point additions), computed block by block so that nothing of size N but
     the input is ever allocated. From :data:`COMPILED_MIN_ROWS` rows on, the same statistic comes
-    from the compiled one-pass kernel of :mod:`privcal.metrics._kernels` (4x faster at 10^7 rows);
-    below it, NumPy (no compilation to wait for).
+    from the compiled one-pass kernel of :mod:`privcal.metrics._kernels`; below it, NumPy (no
+    compilation or numba import to wait for).
     """
     n = probs.shape[0]
     if n >= COMPILED_MIN_ROWS:
