@@ -1,10 +1,18 @@
 """Coverage validity of private and split conformal sets over 1000 random splits (seed 002).
 
 For every data set x epsilon in {0.5, 1, 5, 10} x alpha in {0.05, 0.1} x score in {LAC, APS}
-(non-randomised APS), n = 5000 calibration points, 1000 seeded random calibration/test splits:
-mean coverage >= 1 - alpha - 3 SE (SE = std over splits / sqrt(1000)), and <= Theorem 3's
-upper bound + 3 SE (p_max estimated as the largest bin frequency of the pool's true-label
-scores). Data sets: wideresnet-16-4-cifar-10 and densenet-bc-100-cifar-100 (netcal-cifar),
+(non-randomised APS), n = 5000 calibration points, 1000 seeded random calibration/test splits,
+for ``PrivateConformal``'s default (``method="rank"``): mean coverage >= 1 - alpha - 3 SE (SE =
+std over splits / sqrt(1000)), and <= Theorem R's upper bound + 3 SE (p_max estimated as the
+largest bin frequency of the pool's true-label scores under the logit grid).
+
+``test_informative_private_sets`` is the fast version of issue 13's check (the full table over
+every shared data set is ``python -m bench.bench_conformal --only-informative``, made by the same
+:func:`~privcal.conformal.simulate.compare_methods`): at epsilon = 1, n = 5000, alpha = 0.1 on 100
+seeded splits the default's coverage is >= 0.9 - 3 SE and its mean set size at most 1.02x (LAC)
+/ 1.05x (APS) split conformal's, and seed 002's Algorithms 3-5 give larger sets.
+
+Data sets of the validity test: wideresnet-16-4-cifar-10 and densenet-bc-100-cifar-100 (netcal),
 cleanlab cifar10 (cifar10_probs.npy + cifar10_labels.npy), and digits_shift(0) **pooled at
 severity 5** (15 corruptions x 899 = 13485 rows; random splits of the pool are exchangeable).
 Vectorised across splits by :class:`privcal.conformal.simulate.SplitSimulator`.
@@ -18,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores
-from privcal.conformal.simulate import SplitSimulator
-from privcal.metrics.statistics import softmax
+from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores, logit_edges
+from privcal.conformal.simulate import SplitSimulator, compare_methods
+from privcal.metrics.statistics import bin_indices, softmax
 from privcal.privacy import SeededNoise
 
 pytestmark = pytest.mark.slow
@@ -45,8 +53,8 @@ def _load(name: str, shared: Path) -> tuple[np.ndarray, np.ndarray]:
         z, y, _ = digits_shift(0).pool(5)
         return np.asarray(z), np.asarray(y)
     path = (
-        shared / "cleanlab-heldout" / "cifar10"
-        if name == "cleanlab-cifar10"
+        shared / "cleanlab-heldout" / name.removeprefix("cleanlab-")
+        if name.startswith("cleanlab-")
         else (shared / "netcal-cifar" / f"{name}.npz")
     )
     sc = read_scores(path)
@@ -82,12 +90,12 @@ def test_coverage_validity(dataset: str, shared_data: Path) -> None:
                 res = sim.private(alpha, eps, noise=SeededNoise(int(eps * 10) + int(alpha * 100)))
                 cov, se = res.mean_coverage, res.se_coverage
                 m = res.bins
-                p_max = np.bincount(
-                    np.minimum(np.ceil(s_true * m).astype(int) - 1, m - 1).clip(0), minlength=m
-                ).max() / len(y)
+                edges = logit_edges(4096)
+                assert edges.size == m + 1
+                p_max = np.bincount(bin_indices(s_true, m, edges), minlength=m).max() / len(y)
                 upper = (
-                    coverage_upper_bound(N_CAL, alpha, eps, m, res.gamma, p_max)
-                    if res.level < 1
+                    coverage_upper_bound(N_CAL, alpha, eps, m, res.gamma, p_max, method="rank")
+                    if res.level <= 1
                     else math.inf
                 )
                 TABLE.append((dataset, score, alpha, eps, cov, se, upper))
@@ -109,6 +117,37 @@ def test_cost_of_privacy_wideresnet(shared_data: Path) -> None:
     )
     assert priv.mean_size <= 1.05 * base.mean_size
     assert priv.mean_coverage >= 0.9 - 3 * priv.se_coverage
+
+
+#: (data set, score) rows of the fast check: two CIFAR-10 networks and imdb (C <= 10, so the
+#: 100-split simulation is quick); bench/bench_conformal.py (d) runs every shared data set.
+INFORMATIVE = (
+    ("wideresnet-16-4-cifar-10", "lac"),
+    ("wideresnet-16-4-cifar-10", "aps"),
+    ("cleanlab-cifar10", "lac"),
+    ("cleanlab-cifar10", "aps"),
+    ("cleanlab-imdb", "lac"),
+    ("cleanlab-imdb", "aps"),
+)
+SIZE_TARGET = {"lac": 1.02, "aps": 1.05}
+
+
+@pytest.mark.parametrize(("dataset", "score"), INFORMATIVE)
+def test_informative_private_sets(dataset: str, score: str, shared_data: Path) -> None:
+    """Issue 13 at epsilon = 1, n = 5000, alpha = 0.1, 100 splits: valid and nearly as small."""
+    z, y = _load(dataset, shared_data)
+    S = (lac_scores if score == "lac" else aps_scores)(softmax(z))
+    res = compare_methods(S, y, n=N_CAL, splits=100, methods=("rank", "angelopoulos2022"))
+    base, rank, paper = res["split"], res["rank"], res["angelopoulos2022"]
+    print(
+        f"\n{dataset} {score}: split {base.mean_size:.4f}; rank {rank.mean_size:.4f} "
+        f"(x{rank.mean_size / base.mean_size:.4f}, cov {rank.mean_coverage:.4f}); "
+        f"angelopoulos2022 {paper.mean_size:.4f} (cov {paper.mean_coverage:.4f})"
+    )
+    assert base.mean_size < S.shape[1]  # split conformal's sets are not already full
+    assert rank.mean_coverage >= 0.9 - 3 * rank.se_coverage
+    assert rank.mean_size <= SIZE_TARGET[score] * base.mean_size
+    assert rank.mean_size < paper.mean_size
 
 
 def test_zz_print_table() -> None:

@@ -22,13 +22,18 @@ from privcal.conformal import (
     optimal_bins,
     optimal_gamma,
     private_quantile,
+    rank_slope,
+    rank_target,
 )
 from privcal.conformal.private import _expected_threshold
 from privcal.conformal.quantile import (
     bin_edges,
+    logit_edges,
     quantile_counts,
+    quantile_scale,
     quantile_sensitivity,
     quantile_utilities,
+    rank_utilities,
 )
 from privcal.conformal.simulate import SplitSimulator
 from privcal.metrics.statistics import softmax
@@ -82,22 +87,28 @@ def test_law_matches_per_bin_loop(q: float, rng: np.random.Generator) -> None:
     np.testing.assert_allclose(sp_softmax(lw), _loop_law(s, q, 2.0, m), atol=1e-12)
 
 
-def test_private_quantile_draws_through_exponential_index() -> None:
+@pytest.mark.parametrize("weights", ["bounded-range", "sensitivity"])
+def test_private_quantile_draws_through_exponential_index(weights: str) -> None:
     s = np.random.default_rng(1).random(200)
     q, eps, m = 0.9, 1.0, 50
     w = quantile_utilities(quantile_counts(s, bin_edges(m)), q)
-    lw = exponential_log_weights(-w, quantile_sensitivity(q), eps)
+    if weights == "bounded-range":  # exp(-eps q (1-q) w)
+        lw = exponential_log_weights(-w, 1 / (q * (1 - q)), eps, monotonic=True)
+    else:  # seed 002 with the sensitivity: exp(-eps w / (2 max(1/q, 1/(1-q))))
+        lw = exponential_log_weights(-w, quantile_sensitivity(q), eps)
     for seed in range(5):
-        got = private_quantile(s, q, eps, m, noise=SeededNoise(seed))
+        got = private_quantile(s, q, eps, m, noise=SeededNoise(seed), weights=weights)
         j = SeededNoise(seed).exponential_index(lw)
         assert got == bin_edges(m)[j + 1]
+    assert quantile_scale(q) == pytest.approx(1 / q + 1 / (1 - q))
+    assert quantile_scale(0.5) == quantile_scale(0.5, "sensitivity") == 4.0
 
 
 def test_private_quantile_law_chi_square() -> None:
     s = np.linspace(0, 1, 101)
     q, eps, m = 0.7, 0.5, 8
     w = quantile_utilities(quantile_counts(s, bin_edges(m)), q)
-    p = sp_softmax(-eps * w / (2 * quantile_sensitivity(q)))
+    p = sp_softmax(-eps * w * q * (1 - q))  # the default, bounded-range weights
     noise = SeededNoise(7)
     draws = np.array([private_quantile(s, q, eps, m, noise=noise) for _ in range(3000)])
     obs = np.array([(draws == e).sum() for e in bin_edges(m)[1:]])
@@ -182,12 +193,14 @@ def test_expected_threshold_grouped_matches_direct() -> None:
 
 
 def test_min_calibration_size_is_the_boundary() -> None:
-    n = min_calibration_size(0.1, 1.0, bins=100)
+    n = min_calibration_size(0.1, 1.0, bins=100, method="angelopoulos2022")
 
     def best(k: int) -> float:
         return adjusted_level(k, 0.1, 1.0, 100, optimal_gamma(k, 0.1, 1.0, 100))
 
     assert best(n) < 1.0 <= best(n - 1)
+    n = min_calibration_size(0.1, 1.0)  # the default, method="rank", 3915 logit bins
+    assert rank_target(n, 0.1, 1.0, 3915) <= n < rank_target(n - 1, 0.1, 1.0, 3915) + 1
 
 
 def _data(n: int, c: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +213,9 @@ def _data(n: int, c: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def test_private_conformal_fit_and_report() -> None:
     z, y = _data(3000)
-    pc = PrivateConformal(alpha=0.1, epsilon=2.0, noise=SeededNoise(0)).fit(z, y)
+    pc = PrivateConformal(
+        alpha=0.1, epsilon=2.0, noise=SeededNoise(0), method="angelopoulos2022"
+    ).fit(z, y)
     assert pc.bins_ == optimal_bins(3000, 0.1, 2.0)
     assert pc.gamma_ == optimal_gamma(3000, 0.1, 2.0, pc.bins_)
     assert pc.level_ == pytest.approx(adjusted_level(3000, 0.1, 2.0, pc.bins_, pc.gamma_))
@@ -244,7 +259,10 @@ def test_private_quantile_report_and_relation() -> None:
         value, rep = private_quantile(s, 0.9, 1.0, 50, return_report=True)
     assert value in bin_edges(50)[1:]
     assert rep.relation == "add/remove" and rep.epsilon == 1.0 and rep.status == "private"
-    assert rep.releases[0].sensitivity == pytest.approx(quantile_sensitivity(0.9))
+    assert rep.releases[0].sensitivity == pytest.approx(1 / (0.9 * 0.1))  # the range R
+    assert rep.releases[0].mechanism == "exponential (bounded range)"
+    _, old = private_quantile(s, 0.9, 1.0, 50, weights="sensitivity", return_report=True)
+    assert old.releases[0].sensitivity == pytest.approx(quantile_sensitivity(0.9))
     assert not any(p.startswith("n =") for p in rep.public)  # n is not needed under add/remove
     with pytest.warns(InsecureNoiseWarning):
         _, sub = private_quantile(
@@ -258,14 +276,20 @@ def test_private_quantile_report_and_relation() -> None:
 
 def test_private_conformal_fixed_bins_gamma_and_seed() -> None:
     z, y = _data(2000)
-    a = PrivateConformal(bins=200, gamma=0.01, noise=SeededNoise(4)).fit(z, y)
-    b = PrivateConformal(bins=200, gamma=0.01, noise=SeededNoise(4)).fit(z, y)
-    assert a.threshold_ == b.threshold_ and a.bins_ == 200 and a.gamma_ == 0.01
+    for method in ("angelopoulos2022", "bounded-range"):
+        kw = {"bins": 200, "gamma": 0.01, "method": method}
+        a = PrivateConformal(noise=SeededNoise(4), **kw).fit(z, y)  # type: ignore[arg-type]
+        b = PrivateConformal(noise=SeededNoise(4), **kw).fit(z, y)  # type: ignore[arg-type]
+        m = 200 if method == "angelopoulos2022" else 199  # equal-width / logit grid
+        assert a.threshold_ == b.threshold_ and a.bins_ == m and a.gamma_ == 0.01
+    a = PrivateConformal(bins=200, slope=2.0, noise=SeededNoise(4)).fit(z, y)
+    e = logit_edges(200)  # 199 bins: two edges near 1 round to the same double
+    assert a.bins_ == e.size - 1 == 199 and a.slope_ == 2.0 and a.threshold_ in e
 
 
 def test_private_conformal_full_set_when_level_too_high() -> None:
     z, y = _data(50)
-    with pytest.warns(FullSetWarning, match=r"q~ = .* >= 1.*at least n = (\d+)") as rec:
+    with pytest.warns(FullSetWarning, match=r"k = \d+ > n.*at least n = (\d+)") as rec:
         pc = PrivateConformal(alpha=0.1, epsilon=1.0).fit(z, y)
     assert pc.threshold_ == np.inf and pc.predict_set(z).all()
     rep = pc.privacy_report_
@@ -290,7 +314,11 @@ def test_private_conformal_full_set_when_level_too_high() -> None:
         ({"epsilon": -2}, "'epsilon' parameter of PrivateConformal"),
         ({"bins": 1}, "'bins' parameter of PrivateConformal"),
         ({"bins": "many"}, "'bins' parameter of PrivateConformal"),
-        ({"gamma": 1.0}, "'gamma' parameter of PrivateConformal"),
+        ({"gamma": 1.0, "method": "angelopoulos2022"}, "'gamma' parameter of PrivateConformal"),
+        ({"gamma": 0.01}, "'gamma' parameter of PrivateConformal applies to"),
+        ({"slope": 0.0}, "'slope' parameter of PrivateConformal"),
+        ({"slope": 2.0, "method": "bounded-range"}, "'slope' parameter of PrivateConformal"),
+        ({"method": "ppc"}, "'method' parameter of PrivateConformal"),
         ({"score": "raps"}, "'score' parameter of PrivateConformal"),
         ({"noise": 3}, "'noise' parameter of PrivateConformal"),
     ],
@@ -342,7 +370,7 @@ def test_simulator_private_counts_are_consistent() -> None:
     sim = SplitSimulator(S, y, n=600, splits=30, seed=1)
     for bins in (50, 10**5):
         res = sim.private(0.1, 2.0, bins=bins, noise=SeededNoise(0))
-        assert np.all(np.isin(res.threshold, bin_edges(bins)[1:]))
+        assert np.all(np.isin(res.threshold, logit_edges(bins)[1:]))
         for r in range(30):
             te = sim.permutations[r, 600:]
             t = res.threshold[r]
@@ -359,7 +387,7 @@ def test_simulator_private_law_matches_private_quantile() -> None:
     S = np.round(rng.random((N, 2)), 3)
     y = rng.integers(0, 2, N)
     sim = SplitSimulator(S, y, n=n, splits=R, seed=0, sizes=False)
-    res = sim.private(0.3, eps, bins=m, gamma=0.5, noise=SeededNoise(5))
+    res = sim.private(0.3, eps, bins=m, gamma=0.5, noise=SeededNoise(5), method="angelopoulos2022")
     assert res.level < 1
     e = bin_edges(m)
     s = S[np.arange(N), y]
@@ -375,3 +403,103 @@ def test_simulator_private_law_matches_private_quantile() -> None:
     from scipy.stats import chi2
 
     assert chi2.sf(stat, keep.sum()) > 1e-4, (obs, mean.round(1))
+
+
+# ---------------------------------------------------------------------------------------------
+# method="rank" (the default) and the logit grid
+
+
+def test_logit_edges_are_public_symmetric_and_fine_near_both_ends() -> None:
+    e = logit_edges(4096)
+    assert e[0] == 0.0 and e[-1] == 1.0 and np.all(np.diff(e) > 0)
+    assert e.size == 3916  # duplicates near 1 dropped
+    inner = np.log(e[1:-1] / (1 - e[1:-1]))
+    np.testing.assert_allclose(np.diff(inner[:3000]), 74 / 4096, rtol=1e-6)  # even in logit
+    assert e[1] < 1e-16 and 0 < 1 - e[-2] < 1e-15  # fine near 0 and near 1
+    np.testing.assert_array_equal(bin_edges(4096, grid="logit"), e)
+
+
+def test_rank_utilities_hand_computed_and_zero_at_the_kth_bin() -> None:
+    counts = np.array([2, 0, 3, 1, 0])  # c = 2, 2, 5, 6, 6
+    p = rank_utilities(counts, k=4, slope=2.0)
+    # e1: max(0-3, 2(4-2), 0) = 4; e2: max(2-3, 4, 0) = 4; e3 (holds the 4th): 0;
+    # e4: max(5-3, 2(4-6), 0) = 2; e5: max(6-3, .., 0) = 3
+    np.testing.assert_allclose(p, [4, 4, 0, 2, 3])
+
+
+def _rank_law(s: np.ndarray, k: int, r: float, eps: float, e: np.ndarray) -> np.ndarray:
+    """Reference: the per-edge loop of the rank mechanism."""
+    c = np.array([(s <= edge).sum() for edge in e])  # c_0 .. c_m
+    p = np.array([max(c[j - 1] - k + 1, r * (k - c[j]), 0) for j in range(1, e.size)])
+    return sp_softmax(-eps * p / (1 + r))
+
+
+def test_rank_release_law_chi_square() -> None:
+    """PrivateConformal(method='rank') draws from exp(-eps p_j / (1 + r)) (chi-square)."""
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(40, 3))
+    y = rng.integers(0, 3, 40)
+    e = logit_edges(6)
+    est = PrivateConformal(alpha=0.3, bins=6, slope=1.5, noise=SeededNoise(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureNoiseWarning)
+        draws = np.array([est.fit(z, y).threshold_ for _ in range(800)])
+    s = lac_scores(softmax(z))[np.arange(40), y]
+    assert est.rank_ == rank_target(40, 0.3, 1.0, 6, 1.5) <= 40
+    p = _rank_law(s, est.rank_, 1.5, 1.0, e)
+    obs = np.array([(draws == edge).sum() for edge in e[1:]])
+    assert obs.sum() == 800
+    keep = p * 800 > 5
+    assert chisquare(obs[keep], p[keep] / p[keep].sum() * obs[keep].sum()).pvalue > 1e-4
+
+
+def test_rank_target_tail_sum_and_report() -> None:
+    n, a, eps, m = 5000, 0.1, 1.0, 3915
+    r = 3.0
+    lam = eps * r / (1 + r)
+    x = (m - 1) * np.exp(-lam * np.arange(1, 10_000))
+    s_sum = (x / (1 + x)).sum()
+    assert rank_slope(m, eps) == r
+    assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum)
+    z, y = _data(3000)
+    pc = PrivateConformal(noise=SeededNoise(0)).fit(z, y)
+    assert pc.bins_ == 3915 and pc.gamma_ != pc.gamma_  # nan: no gamma for "rank"
+    assert pc.rank_ == rank_target(3000, 0.1, 1.0, 3915) and pc.level_ == pc.rank_ / 3000
+    rel = pc.privacy_report_.releases[0]
+    assert rel.mechanism == "exponential (bounded range)" and rel.sensitivity == 1 + pc.slope_
+    assert pc.threshold_ in logit_edges(4096)
+    assert any(p.startswith("target rank k = ") for p in pc.privacy_report_.public)
+
+
+def test_simulator_rank_law_matches_the_estimator() -> None:
+    """Split by split, the simulator's rank release has the estimator's exact law."""
+    rng = np.random.default_rng(0)
+    N, n, R, m, eps = 120, 80, 2000, 10, 1.0
+    S = np.round(rng.random((N, 2)), 3)
+    y = rng.integers(0, 2, N)
+    sim = SplitSimulator(S, y, n=n, splits=R, seed=0, sizes=False)
+    res = sim.private(0.3, eps, bins=m, noise=SeededNoise(5))
+    e = logit_edges(m)
+    s = S[np.arange(N), y]
+    k = rank_target(n, 0.3, eps, m)
+    r_auto = rank_slope(m, eps)
+    p = np.stack([_rank_law(s[sim.permutations[r, :n]], k, r_auto, eps, e) for r in range(R)])
+    obs = np.array([(res.threshold == edge).sum() for edge in e[1:]])
+    mean, var = p.sum(0), (p * (1 - p)).sum(0)
+    keep = mean > 10
+    from scipy.stats import chi2
+
+    stat = (((obs - mean) ** 2)[keep] / var[keep]).sum()
+    assert chi2.sf(stat, keep.sum()) > 1e-4, (obs, mean.round(1))
+
+
+def test_coverage_upper_bound_rank_and_bounded_range() -> None:
+    n, a, eps, m, pmax = 5000, 0.1, 1.0, 3915, 0.001
+    k = rank_target(n, a, eps, m)
+    lam = eps / (1 + 3.0)
+    y = (m - 1) * np.exp(-lam * np.arange(1, 10_000))
+    up = (y / (1 + y)).sum()
+    got = coverage_upper_bound(n, a, eps, m, math.nan, pmax, method="rank")
+    assert got == pytest.approx((k + up) / (n + 1) + pmax)
+    br = coverage_upper_bound(n, a, eps, m, 0.01, pmax, method="bounded-range")
+    assert 1 - a < br < 1

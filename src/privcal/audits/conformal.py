@@ -12,14 +12,19 @@ So a report that claimed add/remove while the computation depends on ``n`` (the 
 12) is audited on add/remove neighbours and fails; see
 ``tests/statistical/test_deployed_audits_conformal.py``.
 
-How much the audits can show (derived in :mod:`privcal.conformal.quantile`): under substitute the
-mechanism's true loss is at most ``epsilon / (2 max(q, 1-q))``: ``epsilon`` at ``q = 1/2``
-(``private-quantile-substitute``), about ``0.51 epsilon`` at ``PrivateConformal``'s adjusted level
-``q~ = 0.973``; under add/remove at most ``epsilon / 2``.
+The defaults audited: ``PrivateConformal`` with ``method="rank"`` (rank penalty on the logit grid,
+weights ``exp(-epsilon p_j / (1 + r))``, Theorem R of :mod:`privcal.conformal.private`) and
+``private_quantile`` with ``weights="bounded-range"`` (``exp(-epsilon q(1-q) w_j)``, derived in
+:mod:`privcal.conformal.quantile`). Both are bounded-range mechanisms whose loss can reach
+``epsilon`` under substitute; at ``q = 1/2`` the bounded-range and the sensitivity scales coincide
+(both 4), so ``private-quantile-substitute`` keeps its exact loss ``0.954 epsilon``. The rank
+mechanism with ``k = k(n)`` is epsilon-DP even under add/remove *except* where ``k > n`` switches
+to full sets: ``CONFORMAL_N`` sits on that boundary so that an add/remove claim is caught.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -35,10 +40,11 @@ __all__ = [
     "quantile_neighbours",
 ]
 
-#: Calibration size of the ``private-conformal`` audit. At ``alpha = 0.1``, ``epsilon = 1`` the
-#: defaults give ``m* = 100`` bins and ``q~ = 0.9727`` here (a cheap draw, a finite threshold),
-#: while ``n - 1 = 301`` gives ``m* = 121``: the add/remove neighbour lands on another grid.
-CONFORMAL_N = 302
+#: Calibration size of the ``private-conformal`` audit: the smallest ``n`` with a valid threshold
+#: at ``alpha = 0.1``, ``epsilon = 1`` (115: target rank ``k = 115``), so the add/remove neighbour
+#: (``n = 114``, ``k = 115 > n``) gets full sets. Asserted in the tests against
+#: :func:`~privcal.conformal.min_calibration_size`.
+CONFORMAL_N = 115
 
 _ALPHA, _EPSILON = 0.1, 1.0
 _Q_LEVEL, _Q_BINS = 0.5, 4
@@ -55,8 +61,8 @@ def _lac_logits(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def conformal_neighbours(relation: str) -> tuple[Any, Any, str]:
     """``(D, D', description)`` for ``PrivateConformal``: ``D`` and ``D'`` are (logits, labels).
 
-    ``D``: ``CONFORMAL_N - 1`` LAC scores evenly spread over ``[0.7, 1)`` (where the threshold at
-    level ``q~`` falls) and one score of 0. Substitute: that score becomes 1. Add/remove: it is
+    ``D``: ``CONFORMAL_N - 1`` LAC scores evenly spread over ``[0.7, 1)`` (where the threshold
+    falls) and one score of 0. Substitute: that score becomes 1. Add/remove: it is
     removed (``n`` drops by one).
     """
     base = 1.0 - 0.3 * (np.arange(CONFORMAL_N - 1) + 0.5) / (CONFORMAL_N - 1)
@@ -92,8 +98,8 @@ def quantile_neighbours(relation: str) -> tuple[np.ndarray, np.ndarray, str]:
     slow=True,
 )
 def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
-    """Audit ``PrivateConformal().fit`` (default bins, gamma, noise); output ``threshold_``."""
-    from privcal.conformal import PrivateConformal
+    """Audit ``PrivateConformal().fit`` (default method, bins, noise); output ``threshold_``."""
+    from privcal.conformal import FullSetWarning, PrivateConformal
 
     def fit(data: Any) -> Any:
         return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
@@ -104,7 +110,12 @@ def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
     sides = (d, d2)
 
     def draw(side: int, k: int) -> np.ndarray:
-        return np.array([fit(sides[side]).threshold_ for _ in range(k)])
+        # full sets (threshold inf, when no threshold is valid) are recorded as 2.0, above every
+        # edge, so that the audit's events can tell them apart (post-processing, no loss)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FullSetWarning)
+            out = np.array([fit(sides[side]).threshold_ for _ in range(k)])
+        return np.where(np.isinf(out), 2.0, out)
 
     return audit_release(
         "private-conformal",
@@ -158,7 +169,7 @@ def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) ->
     runs=6000,
 )
 def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
-    """Audit ``private_quantile`` with its defaults (relation add/remove, ``SecureNoise``)."""
+    """Audit ``private_quantile`` with its defaults (add/remove, bounded range, ``SecureNoise``)."""
     return _audit_quantile("private-quantile", None, runs, alpha)
 
 

@@ -6,8 +6,11 @@
   ``ceil((n+1)(1-alpha))``.
 * :func:`private_quantile`: the epsilon-DP quantile (exponential mechanism over bin edges, with
   the sensitivity ``max(1/q, 1/(1-q))``).
-* :class:`PrivateConformal`: private prediction sets at the adjusted level ``adjusted_level``
-  (Eq. 3) with ``optimal_gamma`` (Eq. 9-10) and ``optimal_bins`` (Algorithm 5).
+* :class:`PrivateConformal`: private prediction sets; by default (``method="rank"``) an
+  exponential mechanism with a rank penalty on a public logit grid around the target rank
+  ``rank_target``; ``method="bounded-range"`` (``bounded_range_level``) and
+  ``method="angelopoulos2022"`` (seed 002: ``adjusted_level`` Eq. 3, ``optimal_gamma`` Eq.
+  9-10, ``optimal_bins`` Algorithm 5) are kept.
 * :mod:`~privcal.conformal.simulate`: vectorised simulation of many random calibration / test
   splits (the statistical tests and ``privcal bench angelopoulos2022``).
 
@@ -17,19 +20,26 @@ See ``docs/conformal.md``.
 from privcal.conformal._base import FullSetWarning, NotFittedError
 from privcal.conformal.private import (
     CANDIDATE_BINS,
+    DEFAULT_LOGIT_BINS,
+    METHODS,
     PrivateConformal,
     adjusted_level,
+    bounded_range_level,
     coverage_upper_bound,
     min_calibration_size,
     optimal_bins,
     optimal_gamma,
+    rank_slope,
+    rank_target,
 )
-from privcal.conformal.quantile import private_quantile
+from privcal.conformal.quantile import logit_edges, private_quantile
 from privcal.conformal.scores import SCORES, aps_scores, lac_scores
 from privcal.conformal.split import SplitConformal, conformal_rank, conformal_threshold
 
 __all__ = [
     "CANDIDATE_BINS",
+    "DEFAULT_LOGIT_BINS",
+    "METHODS",
     "SCORES",
     "FullSetWarning",
     "NotFittedError",
@@ -37,12 +47,16 @@ __all__ = [
     "SplitConformal",
     "adjusted_level",
     "aps_scores",
+    "bounded_range_level",
     "conformal_rank",
     "conformal_threshold",
     "coverage_upper_bound",
     "lac_scores",
+    "logit_edges",
     "min_calibration_size",
     "optimal_bins",
     "optimal_gamma",
     "private_quantile",
+    "rank_slope",
+    "rank_target",
 ]

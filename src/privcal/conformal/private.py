@@ -1,7 +1,119 @@
-"""Private prediction sets (seed 002, Algorithms 3-5, Eq. 3, Eq. 9-10).
+"""Private prediction sets: seed 002's Algorithms 3-5 and two sharper mechanisms.
 
-:class:`PrivateConformal` releases one threshold, the DP quantile of the calibration scores
-(:func:`~privcal.conformal.private_quantile`) at the *adjusted level*
+:class:`PrivateConformal` releases one threshold ``e_J``, an edge of a public grid
+``0 = e_0 < ... < e_m = 1``, by an exponential mechanism over the ``m`` edges ``e_1..e_m`` of the
+calibration scores, and returns the sets ``{y : S(x, y) <= e_J}``. Three methods:
+
+================== ============== ============================ ==================================
+``method``          grid ("auto")  utility / weights            target
+================== ============== ============================ ==================================
+``"rank"``          logit, 3915    rank penalty, Theorem R      ``k = ceil((n+1)(1-alpha) + S)``
+``"bounded-range"`` logit, 3915    ``exp(-eps q(1-q) w_j)``     ``q~`` of Theorem BR
+``"angelopoulos2022"`` uniform,    ``exp(-eps w_j/(2 Delta))``  ``q~`` of Eq. 3 (seed 002)
+                    ``m*``
+================== ============== ============================ ==================================
+
+Measured on the shared networks (``docs/conformal.md``, epsilon = 1, n = 5000, alpha = 0.1, 100
+splits): ``"rank"`` sets are 0.3-4% larger than split conformal's, ``"angelopoulos2022"`` sets
+are the full label set for APS on every network. Notation: ``c_j = #{i : s_i <= e_j}``
+(``c_0 = 0``, ``c_m = n``) and ``[s]`` the right edge of the bin of ``s``, so ``s <= e_j`` iff
+``[s] <= e_j``.
+
+The logit grid (default)
+------------------------
+:func:`~privcal.conformal.quantile.logit_edges`: inner edges evenly spaced in ``logit(s)`` on
+``[-37, 37]`` (``m = 4096`` requested, 3915 distinct doubles). It depends on ``m`` alone, so it
+is public. Scores of confident networks crowd near 1 (APS: ``p_max``) or near 0 (LAC of a 99%
+accurate model): an equal-width grid puts the 0.9-quantile of such scores in its last bin, whose
+right edge is 1, the full label set (what seed 002's Algorithm 5 does on every shared network for
+APS); the logit grid resolves ``1 - s`` to 1.8% of itself everywhere. ``m = 4096`` is where the
+measured set sizes stop improving: ``m = 1024`` loses up to 1.5% (coarser bins), ``m = 16384``
+gains nothing (the guard ``S`` grows with ``log m``).
+
+Theorem R (``method="rank"``, the default)
+-----------------------------------------
+*Mechanism.* Target rank ``k`` and slope ``r > 0`` (public). The penalty of edge ``j`` is
+
+.. math::  p_j = \\max(c_{j-1} - k + 1,\\; r (k - c_j),\\; 0),
+
+zero at the edge ``j_0`` of the bin holding the ``k``-th smallest score (``c_{j_0-1} < k \\le
+c_{j_0}``), ``+1`` per order statistic passed above it, ``+r`` per order statistic missing below
+it (:func:`~privcal.conformal.quantile.rank_penalties`). The release is ``e_J`` with
+:math:`P(J = j) \\propto \\exp(-\\epsilon p_j / (1 + r))`.
+
+*Privacy (substitute, n public).* Substituting ``s -> s'`` with ``[s] <= [s']`` (else swap the
+neighbours) lowers every ``c_j`` by 0 or 1 (by 1 exactly for ``[s] <= e_j < [s']``). So the
+first argument of the max moves by ``-1`` or ``0``, the second by ``0`` or ``+r``, the third not
+at all, and (as :math:`\\max(x + a, y + b, z) - \\max(x, y, z)` lies between the smallest and the
+largest move) every :math:`p_j(D') - p_j(D) \\in [-1, r]`: one interval of width ``1 + r`` for
+all ``j``. The bounded-range argument (:mod:`privcal.conformal.quantile`, "Bounded range") makes
+the weights :math:`\\exp(-\\epsilon p_j/(1+r))` pure epsilon-DP. ``k`` depends on ``n``, which is
+public (substitute); under add/remove with a fixed ``k`` the moves are ``[0, 1]`` and
+``[-r, 0]``, the same width, but ``k`` is a function of ``n`` here, so add/remove is not claimed.
+
+*Deficit tail.* Let ``D = k - c_J`` (how many order statistics the release misses). The
+edges with ``c_j <= k - t`` have ``p_j >= r t``, so each weighs at most :math:`e^{-\\lambda t}`,
+:math:`\\lambda = \\epsilon r/(1 + r)`; there are at most ``m - 1`` of them (``j_0`` is not
+one), and ``p_{j_0} = 0``. With ``A`` their total weight and ``B`` that of the others but
+``j_0``, :math:`P(D \\ge t \\mid \\text{data}) = A/(1 + A + B) \\le A/(1 + A)`, increasing in
+``A``, so for every data set and ``t >= 1``
+
+.. math::  P(D \\ge t \\mid \\text{data}) \\le \\pi_t = \\frac{x_t}{1 + x_t},\\qquad
+           x_t = (m - 1)\\, e^{-\\lambda t}.
+
+*Coverage.* Calibration and test scores i.i.d. (as in seed 002), ``F`` the CDF of the test score.
+The test point is covered iff its score is ``<= e_J``, so the coverage is ``E[F(e_J)]``, and
+``e_J >= Z_(c_J)`` (the ``c_J``-th smallest calibration score). Let ``T`` have the tail
+``P(T >= t) = pi_t``; since ``P(D >= t | data) <= pi_t`` for *every* data set, ``D`` and ``T`` can
+be coupled with ``D <= T`` and ``T`` independent of the data (quantile coupling through one
+uniform variable). With ``F(Z_(0)) = 0``, super-uniformity of ``F(Z_i)`` (seed 002, Lemma 2:
+``E F(Z_(j)) >= j/(n+1)``, ties allowed) gives
+
+.. math::
+
+    P(Y \\in C(X)) = E\\,F(e_J) \\ge E\\,F(Z_{((k - T)^+)})
+    \\ge \\frac{k - E\\,T}{n + 1} = \\frac{k - S}{n + 1},\\qquad
+    S = \\sum_{t \\ge 1} \\frac{x_t}{1 + x_t}
+
+(summed numerically; the tail beyond ``x_t < 1e-17`` is bounded by its geometric series). So
+``k = ceil((n+1)(1-alpha) + S)`` (:func:`rank_target`) gives coverage ``>= 1 - alpha``; when
+``k > n`` no threshold is valid and the sets are full. No failure probability is traded away
+(seed 002 gives up ``gamma alpha`` of coverage to a high-probability bound): the tail of the
+deficit is summed, which is what an expectation needs.
+
+*Upper bound.* Symmetrically, edges with ``c_{j-1} >= k - 1 + u`` have ``p_j >= u``; with
+``U = c_{J-1} - k + 1``, ``rho_u = y_u/(1 + y_u)`` and ``y_u = (m-1) e^{-epsilon u/(1+r)}``,
+``e_J <= [Z]_(c_{J-1}+1)`` and seed 002's Lemma 2 give coverage
+``<= (k + sum_u rho_u)/(n+1) + p_max`` (``p_max``: the largest bin probability),
+:func:`coverage_upper_bound` with ``method="rank"``.
+
+*Slope.* ``S`` shrinks and the overshoot above ``k`` grows with ``r``; :func:`rank_slope` takes
+the ``r`` in ``0.25..20`` minimising ``S + 1/(e^{epsilon/(1+r)} - 1)`` (the overshoot when each
+rank step has one edge): ``r = 3`` at ``m = 3915``, epsilon = 1, where ``S = 10.3`` ranks. At
+``n = 5000``, alpha = 0.1: ``k = 4512`` against ``ceil(5001 * 0.9) = 4501``; seed 002's level
+(``m* = 256``) is ``q~ = 0.9059``, i.e. rank 4530, and its realised overshoot is larger still.
+
+Theorem BR (``method="bounded-range"``)
+--------------------------------------
+Seed 002's utility ``w_j`` with the bounded-range weights :math:`\\exp(-\\epsilon q(1-q) w_j)`
+(derived in :mod:`privcal.conformal.quantile`: epsilon-DP under both relations). With
+probability ``>= 1 - delta`` the release has ``#{s_i <= e_J} > qn - log(m/delta)/(epsilon q)``.
+On that event ``#{s_i <= e_J} >= K`` whenever ``qn - log(m/delta)/(epsilon q) >= K - 1``, and
+then ``F(e_J) >= F(Z_(K))``; off it ``F >= 0``. So coverage ``>= K/(n+1) - delta``, which is
+``>= 1 - alpha`` for ``K = ceil((n+1)(1 - alpha + delta))``. With ``delta = gamma alpha``,
+``b = (K-1)/n`` and ``c = log(m/(gamma alpha))/(epsilon n)`` the smallest such level is
+``q~ = (b + sqrt(b^2 + 4c))/2`` (:func:`bounded_range_level`; ``gamma`` minimises it over a
+public grid). (Seed 002's proof multiplies by ``1 - gamma alpha`` instead of subtracting it,
+which needs the event to be independent of the order statistic; the subtraction is always
+valid and costs ``gamma alpha^2``.) At ``n = 5000``, epsilon = 1, alpha = 0.1, ``m = 3915``:
+``q~ = 0.9039`` against seed 002's 0.9070 at the same ``m``.
+
+Seed 002 (``method="angelopoulos2022"``)
+---------------------------------------
+
+With ``method="angelopoulos2022"``, :class:`PrivateConformal` releases the DP quantile of the
+calibration scores (:func:`~privcal.conformal.private_quantile`, ``weights="sensitivity"``) at
+the *adjusted level*
 
 .. math::
 
@@ -35,24 +147,25 @@ probability :math:`\\gamma\\alpha`, and the conformal argument then gives covera
   (smallest ``m`` on ties). Candidates with :math:`\\tilde q \\ge 1` are skipped. Only public
   quantities (``n``, ``alpha``, ``epsilon``) are used, so this costs no privacy.
 
-When :math:`\\tilde q \\ge 1` (``n`` too small for ``epsilon`` and ``alpha``) no valid private
-threshold exists: the estimator warns, names the smallest ``n`` that works
+When :math:`\\tilde q \\ge 1` (or ``k > n``: ``n`` too small for ``epsilon`` and ``alpha``) no
+valid private threshold exists: the estimator warns, names the smallest ``n`` that works
 (:func:`min_calibration_size`) and returns the full label set instead of a fake cutoff.
 
 Neighbouring relation: ``n`` is public
 --------------------------------------
-:math:`\\tilde q`, :math:`m^*`, :math:`\\gamma^*` and the full-set branch are deterministic
-functions of ``n`` (and of the public ``alpha`` and ``epsilon``): ``n = 212`` gives full sets and
-``n = 213`` a finite threshold at ``alpha = 0.1``, ``epsilon = 1``; ``n = 301`` gives ``m* = 121``
-and ``n = 302`` gives ``m* = 100``, whose edges share only 1.0. Under add/remove neighbours ``n``
+The target ``k``, :math:`\\tilde q`, :math:`m^*`, :math:`\\gamma^*` and the full-set branch are
+deterministic functions of ``n`` (and of the public ``alpha`` and ``epsilon``): by default
+(``"rank"``) ``n = 114`` gives full sets and ``n = 115`` a finite threshold at ``alpha = 0.1``,
+``epsilon = 1`` (``212`` / ``213`` for ``"angelopoulos2022"``), and ``k`` moves with ``n``; for
+``"angelopoulos2022"``, ``n = 301`` gives ``m* = 121`` and ``n = 302`` gives ``m* = 100``,
+whose edges share only 1.0. Under add/remove neighbours ``n``
 is private and these jumps alone reveal whether one example is present (the planted-defect test
 ``tests/statistical/test_deployed_audits_conformal.py`` shows an audit estimating an unbounded
 loss). As in seed 002, ``n`` is therefore **public** and the guarantee is stated for the
 relation *substitute one calibration example* (``n`` fixed): then every quantity above is a
-constant and only the exponential mechanism sees the data. Its sensitivity under substitute is
-derived in :mod:`privcal.conformal.quantile`: each of the counts below and above edge ``j``
-moves by at most one, so
-:math:`\\max_j |w_j(D) - w_j(D')| \\le \\max(1/\\tilde q, 1/(1-\\tilde q))`.
+constant and only the exponential mechanism sees the data (Theorem R for ``"rank"``; the
+sensitivity and range of ``w_j`` under substitute are derived in
+:mod:`privcal.conformal.quantile`).
 """
 
 from __future__ import annotations
@@ -60,6 +173,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,21 +182,31 @@ from privcal._params import check_int, check_option, check_probability, check_re
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.quantile import (
     _private_quantile,
+    _private_rank_quantile,
     bin_edges,
     quantile_release,
+    quantile_scale,
     quantile_sensitivity,
 )
-from privcal.privacy.guarantee import PrivacyReport
+from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
     "CANDIDATE_BINS",
+    "DEFAULT_LOGIT_BINS",
+    "METHODS",
+    "Plan",
     "PrivateConformal",
     "adjusted_level",
+    "bounded_range_level",
+    "conformal_plan",
     "coverage_upper_bound",
     "min_calibration_size",
     "optimal_bins",
     "optimal_gamma",
+    "rank_release",
+    "rank_slope",
+    "rank_target",
 ]
 
 #: The candidate numbers of bins of :func:`optimal_bins` (App. C): 50 log-spaced values 1e2..1e6.
@@ -274,29 +398,298 @@ def _feasible(n: int, a: float, eps: float, grid: tuple[int, ...]) -> bool:
     return any(_level(n, a, eps, m, _gamma(n, a, eps, m)) < 1.0 for m in grid)
 
 
-def min_calibration_size(alpha: float, epsilon: float, bins: Any = "auto") -> int:
-    """Smallest ``n`` for which ``q~ < 1`` (with ``gamma*``; over the candidate grid for "auto").
+#: Methods of :class:`PrivateConformal` (module docstring).
+METHODS: tuple[str, ...] = ("rank", "bounded-range", "angelopoulos2022")
 
-    ``q~`` decreases in ``n``, so a doubling search and a bisection find it exactly.
+#: ``m`` requested by ``bins="auto"`` for the methods on the logit grid (3915 distinct bins).
+DEFAULT_LOGIT_BINS = 4096
+
+#: Slopes searched by :func:`rank_slope`.
+_SLOPES = np.round(np.arange(0.25, 20.0 + 1e-9, 0.25), 2)
+
+#: The ``gamma`` values searched by :func:`bounded_range_level`: 240 log-spaced in [1e-12, 1).
+_BR_GAMMAS = np.logspace(-12.0, 0.0, 241)[:-1]
+
+
+def _tail_sum(m: int, lam: float) -> float:
+    """``S = sum_{t >= 1} x_t / (1 + x_t)`` with ``x_t = (m - 1) exp(-lam t)`` (Theorem R).
+
+    Summed term by term until ``x_t < 1e-17``; the rest (at most ``sum x_t``, a geometric series)
+    is added as its bound, so the returned value is never below the true sum.
+    """
+    x0 = math.log(max(m - 1, 1))
+    t_max = max(1, math.ceil((x0 + 40.0) / lam))
+    t = np.arange(1, t_max + 1, dtype=np.float64)
+    x = np.exp(x0 - lam * t)
+    rest = math.exp(x0 - lam * (t_max + 1)) / -math.expm1(-lam)
+    return float(np.sum(x / (1.0 + x)) + rest)
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_slope(m: int, eps: float) -> float:
+    """The slope minimising ``S(r) + 1/(exp(eps/(1+r)) - 1)`` over :data:`_SLOPES`."""
+    cost = [_tail_sum(m, eps * r / (1 + r)) + 1.0 / math.expm1(eps / (1 + r)) for r in _SLOPES]
+    return float(_SLOPES[int(np.argmin(cost))])
+
+
+def _rank_target(n: int, a: float, eps: float, m: int, r: float) -> int:
+    """``k = ceil((n+1)(1-alpha) + S)``; rounding only ever adds (a margin of 1e-9)."""
+    return math.ceil((n + 1) * (1.0 - a) + _tail_sum(m, eps * r / (1.0 + r)) + 1e-9)
+
+
+def rank_slope(m: int, epsilon: float) -> float:
+    """The default ``slope`` of ``method="rank"``: a public function of ``m`` and ``epsilon``.
+
+    It minimises the guard ``S`` (module docstring, Theorem R) plus ``1/(exp(epsilon/(1+r)) - 1)``,
+    the mean overshoot of the release above the target rank when every rank step has one edge,
+    over ``r`` in ``0.25, 0.5, ..., 20``.
 
     Examples
     --------
-    >>> min_calibration_size(0.1, 1.0)
-    213
+    >>> rank_slope(3915, 1.0)
+    3.0
+    """
+    owner = "rank_slope"
+    m = check_int(m, "m", owner, low=2)
+    return _rank_slope(m, check_real(epsilon, "epsilon", owner, low=0.0, low_open=True))
+
+
+def rank_target(n: int, alpha: float, epsilon: float, bins: Any, slope: Any = "auto") -> int:
+    """The target rank ``k`` of ``method="rank"``; ``k > n`` means no valid threshold.
+
+    ``k = ceil((n+1)(1-alpha) + S)`` with ``S = sum_{t>=1} x_t/(1 + x_t)``,
+    ``x_t = (m-1) exp(-epsilon r t/(1+r))`` (module docstring, Theorem R).
+
+    Examples
+    --------
+    >>> rank_target(5000, 0.1, 1.0, 3915), math.ceil(5001 * 0.9)
+    (4512, 4501)
+    """
+    owner = "rank_target"
+    n = check_int(n, "n", owner, low=1)
+    a = check_probability(alpha, "alpha", owner)
+    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    m = _n_bins(bins, owner)
+    r = _check_slope(slope, owner)
+    return _rank_target(n, a, eps, m, _rank_slope(m, eps) if r is None else r)
+
+
+def _check_slope(slope: Any, owner: str) -> float | None:
+    """``None`` for "auto", else the validated positive slope."""
+    if isinstance(slope, str):
+        check_option(slope, "slope", owner, ("auto",))
+        return None
+    return check_real(slope, "slope", owner, low=0.0, low_open=True)
+
+
+def _level_br(n: int, a: float, eps: float, m: int, g: Any) -> Any:
+    """The bounded-range level for validated arguments; ``g`` may be an array of gammas."""
+    d = np.asarray(g, dtype=np.float64) * a
+    k = np.ceil((n + 1) * (1.0 - a + d))  # rounding up only makes q~ larger (safe)
+    b = (k - 1.0) / n
+    c = np.log(m / d) / (eps * n)
+    q = (b + np.sqrt(b * b + 4.0 * c)) / 2.0
+    return float(q) if q.ndim == 0 else q
+
+
+def _gamma_br(n: int, a: float, eps: float, m: int) -> float:
+    levels = _level_br(n, a, eps, m, _BR_GAMMAS)
+    return float(_BR_GAMMAS[int(np.argmin(levels))])
+
+
+def bounded_range_level(
+    n: int, alpha: float, epsilon: float, bins: Any, gamma: Any = "auto"
+) -> float:
+    """The adjusted level ``q~`` of ``method="bounded-range"`` (``>= 1``: no valid threshold).
+
+    ``q~ = (b + sqrt(b^2 + 4c)) / 2`` with ``b = (K - 1)/n``,
+    ``K = ceil((n+1)(1 - alpha + gamma alpha))`` and ``c = log(m/(gamma alpha))/(epsilon n)``:
+    the smallest ``q`` with ``q n - log(m/(gamma alpha))/(epsilon q) >= K - 1`` (module
+    docstring, Theorem BR). ``gamma="auto"`` minimises ``q~`` over 240 values log-spaced in
+    ``[1e-12, 1)``.
+
+    Examples
+    --------
+    >>> round(bounded_range_level(5000, 0.1, 1.0, 4096), 4)
+    0.9039
+    >>> round(adjusted_level(5000, 0.1, 1.0, 4096, optimal_gamma(5000, 0.1, 1.0, 4096)), 4)
+    0.907
+    """
+    owner = "bounded_range_level"
+    n = check_int(n, "n", owner, low=1)
+    a = check_probability(alpha, "alpha", owner)
+    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    m = _n_bins(bins, owner)
+    if isinstance(gamma, str):
+        check_option(gamma, "gamma", owner, ("auto",))
+        return _level_br(n, a, eps, m, _gamma_br(n, a, eps, m))
+    return _level_br(n, a, eps, m, check_probability(gamma, "gamma", owner))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The public quantities of one private fit: functions of ``n``, ``alpha``, ``epsilon`` only.
+
+    Attributes
+    ----------
+    method : str
+    edges : ndarray
+        The public bin edges (``m + 1`` of them).
+    bins : int
+        ``m``.
+    level : float
+        ``q~`` (``k / n`` for ``"rank"``).
+    valid : bool
+        Whether a finite threshold exists (else every set is the full label set).
+    gamma : float
+        ``nan`` for ``"rank"``.
+    slope : float
+        ``r`` of ``"rank"`` (``nan`` otherwise).
+    rank : int
+        ``k`` of ``"rank"`` (0 otherwise).
+    weights : str
+        How the exponential mechanism weighs the edges: ``"rank"``, ``"bounded-range"`` or
+        ``"sensitivity"`` (:func:`~privcal.conformal.private_quantile`).
+    """
+
+    method: str
+    edges: np.ndarray
+    bins: int
+    level: float
+    valid: bool
+    gamma: float = math.nan
+    slope: float = math.nan
+    rank: int = 0
+    weights: str = "rank"
+
+    @property
+    def scale(self) -> float:
+        """``r`` of the weights ``exp(-epsilon penalty / r)``: ``1 + slope`` for ``"rank"``."""
+        if self.weights == "rank":
+            return 1.0 + self.slope
+        return quantile_scale(self.level, self.weights)
+
+
+def _check_tuning(
+    method: str, bins: Any, gamma: Any, slope: Any, owner: str
+) -> tuple[float | None, float | None]:
+    """Validate ``bins``, ``gamma`` and ``slope`` for ``method``; ``None`` stands for "auto"."""
+    if isinstance(bins, str):
+        check_option(bins, "bins", owner, ("auto",))
+    else:
+        bin_edges(bins, owner)
+    g: float | None = None
+    if not isinstance(gamma, str):
+        g = check_probability(gamma, "gamma", owner)
+    else:
+        check_option(gamma, "gamma", owner, ("auto",))
+    r = _check_slope(slope, owner)
+    if method == "rank" and g is not None:
+        raise ValueError(
+            f"The 'gamma' parameter of {owner} applies to method='bounded-range' and "
+            f"'angelopoulos2022' only (method='rank' has no gamma). Got {gamma!r} instead."
+        )
+    if method != "rank" and r is not None:
+        raise ValueError(
+            f"The 'slope' parameter of {owner} applies to method='rank' only. Got {slope!r} "
+            f"with method={method!r} instead."
+        )
+    return g, r
+
+
+def conformal_plan(
+    n: int,
+    alpha: float,
+    epsilon: float,
+    method: str = "rank",
+    bins: Any = "auto",
+    gamma: Any = "auto",
+    slope: Any = "auto",
+) -> Plan:
+    """Edges, target and level of ``PrivateConformal(method=...)``, from public inputs only.
+
+    ``n``, ``alpha``, ``epsilon``, ``method`` must be validated; ``bins``, ``gamma``, ``slope``
+    are validated here. ``"rank"`` and ``"bounded-range"`` use the logit grid
+    (:data:`DEFAULT_LOGIT_BINS` for ``"auto"``); ``"angelopoulos2022"`` equal-width bins (``m*``
+    of :func:`optimal_bins` for ``"auto"``). Explicit edges are used as given. One function, so
+    the estimator and :class:`~privcal.conformal.simulate.SplitSimulator` cannot disagree.
+    """
+    owner = "PrivateConformal"
+    g_given, r = _check_tuning(method, bins, gamma, slope, owner)
+    auto = isinstance(bins, str)
+    if method == "angelopoulos2022":
+        edges = bin_edges(optimal_bins(n, alpha, epsilon) if auto else bins, owner, "uniform")
+        m = edges.size - 1
+        g = _gamma(n, alpha, epsilon, m) if g_given is None else g_given
+        q = _level(n, alpha, epsilon, m, g)
+        return Plan(method, edges, m, q, q < 1.0, gamma=g, weights="sensitivity")
+    edges = bin_edges(DEFAULT_LOGIT_BINS if auto else bins, owner, "logit")
+    m = edges.size - 1
+    if method == "bounded-range":
+        g = _gamma_br(n, alpha, epsilon, m) if g_given is None else g_given
+        q = _level_br(n, alpha, epsilon, m, g)
+        return Plan(method, edges, m, q, q < 1.0, gamma=g, weights="bounded-range")
+    r = _rank_slope(m, epsilon) if r is None else r
+    k = _rank_target(n, alpha, epsilon, m, r)
+    return Plan(method, edges, m, k / n, k <= n, slope=r, rank=k)
+
+
+def min_calibration_size(
+    alpha: float,
+    epsilon: float,
+    bins: Any = "auto",
+    method: str = "rank",
+    slope: Any = "auto",
+) -> int:
+    """Smallest ``n`` for which ``PrivateConformal(method=...)`` has a valid threshold.
+
+    ``"rank"``: ``k <= n``; otherwise ``q~ < 1`` (for ``"angelopoulos2022"`` with ``"auto"``
+    bins: for some ``m`` of :data:`CANDIDATE_BINS`). Validity is monotone in ``n``, so a doubling
+    search and a bisection find it exactly.
+
+    Examples
+    --------
+    >>> min_calibration_size(0.1, 1.0), min_calibration_size(0.1, 1.0, method="angelopoulos2022")
+    (115, 213)
     """
     owner = "min_calibration_size"
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-    grid = CANDIDATE_BINS if isinstance(bins, str) and bins == "auto" else (_n_bins(bins, owner),)
+    check_option(method, "method", owner, METHODS)
+    if isinstance(bins, str) and isinstance(slope, str | int | float):
+        return _min_calibration_size_auto(a, eps, method, slope)  # cached: the common case
+    return _min_calibration_size(a, eps, bins, method, slope)
+
+
+@functools.lru_cache(maxsize=64)
+def _min_calibration_size_auto(a: float, eps: float, method: str, slope: Any) -> int:
+    return _min_calibration_size(a, eps, "auto", method, slope)
+
+
+def _min_calibration_size(a: float, eps: float, bins: Any, method: str, slope: Any) -> int:
+    """The doubling search and bisection of :func:`min_calibration_size`."""
+    owner = "min_calibration_size"
+    if method == "angelopoulos2022":
+        auto = isinstance(bins, str) and bins == "auto"
+        grid = CANDIDATE_BINS if auto else (_n_bins(bins, owner),)
+
+        def feasible(n: int) -> bool:
+            return _feasible(n, a, eps, grid)
+
+    else:
+
+        def feasible(n: int) -> bool:
+            return conformal_plan(n, a, eps, method, bins, "auto", slope).valid
+
     hi = 1
-    while not _feasible(hi, a, eps, grid):
+    while not feasible(hi):
         hi *= 2
         if hi > 2**50:  # pragma: no cover - cannot happen for a > 0, eps > 0
             raise RuntimeError("min_calibration_size did not converge")
     lo = hi // 2  # infeasible (or 0)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _feasible(mid, a, eps, grid):
+        if feasible(mid):
             hi = mid
         else:
             lo = mid
@@ -304,16 +697,43 @@ def min_calibration_size(alpha: float, epsilon: float, bins: Any = "auto") -> in
 
 
 def coverage_upper_bound(
-    n: int, alpha: float, epsilon: float, bins: Any, gamma: float, p_max: float
+    n: int,
+    alpha: float,
+    epsilon: float,
+    bins: Any,
+    gamma: float,
+    p_max: float,
+    *,
+    method: str = "angelopoulos2022",
+    slope: Any = "auto",
 ) -> float:
-    """Theorem 3's upper bound on the coverage of the private sets.
+    """Upper bound on the coverage of the private sets (at most 1 is not enforced).
 
     ``p_max`` is ``max_j P(s in I_j)``, the largest bin probability of the score distribution
-    (estimate it from data). The bound is ``1 - (1 - gamma) alpha + (1 - gamma alpha) (2 p_max +
-    2 (1 + max(q~/(1-q~), 1)) log(m/(gamma alpha)) / ((n + 1) epsilon))``; only meaningful when
-    ``q~ < 1``.
+    (estimate it from data). Only meaningful when a valid threshold exists.
+
+    * ``"angelopoulos2022"`` (Theorem 3 of seed 002): ``1 - (1 - gamma) alpha + (1 - gamma
+      alpha) (2 p_max + 2 (1 + max(q~/(1-q~), 1)) log(m/(gamma alpha)) / ((n + 1) epsilon))``.
+    * ``"rank"`` (module docstring, Theorem R): ``(k + S_up)/(n+1) + p_max`` with
+      ``S_up = sum_u y_u/(1 + y_u)``, ``y_u = (m-1) exp(-epsilon u/(1+r))``; ``gamma`` is
+      ignored.
+    * ``"bounded-range"``: with probability ``>= 1 - delta`` (``delta = gamma alpha``)
+      ``#{[s_i] < e_J} < q~ n + log(m/delta)/(epsilon (1-q~))``, so the coverage is at most
+      ``delta + ceil(q~ n + log(m/delta)/(epsilon (1-q~)))/(n+1) + p_max``.
     """
-    m = _n_bins(bins, "coverage_upper_bound")
+    owner = "coverage_upper_bound"
+    check_option(method, "method", owner, METHODS)
+    m = _n_bins(bins, owner)
+    if method == "rank":
+        r = _check_slope(slope, owner)
+        r = _rank_slope(m, epsilon) if r is None else r
+        k = _rank_target(n, alpha, epsilon, m, r)
+        return (k + _tail_sum(m, epsilon / (1.0 + r))) / (n + 1) + p_max
+    if method == "bounded-range":
+        q = _level_br(n, alpha, epsilon, m, gamma)
+        d = gamma * alpha
+        top = math.ceil(q * n + math.log(m / d) / (epsilon * (1.0 - q)))
+        return d + top / (n + 1) + p_max
     q = adjusted_level(n, alpha, epsilon, m, gamma)
     ratio = max(q / (1 - q), 1.0) if q < 1 else math.inf
     return (
@@ -325,7 +745,7 @@ def coverage_upper_bound(
 
 
 class PrivateConformal(ConformalBase):
-    """Epsilon-DP split conformal prediction sets (seed 002, Algorithms 3-5).
+    """Epsilon-DP split conformal prediction sets (seed 002, with a sharper default mechanism).
 
     Parameters
     ----------
@@ -336,10 +756,14 @@ class PrivateConformal(ConformalBase):
     epsilon : float, default=1.0
         Privacy loss in ``(0, inf)`` of the one release (the threshold).
     bins : "auto", int or array_like, default="auto"
-        ``"auto"``: ``m*`` of :func:`optimal_bins` (seed 0); an int ``m >= 2`` (equal-width
-        bins) or edges ``0 = e_0 < ... < e_m = 1``.
+        The public grid. ``"auto"``: :data:`DEFAULT_LOGIT_BINS` logit-spaced bins for
+        ``"rank"`` and ``"bounded-range"``, ``m*`` of :func:`optimal_bins` (equal-width) for
+        ``"angelopoulos2022"``; an int ``m >= 2``: ``m`` bins of that method's grid (logit,
+        resp. equal-width); or edges ``0 = e_0 < ... < e_m = 1`` (any method).
     gamma : "auto" or float, default="auto"
-        ``"auto"``: :func:`optimal_gamma`; else a value in ``(0, 1)``.
+        ``"bounded-range"`` and ``"angelopoulos2022"`` only: ``gamma alpha`` is the failure
+        probability given to the mechanism. ``"auto"``: the minimiser of ``q~``
+        (:func:`optimal_gamma` for the paper).
     noise : NoiseSource or None, default=None
         ``None`` means ``SecureNoise()``. ``SeededNoise(seed)`` (simulation only) warns
         :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
@@ -349,14 +773,28 @@ class PrivateConformal(ConformalBase):
         private: its privacy is not accounted here).
     random_state : int or None, default=0
         Seeds the ``u`` draws of randomised APS.
+    method : {"rank", "bounded-range", "angelopoulos2022"}, default="rank"
+        ``"rank"``: exponential mechanism with the rank penalty around the target rank ``k`` of
+        :func:`rank_target` (Theorem R of the module docstring). ``"bounded-range"``: seed
+        002's utility with bounded-range weights and the level of :func:`bounded_range_level`
+        (Theorem BR). ``"angelopoulos2022"``: seed 002's Algorithms 3-5 exactly (equal-width
+        grid, Eq. 3, Eq. 9-10, Algorithm 5), to reproduce the paper.
+    slope : "auto" or float, default="auto"
+        ``"rank"`` only: the cost ``r > 0`` of one missing order statistic relative to one extra
+        (``"auto"``: :func:`rank_slope`).
 
     Attributes
     ----------
     threshold_ : float
-        The released edge ``e_J``, or ``inf`` when ``q~ >= 1`` (full sets).
+        The released edge ``e_J``, or ``inf`` when no valid threshold exists (full sets).
     level_ : float
-        ``q~`` (Eq. 3).
+        ``q~``: ``k / n`` for ``"rank"``, the adjusted level otherwise.
     gamma_ : float
+        ``nan`` for ``"rank"``.
+    slope_ : float
+        ``nan`` unless ``"rank"``.
+    rank_ : int
+        ``k`` for ``"rank"``, 0 otherwise.
     bins_ : int
         ``m``.
     n_ : int
@@ -364,30 +802,29 @@ class PrivateConformal(ConformalBase):
     privacy_report_ : PrivacyReport
         ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
         quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
-        exponential mechanism, its sensitivity ``max(1/q~, 1/(1-q~))`` and ``epsilon``); no
-        release when ``q~ >= 1`` (nothing data-dependent was released), but the relation and the
-        public ``n`` are still stated.
+        exponential mechanism, its scale and ``epsilon``); no release when there is no valid
+        threshold (nothing data-dependent was released), but the relation and the public ``n``
+        are still stated.
 
     Privacy
     -------
     Unit: one calibration example. Neighbouring relation: **substitute** one calibration example;
-    ``n`` is public. Add/remove is *not* claimed: ``q~``, ``m*``, ``gamma*`` and the full-set
-    branch are functions of ``n`` (see the module docstring for the jumps that would reveal one
-    example under add/remove).
+    ``n`` is public. Add/remove is *not* claimed: the target ``k`` (or ``q~``), ``m*``,
+    ``gamma*`` and the full-set branch are functions of ``n`` (see the module docstring for the
+    jumps that would reveal one example under add/remove).
 
     * The score of example ``i`` is a function of that example alone (the model, the calibrator,
       the score function and randomised APS's ``u``, which are independent of the data, are
       fixed before calibration), so substituting one example substitutes one score.
-    * ``q~``, ``m`` and ``gamma`` depend only on the public ``n``, ``alpha`` and ``epsilon``, so
-      they are the same on both neighbours.
-    * Sensitivity: with ``L_j`` and ``U_j`` the counts of (discretised) scores below and above
-      edge ``e_j`` and ``w_j = max(L_j/q~, U_j/(1-q~))``, substituting ``s -> s'`` with
-      ``[s] <= [s']`` changes ``L_j`` by 0 or -1 and ``U_j`` by 0 or +1 (opposite directions,
-      at most one unit each), so ``|w_j(D) - w_j(D')| <= max(1/q~, 1/(1-q~))`` for every ``j``
-      (derived in full in :mod:`privcal.conformal.quantile`).
-    * Mechanism: :func:`~privcal.privacy.exponential` with weights ``exp(-epsilon w_j / (2
-      max(1/q~, 1/(1-q~))))``: pure ``epsilon``-DP for the threshold, and for every prediction
-      set computed from it (post-processing). Budget: the whole ``epsilon``, one release.
+    * The grid, ``k``, ``slope``, ``q~``, ``m`` and ``gamma`` depend only on the public ``n``,
+      ``alpha``, ``epsilon`` and the arguments, so they are the same on both neighbours.
+    * ``"rank"``: weights ``exp(-epsilon p_j / (1 + slope))``; under substitute every penalty
+      moves within one interval of width ``1 + slope`` (Theorem R), so epsilon-DP by the
+      bounded-range argument. ``"bounded-range"``: weights ``exp(-epsilon q~(1-q~) w_j)``,
+      epsilon-DP likewise (:mod:`privcal.conformal.quantile`). ``"angelopoulos2022"``: weights
+      ``exp(-epsilon w_j / (2 max(1/q~, 1/(1-q~))))``, the sensitivity bound.
+    * Pure ``epsilon``-DP for the threshold, and for every prediction set computed from it
+      (post-processing). Budget: the whole ``epsilon``, one release.
 
     Audited as deployed (defaults, ``SecureNoise``, neighbours moving one score from 0 to 1) by
     ``privcal audit private-conformal``.
@@ -403,6 +840,8 @@ class PrivateConformal(ConformalBase):
     (1.0, 'substitute', 'n = 2000 (number of calibration examples)', 'private')
     >>> pc.predict_set(z[:3]).shape
     (3, 5)
+    >>> pc.rank_, pc.bins_, pc.slope_
+    (1812, 3915, 3.0)
     """
 
     _owner = "PrivateConformal"
@@ -417,6 +856,8 @@ class PrivateConformal(ConformalBase):
         noise: NoiseSource | None = None,
         calibrator: Any = None,
         random_state: int | None = 0,
+        method: str = "rank",
+        slope: Any = "auto",
     ) -> None:
         self.score = score
         self.alpha = alpha
@@ -426,9 +867,11 @@ class PrivateConformal(ConformalBase):
         self.noise = noise
         self.calibrator = calibrator
         self.random_state = random_state
+        self.method = method
+        self.slope = slope
 
     def fit(self, logits: Any, labels: Any, input: str = "logits") -> PrivateConformal:
-        """Release the private threshold at level ``q~`` from the calibration set.
+        """Release the private threshold from the calibration set.
 
         Parameters
         ----------
@@ -442,62 +885,99 @@ class PrivateConformal(ConformalBase):
         """
         owner = self._owner
         check_option(self.score, "score", owner, self._scores())
+        check_option(self.method, "method", owner, METHODS)
         a = check_probability(self.alpha, "alpha", owner)
         eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
-        auto_bins = isinstance(self.bins, str)
-        if auto_bins:
-            check_option(self.bins, "bins", owner, ("auto",))
-        else:
-            bin_edges(self.bins, owner)
-        if isinstance(self.gamma, str):
-            check_option(self.gamma, "gamma", owner, ("auto",))
-        else:
-            check_probability(self.gamma, "gamma", owner)
+        _check_tuning(self.method, self.bins, self.gamma, self.slope, owner)  # before the data
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
-        m_or_edges = optimal_bins(n, a, eps) if auto_bins else self.bins
-        m = _n_bins(m_or_edges, owner)
-        g = _gamma(n, a, eps, m) if isinstance(self.gamma, str) else float(self.gamma)
-        q = _level(n, a, eps, m, g)
-        self.n_, self.bins_, self.gamma_, self.level_ = n, m, g, q
+        plan = conformal_plan(n, a, eps, self.method, self.bins, self.gamma, self.slope)
+        self.n_, self.bins_, self.level_ = n, plan.bins, plan.level
+        self.gamma_, self.slope_, self.rank_ = plan.gamma, plan.slope, plan.rank
         self.privacy_report_ = PrivacyReport(
             unit="example",
             relation="substitute",
-            public=self._public(n, a, eps, m, g, q, auto_bins),
+            public=self._public(n, a, eps, plan),
             noise=noise_kind(src),
         )
-        if q >= 1.0:
-            need = min_calibration_size(a, eps, "auto" if auto_bins else m)
+        if not plan.valid:
+            need = min_calibration_size(a, eps, self.bins, self.method, self.slope)
+            what = (
+                f"k = {plan.rank} > n" if plan.weights == "rank" else f"q~ = {plan.level:.4g} >= 1"
+            )
             warnings.warn(
-                f"PrivateConformal: the adjusted level q~ = {q:.4g} >= 1 for n = {n}, "
-                f"epsilon = {eps:g}, alpha = {a:g}, m = {m}: no private threshold is valid, so "
-                f"every prediction set is the full label set. Use at least n = {need} "
-                "calibration points (or a larger epsilon or alpha).",
+                f"PrivateConformal: {what} for n = {n}, epsilon = {eps:g}, alpha = {a:g}, "
+                f"m = {plan.bins}: no private threshold is valid, so every prediction set is the "
+                f"full label set. Use at least n = {need} calibration points (or a larger "
+                "epsilon or alpha).",
                 FullSetWarning,
                 stacklevel=2,
             )
             self.threshold_ = math.inf
             return self
-        value, guarantee, sens = _private_quantile(
-            s, q, eps, m_or_edges, src, self.privacy_report_.relation, owner
-        )
-        self.threshold_ = value
-        self.privacy_report_.add(quantile_release(q, m, sens, guarantee.epsilon, "calibration"))
+        self.threshold_ = self._release(s, eps, plan, src)
         return self
 
-    def _public(
-        self, n: int, a: float, eps: float, m: int, g: float, q: float, auto_bins: bool
-    ) -> tuple[str, ...]:
+    def _release(self, s: np.ndarray, eps: float, plan: Plan, src: NoiseSource) -> float:
+        """Draw the threshold with ``plan``'s mechanism and record the release in the report."""
+        owner = self._owner
+        if plan.weights == "rank":
+            value = _private_rank_quantile(s, plan.rank, plan.slope, eps, plan.edges, src)
+            self.privacy_report_.add(rank_release(plan, eps))
+            return value
+        value, guarantee, scale = _private_quantile(
+            s, plan.level, eps, plan.edges, src, "substitute", owner, plan.weights
+        )
+        self.privacy_report_.add(
+            quantile_release(
+                plan.level, plan.bins, scale, guarantee.epsilon, "calibration", plan.weights
+            )
+        )
+        return value
+
+    def _public(self, n: int, a: float, eps: float, plan: Plan) -> tuple[str, ...]:
         """What the guarantee treats as public: ``n`` and everything computed from it."""
-        how = " (Algorithm 5 from n, alpha, epsilon)" if auto_bins else ""
+        auto = isinstance(self.bins, str)
+        if plan.method == "angelopoulos2022":
+            grid = f"bins m = {plan.bins}" + (
+                " (Algorithm 5 from n, alpha, epsilon)" if auto else ""
+            )
+            tuning = [
+                f"gamma = {plan.gamma:.6g}",
+                f"level q~ = {plan.level:.6g} (Eq. 3 from n, alpha, epsilon, m, gamma)",
+            ]
+        else:
+            kind = "logit-spaced" if auto or isinstance(self.bins, int | np.integer) else "given"
+            grid = f"bins m = {plan.bins} ({kind} edges, fixed before the data)"
+            if plan.method == "bounded-range":
+                tuning = [
+                    f"gamma = {plan.gamma:.6g}",
+                    f"level q~ = {plan.level:.6g} (bounded range, from n, alpha, epsilon, m)",
+                ]
+            else:
+                tuning = [
+                    f"slope = {plan.slope:g}",
+                    f"target rank k = {plan.rank} (Theorem R from n, alpha, epsilon, m, slope)",
+                ]
         return (
             f"n = {n} (number of calibration examples)",
             f"alpha = {a:g}",
             f"epsilon = {eps:g}",
-            f"bins m = {m}{how}",
-            f"gamma = {g:.6g}",
-            f"level q~ = {q:.6g} (Eq. 3 from n, alpha, epsilon, m, gamma)",
+            f"method = {plan.method!r}",
+            grid,
+            *tuning,
             f"the score function ({self.score!r}), the model and the calibrator (fixed before "
             "calibration)",
         )
+
+
+def rank_release(plan: Plan, epsilon: float) -> Release:
+    """The :class:`~privcal.privacy.Release` of one ``method="rank"`` threshold."""
+    return Release(
+        query=f"private_rank_quantile(k={plan.rank}, m={plan.bins}, slope={plan.slope:g})",
+        mechanism="exponential (bounded range)",
+        sensitivity=plan.scale,
+        epsilon=epsilon,
+        source="calibration",
+    )

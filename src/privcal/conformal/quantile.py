@@ -1,4 +1,4 @@
-"""The differentially private quantile of seed 002 (Algorithm 2), with the correct scaling.
+"""The differentially private quantile of seed 002 (Algorithm 2), with two valid weightings.
 
 Setting
 -------
@@ -14,7 +14,23 @@ bin. The candidates are the ``m`` edges :math:`e_1, \\dots, e_m`; for level :mat
                      \\frac{\\#\\{i : [s_i] > e_j\\}}{1 - q}\\Big),
 
 the utility of :math:`e_j` is :math:`-w_j` (small when :math:`e_j` splits the scores ``q : 1-q``),
-and the release is :math:`e_J` with :math:`P(J = j) \\propto \\exp(-\\epsilon w_j / (2\\Delta))`.
+and the release is :math:`e_J` with :math:`P(J = j) \\propto \\exp(-\\epsilon w_j / r(q))`, where
+the *scale* ``r(q)`` (:func:`quantile_scale`) is one of
+
+* ``weights="bounded-range"`` (the default): :math:`r = R = 1/q + 1/(1-q) = 1/(q(1-q))`, i.e.
+  weights :math:`\\exp(-\\epsilon q(1-q) w_j)` (derived below, "Bounded range");
+* ``weights="sensitivity"`` (seed 002 with the scaling corrected in issue 12,
+  :func:`quantile_sensitivity`): :math:`r = 2\\Delta = 2\\max(1/q, 1/(1-q))`.
+
+Since :math:`1/q + 1/(1-q) \\le 2\\max(1/q, 1/(1-q))` the bounded-range scale is never larger:
+equal at ``q = 1/2``, :math:`1.8\\times` smaller at ``q = 0.9`` (less noise, same epsilon).
+
+Bin edges (:func:`bin_edges`) are public and fixed before the data are seen: ``grid="uniform"``
+gives ``m`` equal-width bins (seed 002); ``grid="logit"`` (:func:`logit_edges`) spaces the inner
+edges evenly in :math:`\\operatorname{logit}(s) = \\log(s/(1-s))` on :math:`[-T, T]`,
+:math:`T =` :data:`LOGIT_SPAN`, so the bins are fine near 0 *and* near 1, where the scores of
+confident networks crowd (APS scores of correct predictions are :math:`p_{\\max} \\approx 1`, LAC
+scores :math:`1 - p_y \\approx 0`). They depend on ``m`` alone, never on the scores.
 
 Sensitivity (the derivation behind :func:`quantile_sensitivity`)
 -------------------------------------------------------------------
@@ -46,7 +62,8 @@ which is why add/remove also holds for :func:`private_quantile` on its own; a ca
 ``q`` or the edges from ``n`` (as :class:`~privcal.conformal.PrivateConformal` does) must declare
 ``n`` public and use ``relation="substitute"``.
 
-*How much of epsilon is really lost* (this explains the audits' lower bounds). Under add/remove
+*How much of epsilon is really lost* for the ``"sensitivity"`` weights (this explains
+the audits' lower bounds). Under add/remove
 all :math:`w_j` move in the same direction, so the loss is at most :math:`\\epsilon/2`. Under
 substitute with :math:`[s] \\le [s']`, every :math:`w_j(D') - w_j(D)` lies in :math:`[-1/q,
 1/(1-q)]` (the first term can only drop, the second only rise), an interval of width
@@ -56,9 +73,8 @@ ratio :math:`Z(D)/Z(D')` of the normalisers lies between :math:`e^{\\epsilon c/(
 :math:`e^{\\epsilon (c+R)/(2\\Delta)}`, so the loss is at most
 :math:`\\epsilon R/(2\\Delta) = \\epsilon / (2\\max(q, 1-q))`: ``epsilon`` at ``q = 1/2``, about
 :math:`0.52\\epsilon` at the adjusted levels of :class:`~privcal.conformal.PrivateConformal`. (The
-same bounded-range argument, Durfee & Rogers 2019, would allow weights
-:math:`\\exp(-\\epsilon w_j / R)`, less noise for ``q != 1/2``; privcal keeps the scaled weights
-because Lemma 1, Eq. 3, Eq. 9-10, Algorithm 5 and Theorem 3 are all stated for them.)
+same bounded-range argument, Durfee & Rogers 2019, with the scale chosen for it, is the
+``"bounded-range"`` weighting: see the next section.)
 
 *The paper's Algorithm 2 prints* :math:`\\exp(-\\epsilon w_j / 2)`, i.e. :math:`\\Delta = 1`. That
 is :math:`\\epsilon \\max(1/q, 1/(1-q))`-DP only: at ``q = 0.9`` the privacy loss is up to
@@ -70,6 +86,60 @@ the case for the level of :class:`~privcal.conformal.PrivateConformal`.
 ``tests/statistical/test_conformal_audit.py`` audits both: the scaled version passes, the
 unscaled one fails. The deployed path (:func:`private_quantile` and ``PrivateConformal`` with
 their defaults and ``SecureNoise``) is audited by :mod:`privcal.audits.conformal`.
+
+Bounded range (the derivation behind ``weights="bounded-range"``)
+------------------------------------------------------------------
+*Claim.* With :math:`R = 1/q + 1/(1-q)` the weights :math:`\\exp(-\\epsilon w_j / R)` give an
+:math:`\\epsilon`-DP release under **both** relations.
+
+*Utility differences.* Write :math:`d_j = w_j(D') - w_j(D)`.
+
+* Substitute :math:`s \\to s'` with :math:`[s] \\le [s']` (otherwise swap ``D`` and ``D'``): the
+  first term of the max moves by :math:`a_j \\in \\{-1/q, 0\\}` and the second by
+  :math:`b_j \\in \\{0, 1/(1-q)\\}` (above). As :math:`\\max(x + a, y + b) - \\max(x, y)` lies
+  between :math:`\\min(a, b)` and :math:`\\max(a, b)`, every :math:`d_j \\in [-1/q, 1/(1-q)]`, an
+  interval of width ``R`` that is the same for every ``j`` (it depends only on the direction of
+  the substitution).
+* Add one score (remove is the mirror image): each of ``L_j``, ``U_j`` rises by 0 or 1, so
+  :math:`d_j \\in [0, \\max(1/q, 1/(1-q))]`, an interval of width :math:`\\Delta < R`.
+
+*Privacy (bounded range, Durfee & Rogers 2019).* Suppose every :math:`d_j \\in [c, c + R]` for a
+``c`` that does not depend on ``j``. With :math:`Z(D) = \\sum_k e^{-\\epsilon w_k(D)/R}`,
+
+.. math::
+
+    \\frac{P_D(j)}{P_{D'}(j)} = e^{\\epsilon d_j / R}\\,\\frac{Z(D')}{Z(D)},\\qquad
+    \\frac{Z(D')}{Z(D)} = \\frac{\\sum_k e^{-\\epsilon w_k(D)/R}\\, e^{-\\epsilon d_k/R}}{Z(D)}
+    \\in \\big[e^{-\\epsilon (c + R)/R},\\; e^{-\\epsilon c/R}\\big],
+
+so the ratio lies in :math:`[e^{\\epsilon (c - c - R)/R}, e^{\\epsilon (c + R - c)/R}] =
+[e^{-\\epsilon}, e^{\\epsilon}]`. Both relations satisfy the premise (widths ``R`` and
+:math:`\\Delta \\le R`). The bound is nearly reached: on the substitute pair of the
+``private-quantile-substitute`` audit (``q = 1/2``, where both scales equal 4) the loss is
+``0.954 epsilon``. Using the add/remove width :math:`\\Delta` as the scale under substitute
+would be wrong (loss up to :math:`\\epsilon R/\\Delta`, ``2 epsilon`` at ``q = 1/2``): that is
+the planted defect ``tests/statistical/test_deployed_audits_conformal.py`` must catch.
+:func:`privcal.privacy.exponential` with ``sensitivity=R, monotonic=True`` has weights
+:math:`\\exp(\\epsilon u / R)`, exactly these, and draws the release.
+
+*Utility (the analogue of seed 002's Lemma 1).* With :math:`\\beta = \\epsilon / R =
+\\epsilon q (1-q)`, for every ``t > 0``
+
+.. math::
+
+    P(w_J \\ge \\min_k w_k + t) \\le \\sum_{j : w_j \\ge \\min w + t}
+    \\frac{e^{-\\beta w_j}}{e^{-\\beta \\min w}} \\le m e^{-\\beta t},
+
+and :math:`\\min_k w_k \\le n` (seed 002, proof of Lemma 1: the first edge with more than ``qn``
+scores at or below it). With :math:`t = \\log(m/\\delta)/\\beta`, with probability
+:math:`\\ge 1 - \\delta`: :math:`\\#\\{i : [s_i] > e_J\\} \\le (1-q) w_J < (1-q) n +
+\\log(m/\\delta)/(\\epsilon q)`, i.e.
+
+.. math::  \\#\\{i : s_i \\le e_J\\} > q n - \\frac{\\log(m/\\delta)}{\\epsilon q}.
+
+Seed 002's Lemma 1 has :math:`2\\log(m/\\delta)/\\epsilon` here (for ``q >= 1/2``): the deficit
+is :math:`2q` times smaller (:math:`1.8\\times` at ``q = 0.9``).
+:class:`~privcal.conformal.PrivateConformal` turns this into its adjusted level.
 
 Computation
 -----------
@@ -84,6 +154,7 @@ made in log space by :meth:`~privcal.privacy.NoiseSource.exponential_index` (Gum
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -91,33 +162,78 @@ import numpy as np
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
-from privcal.privacy.mechanisms import exponential
+from privcal.privacy.mechanisms import exponential, exponential_log_weights
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
+    "GRIDS",
+    "LOGIT_SPAN",
+    "WEIGHTS",
     "bin_edges",
+    "logit_edges",
     "private_quantile",
     "quantile_counts",
+    "quantile_penalties",
     "quantile_release",
+    "quantile_scale",
     "quantile_sensitivity",
     "quantile_utilities",
+    "rank_penalties",
+    "rank_utilities",
 ]
 
 
-def bin_edges(bins: Any, owner: str = "private_quantile") -> np.ndarray:
-    """Edges ``0 = e_0 < ... < e_m = 1``: ``m + 1`` equal-width edges for an int, or validated.
+#: Shapes of the public grid for an int number of bins (module docstring).
+GRIDS: tuple[str, ...] = ("uniform", "logit")
+#: Weightings of the exponential mechanism (module docstring).
+WEIGHTS: tuple[str, ...] = ("bounded-range", "sensitivity")
+#: ``T``: the inner edges of the logit grid span ``logit(s)`` in ``[-T, T]``; ``expit(-37)`` is
+#: ``8.5e-17`` and ``1 - expit(37)`` is below the spacing of doubles near 1, so every score a
+#: float64 softmax can produce away from exact 0 and 1 lies inside.
+LOGIT_SPAN = 37.0
+
+
+def logit_edges(m: int) -> np.ndarray:
+    """Edges ``0 < expit(-T + 2Tj/m) < 1`` (``j = 1..m-1``) with 0 and 1 added; public, from ``m``.
+
+    Near 1 neighbouring values round to the same double once the spacing of the grid in
+    ``1 - s`` falls below that of doubles (``1.1e-16``); duplicates are dropped, so the result can
+    have fewer than ``m + 1`` edges (``m = 4096`` gives 3916 edges, i.e. 3915 bins).
+
+    Examples
+    --------
+    >>> e = logit_edges(4)
+    >>> float(e[0]), float(e[2]), float(e[-1]), e.size
+    (0.0, 0.5, 1.0, 5)
+    """
+    return _logit_edges(check_int(m, "m", "logit_edges", low=2)).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _logit_edges(m: int) -> np.ndarray:
+    t = np.linspace(-LOGIT_SPAN, LOGIT_SPAN, m + 1)[1:-1]
+    inner = np.exp(-np.logaddexp(0.0, -t))  # expit(t), overflow-free
+    edges = np.unique(np.concatenate(([0.0], inner, [1.0])))
+    edges.flags.writeable = False
+    return edges
+
+
+def bin_edges(bins: Any, owner: str = "private_quantile", grid: str = "uniform") -> np.ndarray:
+    """Edges ``0 = e_0 < ... < e_m = 1``: built from an int ``m`` by ``grid``, or validated.
 
     Parameters
     ----------
     bins : int or array_like of float
-        ``m >= 2`` (equal-width bins on [0, 1]) or the edges themselves (strictly increasing,
-        first 0, last 1, at least 3 of them).
+        ``m >= 2`` or the edges themselves (strictly increasing, first 0, last 1, at least 3).
     owner : str
         Named in error messages.
+    grid : {"uniform", "logit"}, default="uniform"
+        For an int: ``m`` equal-width bins, or :func:`logit_edges`. Ignored for edges.
     """
     if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
         m = check_int(bins, "bins", owner, low=2)
-        return np.linspace(0.0, 1.0, m + 1)
+        check_option(grid, "grid", owner, GRIDS)
+        return np.linspace(0.0, 1.0, m + 1) if grid == "uniform" else _logit_edges(m)
     allowed = "an int >= 2 or increasing bin edges from 0 to 1 (at least 3)"
     try:
         e = np.asarray(bins, dtype=np.float64)
@@ -170,6 +286,30 @@ def quantile_sensitivity(q: float) -> float:
     return max(1.0 / q, 1.0 / (1.0 - q))
 
 
+def quantile_scale(q: float, weights: str = "bounded-range") -> float:
+    """``r(q)`` of the weights ``exp(-epsilon w_j / r(q))`` (module docstring).
+
+    ``"bounded-range"``: ``1/q + 1/(1-q)``; ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``.
+
+    Examples
+    --------
+    >>> round(quantile_scale(0.9), 4), round(quantile_scale(0.9, "sensitivity"), 4)
+    (11.1111, 20.0)
+    """
+    if weights == "bounded-range":
+        return 1.0 / q + 1.0 / (1.0 - q)
+    return 2.0 * quantile_sensitivity(q)
+
+
+def quantile_penalties(less: Any, upto: Any, n: Any, q: float) -> np.ndarray:
+    """``w = max(less/q, (n - upto)/(1-q))`` from the counts below and at-or-below each edge.
+
+    ``less`` is ``C_{j-1} = #{[s] < e_j}`` and ``upto`` is ``C_j = #{[s] <= e_j}``; any shapes
+    that broadcast.
+    """
+    return np.maximum(np.asarray(less) / q, (n - np.asarray(upto)) / (1.0 - q))
+
+
 def quantile_utilities(counts: Any, q: float) -> np.ndarray:
     """``w_j = max(C_{j-1}/q, (n - C_j)/(1-q))`` from per-bin counts; vectorised over rows.
 
@@ -187,10 +327,33 @@ def quantile_utilities(counts: Any, q: float) -> np.ndarray:
     """
     c = np.asarray(counts)
     cum = np.cumsum(c, axis=-1)
-    n = cum[..., -1:]
-    less = cum - c
-    greater = n - cum
-    return np.maximum(less / q, greater / (1.0 - q))
+    return quantile_penalties(cum - c, cum, cum[..., -1:], q)
+
+
+def rank_penalties(less: Any, upto: Any, k: int, slope: float) -> np.ndarray:
+    """``p = max(less - k + 1, slope (k - upto), 0)``: the rank penalty of each edge.
+
+    ``less = #{[s] < e_j}``, ``upto = #{[s] <= e_j}``; zero exactly at the edge of the bin that
+    holds the ``k``-th smallest score, ``+1`` per order statistic passed above it and ``+slope``
+    per order statistic missing below it (:class:`~privcal.conformal.PrivateConformal`,
+    ``method="rank"``). Vectorised; any shapes that broadcast.
+    """
+    lo = np.asarray(less, dtype=np.float64)
+    hi = np.asarray(upto, dtype=np.float64)
+    return np.maximum(np.maximum(lo - (k - 1), slope * (k - hi)), 0.0)
+
+
+def rank_utilities(counts: Any, k: int, slope: float) -> np.ndarray:
+    """:func:`rank_penalties` from per-bin counts ``(..., m)``; the utility of ``e_j`` is ``-p_j``.
+
+    Examples
+    --------
+    >>> rank_utilities([1, 2, 0, 1], k=3, slope=2.0)
+    array([4., 0., 1., 1.])
+    """
+    c = np.asarray(counts)
+    cum = np.cumsum(c, axis=-1)
+    return rank_penalties(cum - c, cum, k, slope)
 
 
 def _private_quantile(
@@ -201,26 +364,89 @@ def _private_quantile(
     noise: NoiseSource,
     relation: str,
     owner: str = "private_quantile",
+    weights: str = "bounded-range",
+    grid: str = "uniform",
 ) -> tuple[float, Guarantee, float]:
-    """The release and its guarantee; ``noise`` is already resolved (:func:`resolve_noise`)."""
+    """The release, its guarantee and the scale ``r(q)``; ``noise`` is already resolved.
+
+    Both weightings are epsilon-DP under both relations (module docstring); ``r(q)`` is what the
+    report records as the sensitivity of the release (the range width ``R`` for bounded range).
+    """
     q = check_probability(q, "q", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-    edges = bin_edges(bins, owner)
+    check_option(weights, "weights", owner, WEIGHTS)
+    edges = bin_edges(bins, owner, grid)
     s = _check_unit_scores(scores, owner)
     w = quantile_utilities(quantile_counts(s, edges), q)
-    sens = quantile_sensitivity(q)
-    j, guarantee = exponential(-w, sens, eps, noise)
-    # the sensitivity holds for both relations (module docstring); label the one the caller claims
+    scale = quantile_scale(q, weights)
+    # exp(eps u / scale): the "monotonic" form of exponential() with sensitivity = scale
+    j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)
+    # the guarantee holds for both relations (module docstring); label the one the caller claims
     claimed = Guarantee(guarantee.epsilon, guarantee.delta, "example", relation)
-    return float(edges[j + 1]), claimed, sens
+    return float(edges[j + 1]), claimed, scale
 
 
-def quantile_release(q: float, m: int, sensitivity: float, epsilon: float, source: str) -> Release:
-    """The :class:`~privcal.privacy.Release` record of one :func:`private_quantile` draw."""
+def _draw_by_runs(utilities: np.ndarray, scale: float, epsilon: float, noise: NoiseSource) -> int:
+    """Index ``j`` with ``P(j) propto exp(epsilon u_j / scale)``, drawn run by run (same law).
+
+    Consecutive equal utilities (runs of empty bins) form one group of weight
+    ``count exp(epsilon u / scale)``; the group is drawn by ``noise.exponential_index`` and then
+    a member uniformly (a second ``exponential_index`` on equal weights). ``P(j) = P(group)
+    / count`` is exactly the direct law, so the privacy of the release is that of the
+    exponential mechanism; only the cost changes (``O(#groups + run)`` entries handed to the
+    sampler instead of ``m``, which matters for :class:`~privcal.privacy.SecureNoise`).
+    """
+    lw = exponential_log_weights(utilities, scale, epsilon, monotonic=True)
+    u = np.asarray(utilities, dtype=np.float64)
+    start = np.flatnonzero(np.concatenate(([True], u[1:] != u[:-1])))
+    count = np.diff(np.append(start, u.size))
+    g = int(noise.exponential_index(lw[start] + np.log(count)))
+    return int(start[g]) + _uniform_index(int(count[g]), noise)
+
+
+def _uniform_index(count: int, noise: NoiseSource, block: int = 64) -> int:
+    """A uniform index in ``0..count-1``: a block (weight = its size), then a member of it."""
+    if count == 1:
+        return 0
+    if count <= block:
+        return int(noise.exponential_index(np.zeros(count)))
+    sizes = np.full(-(-count // block), block)
+    sizes[-1] = count - block * (sizes.size - 1)
+    b = int(noise.exponential_index(np.log(sizes)))
+    return b * block + _uniform_index(int(sizes[b]), noise, block)
+
+
+def _private_rank_quantile(
+    scores: np.ndarray, k: int, slope: float, epsilon: float, edges: np.ndarray, noise: NoiseSource
+) -> float:
+    """The edge drawn with weights ``exp(-epsilon p_j / (1 + slope))`` (:func:`rank_penalties`).
+
+    Validated arguments; ``noise`` already resolved. Epsilon-DP under substitute with ``n``
+    public (derived in :mod:`privcal.conformal.private`, Theorem R).
+    """
+    p = rank_utilities(quantile_counts(scores, edges), k, slope)
+    return float(edges[_draw_by_runs(-p, 1.0 + slope, epsilon, noise) + 1])
+
+
+def quantile_release(
+    q: float,
+    m: int,
+    sensitivity: float,
+    epsilon: float,
+    source: str,
+    weights: str = "sensitivity",
+) -> Release:
+    """The :class:`~privcal.privacy.Release` record of one :func:`private_quantile` draw.
+
+    ``sensitivity`` is the scale ``r(q)`` of the weights ``exp(-epsilon w / r(q))``; for
+    ``weights="sensitivity"`` the record keeps seed 002's convention (``r(q) / 2``).
+    """
+    shown = sensitivity / 2.0 if weights == "sensitivity" else sensitivity
+    mech = "exponential (bounded range)" if weights == "bounded-range" else "exponential"
     return Release(
         query=f"private_quantile(q={q:.6g}, m={m})",
-        mechanism="exponential",
-        sensitivity=sensitivity,
+        mechanism=mech,
+        sensitivity=shown,
         epsilon=epsilon,
         source=source,
     )
@@ -235,6 +461,8 @@ def private_quantile(
     noise: NoiseSource | None = ...,
     *,
     relation: str = ...,
+    weights: str = ...,
+    grid: str = ...,
     return_report: Literal[False] = ...,
 ) -> float: ...
 
@@ -248,6 +476,8 @@ def private_quantile(
     noise: NoiseSource | None = ...,
     *,
     relation: str = ...,
+    weights: str = ...,
+    grid: str = ...,
     return_report: Literal[True],
 ) -> tuple[float, PrivacyReport]: ...
 
@@ -260,9 +490,11 @@ def private_quantile(
     noise: NoiseSource | None = None,
     *,
     relation: str = "add/remove",
+    weights: str = "bounded-range",
+    grid: str = "uniform",
     return_report: bool = False,
 ) -> float | tuple[float, PrivacyReport]:
-    """Epsilon-DP ``q``-quantile of scores in ``[0, 1]`` (seed 002, Algorithm 2, scaled).
+    """Epsilon-DP ``q``-quantile of scores in ``[0, 1]`` (seed 002, Algorithm 2, valid weights).
 
     Parameters
     ----------
@@ -273,7 +505,7 @@ def private_quantile(
     epsilon : float
         Privacy loss in ``(0, inf)``.
     bins : int or array_like of float
-        ``m >= 2`` equal-width bins on [0, 1], or edges ``0 = e_0 < ... < e_m = 1`` (public).
+        ``m >= 2`` bins of the shape ``grid``, or edges ``0 = e_0 < ... < e_m = 1`` (public).
     noise : NoiseSource or None, default=None
         ``None`` means :class:`~privcal.privacy.SecureNoise`. ``SeededNoise(seed)`` (simulation
         only) warns :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
@@ -282,6 +514,11 @@ def private_quantile(
         The neighbouring relation the report states. The guarantee holds for both with the same
         ``epsilon`` (see Privacy); choose ``"substitute"`` when ``q`` or ``bins`` were computed
         from ``n`` (then ``n`` is public and the report lists it).
+    weights : {"bounded-range", "sensitivity"}, default="bounded-range"
+        ``exp(-epsilon q (1-q) w_j)`` (bounded range) or seed 002's
+        ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``; both epsilon-DP, the first never noisier.
+    grid : {"uniform", "logit"}, default="uniform"
+        Shape of the edges for an int ``bins`` (:func:`bin_edges`).
     return_report : bool, default=False
         Also return the :class:`~privcal.privacy.PrivacyReport` of the release.
 
@@ -290,8 +527,9 @@ def private_quantile(
     value : float
         One of the edges ``e_1, ..., e_m``.
     report : PrivacyReport
-        Only with ``return_report=True``: one release (exponential mechanism, sensitivity
-        ``max(1/q, 1/(1-q))``, ``epsilon``), the relation, the public quantities and the noise.
+        Only with ``return_report=True``: one release (exponential mechanism with its scale:
+        the range ``1/(q(1-q))`` for bounded range, the sensitivity ``max(1/q, 1/(1-q))``
+        otherwise; ``epsilon``), the relation, the public quantities and the noise.
 
     Raises
     ------
@@ -302,17 +540,19 @@ def private_quantile(
     Privacy
     -------
     Unit: one score. Neighbouring relation: add/remove one score, or substitute one score with
-    ``n`` public; the utility ``-w_j`` has sensitivity ``max(1/q, 1/(1-q))`` under both (derived
-    in the module docstring). Release by :func:`privcal.privacy.exponential` with weights
-    ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``. Output measure: pure ``epsilon``-DP. Public:
+    ``n`` public; under both the differences ``w_j(D') - w_j(D)`` lie in one interval of width
+    at most ``R = 1/q + 1/(1-q)`` and each is at most ``max(1/q, 1/(1-q))`` (derived in the
+    module docstring). Release by :func:`privcal.privacy.exponential` with weights
+    ``exp(-epsilon w_j / R)`` (bounded range) or ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``.
+    Output measure: pure ``epsilon``-DP. Public:
     ``q``, ``epsilon`` and the edges (and ``n`` under ``"substitute"``). Audited as deployed by
     ``privcal audit private-quantile`` and ``private-quantile-substitute``.
 
     Notes
     -----
-    ``O(n log m + m)`` time and ``O(m)`` memory; no Python loop over bins. Utility (Lemma 1 of
-    seed 002): with probability ``>= 1 - delta`` the empirical rank of the release is within
-    ``2 max(1/q, 1/(1-q)) log(m / delta) / epsilon`` of the target in ``w`` units.
+    ``O(n log m + m)`` time and ``O(m)`` memory; no Python loop over bins. Utility: with
+    probability ``>= 1 - delta``, ``w_J < min w + r(q) log(m / delta) / epsilon`` (Lemma 1 of
+    seed 002 for ``"sensitivity"``; module docstring for bounded range).
 
     Examples
     --------
@@ -330,16 +570,18 @@ def private_quantile(
             "instead."
         )
     src = resolve_noise(noise, owner)
-    value, guarantee, sens = _private_quantile(scores, q, epsilon, bins, src, relation, owner)
+    value, guarantee, scale = _private_quantile(
+        scores, q, epsilon, bins, src, relation, owner, weights, grid
+    )
     if not return_report:
         return value
-    m = int(bin_edges(bins, owner).size - 1)
+    m = int(bin_edges(bins, owner, grid).size - 1)
     public = [f"q = {float(q):.6g}", f"epsilon = {guarantee.epsilon:g}", f"bin edges (m = {m})"]
     if relation == "substitute":
         n = int(np.size(scores))
         public.insert(0, f"n = {n} (number of scores)")
     report = PrivacyReport(
-        [quantile_release(float(q), m, sens, guarantee.epsilon, "scores")],
+        [quantile_release(float(q), m, scale, guarantee.epsilon, "scores", weights)],
         unit="example",
         relation=relation,
         public=public,

@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_probability, check_real
-from privcal.conformal.private import _gamma, _level, optimal_bins
-from privcal.conformal.quantile import bin_edges, quantile_sensitivity
+from privcal._params import check_int, check_option, check_probability, check_real
+from privcal.conformal.private import METHODS, Plan, conformal_plan
+from privcal.conformal.quantile import quantile_penalties, rank_penalties
 from privcal.conformal.split import conformal_rank
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.noise import SeededNoise
 
-__all__ = ["SimulationResult", "SplitSimulator"]
+__all__ = ["SimulationResult", "SplitSimulator", "compare_methods"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,13 @@ class SimulationResult:
     @property
     def mean_size(self) -> float:
         return math.nan if self.size is None else float(self.size.mean())
+
+
+def _penalties(plan: Plan, less: np.ndarray, upto: np.ndarray, n: int) -> np.ndarray:
+    """The penalty (minus the utility) of edges with these counts, for ``plan``'s mechanism."""
+    if plan.weights == "rank":
+        return rank_penalties(less, upto, plan.rank, plan.slope)
+    return quantile_penalties(less, upto, n, plan.level)
 
 
 class SplitSimulator:
@@ -217,29 +224,27 @@ class SplitSimulator:
         bins: Any = "auto",
         gamma: Any = "auto",
         noise: SeededNoise | None = None,
+        method: str = "rank",
+        slope: Any = "auto",
     ) -> SimulationResult:
-        """Private conformal (:class:`PrivateConformal`'s law) on every split.
+        """Private conformal (:class:`PrivateConformal`'s law with this ``method``) on every split.
 
         ``noise`` must be a :class:`SeededNoise` (its generator draws the Gumbel variables);
-        ``None`` means ``SeededNoise(0)``.
+        ``None`` means ``SeededNoise(0)``. The edges, ``gamma`` and level come from
+        :func:`~privcal.conformal.private.conformal_plan`, as in the estimator.
         """
         owner = "SplitSimulator.private"
         a = check_probability(alpha, "alpha", owner)
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        check_option(method, "method", owner, METHODS)
         if noise is None:
             noise = SeededNoise(0)
         if not isinstance(noise, SeededNoise):
             raise ValueError(f"The 'noise' parameter of {owner} must be a SeededNoise.")
         n, N = self.n, self.N
-        edges = bin_edges(optimal_bins(n, a, eps) if isinstance(bins, str) else bins, owner)
-        m = edges.size - 1
-        g = (
-            _gamma(n, a, eps, m)
-            if isinstance(gamma, str)
-            else check_probability(gamma, "gamma", owner)
-        )
-        q = _level(n, a, eps, m, g)
-        if q >= 1.0:
+        plan = conformal_plan(n, a, eps, method, bins, gamma, slope)
+        edges, m, g, q = plan.edges, plan.bins, plan.gamma, plan.level
+        if not plan.valid:
             return self._full(q, m, g)
         b = bin_indices(self.sorted_scores, m, edges)  # nondecreasing
         start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
@@ -250,16 +255,12 @@ class SplitSimulator:
         last = m - 1 - int(occ[-1])
         before = self._cal_at(start[None, :].repeat(self.R, 0))  # R x L
         upto = self._cal_at(end[None, :].repeat(self.R, 0))
-        factor = -eps / (2.0 * quantile_sensitivity(q))
+        # each group's (#cal below its edge(s), #cal at or below): occupied bins, runs, tail
+        lo = np.concatenate((before, before, np.full((self.R, 1), n)), axis=1)
+        hi = np.concatenate((upto, before, np.full((self.R, 1), n)), axis=1)
         with np.errstate(divide="ignore"):
-            lw = np.concatenate(
-                (
-                    factor * np.maximum(before / q, (n - upto) / (1.0 - q)),
-                    factor * np.maximum(before / q, (n - before) / (1.0 - q)) + np.log(gap),
-                    np.full((self.R, 1), factor * n / q + (np.log(last) if last else -np.inf)),
-                ),
-                axis=1,
-            )
+            log_count = np.log(np.concatenate((np.ones(occ.size), gap, [last])))
+        lw = log_count - eps / plan.scale * _penalties(plan, lo, hi, n)
         pick = np.argmax(lw + noise.rng.gumbel(size=lw.shape), axis=1)
         u = noise.rng.random(self.R)
         L = occ.size
@@ -276,3 +277,34 @@ class SplitSimulator:
         pool_le = np.select([kind == 0, kind == 1], [end[li], start[li]], N)
         cal_le = np.select([kind == 0, kind == 1], [upto[rows, li], before[rows, li]], n)
         return self._result(thr, pool_le, cal_le, q, m, g)
+
+
+def compare_methods(
+    label_scores: Any,
+    labels: Any,
+    n: int = 5000,
+    splits: int = 100,
+    alpha: float = 0.1,
+    epsilon: float = 1.0,
+    methods: tuple[str, ...] = METHODS,
+    seed: int = 0,
+) -> dict[str, SimulationResult]:
+    """Split conformal and every private ``method`` on the same ``splits`` random splits.
+
+    The function behind the informative-sets check (``tests/statistical/
+    test_conformal_coverage.py``) and its table (``python -m bench.bench_conformal``): one
+    :class:`SplitSimulator` (``seed``), ``"split"`` from :meth:`SplitSimulator.split`, each
+    method from :meth:`SplitSimulator.private` with its defaults and ``SeededNoise(seed + 1 +
+    i)`` for the ``i``-th method.
+
+    Returns
+    -------
+    dict
+        ``"split"`` and each method name mapped to its :class:`SimulationResult`.
+    """
+    sim = SplitSimulator(label_scores, labels, n=n, splits=splits, seed=seed)
+    out = {"split": sim.split(alpha)}
+    for i, method in enumerate(methods):
+        noise = SeededNoise(seed + 1 + i)
+        out[method] = sim.private(alpha, epsilon, noise=noise, method=method)
+    return out

@@ -5,7 +5,8 @@ pool into ``n`` calibration and ``N - n`` test points (the same splits for every
 evaluated under
 
 * ``split``: non-private split conformal (:class:`~privcal.conformal.SplitConformal`);
-* the **epsilon sweep** (Fig. 6 analogue): :class:`~privcal.conformal.PrivateConformal` with the
+* the **epsilon sweep** (Fig. 6 analogue): :class:`~privcal.conformal.PrivateConformal` with
+  ``method="angelopoulos2022"`` (the paper's Algorithms 3-5, not privcal's default), the
   automatic ``m*`` (Algorithm 5) and ``gamma*`` (Eq. 9-10) for each ``epsilon``;
 * the **bins sweep** (Fig. 5 analogue): ``PrivateConformal`` at ``epsilon = bins_epsilon``
   (1, as in Fig. 5) for each fixed ``m`` (``gamma*`` for that ``m``).
@@ -326,7 +327,9 @@ def run(
                                 res = sim.split(alpha)
                             else:
                                 noise = SeededNoise(_seed(seed, di, si, ai, pi))
-                                res = sim.private(alpha, eps, bins=m, noise=noise)
+                                res = sim.private(
+                                    alpha, eps, bins=m, noise=noise, method="angelopoulos2022"
+                                )
                             full = _full_fraction(res, row_max, sorted_max, cal_max)
                             if sweep == "split":
                                 bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
