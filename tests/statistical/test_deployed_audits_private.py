@@ -8,17 +8,20 @@ fails, so a passing audit means something.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import numpy as np
 import pytest
 
 import privcal.private.source as source_module
 from privcal.audits import available_audits, run_audit
 from privcal.metrics.statistics import clipped_nll_sum
-from privcal.privacy import SeededNoise
+from privcal.privacy import SeededNoise, laplace
 
 PRIVATE_AUDITS = (
     "datasource-accuracy-gap-sum",
+    "datasource-accuracy-gap-curve",
     "datasource-clipped-nll-sum",
     "datasource-bin-gaps",
     "datasource-bin-counts",
@@ -62,3 +65,20 @@ def test_planted_unclipped_nll_is_caught(monkeypatch: Any) -> None:
     monkeypatch.setattr(source_module, "clipped_nll_sum", unclipped)
     report = run_audit("datasource-clipped-nll-sum", runs=2000)
     assert not report.passed, str(report)
+
+
+def test_planted_exact_curve_increments_are_caught(monkeypatch: Any) -> None:
+    """A curve query that puts noise on the anchor value only and releases the increments
+    exact: the added row's increments then tell D' from D with certainty."""
+
+    def anchor_only(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
+        out, guarantee = laplace(value, sensitivity, epsilon, noise)
+        v = np.asarray(value, dtype=float)
+        return (np.concatenate([np.atleast_1d(out)[:1], v[1:]]) if v.ndim else out), guarantee
+
+    seeds = itertools.count(100)  # seeded noise only makes the 2 x 960 queries fast
+    monkeypatch.setattr(source_module, "resolve_noise", lambda n, o: SeededNoise(next(seeds)))
+    monkeypatch.setattr(source_module, "laplace", anchor_only)
+    report = run_audit("datasource-accuracy-gap-curve", runs=800)
+    assert not report.passed, str(report)
+    assert report.epsilon_lower > 1.5 * report.epsilon  # the true loss is unbounded

@@ -153,7 +153,7 @@ def test_run_writes_tidy_outputs_and_acc_t_wins(shifted: Any, tmp_path: Any) -> 
     assert len(res.rows) == 3 * len(L.METHODS)
     tab = res.table()
     dp = {m: v for m, v in tab.items() if m not in ("No recalibration", "One source")}
-    # over-confident by a factor ~4: Acc-T (bisection over [0.5, 30]) is the best DP method and
+    # over-confident by a factor ~4: Acc-T (curve over [0.25, 64]) is the best DP method and
     # more than halves the ECE of no recalibration (200 trials; margins >> trial s.e.)
     assert min(dp, key=lambda m: dp[m][0]) == "Acc-T"
     assert tab["Acc-T"][0] < 0.5 * tab["No recalibration"][0]
@@ -168,3 +168,33 @@ def test_default_grid_and_bad_settings(shifted: Any) -> None:
         L.run({"x": (z, y)}, trials=2, grid=[L.GridPoint("sources", 70, 10, 1.0)], progress=False)
     with pytest.raises(ValueError, match="trials"):
         L.run({"x": (z, y)}, trials=0, progress=False)
+
+
+REAL_METHODS = (
+    L.MethodSpec("Acc-T", "temperature", "acc"),
+    L.MethodSpec("Acc-T seed 000", "temperature", "acc", "golden-section"),
+    L.MethodSpec("NLL-T", "temperature", "nll"),
+    L.MethodSpec("ECE-T", "temperature", "ece"),
+)
+
+
+@pytest.mark.parametrize(
+    "name", ["netcal-cifar/lenet-5-cifar-10.npz", "netcal-cifar/wideresnet-16-4-cifar-10.npz"]
+)
+def test_acc_t_default_on_real_networks(shared_data: Any, name: str) -> None:
+    """Issue 13: Acc-T with 100 sources x 20 examples at epsilon = 1 has a median test ECE of at
+    most 0.027, below DP NLL-T, DP ECE-T and seed 000's golden-section Acc-T, for the noise as
+    drawn: 40 splits x 3 independent noise draws pooled (bench/compare_private_search.py runs
+    the full 40 x 20 on three networks). Measured medians: 0.020 (lenet-5), 0.011 (wideresnet);
+    the median over 120 fits varies by ~0.001 between noise-seed sets of this size, so the
+    bound and the margins below are > 5 of those standard errors away."""
+    from privcal.data import read_scores
+
+    sc = read_scores(shared_data / name)
+    ece_ = {
+        k: float(np.median(v))
+        for k, v in L.noise_pooled_ece(sc.logits, sc.labels, REAL_METHODS, draws=3).items()
+    }
+    assert ece_["Acc-T"] <= 0.027, ece_
+    assert ece_["Acc-T"] < 0.8 * ece_["Acc-T seed 000"], ece_
+    assert ece_["Acc-T"] < 0.5 * min(ece_["NLL-T"], ece_["ECE-T"]), ece_

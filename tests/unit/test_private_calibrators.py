@@ -10,7 +10,7 @@ import pytest
 
 from privcal.calibrators import HistogramBinning, TemperatureScaling, calibrator_from_dict
 from privcal.calibrators.temperature import fit_temperature_acc
-from privcal.metrics.statistics import softmax
+from privcal.metrics.statistics import accuracy_gap_sum, softmax
 from privcal.privacy import BudgetExceededError, SeededNoise
 from privcal.private import (
     DataSource,
@@ -25,6 +25,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::privcal.private.InsecureNoiseWa
 
 CONFIGS = [
     {"objective": "acc"},
+    {"objective": "acc", "t_range": (0.5, 8.0)},
+    {"objective": "acc", "search": "golden-section"},
     {"objective": "acc", "search": "golden"},
     {"objective": "acc", "search": "golden", "t_range": (0.5, 3.0)},
     {"objective": "acc", "search": "bisect", "t_range": (0.25, 8.0)},
@@ -61,7 +63,8 @@ def test_report_epsilon_is_exact_on_arrays(
     assert [g.epsilon for g in rep.per_source().values()] == [eps]
     if cfg["objective"] != "hist":
         plan = est.plan()
-        assert len(rep) == plan.evaluations + int(plan.locate) == k + 1 + int(plan.locate)
+        queries = 1 if plan.search == "curve" else k + 1 + int(plan.locate)
+        assert len(rep) == plan.evaluations + int(plan.locate) == queries
     assert all(r.mechanism == "laplace" and r.sensitivity > 0 for r in rep.releases)
 
 
@@ -95,14 +98,17 @@ def test_sensitivities_in_report(overconfident: Any) -> None:
     assert rep.releases[0].query.startswith("accuracy_gap_sum(T=3")
 
 
-@pytest.mark.parametrize("search", ["bisect", "golden"])
-def test_large_epsilon_recovers_the_nonprivate_fit(overconfident: Any, search: str) -> None:
+@pytest.mark.parametrize(("search", "rel"), [("bisect", 1e-3), ("golden", 1e-3), ("curve", 0.02)])
+def test_large_epsilon_recovers_the_nonprivate_fit(
+    overconfident: Any, search: str, rel: float
+) -> None:
     z, y = overconfident
     exact = fit_temperature_acc(z, y, (0.05, 20.0))
     est = PrivateTemperatureScaling(
         "acc", epsilon=1e7, iterations=30, search=search, noise=SeededNoise(0)
     ).fit(z, y)
-    assert est.temperature_ == pytest.approx(exact, rel=1e-3)
+    # the curve interpolates linearly in log T between grid points sqrt(2) apart: a few % off
+    assert est.temperature_ == pytest.approx(exact, rel=rel)
     assert est.t_range_[0] <= exact <= est.t_range_[1]
 
 
@@ -131,6 +137,7 @@ def test_auto_range_follows_the_gap_sign(sample_labels: Any) -> None:
         ({"objective": "brier"}, "objective"),
         ({"search": "grid"}, "search"),
         ({"objective": "nll", "search": "bisect"}, "bisect"),
+        ({"objective": "ece", "search": "curve"}, "curve"),
         ({"n_bins": 0}, "n_bins"),
         ({"nll_bound": 0.0}, "nll_bound"),
     ],
@@ -193,6 +200,42 @@ def test_predict_paths_are_the_nonprivate_ones(overconfident: Any) -> None:
     assert np.all(hb.bin_values_[np.isfinite(hb.bin_values_)] <= 1)
 
 
+def test_curve_release_is_the_accuracy_gap_curve(overconfident: Any) -> None:
+    """The curve query answers accuracy_gap_sum at every grid point (huge epsilon), and its one
+    release is reported with sensitivity 2 and the whole budget."""
+    z, y = overconfident
+    est = PrivateTemperatureScaling("acc", epsilon=1e9, noise=SeededNoise(0)).fit(z, y)
+    (rel,) = est.privacy_report_.releases
+    assert rel.query.startswith("accuracy_gap_curve(T=0.25..64, k=17, anchor=2")
+    assert (rel.sensitivity, rel.epsilon) == (2.0, 1e9)
+    grid = np.asarray(est.plan().grid)
+    src = DataSource(z, y, budget=1e9, noise=SeededNoise(1))
+    curve = src.accuracy_gap_curve(grid, epsilon=1e9, anchor=6)
+    exact = [accuracy_gap_sum(z, y, t) for t in grid]  # the shared statistic, one T at a time
+    np.testing.assert_allclose(curve, exact, atol=1e-6)
+    assert np.all(np.diff(exact) > 0)  # the gap is increasing in T
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"temperatures": [1.0, 0.5]}, "temperatures"),
+        ({"temperatures": []}, "temperatures"),
+        ({"temperatures": [0.0, 1.0]}, "temperatures"),
+        ({"temperatures": [1.0, 2.0], "anchor": 2}, "anchor"),
+        ({"temperatures": [1.0, 2.0], "anchor": -1}, "anchor"),
+    ],
+)
+def test_bad_curve_queries_spend_nothing(
+    overconfident: Any, kwargs: dict[str, Any], match: str
+) -> None:
+    z, y = overconfident
+    src = DataSource(z, y, budget=1.0, noise=SeededNoise(0))
+    with pytest.raises(ValueError, match=match):
+        src.accuracy_gap_curve(epsilon=0.5, **kwargs)
+    assert src.spent == 0.0 and not src.history
+
+
 @pytest.mark.parametrize("cfg", [{"objective": "acc"}, {"objective": "hist"}])
 def test_json_roundtrip(overconfident: Any, cfg: dict[str, Any]) -> None:
     z, y = overconfident
@@ -204,7 +247,17 @@ def test_json_roundtrip(overconfident: Any, cfg: dict[str, Any]) -> None:
 
 
 def test_search_plan_counts() -> None:
-    assert search_plan("acc", 1.0, 5).search == "bisect"
+    plan = search_plan("acc", 1.0, 5)
+    assert (plan.search, plan.t_range, plan.evaluations, plan.epsilons) == (
+        "curve",
+        (0.25, 64.0),
+        1,
+        (1.0,),
+    )
+    assert len(plan.grid) == 17 and plan.grid[plan.anchor] == pytest.approx(2.0)
+    assert plan.grid[0] == 0.25 and plan.grid[-1] == 64.0
+    paper = search_plan("acc", 1.0, 5, search="golden-section")
+    assert (paper.t_range, paper.locate, len(paper.epsilons)) == ((0.5, 3.0), False, 6)
     plan = search_plan("nll", 1.0, 5)
     assert (plan.search, plan.locate, plan.evaluations, len(plan.epsilons)) == (
         "golden",
@@ -222,3 +275,31 @@ def test_baselines(overconfident: Any) -> None:
     cal = one_source(z[:50], y[:50])
     ref = TemperatureScaling("nll").fit(z[:50], y[:50])
     assert cal.temperature_ == ref.temperature_
+
+
+def test_isotonic_increasing_is_pool_adjacent_violators(rng: np.random.Generator) -> None:
+    from sklearn.isotonic import IsotonicRegression
+
+    from privcal.calibrators.search import isotonic_increasing
+
+    v = rng.normal(size=(30, 9)).cumsum(axis=1) + 2.0 * rng.normal(size=(30, 9))
+    want = [IsotonicRegression().fit_transform(np.arange(9), row) for row in v]
+    np.testing.assert_allclose(isotonic_increasing(v), want, atol=1e-12)
+
+
+def test_monotone_root_ties_edges_and_a_stray_zero() -> None:
+    from privcal.calibrators.search import monotone_root
+
+    t = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    rows = np.array(
+        [
+            [-5.0, -3.0, -1.0, 1.0, 3.0, 5.0],  # crossing halfway between 4 and 8 (in log T)
+            [-2.0, -1.0, 0.0, 0.0, 2.0, 3.0],  # a run of exact zeros: its midpoint
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],  # no sign change: the edge toward the root
+            [-6.0, -5.0, -4.0, -3.0, -2.0, -1.0],
+            [-5.0, -3.0, -1.0, 1.0, 3.0, 0.0],  # a stray exact zero at the edge: pooled away
+        ]
+    )
+    got = monotone_root(rows, t)
+    np.testing.assert_allclose(got, [4 * 2**0.5, 4 * 2**0.5, 1.0, 32.0, 4 * 2**0.5])
+    assert monotone_root(rows[0], t) == pytest.approx(4 * 2**0.5)

@@ -4,6 +4,11 @@ Both work on a bracket ``[lo, hi]`` and make exactly ``evaluations`` calls of th
 private caller that adds noise to every call knows the exact number of releases it must pay for.
 The searches run in ``log T`` (``geometric=True``): a temperature range such as [0.05, 20] spans
 two and a half decades and a ratio, not a difference, is the natural resolution.
+
+:func:`monotone_root` is the search of the private Acc-T default: it reads the root of an
+increasing function from its noisy values on a whole public grid at once (isotonic fit, then
+linear interpolation in ``log T``), so a private caller pays for one vector release instead of a
+sequence of scalar ones.
 """
 
 from __future__ import annotations
@@ -12,7 +17,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["GOLDEN", "bisect_sign", "golden_section"]
+__all__ = [
+    "GOLDEN",
+    "bisect_sign",
+    "geometric_grid",
+    "golden_section",
+    "isotonic_increasing",
+    "monotone_root",
+]
 
 #: 1 / golden ratio: each golden-section step keeps this fraction of the bracket.
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
@@ -88,3 +100,76 @@ def bisect_sign(
         else:
             b = m
     return _from(0.5 * (a + b), geometric), (_from(a, geometric), _from(b, geometric))
+
+
+def geometric_grid(lo: float, hi: float, ratio: float) -> np.ndarray:
+    """Points from ``lo`` to ``hi`` (both included), evenly spaced in ``log T``.
+
+    The number of steps is ``round(log(hi / lo) / log(ratio))`` (at least 1), so consecutive
+    points differ by a factor as close to ``ratio`` as the range allows.
+    """
+    steps = max(1, round(float(np.log(hi / lo) / np.log(ratio))))
+    grid = np.exp(np.linspace(np.log(lo), np.log(hi), steps + 1))
+    grid[0], grid[-1] = lo, hi  # the ends exactly, not exp(log(.)) rounded
+    return grid
+
+
+def isotonic_increasing(values: np.ndarray) -> np.ndarray:
+    """Least-squares non-decreasing fit of each row of ``values`` (shape ``(R, k)``), vectorised.
+
+    Uses the min-max characterisation of isotonic regression (Robertson, Wright & Dykstra 1988,
+    Thm. 1.4.4): the fit at ``j`` is ``max_{i <= j} min_{l >= j} mean(values[i..l])``. It costs
+    ``O(R k^3)`` without a Python loop, which suits the short public grids it serves; it equals
+    pool-adjacent-violators to rounding.
+    """
+    v = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    k = v.shape[1]
+    csum = np.concatenate([np.zeros((v.shape[0], 1)), np.cumsum(v, axis=1)], axis=1)
+    i = np.arange(k)[:, None]
+    j = np.arange(k)[None, :]
+    upper = j >= i
+    means = (csum[:, None, 1:] - csum[:, :-1, None]) / np.where(upper, j - i + 1, 1)
+    means = np.where(upper, means, np.inf)  # means[r, i, l] = mean(v[r, i..l]) for l >= i
+    suffix_min = np.minimum.accumulate(means[:, :, ::-1], axis=2)[:, :, ::-1]
+    return np.where(upper, suffix_min, -np.inf).max(axis=1)
+
+
+def monotone_root(values: np.ndarray, temperatures: np.ndarray) -> float | np.ndarray:
+    """Root of an increasing function of ``T`` from its noisy values on a public grid.
+
+    Parameters
+    ----------
+    values : ndarray of shape (k,) or (R, k)
+        Noisy values of the function at ``temperatures`` (one row per problem).
+    temperatures : ndarray of shape (k,)
+        Increasing, positive grid.
+
+    Returns
+    -------
+    float or ndarray of shape (R,)
+        Per row: the isotonic fit :func:`isotonic_increasing` is computed, then the zero
+        crossing is interpolated linearly in ``log T`` between the last negative and the first
+        positive fitted value. A run of exact zeros gives the midpoint (in ``log T``) of the
+        run, so ties never pick a side; a fit that never changes sign gives the grid edge
+        toward the root (``temperatures[0]`` when all values are >= 0, the last one when all
+        are <= 0). Every grid value enters the isotonic fit, so one noisy or degenerate value
+        (e.g. an exact zero at an edge) moves the root only as much as its weight in a
+        pooled mean.
+    """
+    x = np.log(np.asarray(temperatures, dtype=np.float64))
+    scalar = np.ndim(values) == 1
+    f = isotonic_increasing(values)
+    k = x.size
+    rows = np.arange(f.shape[0])
+    n_neg, n_pos = (f < 0).sum(axis=1), (f > 0).sum(axis=1)
+    last_neg = np.clip(n_neg - 1, 0, k - 1)
+    first_pos = np.clip(k - n_pos, 0, k - 1)
+    f_lo, f_hi = f[rows, last_neg], f[rows, first_pos]
+    step = np.where(first_pos - last_neg == 1, f_hi - f_lo, 1.0)
+    interp = x[last_neg] + (x[first_pos] - x[last_neg]) * (-f_lo / step)
+    zeros_mid = 0.5 * (x[np.clip(n_neg, 0, k - 1)] + x[np.clip(k - n_pos - 1, 0, k - 1)])
+    root = np.where((n_neg > 0) & (n_pos > 0) & (first_pos - last_neg == 1), interp, zeros_mid)
+    root = np.where((n_neg == 0) & (n_pos == k), x[0], root)
+    root = np.where((n_pos == 0) & (n_neg == k), x[-1], root)
+    out = np.exp(root)
+    return float(out[0]) if scalar else out

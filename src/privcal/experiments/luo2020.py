@@ -20,7 +20,10 @@ source with a reshape or a grouped ``bincount``, adds ``(trials, d[, M])`` Lapla
 :func:`bisect_sign_batch` run the searches of :mod:`privcal.calibrators.search` for all trials at
 once (same arithmetic; a test checks they return the per-trial results, and another that the
 batch protocol reproduces :class:`~privcal.private.PrivateTemperatureScaling` fitted on
-:class:`~privcal.private.DataSource` objects given the same noise draws).
+:class:`~privcal.private.DataSource` objects given the same noise draws). Acc-T's default curve
+search needs no loop at all: the exact curves of every trial and source on the public grid are
+one ``accuracy_gap_terms`` call, and :func:`~privcal.calibrators.search.monotone_root` reads all
+roots at once.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ import numpy as np
 
 from privcal._params import check_int, check_real
 from privcal.calibrators.binning import rescale_top_label
-from privcal.calibrators.search import GOLDEN
+from privcal.calibrators.search import GOLDEN, monotone_root
 from privcal.metrics.statistics import (
+    accuracy_gap_terms,
     bin_indices,
     nll_terms,
     softmax,
@@ -48,6 +52,7 @@ from privcal.metrics.statistics import (
 from privcal.plots import subplots
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.private.binning import noisy_bin_values
+from privcal.private.source import curve_from_release, curve_release
 from privcal.private.temperature import AUTO_SPLIT, SearchPlan, search_plan
 
 __all__ = [
@@ -60,6 +65,7 @@ __all__ = [
     "golden_section_batch",
     "grouped_ece",
     "load_datasets",
+    "noise_pooled_ece",
     "run",
     "simulate",
 ]
@@ -86,7 +92,8 @@ class MethodSpec:
     counts: str = "split"
 
 
-#: The methods of seed 000's Table 1, in its order.
+#: The methods of seed 000's Table 1, in its order (privcal's defaults), and seed 000's own
+#: Acc-T search (golden section over [0.5, 3], Alg. 1) beside its default, the curve search.
 METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("No recalibration", "none"),
     MethodSpec("One source", "one_source"),
@@ -94,6 +101,7 @@ METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("ECE-T", "temperature", "ece"),
     MethodSpec("NLL-T", "temperature", "nll"),
     MethodSpec("Acc-T", "temperature", "acc"),
+    MethodSpec("Acc-T (golden section, Luo et al. 2020)", "temperature", "acc", "golden-section"),
 )
 
 #: Range of the "one source" baseline: the non-private TemperatureScaling default.
@@ -339,6 +347,8 @@ def _private_temperature(
         gaps = gaps.reshape(trials, d, n_bins) + noise.laplace(1.0 / eps, size=(trials, d, n_bins))
         return np.asarray(np.abs(gaps.sum(axis=1)).sum(axis=1))
 
+    if plan.search == "curve":
+        return _private_curve(plan, s, noise)
     if plan.locate:
         lo, hi = plan.ranges(gap(np.full(trials, AUTO_SPLIT)))
     else:
@@ -346,8 +356,69 @@ def _private_temperature(
         lo, hi = np.full(trials, plan.t_range[0]), np.full(trials, plan.t_range[1])
     if plan.search == "bisect":
         return bisect_sign_batch(gap, lo, hi, plan.evaluations)
+    # "golden" and seed 000's "golden-section": the same search
     f = {"acc": lambda t: np.abs(gap(t)), "nll": nll, "ece": ece}[objective]
     return golden_section_batch(f, lo, hi, plan.evaluations)
+
+
+def _private_curve(plan: SearchPlan, s: _Setting, noise: NoiseSource) -> np.ndarray:
+    """Acc-T's curve search for all trials: one ``accuracy_gap_curve`` release per source.
+
+    The exact per-source curves come from the shared ``accuracy_gap_terms`` at every grid
+    temperature; the released vector (:func:`~privcal.private.source.curve_release`) gets one
+    ``(trials, d, k)`` Laplace array of scale ``2 / epsilon``, as the DataSource draws it.
+    """
+    trials, d, n, c = s.z_val.shape
+    grid = np.asarray(plan.grid)
+    terms = accuracy_gap_terms(s.z_val.reshape(-1, c), s.y_val.ravel(), grid)
+    exact = terms.reshape(grid.size, trials, d, n).sum(axis=3).transpose(1, 2, 0)
+    released = curve_release(exact, plan.anchor)
+    released = released + noise.laplace(2.0 / plan.epsilons[0], size=released.shape)
+    return np.asarray(monotone_root(curve_from_release(released, plan.anchor).sum(axis=1), grid))
+
+
+def noise_pooled_ece(
+    z: Any,
+    y: Any,
+    methods: Sequence[MethodSpec],
+    *,
+    n_sources: int = 100,
+    n_samples: int = 20,
+    epsilon: float = 1.0,
+    splits: int = 40,
+    draws: int = 5,
+    seed: int = 0,
+    iterations: int = 5,
+) -> dict[str, np.ndarray]:
+    """Test ECE of each method on the same splits under several independent noise draws.
+
+    ``splits`` random splits (seeded by ``seed``) put ``n_sources x n_samples`` examples into the
+    sources and the rest into the test split; each method then runs ``draws`` times on those
+    splits, draw ``k`` with ``SeededNoise(default_rng([seed, k, method index]))``. Pooling the
+    draws measures a method for the noise as drawn, not for one lucky set of noise seeds.
+
+    Returns
+    -------
+    dict
+        Method label -> ``(draws, splits)`` array of test ECE (15 bins).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    s = _split(z, np.asarray(y), splits, n_sources, n_samples, np.random.default_rng(seed))
+    return {
+        spec.label: np.stack(
+            [
+                simulate(
+                    spec,
+                    s,
+                    epsilon,
+                    SeededNoise(np.random.default_rng([seed, k, mi])),
+                    iterations=iterations,
+                )[0]
+                for k in range(draws)
+            ]
+        )
+        for mi, spec in enumerate(methods)
+    }
 
 
 # ----------------------------------------------------------------------------- the protocol

@@ -74,7 +74,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     (1.0, (15,))
     """
 
-    _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_",)
+    _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
 
     def __init__(
         self, epsilon: float = 1.0, n_bins: int = 15, noise: NoiseSource | None = None

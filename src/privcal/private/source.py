@@ -14,6 +14,9 @@ method                      exact statistic (shared function)            L1 sens
                             (``accuracy_gap_sum``)
 ``clipped_nll_sum(T, B)``   :math:`\\sum_i \\min(\\ell_T(i), B)`          B
                             (``clipped_nll_sum``)
+``accuracy_gap_curve(Ts)``  the same sum at every temperature of an      2 (the anchor value
+                            increasing public grid (``accuracy_gap_sum``  and the increments,
+                            at each T)                                   see the method)
 ``bin_gaps(T, M)``          per-bin :math:`\\sum_{i\\in B_m} 1[c_i] -     1
                             \\mathrm{conf}_T(i)` (``calibration_bins``
                             ``(...).gaps()``)
@@ -83,6 +86,8 @@ __all__ = [
     "BinCounts",
     "DataSource",
     "InsecureNoiseWarning",
+    "curve_from_release",
+    "curve_release",
     "data_fingerprint",
     "query_sensitivity",
     "row_digests",
@@ -99,6 +104,7 @@ SOURCE_PUBLIC: tuple[str, ...] = (
 #: ``clipped_nll_sum`` is the clip bound, passed with the query).
 QUERIES: dict[str, str] = {
     "accuracy_gap_sum": "1",
+    "accuracy_gap_curve": "2",
     "clipped_nll_sum": "B",
     "bin_gaps": "1",
     "bin_counts": "1",
@@ -116,7 +122,7 @@ def query_sensitivity(query: str, bound: float | None = None) -> float:
         if bound is None:
             raise ValueError("clipped_nll_sum needs its clip bound B: the sensitivity is B.")
         return float(bound)
-    return 1.0
+    return float(QUERIES[query])
 
 
 @dataclass(frozen=True)
@@ -225,6 +231,38 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _check_grid(temperatures: Any, owner: str) -> np.ndarray:
+    t = np.asarray(temperatures, dtype=np.float64)
+    if (
+        t.ndim != 1
+        or t.size < 1
+        or not np.all(np.isfinite(t))
+        or np.any(t <= 0)
+        or np.any(np.diff(t) <= 0)
+    ):
+        raise ValueError(
+            f"The 'temperatures' parameter of {owner} must be a non-empty 1-D array of positive, "
+            f"finite, strictly increasing temperatures. Got {temperatures!r} instead."
+        )
+    return t
+
+
+def curve_release(curve: np.ndarray, anchor: int) -> np.ndarray:
+    """The vector :meth:`DataSource.accuracy_gap_curve` releases: ``(G[a], diff(G))``.
+
+    Works on the last axis, so ``curve`` may hold many curves (shape ``(..., k)``).
+    """
+    return np.concatenate([curve[..., anchor : anchor + 1], np.diff(curve, axis=-1)], axis=-1)
+
+
+def curve_from_release(released: np.ndarray, anchor: int) -> np.ndarray:
+    """Invert :func:`curve_release` (last axis): cumulative sums outward from the anchor."""
+    base, inc = released[..., :1], released[..., 1:]
+    right = base + np.cumsum(inc[..., anchor:], axis=-1)
+    left = base - np.cumsum(inc[..., :anchor][..., ::-1], axis=-1)[..., ::-1]
+    return np.concatenate([left, base, right], axis=-1)
 
 
 class DataSource:
@@ -394,6 +432,60 @@ class DataSource:
         eps = self._epsilon(epsilon, "accuracy_gap_sum")
         value = float(accuracy_gap_sum(self._z, self._y, t))
         return float(self._answer(f"accuracy_gap_sum(T={t:.6g})", value, 1.0, eps))
+
+    def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
+        """Noisy :meth:`accuracy_gap_sum` at every temperature of a public increasing grid.
+
+        One release answers the whole curve :math:`G(T_1), \\dots, G(T_k)`, with
+        :math:`G(T) = \\sum_i 1[c_i] - \\mathrm{conf}_T(i)` computed by the shared
+        ``accuracy_gap_sum`` at each :math:`T_j`. The released vector is the value at the anchor
+        and the increments, :math:`(G(T_a), G(T_2) - G(T_1), \\dots, G(T_k) - G(T_{k-1}))`, each
+        coordinate with Laplace noise; the curve is rebuilt from it by cumulative sums outward
+        from the anchor (post-processing). So the noise of :math:`\\tilde G(T_j)` is the sum of
+        ``|j - a| + 1`` Laplace draws: smallest at the anchor.
+
+        Parameters
+        ----------
+        temperatures : array_like of shape (k,)
+            Strictly increasing positive temperatures (public), ``k >= 1``.
+        epsilon : float
+            Budget of this answer (the whole curve), ``> 0``.
+        anchor : int, default=0
+            Index of the grid point whose value is released directly (public).
+
+        Returns
+        -------
+        ndarray of shape (k,)
+            The noisy curve :math:`\\tilde G(T_j)`.
+
+        Privacy
+        -------
+        One example contributes :math:`g(T) = 1[c] - \\mathrm{conf}_T`, and the top-label
+        confidence :math:`\\mathrm{conf}_T = 1 / \\sum_c e^{(z_c - z_{\\max}) / T}` is
+        non-increasing in ``T`` (every exponent is ``<= 0`` and grows toward 0 with ``T``), so
+        :math:`g` is non-decreasing and its increments on an increasing grid are all ``>= 0``.
+        They telescope: :math:`\\sum_j |g(T_{j+1}) - g(T_j)| = \\mathrm{conf}_{T_1} -
+        \\mathrm{conf}_{T_k} \\le 1 - 1/C`, and :math:`|g(T_a)| \\le 1`. Adding or removing the
+        example therefore moves the released vector by at most :math:`2 - 1/C \\le 2` in L1,
+        whatever ``k``: sensitivity 2. Laplace scale ``2 / epsilon`` per coordinate; pure
+        ``epsilon``-DP. (Releasing the ``k`` values themselves would have sensitivity ``k``.)
+        """
+        owner = "DataSource.accuracy_gap_curve"
+        temps = _check_grid(temperatures, owner)
+        a = check_int(anchor, "anchor", owner, low=0)
+        if a >= temps.size:
+            raise ValueError(
+                f"The 'anchor' parameter of {owner} must be an index into the {temps.size} "
+                f"temperatures (0..{temps.size - 1}). Got {anchor!r} instead."
+            )
+        eps = self._epsilon(epsilon, "accuracy_gap_curve")
+        curve = np.asarray(accuracy_gap_sum(self._z, self._y, temps), dtype=np.float64)
+        label = (
+            f"accuracy_gap_curve(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, "
+            f"anchor={temps[a]:.6g})"
+        )
+        released = self._answer(label, curve_release(curve, a), 2.0, eps)
+        return curve_from_release(np.asarray(released), a)
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
         """Noisy :math:`\\sum_i \\min(\\ell_T(i), B)`: the NLL, each term clipped to ``[0, B]``.

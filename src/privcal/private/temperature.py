@@ -1,21 +1,44 @@
 """Private temperature scaling over private data sources (seed 000, Sec. 3-4, Alg. 1).
 
 The calibrator runs a one-dimensional search over the temperature; every evaluation of the
-objective is one query to **every** source, answered with the Laplace mechanism. The searches are
-the ones the non-private fits use (:func:`privcal.calibrators.search.golden_section`,
-:func:`~privcal.calibrators.search.bisect_sign`), and every statistic is computed by the shared
+objective is one query to **every** source, answered with the Laplace mechanism. The searches
+live in :mod:`privcal.calibrators.search` (:func:`~privcal.calibrators.search.monotone_root`,
+:func:`~privcal.calibrators.search.bisect_sign`, and
+:func:`~privcal.calibrators.search.golden_section`, which the non-private fits use too), and every
+statistic is computed by the shared
 function in :mod:`privcal.metrics.statistics` inside :class:`~privcal.private.source.DataSource`.
 
 Objectives (answers summed over sources)
 ----------------------------------------
-* ``"acc"`` (Acc-T): :math:`g(T) = \\sum_s \\tilde G_s(T)` with :math:`G_s(T) = \\sum_{i \\in s}
-  1[c_i] - \\mathrm{conf}_T(i)` (sensitivity 1). ``search="bisect"`` keeps the half-bracket given
-  by the sign of :math:`g` (the gap is increasing in T); ``search="golden"`` minimises
-  :math:`|g|` (seed 000, Alg. 1).
+* ``"acc"`` (Acc-T): the root of :math:`g(T) = \\sum_s G_s(T)` with :math:`G_s(T) = \\sum_{i
+  \\in s} 1[c_i] - \\mathrm{conf}_T(i)`, which is non-decreasing in ``T``.
+
+  - ``search="curve"`` (default): **one** query per source, the whole curve
+    :math:`G_s` on a public log-spaced grid (:meth:`DataSource.accuracy_gap_curve`, L1
+    sensitivity 2 whatever the grid size, because each example's curve is monotone and its
+    increments telescope); the calibrator sums the noisy curves, fits them isotonically and
+    reads the zero crossing by interpolation in ``log T``
+    (:func:`~privcal.calibrators.search.monotone_root`).
+  - ``search="bisect"``: keep the half-bracket given by the sign of a noisy :math:`g` at the
+    midpoint (sensitivity 1 per query).
+  - ``search="golden-section"``: seed 000's Alg. 1, golden section on :math:`|g|` over the
+    paper's range ``[0.5, 3]`` (with ``t_range="auto"``); ``search="golden"`` is the same
+    search, preceded with ``t_range="auto"`` by a locating query (below).
 * ``"nll"`` (NLL-T): minimise :math:`\\sum_s \\widetilde{\\mathrm{NLL}}_s(T)` with each NLL
   clipped to ``[0, B]`` (sensitivity B) by golden section.
 * ``"ece"`` (ECE-T): minimise :math:`\\sum_m |\\sum_s \\tilde g_{s,m}(T)|` with
   :math:`g_{s,m}` the per-bin sums of ``1[c] - conf_T`` (L1 sensitivity 1), by golden section.
+
+Why one curve query beats a sequence of sign queries
+----------------------------------------------------
+With ``q`` sequential queries each answer carries ``Lap(q / epsilon)`` noise. The curve costs one
+query with noise ``Lap(2 / epsilon)`` per released coordinate; the value at the anchor
+(``T = 2``) has that noise alone, and a grid point ``m`` steps away carries ``m + 1`` such
+draws. With the default ``K = 5`` (six queries) the bisection's answers have 3x the noise scale
+of the curve at its anchor, and the curve still has the value at every grid point, which the
+isotonic fit pools. The search can also not be steered by one answer: a sign error of bisection
+discards the half that holds the root for good, while one bad grid value only enters a pooled
+mean. Measured on the real networks and under shift in ``docs/private.md``.
 
 Sum or average across sources: seed 000 averages the d answers; with d public the average is the
 sum divided by d, so every comparison (``f1 <= f2``, the sign of g, the argmin of the ECE sum)
@@ -31,12 +54,14 @@ total by basic composition. Its last sample is never compared (it returns the br
 right after drawing it), so K + 1 queries reach the same final bracket (width ``0.618^K`` of the
 range). Here ``iterations = K`` means:
 
-* ``search="golden"``: ``golden_section`` with ``K + 1`` evaluations (two interior points, then
-  ``K - 1`` shrinks, then the final comparison: ``K`` shrinks in all, Alg. 1's bracket);
+* ``search="curve"``: one query (the curve), whatever ``K``; ``iterations`` is not used;
+* ``search="golden"`` / ``"golden-section"``: ``golden_section`` with ``K + 1`` evaluations (two
+  interior points, then ``K - 1`` shrinks, then the final comparison: ``K`` shrinks in all,
+  Alg. 1's bracket);
 * ``search="bisect"``: ``bisect_sign`` with ``K + 1`` evaluations (bracket ``2^-(K+1)``);
-* ``t_range="auto"`` with golden section: **one more** query first, the sign of the accuracy gap
-  at ``T = 3`` (sensitivity 1), which picks the range ``[0.5, 3]`` (gap >= 0: the model is not
-  over-confident at T = 3) or ``[3, 30]``.
+* ``t_range="auto"`` with ``search="golden"``: **one more** query first, the sign of the
+  accuracy gap at ``T = 3`` (sensitivity 1), which picks the range ``[0.5, 3]`` (gap >= 0: the
+  model is not over-confident at T = 3) or ``[3, 30]``.
 
 With ``q`` queries in all, each query gets ``epsilon / q`` (the last one the exact remainder,
 see :func:`~privcal.private.source.split_budget`), so each source spends exactly ``epsilon``
@@ -54,7 +79,12 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_range, check_real
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
-from privcal.calibrators.search import bisect_sign, golden_section
+from privcal.calibrators.search import (
+    bisect_sign,
+    geometric_grid,
+    golden_section,
+    monotone_root,
+)
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, Release
 from privcal.private.source import (
@@ -69,6 +99,11 @@ __all__ = [
     "AUTO_HIGH",
     "AUTO_LOW",
     "AUTO_SPLIT",
+    "CURVE_ANCHOR",
+    "CURVE_HIGH",
+    "CURVE_LOW",
+    "CURVE_RATIO",
+    "PAPER_RANGE",
     "PrivateTemperatureScaling",
     "SearchPlan",
     "search_plan",
@@ -79,6 +114,16 @@ __all__ = [
 #: ``[AUTO_LOW, AUTO_SPLIT]`` or ``[AUTO_SPLIT, AUTO_HIGH]``. Chosen by measurement
 #: (``docs/private.md``).
 AUTO_LOW, AUTO_SPLIT, AUTO_HIGH = 0.5, 3.0, 30.0
+#: ``search="curve"`` with ``t_range="auto"``: the grid spans ``[CURVE_LOW, CURVE_HIGH]``
+#: (under-confident models need T < 1; shifted data reach T of 7 to 28 in ``docs/private.md``)
+#: in steps of a factor ``CURVE_RATIO`` (17 points), anchored at the point nearest
+#: ``CURVE_ANCHOR`` (where the curve's noise is smallest). Chosen by measurement.
+CURVE_LOW, CURVE_HIGH, CURVE_RATIO, CURVE_ANCHOR = 0.25, 64.0, float(np.sqrt(2.0)), 2.0
+#: Seed 000's search range, the ``t_range="auto"`` of ``search="golden-section"``.
+PAPER_RANGE = (0.5, 3.0)
+#: The search names, and those that need the monotone accuracy gap (``objective="acc"``).
+SEARCHES = ("auto", "curve", "bisect", "golden", "golden-section")
+_ACC_ONLY = ("curve", "bisect")
 
 
 @dataclass(frozen=True)
@@ -87,15 +132,19 @@ class SearchPlan:
 
     Attributes
     ----------
-    search : {"golden", "bisect"}
+    search : {"curve", "bisect", "golden", "golden-section"}
     t_range : (float, float) or None
         The search range; ``None`` when a locating query chooses it.
     locate : bool
         Whether the first query is the accuracy-gap sign at :data:`AUTO_SPLIT`.
     evaluations : int
-        Number of search evaluations (each one query per source).
+        Number of search evaluations (each one query per source; 1 for the curve).
     epsilons : tuple of float
         Per-query budgets in query order (locating query first); ``fsum == epsilon``.
+    grid : tuple of float
+        The public temperatures of the curve query (empty for the other searches).
+    anchor : int
+        Index into ``grid`` of the value the curve query releases directly.
     """
 
     search: str
@@ -103,6 +152,8 @@ class SearchPlan:
     locate: bool
     evaluations: int
     epsilons: tuple[float, ...]
+    grid: tuple[float, ...] = ()
+    anchor: int = 0
 
     def ranges(self, gap_at_split: Any) -> Any:
         """The ranges picked by the locating answers (vectorised): ``(low, high)`` arrays."""
@@ -124,25 +175,33 @@ def search_plan(
     check_option(objective, "objective", owner, ("nll", "ece", "acc"))
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     k = check_int(iterations, "iterations", owner, low=1)
-    check_option(search, "search", owner, ("auto", "golden", "bisect"))
+    check_option(search, "search", owner, SEARCHES)
     if search == "auto":
-        search = "bisect" if objective == "acc" else "golden"
-    if search == "bisect" and objective != "acc":
+        search = "curve" if objective == "acc" else "golden"
+    if search in _ACC_ONLY and objective != "acc":
         raise ValueError(
-            f"The 'search' parameter of {owner} can be 'bisect' only with objective='acc' (the "
-            f"accuracy gap is monotone in T; the {objective.upper()} objective is not a sign "
-            f"test). Got search='bisect' with objective={objective!r} instead."
+            f"The 'search' parameter of {owner} can be {search!r} only with objective='acc' "
+            f"(the accuracy gap is monotone in T; the {objective.upper()} objective is not). "
+            f"Got search={search!r} with objective={objective!r} instead."
         )
-    evaluations = k + 1
     if isinstance(t_range, str):
         check_option(t_range, "t_range", owner, ("auto",))
-        if search == "bisect":
-            rng: tuple[float, float] | None = (AUTO_LOW, AUTO_HIGH)
-            locate = False
-        else:
-            rng, locate = None, True
+        auto: dict[str, tuple[float, float] | None] = {
+            "curve": (CURVE_LOW, CURVE_HIGH),
+            "bisect": (AUTO_LOW, AUTO_HIGH),
+            "golden": None,
+            "golden-section": PAPER_RANGE,
+        }
+        rng = auto[search]
     else:
-        rng, locate = check_range(t_range, "t_range", owner), False
+        rng = check_range(t_range, "t_range", owner)
+    if search == "curve":
+        assert rng is not None
+        grid = geometric_grid(rng[0], rng[1], CURVE_RATIO)
+        anchor = int(np.argmin(np.abs(np.log(grid / CURVE_ANCHOR))))
+        return SearchPlan(search, rng, False, 1, (eps,), tuple(map(float, grid)), anchor)
+    locate = rng is None
+    evaluations = k + 1
     queries = evaluations + int(locate)
     return SearchPlan(search, rng, locate, evaluations, tuple(split_budget(eps, queries)))
 
@@ -237,11 +296,6 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         params.pop("noise", None)  # a noise source is not data; restored calibrators only predict
         return params
 
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["fitted"]["n_sources_"] = self.n_sources_
-        return out
-
 
 @register
 class PrivateTemperatureScaling(_PrivateCalibrator):
@@ -256,14 +310,18 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     epsilon : float, default=1.0
         Budget each source spends on the fit, ``> 0``.
     iterations : int, default=5
-        ``K`` of seed 000 (``>= 1``): the search makes ``K + 1`` evaluations (see the module
-        docstring for the count).
+        ``K`` of seed 000 (``>= 1``): the iterative searches make ``K + 1`` evaluations (see the
+        module docstring for the count). The curve search makes one query and does not use it.
     t_range : (float, float) or "auto", default="auto"
-        Search range. ``"auto"``: bisection over ``[0.5, 30]``; golden section spends one extra
-        query on the gap sign at ``T = 3`` and searches ``[0.5, 3]`` or ``[3, 30]``.
-    search : {"auto", "bisect", "golden"}, default="auto"
-        ``"auto"`` is ``"bisect"`` for Acc-T and ``"golden"`` otherwise; ``"bisect"`` needs
-        ``objective="acc"``.
+        Search range. ``"auto"``: ``[0.25, 64]`` for the curve, ``[0.5, 30]`` for bisection,
+        seed 000's ``[0.5, 3]`` for ``"golden-section"``; ``"golden"`` spends one extra query on
+        the gap sign at ``T = 3`` and searches ``[0.5, 3]`` or ``[3, 30]``.
+    search : {"auto", "curve", "bisect", "golden", "golden-section"}, default="auto"
+        ``"auto"`` is ``"curve"`` for Acc-T and ``"golden"`` otherwise. ``"curve"``: one release
+        of the accuracy-gap curve on a public grid (factor sqrt(2) steps over ``t_range``),
+        root of its isotonic fit. ``"bisect"``: noisy bisection on the gap's sign.
+        ``"golden-section"``: seed 000's Alg. 1 (golden section, paper range by default).
+        ``"curve"`` and ``"bisect"`` need ``objective="acc"``.
     n_bins : int, default=15
         Bins of the ECE objective.
     nll_bound : float, default=10.0
@@ -276,7 +334,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     ----------
     temperature_ : float
     t_range_ : (float, float)
-        The range searched (after the locating query when ``t_range="auto"``).
+        The range searched (after the locating query of ``search="golden"``).
     privacy_report_ : PrivacyReport
         Every release of the fit; ``privacy_report_.epsilon == epsilon``.
     n_classes_, n_sources_ : int
@@ -284,11 +342,12 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     Privacy
     -------
     Neighbouring relation: add/remove one example of one source. Each query is a Laplace
-    mechanism with its derived sensitivity (:class:`DataSource`) at ``epsilon / q`` for the
-    ``q`` queries of the plan; basic composition gives ``epsilon`` per source, and the sources
-    hold disjoint data, so the fit is ``epsilon``-DP for every example (parallel composition).
-    The search itself is post-processing of the answers. Public: ``t_range``, the queried
-    temperatures (functions of earlier answers), ``n_bins``, ``nll_bound``.
+    mechanism with its derived sensitivity (:class:`DataSource`; 2 for the curve) at
+    ``epsilon / q`` for the ``q`` queries of the plan (``q = 1`` for the curve); basic
+    composition gives ``epsilon`` per source, and the sources hold disjoint data, so the fit
+    is ``epsilon``-DP for every example (parallel composition). The search itself is
+    post-processing of the answers. Public: ``t_range``, the queried temperatures (the curve's
+    grid and anchor, or functions of earlier answers), ``n_bins``, ``nll_bound``.
 
     Examples
     --------
@@ -303,7 +362,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     (1.0, True)
     """
 
-    _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_")
+    _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_", "n_sources_")
 
     def __init__(
         self,
@@ -338,24 +397,36 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
         plan = self.plan()
         proto = _Protocol(sources, labels, plan)
-        objective: Callable[[float], float]
-        if self.objective == "acc":
-
-            def objective(t: float) -> float:
-                return float(proto.ask("accuracy_gap_sum", temperature=t))
-
-        elif self.objective == "nll":
-            bound = float(self.nll_bound)
-
-            def objective(t: float) -> float:
-                return float(proto.ask("clipped_nll_sum", temperature=t, bound=bound))
-
+        if plan.search == "curve":
+            assert plan.t_range is not None
+            curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
+            t = float(monotone_root(np.asarray(curve, dtype=np.float64), np.asarray(plan.grid)))
+            lo, hi = plan.t_range
         else:
-            n_bins = int(self.n_bins)
+            t, (lo, hi) = self._iterative_search(plan, proto)
+        self.temperature_ = t
+        self.t_range_ = (lo, hi)
+        self.privacy_report_ = sources_report(
+            proto.releases,
+            sources,
+            ("t_range and the search plan (number of queries, the curve's grid and anchor)",),
+        )
 
-            def objective(t: float) -> float:
-                return float(np.abs(proto.ask("bin_gaps", temperature=t, n_bins=n_bins)).sum())
+    def _objective(self, proto: _Protocol) -> Callable[[float], float]:
+        """The noisy objective of one evaluation (one query to every source)."""
+        if self.objective == "acc":
+            return lambda t: float(proto.ask("accuracy_gap_sum", temperature=t))
+        if self.objective == "nll":
+            bound = float(self.nll_bound)
+            return lambda t: float(proto.ask("clipped_nll_sum", temperature=t, bound=bound))
+        n_bins = int(self.n_bins)
+        return lambda t: float(np.abs(proto.ask("bin_gaps", temperature=t, n_bins=n_bins)).sum())
 
+    def _iterative_search(
+        self, plan: SearchPlan, proto: _Protocol
+    ) -> tuple[float, tuple[float, float]]:
+        """Bisection or golden section (after the locating query when planned)."""
+        objective = self._objective(proto)
         if plan.locate:
             g3 = float(proto.ask("accuracy_gap_sum", temperature=AUTO_SPLIT))
             lo, hi = (float(v) for v in plan.ranges(g3))
@@ -364,15 +435,11 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             lo, hi = plan.t_range
         if plan.search == "bisect":
             t, _ = bisect_sign(objective, lo, hi, plan.evaluations)
-        elif self.objective == "acc":
+        elif self.objective == "acc":  # seed 000: golden section on |gap|
             t, _ = golden_section(lambda u: abs(objective(u)), lo, hi, plan.evaluations)
         else:
             t, _ = golden_section(objective, lo, hi, plan.evaluations)
-        self.temperature_ = float(t)
-        self.t_range_ = (lo, hi)
-        self.privacy_report_ = sources_report(
-            proto.releases, sources, ("t_range and the search plan (number of queries)",)
-        )
+        return t, (lo, hi)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z, self.temperature_)
