@@ -101,7 +101,7 @@ def _tail_events(draw: Any, k: int) -> list[Any]:
 
 @register(
     "dp-temperature-scaling",
-    summary="DPTemperatureScaling (DP-TS, seed 001): one extreme row added; temperature_",
+    summary="DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
     runs=600,
     slow=True,
     extra="torch",
@@ -122,7 +122,7 @@ def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
 
 @register(
     "dp-platt-scaling",
-    summary="DPPlattScaling (DP-PS, seed 001), binary Platt: one extreme row added; slope a",
+    summary="DPPlattScaling (DP-PS, Bu et al. 2023), binary Platt: one extreme row added; slope a",
     runs=600,
     slow=True,
     extra="torch",

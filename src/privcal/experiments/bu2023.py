@@ -225,6 +225,7 @@ def run_tasks(
                     epochs=t.epochs,
                     lr=t.lr,
                     decay=0.028,
+                    prenoise=0.046,
                     batch_size=t.batch_size,
                     seed=seed,
                 ).fit(t.X_train, t.y_train)

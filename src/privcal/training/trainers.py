@@ -213,7 +213,7 @@ class SGDTrainer:
     def _validate(self) -> None:
         o = self._owner
         check_int(self.epochs, "epochs", o, low=1)
-        check_real(self.lr, "lr", o, low=0.0, low_open=True)
+        self._check_lr()
         check_int(self.batch_size, "batch_size", o, low=1)
         check_real(self.momentum, "momentum", o, low=0.0, high=1.0, high_open=True)
         check_option(self.lr_schedule, "lr_schedule", o, LR_SCHEDULES)
@@ -222,6 +222,9 @@ class SGDTrainer:
             check_int(self.seed, "seed", o, low=0)
         self._device = check_device(self.device, o)
         self._seed = os_seed() if self.seed is None else int(self.seed)
+
+    def _check_lr(self) -> None:
+        check_real(self.lr, "lr", self._owner, low=0.0, low_open=True)
 
     def _data(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         Xa = np.asarray(X, dtype=np.float32)
@@ -272,7 +275,7 @@ class SGDTrainer:
                     idx = perm[k * self.batch_size : (k + 1) * self.batch_size]
                     yield Xt[idx], yt[idx]
 
-        self.steps_ = _train_loop(model, opt, batches(), self, total, per_epoch)
+        self.steps_ = _train_loop(model, opt, batches(), self, total, per_epoch, self.lr)
         self.model_ = model
         self.n_classes_ = c
         return self
@@ -299,9 +302,9 @@ class SGDTrainer:
 
 
 def _train_loop(
-    model: Any, opt: Any, batches: Any, trainer: SGDTrainer, total: int, per_epoch: int
+    model: Any, opt: Any, batches: Any, trainer: SGDTrainer, total: int, per_epoch: int, lr: float
 ) -> int:
-    """Cross-entropy SGD over ``batches``; the learning rate follows ``trainer.lr_schedule``."""
+    """Cross-entropy SGD over ``batches`` from ``lr``, following ``trainer.lr_schedule``."""
     loss_fn = torch.nn.CrossEntropyLoss()
     model.train()
     t = 0
@@ -309,7 +312,7 @@ def _train_loop(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for xb, yb in batches:
-            lr_t = _lr_at(trainer.lr, trainer.lr_schedule, trainer.decay, t, total, per_epoch)
+            lr_t = _lr_at(lr, trainer.lr_schedule, trainer.decay, t, total, per_epoch)
             for group in opt.param_groups:
                 group["lr"] = lr_t
             opt.zero_grad()
@@ -481,7 +484,7 @@ class DPSGDTrainer(SGDTrainer):
                 yield from dp_loader
 
         total = self.epochs * per_epoch
-        self.steps_ = _train_loop(gsm, dp_opt, batches(), self, total, per_epoch)
+        self.steps_ = _train_loop(gsm, dp_opt, batches(), self, total, per_epoch, self.lr)
         gsm._close()
         self.model_ = model
         self.n_classes_ = c
