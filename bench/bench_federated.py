@@ -1,9 +1,17 @@
-"""Benchmark privcal.federated: simulator rounds per second and Flower localhost round time.
+"""Benchmark privcal.federated: federated vs central fits, simulator speed, Flower round time.
 
 Run from the repository root::
 
     .venv/bin/python bench/bench_federated.py --out federated.md  # then copy into RESULTS.md
     .venv/bin/python bench/bench_federated.py --no-flower
+    .venv/bin/python bench/bench_federated.py --only-central  # issue 13's acceptance table
+
+Federated vs central (issue 13): :func:`privcal.experiments.maddock2025.against_central` on the
+netcal WRN-16-4 CIFAR-10 / CIFAR-100 and DenseNet-BC-100 CIFAR-100 outputs: calibrate on a
+seeded half, evaluate on the other; Dirichlet(0.1) over 100 clients, 12 rounds, p = 1; no DP,
+and epsilon = 1, delta = 1e-5 (user level) averaged over 10 noise draws. FedTemp (Newton, the
+default) and FedTemp with parameter averaging (seed 003), FedVector and FedMatrix (Newton;
+FedMatrix on 10 classes only: its block curvature has 515k entries per client at 100 classes).
 
 Simulator: netcal LeNet-5 CIFAR-10 logits (10000 x 10) over K = 100 and K = 1000 Dirichlet
 clients (beta = 0.1; with K = 1000 some clients hold no row and sit out), every client in
@@ -24,12 +32,14 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import best_of, machine, markdown_table
 
+from privcal.experiments import maddock2025
 from privcal.federated import dirichlet_partition, simulate
 from privcal.privacy import InsecureNoiseWarning, SeededNoise
 
@@ -76,6 +86,54 @@ def bench_simulator(z: np.ndarray, y: np.ndarray) -> list[list[object]]:
     return rows
 
 
+NETWORKS = (
+    "wideresnet-16-4-cifar-10.npz",
+    "wideresnet-16-4-cifar-100.npz",
+    "densenet-bc-100-cifar-100.npz",
+)
+
+
+def bench_against_central() -> list[list[object]]:
+    """Issue 13's table: each federated scaling method against its central fit."""
+    rows: list[list[object]] = []
+    for fname in NETWORKS:
+        net = maddock2025.load_network(fname)
+        if net is None:
+            continue
+        c = net[0].shape[1]
+        for method in ("fedtemp", "fedtemp-averaging", "fedvector", "fedmatrix"):
+            if method == "fedmatrix" and c > 10:
+                continue
+            central = "fedtemp" if method == "fedtemp-averaging" else method
+            t0 = time.perf_counter()
+            r = maddock2025.against_central(*net, central, **_averaging(method))
+            temp = (
+                f"{r['central_t']:.4f} / {r['fed_t']:.4f} / {r['dp_t']:.4f}"
+                if "central_t" in r
+                else "-"
+            )
+            rows.append(
+                [
+                    fname.removesuffix(".npz"),
+                    method,
+                    f"{100 * r['uncal_cwece']:.3f}",
+                    f"{100 * r['central_cwece']:.3f}",
+                    f"{100 * r['fed_cwece']:.3f} ({r['fed_cwece'] / r['central_cwece']:.3f})",
+                    f"{100 * r['dp_cwece']:.3f} ({r['dp_cwece'] / r['central_cwece']:.3f})",
+                    temp,
+                    f"{100 * r['central_accuracy']:.2f} / {100 * r['fed_accuracy']:.2f} / "
+                    f"{100 * r['dp_accuracy']:.2f}",
+                    f"{time.perf_counter() - t0:.0f}",
+                ]
+            )
+            print(rows[-1], flush=True)
+    return rows
+
+
+def _averaging(method: str) -> dict[str, Any]:
+    return {"update": "parameter-averaging"} if method.endswith("-averaging") else {}
+
+
 def bench_flower(z: np.ndarray, y: np.ndarray) -> list[list[object]]:
     from privcal.federated.flower.deploy import FlowerProcesses
 
@@ -115,16 +173,44 @@ def bench_flower(z: np.ndarray, y: np.ndarray) -> list[list[object]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-flower", action="store_true")
+    ap.add_argument("--only-central", action="store_true")
     ap.add_argument("--out", default="federated-bench.md")
     args = ap.parse_args()
-    z, y = load()
-    sim = bench_simulator(z, y)
     md = [
         "# privcal.federated benchmarks",
         "",
         f"Command: `.venv/bin/python bench/bench_federated.py` on {machine()}. The machine was "
         "shared with other jobs: timings are noisy (best of 3 for the simulator).",
         "",
+        "## Federated vs central fit (Dirichlet 0.1, K = 100, T = 12, p = 1)",
+        "",
+        "cwECE in % on the evaluation half (ratio to the central fit); DP: epsilon = 1, "
+        "delta = 1e-5 (user level), mean of 10 noise draws; temperatures central / no DP / DP; "
+        "accuracy central / no DP / DP.",
+        "",
+        markdown_table(
+            [
+                "network",
+                "method",
+                "uncalibrated",
+                "central",
+                "federated, no DP",
+                "federated, DP",
+                "T",
+                "accuracy (%)",
+                "s",
+            ],
+            bench_against_central(),
+        ),
+        "",
+    ]
+    if args.only_central:
+        Path(args.out).write_text("\n".join(md) + "\n")
+        print(f"Wrote {args.out}")
+        return
+    z, y = load()
+    sim = bench_simulator(z, y)
+    md += [
         "## Simulator (`simulate`, netcal LeNet-5 CIFAR-10, 10000 x 10, p = 1, T = 10)",
         "",
         markdown_table(["clients K", "method", "DP", "rounds / s", "ms / round"], sim),

@@ -3,9 +3,10 @@
 Every audit of :mod:`privcal.audits.federated` calls ``simulate()`` (or the Flower server's
 round) as a user does, with the default SecureNoise, on K vs K+1 clients; it passes unless the
 release is not ``(epsilon, delta)``-DP (false failure probability ``alpha = 1e-6``). Planted
-defects (monkeypatched into the real code path) make the same audits fail: the observed-K
-denominator of issue 12 (dividing the noisy sum by the number of clients that took part) and
-seeded noise reused in every run.
+defects (monkeypatched into the real code path) make the same audits fail: a client that sends
+its federated-Newton payload unclipped (FedTemp's default update, simulated and over Flower),
+the observed-K denominator of issue 12 (parameter averaging dividing the noisy sum by the number
+of clients that took part) and seeded noise reused in every run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from privcal.privacy import SeededNoise
 
 FAST = [
     "simulate-fedtemp",
+    "simulate-fedtemp-averaging",
     "simulate-fedvector",
     "simulate-fedopvector",
     "simulate-fedmatrix",
@@ -54,7 +56,7 @@ def test_flower_server_round_audit_passes() -> None:
     report = run_audit("flower-server-round")
     assert report.passed, str(report)
     _check_claim(report)
-    assert "expected cohort size p K=2" in report.relation
+    assert "no denominator" in report.relation  # Newton: the two noisy sums only
 
 
 def test_fedcal_audit_reads_its_claim_from_the_run() -> None:
@@ -79,12 +81,32 @@ def observed_k(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("observed_k")
-@pytest.mark.parametrize("name", ["simulate-fedtemp", "flower-server-round"])
-def test_observed_k_denominator_fails_the_audit(name: str) -> None:
+def test_observed_k_denominator_fails_the_averaging_audit() -> None:
+    report = run_audit("simulate-fedtemp-averaging")
+    assert not report.passed, str(report)  # epsilon_lower > the claimed 1 (1.4-2.0 measured)
+
+
+@pytest.fixture()
+def unclipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a client that skips clipping: its Newton payload leaves as computed."""
+    monkeypatch.setattr(methods.FedTemp, "clip", lambda self, payload, dp: payload)
+    monkeypatch.setattr(methods.FedTemp, "clip_many", lambda self, payloads, dp: payloads)
+
+
+@pytest.mark.usefixtures("unclipped")
+@pytest.mark.parametrize(
+    ("name", "runs"),
+    # simulate: the unclipped gradient (30 C_g) moves T to its trust-region edge, 300 runs see
+    # it; Flower (default C_g = 28.3, an unclipped sum of 320 against a noise std of 128 on the
+    # sum) needs the audit's full 2000
+    [("simulate-fedtemp", 300), ("flower-server-round", 2000)],
+)
+def test_unclipped_newton_payload_fails_the_audit(name: str, runs: int) -> None:
     if name.startswith("flower"):
         pytest.importorskip("flwr")
-    report = run_audit(name)
-    assert not report.passed, str(report)  # epsilon_lower > the claimed 1 (1.4-2.0 measured)
+    report = run_audit(name, runs=runs)
+    assert not report.passed, str(report)
+    assert report.epsilon_lower > 1.0
 
 
 def test_seeded_noise_reused_fails_the_audit(monkeypatch: pytest.MonkeyPatch) -> None:

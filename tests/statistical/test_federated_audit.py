@@ -14,7 +14,7 @@ N = 20000
 
 def _fedtemp_releases(with_extra: bool, sigma_scale: float = 1.0) -> np.ndarray:
     """Released global inverse temperature after one DP round (T = 1), N times."""
-    fm = FedTemp()
+    fm = FedTemp(update="parameter-averaging")
     dp = DPConfig(1.0, 1e-5, rounds=1, noise=SeededNoise(int(with_extra) + 7), clip=0.5)
     updates = [0.3, -0.2, 0.5, 0.1]  # clipped client updates of D
     if with_extra:
@@ -27,8 +27,8 @@ def _fedtemp_releases(with_extra: bool, sigma_scale: float = 1.0) -> np.ndarray:
 
 
 def test_fedtemp_round_passes_audit() -> None:
-    # the release used by FedTemp.server_step is total + N(0, (C s)^2): check one draw
-    fm = FedTemp()
+    # the release used by parameter averaging is total + N(0, (C s)^2): check one draw
+    fm = FedTemp(update="parameter-averaging")
     dp = DPConfig(1.0, 1e-5, rounds=1, noise=SeededNoise(3), clip=0.5)
     st = fm.server_step({"params": np.array([1.0])}, np.array([0.2]), 4, dp=dp, denominator=1.0)
     ref = SeededNoise(3).gaussian(0.5 * dp.multiplier(1), size=(1,))

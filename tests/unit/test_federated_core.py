@@ -21,7 +21,9 @@ from privcal.calibrators.temperature import fit_temperature_nll
 from privcal.federated import (
     DPConfig,
     FedBBQ,
+    FedOPVector,
     FedTemp,
+    FedVector,
     clip_l2,
     clip_rows_l2,
     dirichlet_partition,
@@ -170,11 +172,105 @@ def test_temperature_newton_matches_central_fit(data) -> None:  # type: ignore[n
         assert 1 / beta[k] == pytest.approx(t, rel=1e-7)
 
 
-def test_fedtemp_one_client_equals_central(data) -> None:  # type: ignore[no-untyped-def]
+def test_fedtemp_averaging_one_client_equals_central(data) -> None:  # type: ignore[no-untyped-def]
     z, y = data
-    cal, _ = simulate("fedtemp", z, y, [np.arange(z.shape[0])], rounds=1)
+    cal, _ = simulate("fedtemp-averaging", z, y, [np.arange(z.shape[0])], rounds=1)
     assert isinstance(cal, TemperatureScaling)
     assert cal.temperature_ == pytest.approx(TemperatureScaling().fit(z, y).temperature_, rel=1e-7)
+
+
+def test_fedtemp_newton_under_label_skew_equals_central_fit_on_the_union(data) -> None:  # type: ignore[no-untyped-def]
+    """Newton on summed statistics is the central Newton iteration: skew does not matter,
+    while averaging the clients' own temperatures lands elsewhere."""
+    z, y = data
+    parts = dirichlet_partition(y, 20, 0.1, seed=0)
+    central = TemperatureScaling().fit(z, y).temperature_
+    cal, hist = simulate("fedtemp", z, y, parts, rounds=12)
+    assert cal.temperature_ == pytest.approx(central, rel=1e-9)
+    assert hist[-1]["n_clients"] == 20
+    avg, _ = simulate("fedtemp-averaging", z, y, parts, rounds=12)
+    assert abs(avg.temperature_ / central - 1.0) > 0.05
+
+
+@pytest.mark.parametrize(
+    ("method", "cls"), [("fedvector", VectorScaling), ("fedmatrix", MatrixScaling)]
+)
+def test_newton_vector_and_matrix_converge_to_the_central_fit(method: str, cls: type, data) -> None:  # type: ignore[no-untyped-def]
+    z, y = data
+    parts = dirichlet_partition(y, 10, 0.1, seed=0)
+    cal, _ = simulate(method, z, y, parts, rounds=20)
+    assert isinstance(cal, cls)
+    np.testing.assert_allclose(cal.predict_proba(z), cls().fit(z, y).predict_proba(z), atol=2e-3)
+
+
+def test_newton_payload_is_the_summed_gradient_and_curvature(data) -> None:  # type: ignore[no-untyped-def]
+    """FedTemp's payload: d/dbeta and d2/dbeta2 of the client's summed NLL (finite differences)."""
+    z, y = data
+    fm = FedTemp()
+
+    def nll(beta: float) -> float:
+        u = beta * z
+        u = u - u.max(axis=1, keepdims=True)
+        return float((np.log(np.exp(u).sum(axis=1)) - u[np.arange(len(y)), y]).sum())
+
+    g, h = fm.client_step({"params": np.array([0.7])}, z, y)
+    e = 1e-4
+    assert g == pytest.approx((nll(0.7 + e) - nll(0.7 - e)) / (2 * e), rel=1e-6)
+    assert h == pytest.approx((nll(0.7 + e) - 2 * nll(0.7) + nll(0.7 - e)) / e**2, rel=1e-4)
+
+
+def test_newton_clip_rule_and_sensitivity(data) -> None:  # type: ignore[no-untyped-def]
+    """Default bounds follow the public rule; each part of a payload is clipped to its bound."""
+    z, y = data
+    fm = FedVector(client_rows=100)
+    assert fm.clip_bounds() == pytest.approx((3.0 * 10.0, 1.0 * 100.0))
+    assert FedTemp(grad_clip=2.0, hess_clip=3.0).clip_bounds() == (2.0, 3.0)
+    dp = DPConfig(1.0, 1e-5, rounds=1, noise=SeededNoise(0))
+    g, h = fm.split(fm.clip(fm.client_step(fm.init(5), 10 * z, y), dp))
+    assert g.size == 10 and h.size == 15
+    assert np.linalg.norm(g) == pytest.approx(30.0) and np.linalg.norm(h) <= 100.0 + 1e-9
+    assert fm.payload_bound(dp) == 100.0
+    with pytest.raises(ValueError, match="'update' parameter of FedOPVector"):
+        FedOPVector(update="newton")
+
+
+def test_newton_dp_round_adds_the_documented_noise_and_spends_the_budget(data) -> None:  # type: ignore[no-untyped-def]
+    """One DP round: gradient + N(0, (C_g s_g)^2), curvature + N(0, (C_h s_h)^2); T rounds of
+    the two mechanisms compose to exactly the requested (epsilon, delta)."""
+    fm = FedTemp(grad_clip=4.0, hess_clip=50.0)
+    dp = DPConfig(1.0, 1e-5, rounds=3, noise=SeededNoise(5))
+    sg, sh = fm.noise_ratios(dp)
+    assert 1 / (2 * sg**2) + 1 / (2 * sh**2) == pytest.approx(1 / (2 * dp.multiplier(1) ** 2))
+    state = fm.init(5)
+    total = np.array([-1.0, 40.0])
+    new = fm.server_step(state, total, 7, dp=dp, denominator=None)
+    ref = SeededNoise(5)
+    g = -1.0 + ref.gaussian(4.0 * sg)
+    h = 40.0 + ref.gaussian(50.0 * sh)
+    step = -g / max(h, 2.0 * 50.0 * sh)
+    assert new["params"][0] == pytest.approx(1.0 + np.clip(step, -0.5, 0.5))
+    for _ in range(2):
+        new = fm.server_step(new, total, 7, dp=dp)
+    assert len(dp.accountant.history) == 6
+    assert dp.spent_epsilon() == pytest.approx(1.0, rel=1e-6)
+    # the release is the mean of the second half's iterates (rounds 2 and 3)
+    assert new["tail_n"][0] == 2
+    cal = fm.calibrator(new, 5)
+    assert 1 / cal.temperature_ == pytest.approx(new["tail_sum"][0] / 2)
+
+
+def test_calibrators_module_does_not_import_the_methods() -> None:
+    """The fitted calibrators sit below the client/server steps: no import cycle."""
+    import ast
+    import inspect
+
+    from privcal.federated import calibrators
+
+    tree = ast.parse(inspect.getsource(calibrators))
+    imported = [
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    ]
+    assert imported and not any(m.startswith("privcal.federated.methods") for m in imported)
 
 
 def test_fedbbq_one_round_all_clients_equals_central_bbq(data) -> None:  # type: ignore[no-untyped-def]
@@ -203,6 +299,7 @@ def test_binning_client_step_is_class_histograms(data) -> None:  # type: ignore[
     [
         ("fedtemp", TemperatureScaling),
         ("fedvector", VectorScaling),
+        ("fedvector-averaging", VectorScaling),
         ("fedopvector", VectorScaling),
         ("fedmatrix", MatrixScaling),
         ("fedbbq-all", BBQ),
@@ -270,7 +367,7 @@ def test_server_rejects_bad_payloads_and_continues(caplog, data) -> None:  # typ
     class Broken(FedTemp):
         def client_step(self, state, zz, yy):  # type: ignore[no-untyped-def]
             if zz.shape[0] == 100:
-                return np.array([np.nan])
+                return np.array([np.nan, 1.0])
             if zz.shape[0] == 50:
                 return np.ones(3)
             return super().client_step(state, zz, yy)
@@ -303,8 +400,9 @@ def test_simulate_defaults_to_secure_noise_and_reports_the_declared_quantities(d
     )
     assert rep.epsilon == pytest.approx(1.0, rel=1e-6) and rep.delta == pytest.approx(1e-5)
     text = " | ".join(rep.public)
-    for declared in ("K=4", "p=1", "p K=4", "T=2", "C=0.5", "c=5"):
+    for declared in ("K=4", "p=1", "T=2", "C_g=28.2843", "C_h=300", "client_rows m=200", "c=5"):
         assert declared in text
+    assert "no denominator" in text
     assert [set(h) for h in hist] == [{"round", "epsilon_spent"}] * 2  # no counts, no timings
     assert hist[-1]["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
 
@@ -328,7 +426,7 @@ def test_dp_average_divides_by_the_declared_expected_cohort(data) -> None:  # ty
     number of sampled clients (McMahan et al. 2018's fixed denominator)."""
     z, y = data
     parts = iid_partition(z.shape[0], 6, seed=0)
-    fm = FedTemp()
+    fm = FedTemp(update="parameter-averaging")
     for seed in range(3):
         cal, _ = simulate(
             fm,

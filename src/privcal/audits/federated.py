@@ -8,17 +8,28 @@ fixed (public). Every audit compares
   not reply to the Flower server), and
 * ``D'``: the same federation where the second client holds worst-case data,
 
-so ``D`` has one participating client and ``D'`` two. The first client's data makes its
-update go as far up as clipping allows (under-confident, mostly right: FedTemp wants a small
-``T``), the second's as far down (over-confident, often wrong: a large ``T``), so the two
-clipped updates differ by ``2 C``. One round, ``epsilon = 1``, ``delta = 1e-5``, default noise
-(:class:`~privcal.privacy.SecureNoise`); the claim is read from the run's own
-``privacy_report_``.
+so ``D`` has one participating client and ``D'`` two. One round, ``epsilon = 1``,
+``delta = 1e-5``, default noise (:class:`~privcal.privacy.SecureNoise`); the claim is read from
+the run's own ``privacy_report_``.
 
-What this catches: with the fixed public denominator ``p K`` (``= 2`` here) both neighbours'
-releases have noise std ``C s / 2``. Dividing by the *observed* number of clients (1 on ``D``,
-2 on ``D'``) doubles the noise std on ``D``, and the audit's tail events separate the two laws
-far beyond ``epsilon = 1`` (``tests/statistical/test_deployed_audits_federated.py`` plants it).
+FedTemp, federated Newton (the default, ``simulate-fedtemp``): the second client's gradient and
+curvature sums exceed the clip bounds (passed explicitly, ``grad_clip = hess_clip = 1``, as a
+user may), so its clipped payload moves both released sums by the full sensitivity. What this
+catches: a client that does not clip (its gradient sum is about 30 times ``C_g``) or noise
+drawn from a seed reused by every run (``tests/statistical/test_deployed_audits_federated.py``
+plants both).
+
+FedTemp, parameter averaging (``simulate-fedtemp-averaging``): the first client's data makes its
+update go as far up as clipping allows (under-confident, mostly right: a small ``T``), the
+second's as far down (over-confident, often wrong: a large ``T``), so the two clipped updates
+differ by ``2 C``. With the fixed public denominator ``p K`` (``= 2`` here) both neighbours'
+releases have noise std ``C s / 2``; dividing by the *observed* number of clients (1 on ``D``,
+2 on ``D'``) doubles the noise std on ``D``, which the audit's tail events see far beyond
+``epsilon = 1`` (planted in the tests).
+
+The Flower audit (``flower-server-round``) runs the ServerApp's default method (FedTemp,
+Newton, with the run config's default clip rule ``C_g = 2 sqrt(200)``): its second client's
+logits are ``+-20`` so that its gradient sum (about 320) is clipped to ``C_g``.
 """
 
 from __future__ import annotations
@@ -48,6 +59,15 @@ NEIGHBOURS = (
     "K = 2 declared clients; D: client 1 (under-confident, mostly right: clipped update +C) and "
     "an absent client 2; D': client 2 added (over-confident, often wrong: clipped update -C)"
 )
+NEWTON_NEIGHBOURS = (
+    "K = 2 declared clients; D: client 1 (under-confident, mostly right) and an absent client 2; "
+    "D': client 2 added (over-confident, often wrong; federated Newton: its gradient and "
+    "curvature sums clipped to L2 norms C_g and C_h)"
+)
+#: Method parameters of the audited calls: Newton FedTemp with clip bounds its data exceeds.
+PARAMS: dict[str, dict[str, Any]] = {"fedtemp": {"grad_clip": 1.0, "hess_clip": 1.0}}
+#: Client 2's logit scale in the Flower audit: a gradient sum of about 320 > C_g = 28.3.
+FLOWER_LOGIT = 20.0
 
 
 def _client(rows: int, logit: float, right: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,15 +77,17 @@ def _client(rows: int, logit: float, right: int) -> tuple[np.ndarray, np.ndarray
     return np.where(np.eye(2, dtype=bool)[top], logit, -logit), y
 
 
-def _data() -> tuple[np.ndarray, np.ndarray]:
+def _data(logit2: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """Client 1's rows, then client 2's worst-case rows (two classes).
 
     Client 1: logits +-0.2, 80% right: its NLL-optimal inverse temperature is about 3.5 (update
-    +2.5 from 1, clipped to +C). Client 2: logits +-2, 60% right: about 0.1 (update -0.9,
-    clipped to -C). Both optima are interior, so the local Newton fits converge quickly.
+    +2.5 from 1, clipped to +C). Client 2: logits +-2 (``logit2``), 60% right: about 0.1
+    (update -0.9, clipped to -C). Both optima are interior, so the local Newton fits converge
+    quickly. For Newton at ``beta = 1``: client 1 sends about (-1.6, 0.8), client 2 about
+    (+30, 5.7) (+-2) or (+320, 0) (+-20).
     """
     z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
-    z2, y2 = _client(ROWS, 2.0, int(0.6 * ROWS))
+    z2, y2 = _client(ROWS, logit2, int(0.6 * ROWS))
     return np.vstack([z1, z2]), np.concatenate([y1, y2])
 
 
@@ -76,7 +98,7 @@ def _parts(side: int) -> list[np.ndarray]:
 
 def _summary(method: str) -> Callable[[Any], float]:
     """The scalar read from a calibrator: FedTemp's temperature, else P(class 0 | PROBE)."""
-    if method == "fedtemp":
+    if method.startswith("fedtemp"):
         return lambda cal: float(cal.temperature_)
     return _probe_probability
 
@@ -94,22 +116,34 @@ def _simulate_audit(method: str, runs: int, alpha: float) -> AuditReport:
 
     z, y = _data()
     summary = _summary(method)
+    params = PARAMS.get(method, {})
 
     def call(side: int) -> Any:
-        cal, _ = simulate(method, z, y, _parts(side), rounds=ROUNDS, epsilon=EPSILON, delta=DELTA)
+        cal, _ = simulate(
+            method,
+            z,
+            y,
+            _parts(side),
+            rounds=ROUNDS,
+            epsilon=EPSILON,
+            delta=DELTA,
+            **params,
+        )
         return cal
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([summary(call(side)) for _ in range(k)])
 
-    what = "temperature_" if method == "fedtemp" else "predict_proba(probe)[0, 0]"
+    fedtemp = method.startswith("fedtemp")
+    what = "temperature_" if fedtemp else "predict_proba(probe)[0, 0]"
     # a probability lives in [0, 1]: fixed buckets, no pilot runs (the slow methods' runs)
-    events = None if method == "fedtemp" else PROBABILITY_EVENTS
+    events = None if fedtemp else PROBABILITY_EVENTS
+    extra = "".join(f", {k}={v!r}" for k, v in params.items())
     return audit_release(
         f"simulate-{method}",
         f'simulate("{method}", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
-        f"delta={DELTA:g}).{what}",
-        NEIGHBOURS,
+        f"delta={DELTA:g}{extra}).{what}",
+        NEWTON_NEIGHBOURS if method in ("fedtemp", "fedvector", "fedmatrix") else NEIGHBOURS,
         draw,
         call(0).privacy_report_,
         runs=runs,
@@ -131,13 +165,16 @@ def _register_simulate(method: str, runs: int, slow: bool) -> None:
     )(audit)
 
 
-# runs: FedTemp is the audit that must see an observed-K denominator (2000 runs: about 5-8 s
-# on the 2-core build machine; the planted defect gives epsilon >= 1.4). The others draw
-# more noise per run with SecureNoise or fit more locally, so they run the minimum (100): L-BFGS
-# fits take 5-30 ms a run, FedBBQ's 512 noisy cells about 25 ms, FedCal's MLP of about 4.4k
-# weights about 0.3-0.4 s (its audit takes minutes: slow tier, and `privcal audit`).
+# runs: parameter averaging's audit must see an observed-K denominator (2000 runs: about 5-8 s
+# on the 2-core build machine; the planted defect gives epsilon >= 1.4). FedTemp's Newton audit
+# draws two secure Gaussians per run; 1000 runs see an unclipped client (caught at 300) and
+# reused seeded noise (at 100). The others draw more noise per run with SecureNoise or fit more
+# locally, so they run the minimum (100): L-BFGS fits take 5-30 ms a run, FedBBQ's 512 noisy
+# cells about 25 ms, FedCal's MLP of about 4.4k weights about 0.3-0.4 s (its audit takes
+# minutes: slow tier, and `privcal audit`).
 for _method, _runs, _slow in (
-    ("fedtemp", 2000, False),
+    ("fedtemp", 1000, False),
+    ("fedtemp-averaging", 2000, False),
     ("fedvector", 100, False),
     ("fedopvector", 100, False),
     ("fedmatrix", 100, False),
@@ -177,7 +214,7 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
 
     from privcal.federated.flower.client_app import query
 
-    z, y = _data()
+    z, y = _data(FLOWER_LOGIT)
     replies = []
     for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, 2 * ROWS))):
         path = folder / f"client{node_id}.npz"
@@ -252,7 +289,7 @@ def flower_server_round(runs: int, alpha: float) -> AuditReport:
         "flower-server-round",
         "privcal ServerApp, one round of fedtemp (epsilon=1, delta=1e-5, noise='secure'): "
         "release_round(...) -> temperature",
-        NEIGHBOURS.replace("an absent client 2", "client 2 connected but not replying"),
+        NEWTON_NEIGHBOURS.replace("an absent client 2", "client 2 connected but not replying"),
         draw,
         srv.run_report(fm, dp, 2, cfg),
         runs=runs,

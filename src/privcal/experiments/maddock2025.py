@@ -9,6 +9,11 @@ its rows 50/50 into calibration and test parts (the logits come from held-out da
 Federated calibrators are fitted on the calibration parts with client sampling ``p = 0.1`` and
 evaluated on the union of the test parts (global cwECE, ECE, accuracy; seed 003 Sec. 3).
 
+FedTemp is run both ways: the paper's parameter averaging ("FedTemp", "FedTemp (1 Newton
+step)": ``fedtemp-averaging``) and privcal's default federated Newton on summed statistics
+("FedTemp (Newton)"). Under the DP setting the Newton rows use their own clip rule
+(``client_rows = 200``), not ``C``.
+
 Settings: (a) no DP, ``beta = 0.1``, the curve over ``T = 1..30`` (one run of 30 rounds, the
 calibrator evaluated after every round); (b) no DP, ``T = 12``, ``beta`` in
 {0.1, 0.3, 0.5, 1}; FedCal (an MLP with ~17k parameters for 100 classes) is skipped on
@@ -33,12 +38,15 @@ from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
 
-__all__ = ["METHODS", "load_datasets", "run"]
+__all__ = ["METHODS", "against_central", "load_datasets", "load_network", "run"]
 
-#: label -> (simulate method name, extra parameters)
+#: label -> (simulate method name, extra parameters). "FedTemp" is the paper's: each client's
+#: temperature fitted locally and the server averaging them (``fedtemp-averaging``); privcal's
+#: default, federated Newton on summed statistics, is the "FedTemp (Newton)" row.
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
-    "FedTemp": ("fedtemp", {}),
-    "FedTemp (1 Newton step)": ("fedtemp", {"local_iters": 1}),
+    "FedTemp": ("fedtemp-averaging", {}),
+    "FedTemp (1 Newton step)": ("fedtemp-averaging", {"local_iters": 1}),
+    "FedTemp (Newton)": ("fedtemp", {}),
     "FedOPVector": ("fedopvector", {"local_iters": 20}),
     "FedCal": ("fedcal", {"local_iters": 10}),
     "FedBBQ": ("fedbbq", {}),
@@ -61,15 +69,103 @@ def _shared_data() -> Path:
         return Path(__file__).resolve().parents[4] / ".." / "shared" / "data"
 
 
+def load_network(fname: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(log p, labels)`` of a netcal-cifar network in the shared data, or ``None`` if absent."""
+    path = _shared_data() / "netcal-cifar" / fname
+    if not path.exists():
+        return None
+    with np.load(path) as d:
+        p = np.clip(d["predictions"].astype(np.float64), np.finfo(float).tiny, None)
+        return np.log(p), np.asarray(d["ground_truth"])
+
+
+#: Central fits of the federated scaling methods.
+CENTRAL = {
+    "fedtemp": "TemperatureScaling",
+    "fedvector": "VectorScaling",
+    "fedmatrix": "MatrixScaling",
+}
+
+
+def against_central(
+    z: np.ndarray,
+    y: np.ndarray,
+    method: str = "fedtemp",
+    *,
+    n_clients: int = 100,
+    beta: float = 0.1,
+    rounds: int = 12,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    draws: int = 10,
+    seed: int = 0,
+    **method_params: Any,
+) -> dict[str, float]:
+    """A federated scaling method against its central fit on the union of the clients' data.
+
+    Protocol (issue 13's acceptance check): calibrate on a random half of ``(z, y)`` (seeded),
+    evaluate on the other half; the calibration half is split over ``n_clients`` clients by
+    Dirichlet(``beta``) label skew; every client takes part in every round (``p = 1``). The
+    federated fit runs without DP once and with user-level ``(epsilon, delta)``-DP ``draws``
+    times (``SeededNoise(seed + 1000 + r)``: a simulation, not a release).
+
+    Returns
+    -------
+    dict
+        ``uncal_*``, ``central_*``, ``fed_*`` (no DP) and ``dp_*`` (mean over the draws) of
+        ``cwece``, ``ece`` and ``accuracy``; ``dp_cwece_sd``; for FedTemp also ``central_t``,
+        ``fed_t`` and ``dp_t`` (mean).
+    """
+    import warnings
+
+    from privcal import calibrators
+    from privcal.federated import evaluate
+    from privcal.privacy import InsecureNoiseWarning
+
+    perm = np.random.default_rng(seed).permutation(y.size)
+    cal, ev = perm[: y.size // 2], perm[y.size // 2 :]
+    zc, yc, ze, ye = z[cal], y[cal], z[ev], y[ev]
+    parts = dirichlet_partition(yc, n_clients, beta, seed=seed)
+    central = getattr(calibrators, CENTRAL[method])().fit(zc, yc)
+    out = {f"uncal_{k}": v for k, v in evaluate(None, ze, ye).items()}
+    out.update({f"central_{k}": v for k, v in evaluate(central, ze, ye).items()})
+    fed, _ = simulate(method, zc, yc, parts, rounds=rounds, seed=seed, **method_params)
+    out.update({f"fed_{k}": v for k, v in evaluate(fed, ze, ye).items()})
+    dp_rows, dp_t = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureNoiseWarning)
+        for r in range(draws):
+            cal_dp, _ = simulate(
+                method,
+                zc,
+                yc,
+                parts,
+                rounds=rounds,
+                epsilon=epsilon,
+                delta=delta,
+                seed=seed,
+                noise=SeededNoise(seed + 1000 + r),
+                **method_params,
+            )
+            dp_rows.append(evaluate(cal_dp, ze, ye))
+            dp_t.append(getattr(cal_dp, "temperature_", np.nan))
+    for k in ("cwece", "ece", "accuracy"):
+        out[f"dp_{k}"] = float(np.mean([row[k] for row in dp_rows]))
+    out["dp_cwece_sd"] = float(np.std([row["cwece"] for row in dp_rows]))
+    if method == "fedtemp":
+        out["central_t"] = float(central.temperature_)
+        out["fed_t"] = float(fed.temperature_)
+        out["dp_t"] = float(np.mean(dp_t))
+    return out
+
+
 def load_datasets(seed: int = 0, names: tuple[str, ...] | None = None) -> dict[str, tuple]:
     """``{name: (logits, labels)}``: netcal LeNet-5 CIFAR-10/100 (if present) and digits_shift."""
     out: dict[str, tuple] = {}
-    base = _shared_data() / "netcal-cifar"
     for name, fname in NETCAL.items():
-        if (base / fname).exists():
-            with np.load(base / fname) as d:
-                p = np.clip(d["predictions"].astype(np.float64), np.finfo(float).tiny, None)
-                out[name] = (np.log(p), np.asarray(d["ground_truth"]))
+        net = load_network(fname)
+        if net is not None:
+            out[name] = net
     digits = "digits_shift (severity 5)"
     if names is None or digits in names:
         from privcal.data import digits_shift

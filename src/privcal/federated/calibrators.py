@@ -9,6 +9,10 @@
 * :class:`MLPScaling` is the post-hoc FedCal scaler (Peng et al. 2024): an MLP with two hidden
   layers of 64 ReLU units whose outputs :math:`m(z) > 0` scale the sorted logit gaps in the
   order-preserving map of Rahimi et al. (2020) (seed 003 App. B.6), so top-1 never changes.
+
+This module sits *below* :mod:`privcal.federated.methods`: the methods' client and server steps
+produce these calibrators and call the MLP's loss (:func:`mlp_nll_and_grad`) and local fit
+(:func:`fit_mlp`) defined here; nothing here imports the methods.
 """
 
 from __future__ import annotations
@@ -16,13 +20,22 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from scipy.optimize import minimize
 
 from privcal._params import check_option
 from privcal.calibrators.base import Calibrator, register
 from privcal.calibrators.binning import BBQ, HistogramBinning, normalise_one_vs_all
+from privcal.calibrators.scaling import nll_and_grad
 from privcal.metrics.statistics import bin_indices, softmax
 
-__all__ = ["MLPScaling", "WeightedBBQ", "WeightedHistogramBinning", "apply_weighting"]
+__all__ = [
+    "MLPScaling",
+    "WeightedBBQ",
+    "WeightedHistogramBinning",
+    "apply_weighting",
+    "fit_mlp",
+    "mlp_nll_and_grad",
+]
 
 Weighting = Literal["all", "changed"]
 
@@ -164,6 +177,25 @@ def mlp_logits(x: np.ndarray, z: np.ndarray, grad_out: np.ndarray | None = None)
     return u, grad
 
 
+def mlp_nll_and_grad(x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean NLL of the MLP scaler with parameters ``x`` on ``(z, y)`` and its gradient in ``x``."""
+    val, g = nll_and_grad(mlp_logits(x, z), y)
+    _, grad = mlp_logits(x, z, grad_out=g)
+    return val, grad
+
+
+def fit_mlp(x0: np.ndarray, z: np.ndarray, y: np.ndarray, max_iter: int) -> np.ndarray:
+    """``max_iter`` L-BFGS steps on :func:`mlp_nll_and_grad` from ``x0`` (FedCal's local fit)."""
+    res = minimize(
+        lambda x: mlp_nll_and_grad(x, z, y),
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": max_iter, "gtol": 1e-6},
+    )
+    return np.asarray(res.x, dtype=np.float64)
+
+
 @register
 class MLPScaling(Calibrator):
     """Order-preserving MLP scaler (FedCal, post-hoc); fitted only by federated training.
@@ -176,9 +208,7 @@ class MLPScaling(Calibrator):
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_",)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
-        from privcal.federated.methods import FedCal
-
-        self.coef_ = FedCal().local_fit(mlp_init(z.shape[1]), z, y)
+        self.coef_ = fit_mlp(mlp_init(z.shape[1]), z, y, max_iter=20)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(mlp_logits(np.asarray(self.coef_), z))

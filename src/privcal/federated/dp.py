@@ -3,8 +3,14 @@
 Neighbouring relation: two federations are neighbours when one holds one more *client* (all of
 that client's rows) than the other (user-level add/remove, seed 003 Def. B.4).
 
-Scaling methods (DP-FedAvg, McMahan et al. 2017; seed 003 App. B.2): client ``k`` sends its
-update :math:`u_k = w_k - w_t` clipped to L2 norm ``C``; the server releases
+Scaling methods, federated Newton (the default; :mod:`privcal.federated.methods`): client ``k``
+sends the gradient and the curvature of its summed NLL at the global parameters, clipped to L2
+norms ``C_g`` and ``C_h`` (the method's public clip rule, not ``DPConfig.clip``); the server
+releases both sums plus Gaussian noise (two mechanisms per round, L2 sensitivities ``C_g`` and
+``C_h``, the round's zCDP budget split between them) and takes a Newton step: no denominator.
+
+Scaling methods, parameter averaging (DP-FedAvg, McMahan et al. 2017; seed 003 App. B.2): client
+``k`` sends its update :math:`u_k = w_k - w_t` clipped to L2 norm ``C``; the server releases
 :math:`\\sum_k \\bar u_k + N(0, \\sigma^2 I)`, with L2 sensitivity ``C``.
 
 Binning methods: client ``k`` sends, for every class ``j``, its positive histogram :math:`P^k_j`
@@ -17,7 +23,10 @@ conversion (Lemma B.3, solved numerically in :func:`privcal.privacy.accounting.z
 budget, ``T`` rounds of Gaussian mechanisms with ratio ``s`` are
 :math:`\\rho`-zCDP when
 
-* scaling: :math:`s = \\sqrt{T / (2\\rho)}` (``T`` mechanisms, Def. B.5 + Lemma B.6);
+* scaling, parameter averaging: :math:`s = \\sqrt{T / (2\\rho)}` (``T`` mechanisms, Def. B.5 +
+  Lemma B.6);
+* scaling, Newton: :math:`s_g = s/\\sqrt f`, :math:`s_h = s/\\sqrt{1-f}` with the same ``s`` and
+  ``f`` the gradient's share (``2T`` mechanisms whose zCDP parameters sum to :math:`\\rho`);
 * binning: :math:`s = \\sqrt{2cT / (2\\rho)}` (``2cT`` mechanisms).
 
 Proof note: a Gaussian mechanism with sensitivity ``D`` and std ``D s`` is
@@ -27,7 +36,7 @@ which is exactly :func:`~privcal.privacy.accounting.zcdp_gaussian_sigma` with
 ``rounds = T`` or ``2cT``. Client sampling (rate ``p``) is *not* used for amplification (the
 guarantee holds for every client whether it is sampled or not), so it is conservative.
 
-Fixed public denominator (scaling methods): the server releases the *sum* above and divides it
+Fixed public denominator (parameter averaging): the server releases the *sum* above and divides it
 by the declared expected cohort size :func:`expected_cohort` ``= p K``, where ``K`` is the number
 of clients in the federation, declared public by the operator before the run (McMahan et al.
 2018, the fixed-denominator estimator). Never by the observed number of participants: that
@@ -157,7 +166,8 @@ class DPConfig:
         Target budget of the whole run (all ``rounds``).
     rounds : int
     clip : float
-        ``C`` for scaling updates.
+        ``C`` for parameter-averaging updates (Newton methods clip with their own
+        ``clip_bounds()``).
     clip_pos, clip_neg : float
         ``C+`` and ``C-`` for the positive / negative class histograms.
     noise : NoiseSource
@@ -246,26 +256,9 @@ def federated_report(
         noise was seeded (then the report's status is "not private: seeded noise").
     """
     t = dp.rounds
-    if method.kind == "scaling":
-        s = dp.multiplier(1)
-        what = "clipped client updates"
-        sensitivity = dp.clip
-        mech = f"gaussian on the sum (std C s = {dp.clip * s:.6g} per round)"
-        clips = f"clip bound C={dp.clip:g} (L2 norm of a client's update)"
-        cohort = (
-            f"expected cohort size p K={expected_cohort(sample_rate, n_clients):g} (the fixed "
-            "denominator of the average)"
-        )
-    else:
-        s = dp.multiplier(method.mechanisms_per_round(n_classes))
-        what = "clipped client class histograms"
-        sensitivity = max(dp.clip_pos, dp.clip_neg)
-        mech = (
-            f"gaussian on each summed class histogram (std C+ s = {dp.clip_pos * s:.6g}, "
-            f"C- s = {dp.clip_neg * s:.6g}; {2 * n_classes} mechanisms per round)"
-        )
-        clips = f"clip bounds C+={dp.clip_pos:g}, C-={dp.clip_neg:g} (L2 norm per class row)"
-        cohort = "histograms are summed, never averaged: no denominator"
+    terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
+    what, sensitivity, mech = terms["what"], terms["sensitivity"], terms["mechanism"]
+    clips, cohort = terms["clips"], terms["cohort"]
     release = Release(
         query=f"{method.name}: {t} round(s) of noisy sums of {what}",
         mechanism=f"{mech}; zCDP composition, rho={dp.accountant.rho:.6g}",

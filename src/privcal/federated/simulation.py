@@ -6,7 +6,9 @@ the result is the same:
 
 * binning without DP: the sum of the sampled clients' histograms is the histogram of the union
   of their rows, one :func:`~privcal.metrics.statistics.class_histograms` call per round;
-* FedTemp: all sampled clients' Newton fits run together (:func:`temperature_newton`).
+* FedTemp: all sampled clients' payloads are computed together (``FedTemp.payload_many``: one
+  pass over the rows for every client's Newton statistics, or for every client's local fit
+  under parameter averaging).
 """
 
 from __future__ import annotations
@@ -88,9 +90,11 @@ def simulate(
     Parameters
     ----------
     method : str or FedMethod
-        ``"fedtemp"``, ``"fedvector"``, ``"fedopvector"``, ``"fedmatrix"``, ``"fedcal"``,
-        ``"fedbin"``, ``"fedbbq"`` (unweighted), ``"fedbbq-all"``, ``"fedbbq-changed"``, or an
-        instance (e.g. ``FedBBQ(weighting="all", n_levels=7)``).
+        ``"fedtemp"``, ``"fedvector"``, ``"fedmatrix"`` (federated Newton), their parameter
+        averaging ``"fedtemp-averaging"``, ``"fedvector-averaging"``, ``"fedmatrix-averaging"``
+        (seed 003), ``"fedopvector"``, ``"fedcal"``, ``"fedbin"``, ``"fedbbq"`` (unweighted),
+        ``"fedbbq-all"``, ``"fedbbq-changed"``, or an instance (e.g.
+        ``FedBBQ(weighting="all", n_levels=7)``).
     logits, labels : array_like
         Calibration data of all clients (``N x C`` logits, ``N`` labels).
     parts : list of index arrays
@@ -107,7 +111,9 @@ def simulate(
     sample_rate : float, default=1.0
         ``p`` in ``(0, 1]``: each client joins each round independently with probability ``p``.
     clip, clip_pos, clip_neg : float
-        ``C`` (scaling updates) and ``C+``, ``C-`` (histograms), ``> 0``; used with DP only.
+        ``C`` (parameter-averaging updates) and ``C+``, ``C-`` (histograms), ``> 0``; used with
+        DP only. Newton methods (the scaling default) clip with their own public rule
+        (``client_rows``, ``grad_clip``, ``hess_clip``: pass them as ``**method_params``).
     eval_logits, eval_labels : array_like, optional
         Evaluation data (e.g. the union of the clients' test parts); adds cwECE, ECE and
         accuracy to the history. These are exact statistics of the evaluation data, outside the
@@ -118,8 +124,9 @@ def simulate(
         (OpenDP). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
         ``InsecureNoiseWarning`` and marks the report "not private: seeded noise".
     **method_params
-        Passed to the method's constructor when ``method`` is a name (``local_iters``,
-        ``n_levels``, ``weighting`` ...).
+        Passed to the method's constructor when ``method`` is a name (``update``,
+        ``local_iters``, ``client_rows``, ``grad_clip``, ``hess_clip``, ``n_levels``,
+        ``weighting`` ...).
 
     Returns
     -------
@@ -136,13 +143,15 @@ def simulate(
     -------
     User-level add/remove-one-client neighbours, with the federation's size ``K = len(parts)``,
     ``p``, ``T``, the clip bounds and the number of classes declared public. Each client's
-    contribution is clipped (L2 ``C`` for scaling updates; ``C+`` / ``C-`` per class histogram
-    row), so adding or removing one client moves the round's sum by at most that bound. The
-    server adds Gaussian noise with the multiplier of seed 003 Lemma B.7
-    (:func:`privcal.federated.dp.noise_multiplier`) to the sum, and scaling methods divide it by
-    the fixed public expected cohort ``p K`` (:func:`~privcal.federated.dp.expected_cohort`;
-    L2 sensitivity of the average ``C / (p K)``), never by the observed number of clients. The
-    run is ``rho``-zCDP with ``rho = zcdp_rho(epsilon, delta)``, hence ``(epsilon, delta)``-DP.
+    contribution is clipped (Newton: L2 ``C_g`` on its gradient sum and ``C_h`` on its
+    curvature sum; parameter averaging: L2 ``C`` on its update; binning: ``C+`` / ``C-`` per
+    class histogram row), so adding or removing one client moves each released sum by at most
+    that bound. The server adds Gaussian noise with the multipliers of seed 003 Lemma B.7
+    (:func:`privcal.federated.dp.noise_multiplier`) to the sums. Newton steps use the noisy
+    sums only; parameter averaging divides by the fixed public expected cohort ``p K``
+    (:func:`~privcal.federated.dp.expected_cohort`; L2 sensitivity of the average
+    ``C / (p K)``), never by the observed number of clients. The run is ``rho``-zCDP with
+    ``rho = zcdp_rho(epsilon, delta)``, hence ``(epsilon, delta)``-DP.
     Client sampling is not used for amplification. Without DP nothing is private (class totals
     used by non-DP weighting are exact).
     """
@@ -243,18 +252,15 @@ def _round_total(
     if isinstance(fm, FedTemp) and type(fm).client_step is FedTemp.client_step:
         rows = np.concatenate([clients[k] for k in sampled])
         groups = np.repeat(np.arange(sampled.size), [clients[k].size for k in sampled])
-        payloads = fm.local_many(state, z[rows], y[rows], groups, sampled.size)
+        payloads = fm.payload_many(state, z[rows], y[rows], groups, sampled.size)
         if dp is not None:
-            payloads = np.clip(payloads, -dp.clip, dp.clip)  # L2 clip of a 1-vector
+            payloads = fm.clip_many(payloads, dp)
         return payloads.sum(axis=0), int(sampled.size)
     total = np.zeros(shape)
     n_ok = 0
     for k in sampled:
-        payload = fm.client_step(state, z[clients[k]], y[clients[k]])
-        if dp is not None:
-            payload = fm.clip(payload, dp)
-        arr = validate_payload(payload, shape, int(k))
-        if arr is not None:
-            total += arr
+        arr = validate_payload(fm.client_step(state, z[clients[k]], y[clients[k]]), shape, int(k))
+        if arr is not None:  # a payload of the wrong shape or with NaN counts as a dropout
+            total += arr if dp is None else fm.clip(arr, dp)
             n_ok += 1
     return total, n_ok
