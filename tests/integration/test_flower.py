@@ -1,7 +1,12 @@
-"""Real Flower deployment on loopback: a SuperLink and 5 SuperNodes started by the test.
+"""privcal's Flower ServerApp and ClientApps, message for message, over in-process nodes.
 
-Checks that the Flower apps give the simulator's calibrator (same data, no noise) for FedTemp
-and FedBBQ with T=3, and that a client killed mid-round does not crash the server.
+:class:`~privcal.federated.flower.local.LocalGrid` hands every Flower message to the deployed
+ClientApp objects (the SecAgg+ one with its mods), so these tests cover the apps' logic without
+starting processes; ``tests/integration/test_cli_federate.py`` runs the same apps over a real
+SuperLink and SuperNodes (``privcal federate``). Checked here: the apps give the simulator's
+calibrator (same data, no noise) for FedTemp and FedBBQ; SecAgg+ recovers the histogram sum
+within its quantisation error; a DP run releases only declared quantities; seed 000's Acc-T
+over remote ledgers respects them; a client that crashes mid-round does not stop the server.
 """
 
 from __future__ import annotations
@@ -16,9 +21,7 @@ pytest.importorskip("flwr")
 
 from privcal.calibrators import calibrator_from_dict
 from privcal.federated import FedBBQ, dirichlet_partition, simulate
-from privcal.federated.flower.deploy import FlowerProcesses
-
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+from privcal.federated.flower.local import run_local
 
 N_CLIENTS = 5
 
@@ -30,30 +33,17 @@ def federation(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     z = 3.0 * rng.normal(size=(600, 4))
     y = np.argmax(z + 2.0 * rng.normal(size=z.shape), axis=1)
     parts = dirichlet_partition(y, N_CLIENTS, 0.5, seed=0)
-    fp = FlowerProcesses(wd)
-    try:
-        fp.start_superlink()
-        for k, idx in enumerate(parts):
-            np.savez(wd / f"c{k}.npz", logits=z[idx], labels=y[idx])
-            fp.start_supernode(f"node{k}", {"data": str(wd / f"c{k}.npz")})
-        yield fp, wd, z, y, parts
-    finally:
-        fp.stop()
+    nodes = []
+    for k, idx in enumerate(parts):
+        np.savez(wd / f"c{k}.npz", logits=z[idx], labels=y[idx])
+        nodes.append({"data": str(wd / f"c{k}.npz")})
+    return nodes, wd, z, y, parts
 
 
-def _run(fp: FlowerProcesses, wd: Path, **cfg: object) -> tuple[dict, list]:
-    out = wd / str(cfg["method"]) / str(cfg.get("tag", ""))
-    conf = {
-        "rounds": 3,
-        "num-nodes": N_CLIENTS,
-        "n-classes": 4,
-        "min-clients": 2,
-        "out-dir": str(out),
-        **{k: v for k, v in cfg.items() if k != "tag"},
-    }
-    res = fp.run(conf, timeout_s=240)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert (out / "calibrator.json").exists(), res.stdout + res.stderr
+def _run(nodes: list[dict], wd: Path, **cfg: object) -> tuple[dict, list]:
+    out = wd / str(cfg["method"]) / str(cfg.pop("tag", ""))
+    conf = {"rounds": 3, "n-classes": 4, "min-clients": 2, "out-dir": str(out), **cfg}
+    run_local(conf, nodes)
     return (
         json.loads((out / "calibrator.json").read_text()),
         json.loads((out / "history.json").read_text()),
@@ -62,8 +52,8 @@ def _run(fp: FlowerProcesses, wd: Path, **cfg: object) -> tuple[dict, list]:
 
 @pytest.mark.parametrize("method", ["fedtemp", "fedbbq"])
 def test_flower_matches_simulator(federation, method: str) -> None:  # type: ignore[no-untyped-def]
-    fp, wd, z, y, parts = federation
-    cal_dict, history = _run(fp, wd, method=method, weighting="none")
+    nodes, wd, z, y, parts = federation
+    cal_dict, history = _run(nodes, wd, method=method, weighting="none")
     assert [h["n_clients"] for h in history] == [N_CLIENTS] * 3
     sim, _ = simulate(method, z, y, parts, rounds=3, seed=0)
     flower = calibrator_from_dict(cal_dict)
@@ -75,10 +65,10 @@ def test_flower_matches_simulator(federation, method: str) -> None:  # type: ign
 
 def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[no-untyped-def]
     """SecAgg+ (legacy workflow + secaggplus_mod): the histogram sum within quantisation error."""
-    fp, wd, z, y, parts = federation
+    nodes, wd, z, y, parts = federation
     bound, q = 600.0, 4194304
     _cal_dict, history = _run(
-        fp,
+        nodes,
         wd,
         method="fedbbq",
         weighting="none",
@@ -99,8 +89,8 @@ def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[n
 def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: ignore[no-untyped-def]
     """A DP run (SecureNoise): per-round history without client counts or timings, and a
     privacy report that names the unit, relation and the declared federation size."""
-    fp, wd, z, _y, _parts = federation
-    cal_dict, history = _run(fp, wd, method="fedtemp", tag="dp", rounds=2, epsilon=1.0)
+    nodes, wd, z, _y, _parts = federation
+    cal_dict, history = _run(nodes, wd, method="fedtemp", tag="dp", rounds=2, epsilon=1.0)
     assert [set(h) for h in history] == [{"round", "epsilon_spent"}] * 2
     assert history[-1]["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
     report = json.loads((wd / "fedtemp" / "dp" / "privacy_report.json").read_text())
@@ -114,78 +104,48 @@ def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: 
     assert calibrator_from_dict(cal_dict).predict_proba(z[:3]).shape == (3, 4)
 
 
-@pytest.fixture(scope="module")
-def sources(federation):  # type: ignore[no-untyped-def]
-    """Two more SuperNodes acting as seed-000 data sources, each with its own SQLite ledger.
+def test_seed000_acc_t_over_flower_respects_ledgers(tmp_path: Path) -> None:
+    """DP Acc-T over remote DataSources; the second run is refused by the spent ledgers."""
+    from privcal.privacy import BudgetExceededError, PrivacyOdometer
 
-    They join the same SuperLink (two SuperLinks on one host would share Flower's internal
-    ServerAppIo port); the five plain nodes refuse source queries and are skipped.
-    """
-    fp, wd = federation[0], federation[1] / "sources"
-    wd.mkdir()
     rng = np.random.default_rng(1)
     z = 3.0 * rng.normal(size=(400, 4))
     y = np.argmax(z + 2.0 * rng.normal(size=z.shape), axis=1)
-    try:
-        for k in range(2):
-            np.savez(wd / f"s{k}.npz", logits=z[k::2], labels=y[k::2])
-            fp.start_supernode(
-                f"source{k}",
-                {
-                    "data": str(wd / f"s{k}.npz"),
-                    "ledger": str(wd / f"l{k}.sqlite"),
-                    "budget": 1.0,
-                    "name": f"h{k}",
-                },
-            )
-        yield fp, wd
-    finally:
-        fp.stop("source0")
-        fp.stop("source1")
-
-
-def test_seed000_acc_t_over_flower_respects_ledgers(sources) -> None:  # type: ignore[no-untyped-def]
-    """DP Acc-T over remote DataSources; the second run is refused by the spent ledgers."""
-    from privcal.privacy import PrivacyOdometer
-
-    fp, wd = sources
-    cfg = {
-        "method": "acc-t",
-        "epsilon": 0.6,
-        "iterations": 1,
-        "num-nodes": 2,
-        "n-classes": 4,
-        "min-clients": 2,
-    }
-    cal_dict, releases = _run(fp, wd, tag="first", **cfg)
+    nodes: list[dict] = [{"data": "unused"}]  # a plain node: not a data source, skipped
+    for k in range(2):
+        np.savez(tmp_path / f"s{k}.npz", logits=z[k::2], labels=y[k::2])
+        nodes.append(
+            {
+                "data": str(tmp_path / f"s{k}.npz"),
+                "ledger": str(tmp_path / f"l{k}.sqlite"),
+                "budget": 1.0,
+                "name": f"h{k}",
+            }
+        )
+    cfg = {"method": "acc-t", "epsilon": 0.6, "iterations": 1, "num-nodes": 3}
+    cal_dict, releases = _run(nodes, tmp_path, tag="first", **cfg)
     assert cal_dict["class"] == "PrivateTemperatureScaling"
     assert cal_dict["fitted"]["privacy_report_"]["epsilon"] == pytest.approx(0.6)
-    assert len(releases) == 4 and all(r["epsilon"] == pytest.approx(0.3) for r in releases)
+    per_source: dict[str, float] = {}
+    for r in releases:  # every release is charged to the node that answered it
+        per_source[r["source"]] = per_source.get(r["source"], 0.0) + r["epsilon"]
+    assert len(per_source) == 2 and all(v == pytest.approx(0.6) for v in per_source.values())
     for k in range(2):
-        assert PrivacyOdometer(1.0, ledger=wd / f"l{k}.sqlite").spent == pytest.approx(0.6)
-    out = wd / "acc-t" / "second"
-    res = fp.run({**cfg, "out-dir": str(out)}, timeout_s=240)
+        assert PrivacyOdometer(1.0, ledger=tmp_path / f"l{k}.sqlite").spent == pytest.approx(0.6)
+    out = tmp_path / "acc-t" / "second"
+    with pytest.raises(BudgetExceededError):
+        run_local({**cfg, "n-classes": 4, "out-dir": str(out)}, nodes)
     assert not (out / "calibrator.json").exists()
-    assert "BudgetExceededError" in res.stdout + res.stderr
     for k in range(2):  # nothing more was spent
-        assert PrivacyOdometer(1.0, ledger=wd / f"l{k}.sqlite").spent == pytest.approx(0.6)
+        assert PrivacyOdometer(1.0, ledger=tmp_path / f"l{k}.sqlite").spent == pytest.approx(0.6)
 
 
-def test_client_killed_mid_round(federation) -> None:  # type: ignore[no-untyped-def]
-    fp, wd, _z, _y, _parts = federation
-    # one extra node whose ClientApp process kills itself in round 1
-    fp.start_supernode("victim", {"data": str(wd / "c0.npz"), "die-at-round": 1})
-    cal_dict, history = _run(
-        fp,
-        wd,
-        method="fedtemp",
-        rounds=1,
-        tag="kill",
-        **{"num-nodes": N_CLIENTS + 1, "round-timeout-s": 20.0},
-    )
-    # the victim's update is lost (and the two ledger nodes refuse a non-DP run), the round
-    # still finishes with the five plain clients
+def test_client_crashing_mid_round_is_dropped(federation, capsys) -> None:  # type: ignore[no-untyped-def]
+    nodes, wd, _z, _y, _parts = federation
+    victim = {"data": nodes[0]["data"], "die-at-round": 1}
+    cal_dict, history = _run([*nodes, victim], wd, method="fedtemp", rounds=1, tag="kill")
     assert history[0]["n_clients"] == N_CLIENTS
-    assert history[0]["sampled"] > N_CLIENTS
+    assert history[0]["sampled"] == N_CLIENTS + 1
     assert cal_dict["class"] == "TemperatureScaling"
-    fp.stop("victim")
+    out = capsys.readouterr().out
+    assert f"round 1/1: {N_CLIENTS} replied, 1 dropped, 0 refused; no DP" in out

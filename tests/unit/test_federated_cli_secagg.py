@@ -72,3 +72,50 @@ def test_secaggplus_scaling_round_trip() -> None:
     plain = np.sum(payloads, axis=0)
     assert np.abs(got - plain).max() <= 2 * n * bound / q + 1e-9
     assert np.abs(got - plain).max() > 0  # it is quantised, not exact
+
+
+def test_client_with_a_spent_ledger_exits_3(apps: typer.Typer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("flwr")
+    from privcal.privacy import PrivacyOdometer
+
+    f = tmp_path / "d.npz"
+    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
+    odo = PrivacyOdometer(1.0, ledger=tmp_path / "l.sqlite", delta_budget=1e-5)
+    odo.spend("earlier run", 1.0)
+    r = CliRunner().invoke(
+        apps,
+        [
+            "federate",
+            "client",
+            "--data",
+            str(f),
+            "--ledger",
+            str(tmp_path / "l.sqlite"),
+            "--insecure",
+        ],
+    )
+    assert r.exit_code == 3 and "spent its whole budget" in r.output
+
+
+@pytest.mark.parametrize(
+    ("log", "code", "msg"),
+    [
+        ("privcal: budget: every client refused round 1 (x)\n", 3, "every client refused"),
+        ("BudgetExceededError: Privacy budget of odometer 'h0' exceeded\n", 3, "budget"),
+        ("privcal: round 1 has 0 accepted updates\n", 2, "round 1 has 0 accepted"),
+    ],
+)
+def test_server_exit_status_follows_the_run_log(
+    tmp_path, capsys, log: str, code: int, msg: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A budget refusal in the run exits 3, any other failure 2, each with one Error line."""
+    import subprocess
+
+    from privcal.cli.federate import _server_end
+
+    res = subprocess.CompletedProcess([], 1, log, "")
+    with pytest.raises(typer.Exit) as exit_info:
+        _server_end(res, tmp_path)
+    assert exit_info.value.exit_code == code
+    err = capsys.readouterr().err
+    assert err.count("Error:") == 1 and msg in err

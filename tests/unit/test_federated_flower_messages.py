@@ -26,7 +26,7 @@ from flwr.app import (
     RecordDict,
 )
 
-from privcal.federated import FedBBQ, FedTemp, expected_cohort
+from privcal.federated import FedBBQ, expected_cohort
 from privcal.federated.flower import client_app, secagg, task
 from privcal.federated.flower import server_app as srv
 from privcal.privacy import InsecureNoiseWarning, PrivacyOdometer
@@ -89,7 +89,7 @@ def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
     monkeypatch.setattr(client_app, "load_client_data", load)
     cfg = {**task.DEFAULTS, **RUN, "method": method, "weighting": "none", "round": 1}
     fm = task.method_from_config(cfg)
-    state = fm.init(C) if method == "fedbbq" else {"params": np.array([1.0])}
+    state = fm.init(C)
     reply = _step(node, cfg, state)
 
     assert seen == [pytest.approx(0.25)]  # charged epsilon / T before the data was read
@@ -102,10 +102,9 @@ def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
     dp = task.dp_from_config(cfg, task.server_noise(cfg, "test"))
     assert dp is not None
     np.testing.assert_array_equal(payload, fm.clip(fm.client_step(state, z, y), dp))
-    if isinstance(fm, FedTemp):
-        assert np.linalg.norm(payload) <= 0.5 + 1e-12
-    else:
-        assert isinstance(fm, FedBBQ)
+    np.testing.assert_array_equal(fm.clip(payload, dp), payload)  # already within the bounds
+    assert np.abs(payload).max() <= fm.payload_bound(dp) + 1e-9
+    if isinstance(fm, FedBBQ):
         assert np.linalg.norm(payload[0], axis=1).max() <= 10.0 + 1e-9
         assert np.linalg.norm(payload[1], axis=1).max() <= 50.0 + 1e-9
 
@@ -151,7 +150,8 @@ def test_class_counts_in_a_run_without_dp_are_the_only_exact_release(
 def test_secagg_client_charges_and_sends_a_public_weight(node: dict[str, object]) -> None:
     run = {**task.DEFAULTS, **RUN, "method": "fedtemp"}
     client = secagg._PrivcalClient(_context(node, run))
-    params, num_examples, metrics = client.fit([np.array([1.0])], {"round": 1})
+    fm = task.method_from_config(run)
+    params, num_examples, metrics = client.fit([fm.init(C)["params"]], {"round": 1})
     assert _spent(node) == pytest.approx(0.25)
     assert num_examples == 1 and metrics == {}  # a public constant, never the client's size
     assert len(params) == 1 and np.abs(params[0]).max() <= run["secagg-clipping-range"]
@@ -161,20 +161,30 @@ def test_secagg_client_charges_and_sends_a_public_weight(node: dict[str, object]
         )
 
 
-def test_server_round_divides_by_the_declared_cohort(node: dict[str, object]) -> None:
-    """The same replies give the same release whether 1 or 2 clients replied: p K is fixed."""
+def test_server_round_divides_by_the_declared_cohort(
+    node: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server step gets the fixed public cohort p K, whatever the number of replies."""
     cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "noise": "seeded", "sample-rate": 0.5}
     fm = task.method_from_config(cfg)
-    reply = _step({"data": node["data"]}, {**cfg, "round": 1}, {"params": np.array([1.0])})
-    u = float(task.array_of(reply.content["arrays"], "payload")[0])
+    state = fm.init(C)
+    reply = _step({"data": node["data"]}, {**cfg, "round": 1}, state)
     with pytest.warns(InsecureNoiseWarning):
-        noise = task.server_noise(cfg, "test")
-    dp = task.dp_from_config(cfg, noise)
+        dp = task.dp_from_config(cfg, task.server_noise(cfg, "test"))
+    seen = []
+    real = fm.server_step
+
+    def spy(st, total, n, dp=None, denominator=None):  # type: ignore[no-untyped-def]
+        seen.append((n, denominator))
+        return real(st, total, n, dp=dp, denominator=denominator)
+
+    monkeypatch.setattr(fm, "server_step", spy)
     cohort = srv.declared_cohort(cfg)
-    state, _ = srv.release_round(fm, {"params": np.array([1.0])}, [reply], (1,), 1, dp, cohort)
-    assert srv.declared_cohort(cfg) == expected_cohort(0.5, 2) == 1.0
-    ref = task.SeededNoise(int(cfg["seed"]) + 1).gaussian(0.5 * dp.multiplier(1))
-    assert state["params"][0] == pytest.approx(np.clip(1.0 + (u + ref) / 1.0, 0.05, 20.0))
+    shape = fm.payload_shape(C)
+    srv.release_round(fm, state, [reply], shape, 1, dp, cohort)
+    srv.release_round(fm, state, [reply, reply], shape, 2, dp, cohort)
+    assert cohort == expected_cohort(0.5, 2) == 1.0
+    assert seen == [(1, 1.0), (2, 1.0)]
 
 
 def test_seeded_server_noise_marks_the_report_not_private() -> None:

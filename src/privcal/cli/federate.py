@@ -5,17 +5,16 @@ Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federat
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from privcal.cli._common import console, err_console, fail, user_errors
+from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
 
 __all__ = ["client", "maddock2025", "register", "server"]
 
@@ -86,6 +85,16 @@ def server(
     tls: str = typer.Option(None, "--tls", help="CA,CERT,KEY paths for TLS."),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SERVER_OUT,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds to wait for the run."),
+    val: Annotated[
+        Path | None,
+        typer.Option(
+            "--val",
+            exists=True,
+            help="Labelled validation split the server holds: the result is checked against "
+            "the uncalibrated model on it (a warning when worse). Without it each client "
+            "checks on its own data.",
+        ),
+    ] = None,
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result."""
     with user_errors():
@@ -105,9 +114,17 @@ def server(
         for cname, cv in (("clip", clip), ("clip-pos", clip_pos), ("clip-neg", clip_neg)):
             if cv <= 0:
                 raise ValueError(f"--{cname} must be > 0. Got {cv}.")
+        if epsilon < 0:
+            raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
+        if epsilon > 0 and not 0 < delta < 1:
+            raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
+        if val is not None:
+            from privcal.federated.flower.task import load_client_data
+
+            if load_client_data(val)[0].shape[1] != n_classes:
+                raise ValueError(f"--val {str(val)!r} does not have --n-classes={n_classes}.")
         certs = _tls(insecure, tls)
         out = out.resolve()
-        work = Path(tempfile.mkdtemp(prefix="privcal-flwr-"))
         cfg = {
             "method": method,
             "rounds": rounds,
@@ -124,20 +141,64 @@ def server(
             "secagg": secagg,
             "out-dir": str(out),
             "wait-nodes-s": timeout,
+            "val": "" if val is None else str(val.resolve()),
         }
-        with FlowerProcesses(
-            work, host=host, insecure=certs is None, certificates=certs, port=port
-        ) as fp:
-            fp.start_superlink()
-            err_console.print(
-                f"SuperLink on {fp.address}; waiting for {num_nodes} clients "
-                f"(privcal federate client --superlink {fp.address} ...)"
+        out.mkdir(parents=True, exist_ok=True)
+        with _service() as work:
+            fp = FlowerProcesses(
+                work, host=host, insecure=certs is None, certificates=certs, port=port
             )
-            res = fp.run(cfg, timeout_s=timeout)
-        if res.returncode != 0 or not (out / "calibrator.json").exists():
-            fail(f"The run failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}")
-        console.print(f"Wrote {out / 'calibrator.json'} and {out / 'history.json'}")
-        _print_report(out / "privacy_report.json")
+            try:
+                try:
+                    fp.start_superlink()
+                except RuntimeError:
+                    fail(
+                        f"The SuperLink did not start on {host}:{port} (is the port in use? "
+                        "pass another --port)."
+                    )
+                err_console.print(
+                    f"SuperLink on {fp.address}; waiting for {num_nodes} clients "
+                    f"(privcal federate client --superlink {fp.address} ...)"
+                )
+                with (out / "run.log").open("w") as log:
+                    res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
+            finally:
+                fp.stop()
+    _server_end(res, out)
+
+
+def _server_line(log: Any) -> Any:
+    """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log``."""
+
+    def show(line: str) -> None:
+        log.write(line + "\n")
+        log.flush()
+        text = line.split("privcal: ", 1)[1] if "privcal: " in line else None
+        if text is None or text.startswith(("PrivacyReport", "budget:")):
+            return
+        style = "yellow" if "WARNING" in text or "dropped" in text else None
+        err_console.print(text, style=style, markup=False, highlight=False)
+
+    return show
+
+
+def _server_end(res: Any, out: Path) -> None:
+    """Exit status and summary of a finished run (budget refusals exit 3)."""
+    text = res.stdout
+    if res.returncode == 124:
+        fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.")
+    if "privcal: budget:" in text or "BudgetExceededError" in text:
+        reason = next(
+            (ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: budget:" in ln),
+            "a client's privacy budget is spent",
+        )
+        fail(f"Refused: {reason}", code=EXIT_BUDGET)
+    if res.returncode != 0 or not (out / "calibrator.json").exists():
+        reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
+        last = reason[-1] if reason else "see the log"
+        fail(f"The run failed ({last}); its log is {out / 'run.log'}.")
+    console.print(f"Wrote {out / 'calibrator.json'} and {out / 'history.json'}")
+    _print_report(out / "privacy_report.json")
 
 
 def _print_report(path: Path) -> None:
@@ -153,6 +214,39 @@ def _print_report(path: Path) -> None:
     console.print(f"Wrote {path}")
 
 
+@contextmanager
+def _service() -> Iterator[Path]:
+    """A temporary work folder, removed on exit, with SIGTERM handled like Ctrl-C.
+
+    Every child process is stopped by the caller's ``finally`` (process groups, see
+    :meth:`~privcal.federated.flower.deploy.FlowerProcesses.stop`); SIGINT and SIGTERM end the
+    command with one line and exit status 130 / 143.
+    """
+    import shutil
+    import signal
+
+    def raise_interrupt(signum: int, _frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    work = Path(tempfile.mkdtemp(prefix="privcal-flwr-"))
+    try:
+        yield work
+    except _Stopped as stop:
+        err_console.print(f"Stopped by {signal.Signals(stop.signum).name}; every process ended.")
+        raise typer.Exit(128 + stop.signum) from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @federate_app.command("client")
 def client(
     data: Annotated[
@@ -166,20 +260,31 @@ def client(
     superlink: str = typer.Option("127.0.0.1:9092", "--superlink"),
     insecure: bool = typer.Option(False, "--insecure"),
     root_certificates: Annotated[Path | None, typer.Option("--root-certificates")] = None,
-    port: int = typer.Option(0, "--port", help="Local runtime API port (0 = any free port)."),
+    retry_s: float = typer.Option(
+        60.0,
+        "--retry-s",
+        help="Seconds the client keeps trying to reach the server before it gives up.",
+    ),
 ) -> None:
     """Run a SuperNode that answers privcal rounds from DATA, within its own ledger budget."""
     with user_errors():
         _need_flwr()
-        from privcal.federated.flower.deploy import _bin, _toml_value, free_port
-
         if budget <= 0:
             raise ValueError(f"--budget must be > 0. Got {budget}.")
+        from privcal.federated.flower.task import load_client_data
+
+        load_client_data(data)  # a bad file is an Error line here, not a failed round later
         node: dict[str, object] = {"data": str(data.resolve())}
         if ledger is not None:
             from privcal.privacy import PrivacyOdometer
 
-            PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget)  # create / check
+            odo = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget)
+            if odo.remaining <= 0:
+                fail(
+                    f"The ledger {str(ledger)!r} has spent its whole budget ({odo.spent:g} of "
+                    f"{budget:g}); this client cannot answer any DP round.",
+                    code=EXIT_BUDGET,
+                )
             node.update(
                 {"ledger": str(ledger.resolve()), "budget": budget, "delta-budget": delta_budget}
             )
@@ -190,26 +295,77 @@ def client(
         )
         if tls is None:
             fail("Pass --insecure (local tests only) or --root-certificates CA.")
-        cmd = [
-            _bin("flower-supernode"),
-            *tls,
-            "--superlink",
-            superlink,
-            "--port",
-            str(port or free_port()),
-            "--node-config",
-            " ".join(f"{k}={_toml_value(v)}" for k, v in node.items()),
-        ]
-        env = dict(os.environ)
-        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-        proc = subprocess.Popen(cmd, env=env)
+        if retry_s <= 0:
+            raise ValueError(f"--retry-s must be > 0. Got {retry_s}.")
+    _run_client(node, superlink, tls, retry_s)
+
+
+def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s: float) -> None:
+    """Run the SuperNode, show this client's status lines, end with the run or the server."""
+    import logging
+    import threading
+
+    from privcal.federated.flower.deploy import FlowerProcesses
+    from privcal.federated.flower.executor import serve_many
+
+    # Flower's connection retries are the SuperNode's business (its log); the person running
+    # the client sees privcal's status lines
+    logging.getLogger("flwr").setLevel(logging.CRITICAL)
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    with _service() as work:
+        node["status"] = str(work / "status.log")
+        fp = FlowerProcesses(work)
         try:
-            while proc.poll() is None:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait(timeout=10)
-        raise typer.Exit(proc.returncode or 0)
+            proc = fp.start_supernode(
+                "supernode", node, wait_s=0, retry_s=retry_s, superlink=superlink, tls=tls
+            )
+            threads = serve_many([fp.runtime["supernode"]], stop)  # the ClientApp runs here
+            err_console.print(
+                f"Client of {superlink}: waiting for rounds (gives up after {retry_s:g} s "
+                "without the server)."
+            )
+            ended = _follow(work / "status.log", work / "supernode.log", proc)
+        finally:
+            stop.set()
+            fp.stop()
+            for t in threads:
+                t.join(timeout=5)
+    if not ended:
+        fail(
+            f"Lost the server at {superlink}: no connection for {retry_s:g} s (--retry-s); "
+            "the client stopped.",
+            code=1,
+        )
+    console.print("The run is over; the client stopped.")
+
+
+def _await_replies(n: int, log: Path, wait_s: float = 10.0) -> None:
+    """Wait (at most ``wait_s``) until the SuperNode has sent ``n`` replies, the last one being
+    its answer to the server's end-of-run message, so that the server does not wait for it."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if log.read_text(errors="replace").count("Sent successfully") >= n:
+            return
+        time.sleep(0.1)
+
+
+def _follow(status: Path, log: Path, proc: Any) -> bool:
+    """Print new status lines until the run's end (True), or until the SuperNode gives up on
+    the server or exits (False)."""
+    seen = 0
+    while True:
+        lines = status.read_text().splitlines() if status.exists() else []
+        for line in lines[seen:]:
+            style = "yellow" if "WARNING" in line or "refused" in line else None
+            err_console.print(line, style=style, markup=False, highlight=False)
+            if line.startswith("end:"):
+                _await_replies(sum(ln.startswith(("round ", "end:")) for ln in lines), log)
+                return True
+        seen = len(lines)
+        if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):
+            return False
+        time.sleep(0.2)
 
 
 def maddock2025(

@@ -17,12 +17,17 @@ What leaves the client (user-level DP, add/remove one client):
   never by a client with a ledger.
 * ``task = "source"``: seed 000's DataSource queries, each charged by its own ledger
   (:mod:`privcal.federated.flower.sources`).
+* ``task = "end"``: the run is over; the reply is empty (``info["ok"]``). The client checks
+  the final calibrator against its uncalibrated logits on its *own* data and writes the result
+  only to its own ``status`` file (node config), which ``privcal federate client`` shows and
+  then exits. Nothing of the check is sent.
 * A refusal: ``info["refused"]``, a reason that depends on the client's budget, not its data.
+
+Progress (``status`` file, local only): one line per round (answered, or refused and why).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -36,6 +41,7 @@ from privcal.federated.flower.task import (
     client_payload,
     load_client_data,
     method_from_config,
+    write_status,
 )
 
 app = ClientApp()
@@ -60,17 +66,41 @@ def query(msg: Message, context: Context) -> Message:
 
         z, y = load_client_data(str(node["data"]))
         return _info_reply(msg, answer_source_query(z, y, node, cfg))
+    if task == "end":
+        _check_locally(node, str(cfg["calibrator"]))
+        return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0 or node.get("ledger"):
             return _info_reply(msg, {"refused": "class counts are only sent in runs without DP"})
         z, y = load_client_data(str(node["data"]))
         return _payload_reply(msg, np.bincount(y, minlength=z.shape[1]).astype(np.float64))
     die_at = int(node.get("die-at-round", 0))
-    if die_at and int(cfg["round"]) == die_at:
-        os._exit(1)  # test hook: a client killed mid-round
+    if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
+        raise RuntimeError(f"die-at-round={die_at}: this client crashes in round {die_at}")
     refusal = charge_round(node, cfg)  # before the data is read
+    rnd = f"round {cfg['round']}/{cfg['rounds']}"
     if refusal is not None:
+        write_status(node, f"{rnd}: refused ({refusal})")
         return _info_reply(msg, {"refused": refusal})
     z, y = load_client_data(str(node["data"]))
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
-    return _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
+    reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
+    eps = float(cfg["epsilon"])
+    charged = f"charged epsilon {eps / int(cfg['rounds']):.3g}" if node.get("ledger") else "sent"
+    write_status(node, f"{rnd}: answered ({charged})")
+    return reply
+
+
+def _check_locally(node: dict[str, Any], calibrator_json: str) -> None:
+    """End of run: compare the calibrator with the uncalibrated model on this client's data."""
+    import json
+
+    from privcal.calibrators import calibrator_from_dict
+    from privcal.federated.flower.task import compare_uncalibrated
+
+    if not node.get("status"):
+        return
+    cal = calibrator_from_dict(json.loads(calibrator_json))
+    z, y = load_client_data(str(node["data"]))
+    write_status(node, f"check on this client's data: {compare_uncalibrated(cal, z, y)['summary']}")
+    write_status(node, "end: the run is over")

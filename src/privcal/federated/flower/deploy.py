@@ -15,15 +15,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privcal.federated.flower.task import DEFAULTS
 
-__all__ = ["FlowerProcesses", "free_port", "write_app"]
+__all__ = ["FlowerProcesses", "free_port", "supernode_command", "write_app"]
 
 
 def free_port() -> int:
@@ -43,6 +44,33 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def supernode_command(
+    superlink: str, node_config: dict[str, Any], tls: Sequence[str], retry_s: float, port: int
+) -> list[str]:
+    """``flower-supernode`` command line: a bounded reconnect (``--max-wait-time``) and
+    ``--isolation process``, its Runtime API on loopback ``port`` for a privcal executor
+    (:mod:`privcal.federated.flower.executor`) that keeps the ClientApp alive across messages.
+    """
+    return [
+        sys.executable,
+        "-m",
+        "privcal.federated.flower.supernode",  # flower-supernode with a 0.25 s idle poll
+        *tls,
+        "--superlink",
+        superlink,
+        "--isolation",
+        "process",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-wait-time",
+        f"{retry_s:g}",
+        "--node-config",
+        " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items()),
+    ]
 
 
 def write_app(app_dir: Path, config: dict[str, Any]) -> Path:
@@ -104,7 +132,9 @@ class FlowerProcesses:
     insecure: bool = True
     certificates: tuple[str, str, str] | None = None
     port: int = 0
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
+    runtime: dict[str, str] = field(default_factory=dict)
+    served: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -118,6 +148,9 @@ class FlowerProcesses:
         env["FLWR_HOME"] = str(self.home)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # Flower's SuperExec polls its SuperNode for new ClientApp tasks once a second by
+        # default; a shorter poll takes up to ~1 s off every message's round trip
+        env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.05")
         return env
 
     @property
@@ -132,7 +165,7 @@ class FlowerProcesses:
             return ["--ssl-ca-certfile", ca, "--ssl-certfile", cert, "--ssl-keyfile", key]
         return ["--root-certificates", ca]
 
-    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[Any]:
         log = open(self.workdir / f"{name}.log", "wb")
         proc = subprocess.Popen(
             list(args),
@@ -175,24 +208,39 @@ class FlowerProcesses:
         (self.home / "config.toml").write_text("\n".join(conf) + "\n")
         self._wait_log("superlink", "Uvicorn running", wait_s)
 
-    def start_supernode(self, name: str, node_config: dict[str, Any], wait_s: float = 60.0) -> None:
-        cfg = " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items())
-        self._spawn(
-            name,
-            [
-                _bin("flower-supernode"),
-                *self._tls_args(False),
-                "--superlink",
-                self.address,
-                "--host",
-                self.host,
-                "--port",
-                str(free_port()),
-                "--node-config",
-                cfg,
-            ],
-        )
-        self._wait_log(name, "SuperNode ID", wait_s)
+    def start_supernode(
+        self,
+        name: str,
+        node_config: dict[str, Any],
+        wait_s: float = 60.0,
+        retry_s: float = 60.0,
+        superlink: str | None = None,
+        tls: Sequence[str] | None = None,
+    ) -> subprocess.Popen[Any]:
+        """Start a SuperNode; it gives up (exits) after ``retry_s`` seconds without a SuperLink.
+
+        ``superlink`` and ``tls`` default to this object's SuperLink; ``wait_s = 0`` returns at
+        once instead of waiting for the SuperNode to register.
+        """
+        tls_args = self._tls_args(False) if tls is None else list(tls)
+        port = free_port()
+        cmd = supernode_command(superlink or self.address, node_config, tls_args, retry_s, port)
+        proc = self._spawn(name, cmd)
+        self.runtime[name] = f"127.0.0.1:{port}"
+        if wait_s > 0:
+            self._wait_log(name, "SuperNode ID", wait_s)
+        return proc
+
+    def start_executor(self, names: Sequence[str] | None = None) -> None:
+        """One executor process that runs the ClientApps of the SuperNodes ``names`` (default:
+        all started so far) in-process (:mod:`privcal.federated.flower.executor`)."""
+        todo = [n for n in (names or list(self.runtime)) if n not in self.served]
+        if not todo:
+            return
+        self.served.update(todo)
+        module = "privcal.federated.flower.executor"
+        addresses = [self.runtime[n] for n in todo]
+        self._spawn(f"executor{len(self.procs)}", [sys.executable, "-m", module, *addresses])
 
     def _wait_log(self, name: str, needle: str, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s
@@ -206,18 +254,55 @@ class FlowerProcesses:
         raise RuntimeError(f"{name} did not start; its log:\n{path.read_text(errors='replace')}")
 
     def run(
-        self, config: dict[str, Any], timeout_s: float = 300.0
+        self,
+        config: dict[str, Any],
+        timeout_s: float = 300.0,
+        on_line: Callable[[str], None] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Submit a run (``flwr run APP privcal --stream``) and wait for it to end."""
+        """Submit a run (``flwr run APP privcal --stream``) and wait for it to end.
+
+        ``on_line`` is called with each line of the run's log as it arrives (the ServerApp's
+        ``privcal:`` progress lines among them). A run past ``timeout_s`` is stopped and
+        returns code 124.
+        """
+        self.start_executor()  # SuperNodes started since the last run get their ClientApp
         app_dir = write_app(self.workdir / "app", config)
-        return subprocess.run(
-            [_bin("flwr"), "run", str(app_dir), "privcal", "--stream"],
-            env=self.env,
-            capture_output=True,
+        proc = self._spawn_piped([_bin("flwr"), "run", str(app_dir), "privcal", "--stream"])
+        lines: list[str] = []
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self.stop("flwr-run")
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            self.stop("flwr-run")
+        if expired.is_set():
+            code = 124
+        return subprocess.CompletedProcess(proc.args, code, "".join(lines), "")
+
+    def _spawn_piped(self, args: Sequence[str]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            list(args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout_s,
-            check=False,
+            env=self.env,
+            cwd=self.workdir,
+            start_new_session=True,
         )
+        self.procs["flwr-run"] = proc
+        return proc
 
     @staticmethod
     def _descendants(pid: int) -> list[int]:
@@ -253,7 +338,7 @@ class FlowerProcesses:
                 except ProcessLookupError:
                     break
                 try:
-                    proc.wait(timeout=5)
+                    proc.wait(timeout=2)
                     break
                 except subprocess.TimeoutExpired:
                     continue

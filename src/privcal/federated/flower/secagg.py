@@ -10,8 +10,8 @@ and the server recovers the weighted *mean* :math:`\\sum_k w_k x_k / \\sum_k w_k
   quantisation) is 1; Flower's default ``max_weight = 1000`` would make the quantisation
   1000 times coarser;
 * scales each payload by ``R / bound`` before upload (``bound`` = the largest absolute entry a
-  payload can have: ``C`` for DP scaling updates, ``max(C+, C-)`` for DP histograms, the
-  run's ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
+  payload can have: the method's ``payload_bound`` under DP (its clip bounds), the run's
+  ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
 
 Privacy: the clients follow the plain ClientApp's rule (a ledger is charged before the data is
 read; clients with a ledger refuse runs without DP) and send ``num_examples = 1``, a public
@@ -54,6 +54,7 @@ from privcal.federated.flower.task import (
     server_noise,
 )
 from privcal.federated.methods import FedMethod
+from privcal.privacy import SecureNoise
 
 __all__ = ["client", "from_wire", "payload_bound", "server", "to_wire"]
 
@@ -61,11 +62,11 @@ log = logging.getLogger("privcal.federated")
 
 
 def payload_bound(cfg: dict[str, Any], fm: FedMethod) -> float:
-    """Largest absolute entry of a payload in this run (see the module docstring)."""
-    if float(cfg["epsilon"]) > 0:
-        if fm.kind == "scaling":
-            return float(cfg["clip"])
-        return max(float(cfg["clip-pos"]), float(cfg["clip-neg"]))
+    """Largest absolute entry of a payload in this run (see the module docstring): the
+    method's clip bound under DP (:meth:`FedMethod.payload_bound`), ``secagg-bound`` without."""
+    dp = dp_from_config(cfg, SecureNoise())  # only its clip bounds are read
+    if dp is not None:
+        return float(fm.payload_bound(dp))
     return float(cfg["secagg-bound"])
 
 

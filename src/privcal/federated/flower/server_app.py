@@ -23,6 +23,7 @@ Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``), ``history.j
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from privcal.calibrators import Calibrator
 from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
 from privcal.federated.flower.task import (
     DEFAULTS,
@@ -69,11 +71,34 @@ def _query(
             }
         )
         msgs.append(Message(content, dst_node_id=nid, message_type=MessageType.QUERY))
-    return list(grid.send_and_receive(msgs, timeout=timeout))
+    return send_and_receive(grid, msgs, timeout)
 
 
-def _accepted(replies: list[Message], shape: tuple[int, ...], rnd: int) -> list[np.ndarray]:
-    out = []
+#: Seconds between the server's polls for replies (Flower's ``Grid.send_and_receive`` waits
+#: 3 s between polls, which would dominate a round).
+POLL_S = 0.05
+
+
+def send_and_receive(grid: Grid, msgs: list[Message], timeout: float) -> list[Message]:
+    """Push ``msgs`` and collect the replies that arrive within ``timeout`` seconds."""
+    ids = set(grid.push_messages(msgs)) - {None}
+    deadline = time.monotonic() + timeout
+    replies: list[Message] = []
+    while ids:
+        got = list(grid.pull_messages(ids))
+        replies += got
+        ids -= {m.metadata.reply_to_message_id for m in got}
+        if not ids or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
+    return replies
+
+
+def _accepted(
+    replies: list[Message], shape: tuple[int, ...], rnd: int
+) -> tuple[list[np.ndarray], int, list[str]]:
+    """The valid payloads of a round, the number dropped, and the clients' refusal reasons."""
+    out, dropped, refusals = [], 0, []
     for r in replies:
         nid = r.metadata.src_node_id
         if r.has_error():
@@ -81,11 +106,12 @@ def _accepted(replies: list[Message], shape: tuple[int, ...], rnd: int) -> list[
             print(
                 f"privcal: round {rnd}: client {nid} failed ({r.error.reason}); dropped", flush=True
             )
+            dropped += 1
             continue
         info = dict(r.content["info"]) if "info" in r.content else {}
         if "refused" in info:
-            reason = str(info["refused"])
-            print(f"privcal: round {rnd}: client {nid} refused: {reason}", flush=True)
+            refusals.append(str(info["refused"]))
+            print(f"privcal: round {rnd}: client {nid} refused: {refusals[-1]}", flush=True)
             continue
         arr = validate_payload(array_of(r.content["arrays"], "payload"), shape, nid)
         if arr is None:
@@ -94,9 +120,10 @@ def _accepted(replies: list[Message], shape: tuple[int, ...], rnd: int) -> list[
                 "non-finite values)",
                 flush=True,
             )
+            dropped += 1
             continue
         out.append(arr)
-    return out
+    return out, dropped, refusals
 
 
 def release_round(
@@ -124,9 +151,40 @@ def release_round(
         For the operator's ``min-clients`` check in runs without DP; a DP run never writes it
         out (it depends on who took part).
     """
-    payloads = _accepted(replies, shape, rnd)
+    new_state, n_ok, _dropped, _refusals = _step(fm, state, replies, shape, rnd, dp, cohort)
+    return new_state, n_ok
+
+
+def _step(
+    fm: FedMethod,
+    state: dict[str, np.ndarray],
+    replies: list[Message],
+    shape: tuple[int, ...],
+    rnd: int,
+    dp: DPConfig | None,
+    cohort: float,
+) -> tuple[dict[str, np.ndarray], int, int, list[str]]:
+    """:func:`release_round`, also returning the dropped count and the refusal reasons."""
+    payloads, dropped, refusals = _accepted(replies, shape, rnd)
     total = np.sum(payloads, axis=0) if payloads else np.zeros(shape)
-    return fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort), len(payloads)
+    new_state = fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
+    return new_state, len(payloads), dropped, refusals
+
+
+def progress_line(
+    t: int, rounds: int, replied: int, dropped: int, refused: int, eps: float, budget: float
+) -> str:
+    """The server's per-round progress line (what ``privcal federate server`` shows).
+
+    The counts are what the operator of the SuperLink sees anyway (Flower logs every reply);
+    they are printed on the operator's console only, never written to ``history.json`` of a DP
+    run.
+    """
+    spent = f"epsilon spent {eps:.3g} of {budget:g}" if budget > 0 else "no DP"
+    return (
+        f"privcal: round {t}/{rounds}: {replied} replied, {dropped} dropped, "
+        f"{refused} refused; {spent}"
+    )
 
 
 def declared_cohort(cfg: dict[str, Any]) -> float:
@@ -196,10 +254,22 @@ def main(grid: Grid, context: Context) -> None:
                 f"privcal: round {t}: no reply from client {nid} within {timeout:g} s; dropped",
                 flush=True,
             )
-        state, n_ok = release_round(fm, state, replies, shape, t, dp, cohort)
+        state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort)
+        eps = 0.0 if dp is None else dp.spent_epsilon()
+        print(
+            progress_line(
+                t, rounds, n_ok, dropped + len(missing), len(refusals), eps, float(cfg["epsilon"])
+            ),
+            flush=True,
+        )
+        if sampled and len(refusals) == len(sampled):
+            # a refusal depends on the client's budget, not its data: nothing left to learn from
+            raise RuntimeError(
+                f"privcal: budget: every client refused round {t} ({refusals[0]}); "
+                "no client can take part any more."
+            )
         if dp is not None:  # only public quantities: the round and the accountant's epsilon
-            history.append({"round": t, "epsilon_spent": dp.spent_epsilon()})
-            print(f"privcal: round {t} released", flush=True)
+            history.append({"round": t, "epsilon_spent": eps})
         else:
             if n_ok < int(cfg["min-clients"]):
                 raise RuntimeError(
@@ -215,10 +285,11 @@ def main(grid: Grid, context: Context) -> None:
                     "epsilon_spent": 0.0,
                 }
             )
-            print(f"privcal: round {t}: {n_ok}/{len(sampled)} clients", flush=True)
         if out_dir is not None:
             dump_json(out_dir / "history.json", history)
-    _finish(fm, state, c, dp, cfg, out_dir)
+    cal = _finish(fm, state, c, dp, cfg, out_dir)
+    check_on_server(cal, cfg, out_dir)
+    _end(grid, sorted(grid.get_node_ids()), cal, cfg)
 
 
 def _finish(
@@ -228,17 +299,50 @@ def _finish(
     dp: DPConfig | None,
     cfg: dict[str, Any],
     out_dir: Path | None,
-) -> None:
+) -> Calibrator:
     """Write the calibrator, the state and (under DP) the privacy report; print the report."""
     report = None if dp is None else run_report(fm, dp, c, cfg)
     if report is not None:
-        print(f"privcal: {report}", flush=True)
+        print(f"privcal report:\n{report}", flush=True)  # the CLI prints it at the end
+    cal = fm.calibrator(state, c)
     if out_dir is None:
-        return
-    dump_json(out_dir / "calibrator.json", fm.calibrator(state, c).to_dict())
+        return cal
+    dump_json(out_dir / "calibrator.json", cal.to_dict())
     dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
     if report is not None:
         dump_json(out_dir / "privacy_report.json", report.to_dict())
+    return cal
+
+
+def check_on_server(cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None) -> None:
+    """Compare the calibrator with the uncalibrated model on the server's validation split.
+
+    ``val`` (run config) is a labelled score file the server holds (public to it); the check
+    prints ECE, classwise ECE and accuracy before and after, warns when the calibrated ECE is
+    worse, and writes ``check.json``. Without ``val`` the server holds no data: it says so, and
+    the check is left to the clients (each evaluates the final calibrator on its own data at
+    the end of the run and shows the result on its own console; nothing of it is sent).
+    """
+    if not cfg.get("val"):
+        print(
+            "privcal: check: the server holds no validation split (--val); each client checks "
+            "the calibrator against the uncalibrated model on its own data",
+            flush=True,
+        )
+        return
+    from privcal.federated.flower.task import compare_uncalibrated, load_client_data
+
+    z, y = load_client_data(str(cfg["val"]))
+    check = compare_uncalibrated(cal, z, y)
+    print(f"privcal: check: {check['summary']}", flush=True)
+    if out_dir is not None:
+        dump_json(out_dir / "check.json", check)
+
+
+def _end(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) -> None:
+    """Tell every node that the run is over, with the calibrator it may check locally."""
+    content = {**cfg, "task": "end", "round": 0, "calibrator": json.dumps(cal.to_dict())}
+    _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
 
 
 def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
@@ -282,6 +386,7 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
     est.fit(sources=sources)
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
     print(f"privcal: DP Acc-T over {len(sources)} sources: T = {est.temperature_:.4g}", flush=True)
+    _end(grid, nodes, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
         dump_json(

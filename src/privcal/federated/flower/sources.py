@@ -28,7 +28,15 @@ from privcal.private import DataSource
 __all__ = ["QUERIES", "RemoteSource", "answer_source_query"]
 
 #: Queries a node answers (DataSource methods, plus budget status).
-QUERIES = ("accuracy_gap_sum", "clipped_nll_sum", "bin_gaps", "count", "can_spend", "status")
+QUERIES = (
+    "accuracy_gap_sum",
+    "accuracy_gap_curve",
+    "clipped_nll_sum",
+    "bin_gaps",
+    "count",
+    "can_spend",
+    "status",
+)
 
 
 def answer_source_query(
@@ -135,7 +143,9 @@ class RemoteSource(DataSource):
             dst_node_id=self.node_id,
             message_type=MessageType.QUERY,
         )
-        replies = list(self._grid.send_and_receive([msg], timeout=self.timeout))
+        from privcal.federated.flower.server_app import send_and_receive
+
+        replies = send_and_receive(self._grid, [msg], self.timeout)
         if not replies:
             raise RuntimeError(f"{self!r} did not answer {query!r} within {self.timeout:g} s.")
         reply = replies[0]
@@ -151,6 +161,17 @@ class RemoteSource(DataSource):
     def accuracy_gap_sum(self, temperature: float, epsilon: float) -> float:
         return float(
             self._call("accuracy_gap_sum", temperature=float(temperature), epsilon=float(epsilon))
+        )
+
+    def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
+        return np.asarray(
+            self._call(
+                "accuracy_gap_curve",
+                temperatures=np.asarray(temperatures, dtype=np.float64).tolist(),
+                epsilon=float(epsilon),
+                anchor=int(anchor),
+            ),
+            dtype=np.float64,
         )
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:

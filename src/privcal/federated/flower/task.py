@@ -8,6 +8,7 @@ charged, or, in a run without DP (which claims no privacy), its exact payload.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "array_of",
     "charge_round",
     "client_payload",
+    "compare_uncalibrated",
     "dp_from_config",
     "load_client_data",
     "method_from_config",
@@ -62,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "secagg-quantization-range": 4194304,
     "secagg-bound": 1000.0,
     "out-dir": "",
+    "val": "",  # the server's labelled validation split (checked against uncalibrated)
 }
 
 
@@ -171,18 +174,33 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any]) -> str | None:
 def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """A client's calibration logits and labels: ``.npz`` with ``logits`` and ``labels``.
 
-    Other formats go through :func:`privcal.data.read_scores` when it is available.
+    Other formats go through :func:`privcal.data.read_scores`. The logits and labels are
+    validated (finite, labels in ``range(C)``); a damaged or incomplete file is a ``ValueError``
+    that names the file and what it must hold.
     """
-    p = Path(path)
-    if p.suffix == ".npz":
-        with np.load(p) as d:
-            return np.asarray(d["logits"], dtype=np.float64), np.asarray(d["labels"])
-    from privcal.data import read_scores
+    from privcal.data.validation import check_labels, check_scores
 
-    s = read_scores(p)
-    if s.logits is None:
-        raise ValueError(f"{p} holds no logits; federated calibration needs full logits.")
-    return np.asarray(s.logits, dtype=np.float64), np.asarray(s.labels)
+    p = Path(path)
+    if p.suffix != ".npz":
+        from privcal.data import read_scores
+
+        s = read_scores(p)
+        if s.logits is None:
+            raise ValueError(f"{p} holds no logits; federated calibration needs full logits.")
+        return np.asarray(s.logits, dtype=np.float64), np.asarray(s.labels)
+    try:
+        with np.load(p, allow_pickle=False) as d:
+            arrays = {k: d[k] for k in ("logits", "labels") if k in d.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(p)!r} is not a readable .npz file ({err}).") from None
+    if len(arrays) < 2:
+        raise ValueError(
+            f"{str(p)!r} must hold 'logits' and 'labels' arrays "
+            "(np.savez(path, logits=..., labels=...)); federated calibration needs labels."
+        )
+    z = check_scores(arrays["logits"], input="logits", name="logits")
+    y = check_labels(arrays["labels"], z.shape[0], z.shape[1])
+    return np.asarray(z, dtype=np.float64), np.asarray(y)
 
 
 def dump_json(path: Path, obj: Any) -> None:
@@ -190,3 +208,47 @@ def dump_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=float))
     tmp.replace(path)
+
+
+def compare_uncalibrated(
+    cal: Any, z: np.ndarray, y: np.ndarray, n_bins: int = 15
+) -> dict[str, Any]:
+    """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``.
+
+    ``worse`` is true when the calibrated ECE (equal-width, ``n_bins`` bins) exceeds the
+    uncalibrated one on these rows; ``summary`` is a one-line account (with ``WARNING`` first
+    when worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
+    server's own split, or a client's own console).
+    """
+    from privcal.metrics import accuracy, classwise_ece, ece
+    from privcal.metrics.statistics import softmax
+
+    before, after = softmax(z), cal.predict_proba(z)
+    out: dict[str, Any] = {"rows": len(y)}
+    for name, fn in (("ece", ece), ("cwece", classwise_ece)):
+        out[name] = [float(fn(before, y, n_bins)), float(fn(after, y, n_bins))]
+    out["accuracy"] = [float(accuracy(before, y)), float(accuracy(after, y))]
+    out["worse"] = bool(out["ece"][1] > out["ece"][0])
+    line = (
+        f"ECE {out['ece'][0]:.4f} -> {out['ece'][1]:.4f}, classwise ECE {out['cwece'][0]:.4f} -> "
+        f"{out['cwece'][1]:.4f}, accuracy {out['accuracy'][0]:.4f} -> {out['accuracy'][1]:.4f} "
+        f"(uncalibrated -> calibrated, {out['rows']} rows)"
+    )
+    out["summary"] = (
+        f"WARNING: the calibrator is worse than the uncalibrated model: {line}"
+        if out["worse"]
+        else line
+    )
+    return out
+
+
+def write_status(node: dict[str, Any], text: str) -> None:
+    """Append one line to the node's ``status`` file (node config), if it has one.
+
+    ``privcal federate client`` shows these lines: the ClientApp runs in a process of its own
+    that Flower starts, so a file is how it reaches the person running the client.
+    """
+    path = node.get("status")
+    if path:
+        with open(str(path), "a", encoding="utf-8") as fh:
+            fh.write(text.rstrip("\n") + "\n")

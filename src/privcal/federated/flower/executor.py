@@ -1,0 +1,127 @@
+"""A long-lived ClientApp executor for SuperNodes started with ``--isolation process``.
+
+Flower 1.41 runs a ClientApp by starting a fresh ``flwr-clientapp`` process for every message
+(``flower-superexec`` launches one per task; a non-ephemeral ClientApp is an open Flower
+feature request, flwrlabs/flower#3670), so each message pays for starting Python and importing
+Flower, NumPy and privcal. This executor takes the place of ``flower-superexec``: one process
+(or a thread of ``privcal federate client``) that has imported privcal once acquires each task
+from the SuperNode's Runtime API and runs it with Flower's own task functions
+(``pull_task_input``, ``push_message``, ``push_task_output``) and privcal's ClientApp objects,
+in-process, one thread per SuperNode (replies copy their identity from the message they answer,
+so tasks of different nodes do not share state). The ClientApp is privcal's
+(``client_app.app``, or ``secagg.client`` when the run config says ``secagg``); a run of another
+app is failed, not executed.
+
+Run ``python -m privcal.federated.flower.executor ADDRESS [ADDRESS ...]`` (Runtime API
+addresses of local SuperNodes, insecure loopback) to serve several nodes from one process.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from flwr.app import Error, Message
+from flwr.common.constant import ErrorCode, SubStatus
+from flwr.proto.runtime_pb2 import AcquireTaskRequest
+from flwr.supercore.constant import TaskType
+from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
+from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor
+from flwr.supercore.retry import make_simple_http_retry_invoker
+from flwr.supercore.runtime import RuntimeHttpClient
+from flwr.supernode.runtime.run_clientapp import (
+    pull_task_input,
+    push_message,
+    push_task_output,
+)
+
+__all__ = ["serve", "serve_many"]
+
+#: Seconds between polls for a task while idle.
+POLL_S = 0.05
+
+
+def _client(address: str, token: str | None = None) -> RuntimeHttpClient:
+    interceptors = [] if token is None else [RuntimeTokenHttpInterceptor(token)]
+    retry = make_simple_http_retry_invoker()
+    retry.max_tries = 3  # a local SuperNode that does not answer is gone: do not back off for long
+    return RuntimeHttpClient.from_server_address(
+        server_address=address,
+        insecure=True,
+        root_certificates=None,
+        interceptors=interceptors,
+        retry_invoker=retry,
+    )
+
+
+def _app_for(run_config: dict[str, Any]) -> Any:
+    if run_config.get("secagg"):
+        from privcal.federated.flower.secagg import client
+
+        return client
+    from privcal.federated.flower.client_app import app
+
+    return app
+
+
+def run_task(address: str, token: str) -> None:
+    """Run one acquired ClientApp task in this process (what ``flwr-clientapp`` does)."""
+    client = _client(address, token)
+    context = None
+    status, details = SubStatus.FAILED, "privcal executor: task failed"
+    heartbeat = HeartbeatSender(make_task_heartbeat_fn_http(client))  # as flwr-clientapp does
+    heartbeat.start()
+    try:
+        message, context, run, _fab = pull_task_input(client)
+        if not run.fab_id.endswith("privcal-federated"):
+            raise RuntimeError(f"this executor runs privcal's ClientApp only, not {run.fab_id!r}")
+        try:
+            reply = _app_for(dict(context.run_config))(message=message, context=context)
+            status, details = SubStatus.COMPLETED, ""
+        except Exception as err:
+            reason = f"{type(err)}:<'{err}'>"
+            reply = Message(Error(ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason), reply_to=message)
+            details = reason
+        push_message(client, reply, context)
+    finally:
+        push_task_output(client, context, status, details)
+        heartbeat.stop()
+        client.close()
+
+
+def serve(address: str, stop: threading.Event) -> None:
+    """Acquire and run the ClientApp tasks of the SuperNode at ``address`` until ``stop``."""
+    client = _client(address)
+    try:
+        while not stop.is_set():
+            try:
+                res = client.AcquireTask(
+                    AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP.value])
+                )
+            except Exception:  # the SuperNode is not up yet, or gone: try again until stopped
+                stop.wait(10 * POLL_S)
+                continue
+            if res.HasField("task") and res.token:
+                run_task(address, res.token)
+                continue
+            stop.wait(POLL_S)
+    finally:
+        client.close()
+
+
+def serve_many(addresses: list[str], stop: threading.Event) -> list[threading.Thread]:
+    """One daemon thread per SuperNode address, all in this process."""
+    threads = [
+        threading.Thread(target=serve, args=(a, stop), daemon=True, name=f"privcal-exec-{a}")
+        for a in addresses
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+if __name__ == "__main__":  # pragma: no cover - started as a process by deploy.FlowerProcesses
+    _stop = threading.Event()
+    for _t in serve_many(sys.argv[1:], _stop):
+        _t.join()

@@ -1,0 +1,39 @@
+"""``flower-supernode`` with a shorter idle poll (``python -m privcal.federated.flower.supernode``).
+
+Flower 1.41's SuperNode sleeps 3 s after every poll of the SuperLink that brought no message,
+and 0.5 s between checks for its ClientApp's reply; both are fixed in its main loop
+(``flwr.supernode.start_client_internal``). For a calibration round, which costs milliseconds of
+computation, those waits are the round time. This launcher runs the unchanged SuperNode with
+the waits of that one module capped at ``PRIVCAL_SUPERNODE_POLL_S`` seconds (default 0.25): the
+SuperNode then polls the SuperLink 4 times a second while idle, a load the SuperLink serves
+easily for the tens to a few hundred nodes of a calibration federation. Arguments are
+``flower-supernode``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+
+
+def _patched_time(cap: float) -> types.SimpleNamespace:
+    """A stand-in for the ``time`` module whose ``sleep`` waits at most ``cap`` seconds."""
+    names = {n: getattr(time, n) for n in dir(time) if not n.startswith("__")}
+    return types.SimpleNamespace(**{**names, "sleep": lambda s: time.sleep(min(s, cap))})
+
+
+def main() -> int:
+    from flwr.supernode import start_client_internal
+    from flwr.supernode.cli import flower_supernode
+
+    cap = float(os.environ.get("PRIVCAL_SUPERNODE_POLL_S", "0.25"))
+    start_client_internal.time = _patched_time(cap)  # type: ignore[assignment]
+    sys.argv[0] = "flower-supernode"
+    flower_supernode()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - a process started by deploy.supernode_command
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""``privcal federate`` as docs/cli.md gives it: real SuperLink, SuperNodes and CLI processes.
+
+Runs the documented two-client block, then the five-client block, each exactly as written in
+docs/cli.md (synthetic over-confident logits in the files they name), and checks the server's
+per-round progress lines, the clients' status lines and end, that the calibrator is not worse
+than the uncalibrated model on the clients' data, that a spent ledger refuses with exit status
+3, and that no process or temporary folder is left after the run and after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from privcal.calibrators import calibrator_from_dict
+from privcal.federated.flower.deploy import FlowerProcesses
+from privcal.metrics import ece
+from privcal.metrics.statistics import softmax
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+BIN = Path(sys.executable).parent
+
+
+def _blocks() -> list[str]:
+    """The bash blocks of the ``privcal federate`` section of docs/cli.md."""
+    text = DOCS.read_text()
+    start = text.index("## `privcal federate`")
+    section = text[start : text.index("\n## ", start + 5)]
+    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+
+
+def _write_clients(wd: Path, names: list[str]) -> None:
+    """Over-confident 10-class logits (temperature scaling should soften them)."""
+    rng = np.random.default_rng(0)
+    for name in names:
+        y = rng.integers(0, 10, 400)
+        z = rng.normal(size=(400, 10))
+        z[np.arange(400), y] += 1.5
+        np.savez(wd / f"{name}.npz", logits=10.0 * z, labels=y)
+
+
+def _start(block: str, wd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.Popen(
+        ["bash", "-c", f"{block}\nwait"],
+        cwd=wd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _tmp_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("privcal-flwr-*")}
+
+
+def _alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(pid)
+    return out
+
+
+def _run_block(block: str, wd: Path, k: int, out: str) -> str:
+    before = _tmp_dirs()
+    proc = _start(block, wd)
+    seen: list[int] = []
+    lines = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if not seen and "replied" in line:  # every process of the run is up: note them
+                seen = FlowerProcesses._descendants(proc.pid)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    output = "".join(lines)
+    assert len(seen) > 2 * k, output  # SuperLink, SuperNodes, Flower helpers, CLI processes
+    assert proc.returncode == 0, output
+    # progress: one line per round with the counts and the spend; every client ends
+    for t in range(1, 4):
+        assert re.search(rf"round {t}/3: {k} replied, 0 dropped, 0 refused; epsilon spent", output)
+    assert "epsilon spent 1 of 1" in output and "Traceback" not in output
+    assert output.count("end: the run is over") == k
+    assert output.count("round 3/3: answered (charged epsilon 0.333)") == k
+    # the calibrator is not worse than the uncalibrated model on the clients' data
+    cal = calibrator_from_dict(json.loads((wd / out / "calibrator.json").read_text()))
+    z = np.concatenate([np.load(p)["logits"] for p in sorted(wd.glob("*.npz"))])
+    y = np.concatenate([np.load(p)["labels"] for p in sorted(wd.glob("*.npz"))])
+    # (user-level DP over K clients: with K = 2 the noisy Newton steps barely move, so "not
+    # worse" is up to the ECE's sampling error, SE <= sqrt(e (1 - e) / n); a client warns
+    # exactly when its own check is worse)
+    e_uncal, e_cal = ece(softmax(z), y), ece(cal.predict_proba(z), y)
+    assert e_cal <= e_uncal + 3 * np.sqrt(e_uncal * (1 - e_uncal) / len(y))
+    for line in output.splitlines():
+        if line.startswith("check on this client's data"):
+            e0, e1 = map(float, re.findall(r"ECE (\S+) -> (\S+),", line)[0])
+            assert ("WARNING" in line) == (e1 > e0)
+    # nothing left behind
+    time.sleep(0.5)
+    assert _alive(seen) == [], output
+    assert _tmp_dirs() <= before
+    return output
+
+
+def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
+    two, five = _blocks()
+    wd2, wd5 = tmp_path / "two", tmp_path / "five"
+    wd2.mkdir()
+    wd5.mkdir()
+    _write_clients(wd2, ["client0", "client1"])
+    _write_clients(wd5, [f"site{k}" for k in range(5)])
+    _run_block(two, wd2, 2, "federated-out")
+    # a client whose ledger is spent refuses at once: exit status 3, one Error line
+    again = two.splitlines()[0].rstrip(" &")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run(
+        ["bash", "-c", again], cwd=wd2, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert res.stderr.count("Error:") == 1 and "Traceback" not in res.stderr
+    _run_block(five, wd5, 5, "federated-out-5")
+
+
+def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Path) -> None:
+    two = _blocks()[0]
+    _write_clients(tmp_path, ["client0", "client1"])
+    before = _tmp_dirs()
+    proc = _start(two, tmp_path)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # until the server has submitted the run to its SuperLink
+        lines.append(line)
+        if "SuperLink on" in line:
+            break
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # ... and every Flower process is up
+        tree = FlowerProcesses._descendants(proc.pid)
+        names = [_cmdline(p) for p in tree]
+        if sum(b"flwr\x00run" in n or b"supernode" in n for n in names) >= 3:
+            break
+        time.sleep(0.5)
+    cli = [p for p, n in zip(tree, names, strict=True) if b"privcal\x00federate\x00" in n]
+    assert len(cli) == 3 and len(tree) > 3, "".join(lines)
+    for pid in cli:
+        os.kill(pid, signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    assert rest.count("Stopped by SIGTERM") == 3, rest
+    time.sleep(0.5)
+    assert _alive(tree) == []
+    assert _tmp_dirs() <= before
