@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from privcal.calibrators import TemperatureScaling
 from privcal.cli import app
-from privcal.cli import calibrate as calibrate_cli
 from privcal.metrics import ece
 
 runner = CliRunner()
@@ -126,7 +125,9 @@ def test_unknown_method(tmp_path: Path, files: dict[str, Path]) -> None:
 
 
 def test_missing_files(tmp_path: Path, files: dict[str, Path]) -> None:
-    res = _invoke("fit", "-m", "temperature", "-i", tmp_path / "nope.npz", "-o", tmp_path / "c")
+    res = _invoke(
+        "fit", "-m", "temperature", "-i", tmp_path / "nope.npz", "-o", tmp_path / "c.json"
+    )
     _assert_usage_error(res, "nope.npz")
     res = _invoke(
         "apply", "-c", tmp_path / "none.json", "-i", files["test"], "-o", tmp_path / "p.npz"
@@ -160,7 +161,7 @@ def test_bad_calibrator_file_and_class_mismatch(tmp_path: Path, files: dict[str,
     _assert_usage_error(_invoke("evaluate", "-i", three, "-c", cal), "fitted on 4 classes")
     _assert_usage_error(
         _invoke("apply", "-c", cal, "-i", files["test"], "-o", tmp_path / "p.txt"),
-        "must be an .npz path",
+        "must end in one of .json, .csv, .parquet, .npz",
     )
 
 
@@ -170,69 +171,81 @@ def test_unknown_layout(tmp_path: Path) -> None:
     _assert_usage_error(_invoke("evaluate", "-i", path), "match no layout")
 
 
-def test_private_options_without_hook(
-    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # privcal.cli.source installs the hook when the app is built; without it, a clear error
-    monkeypatch.setattr(calibrate_cli, "PRIVATE_FIT_HOOK", None)
-    res = _invoke(
-        "fit",
-        "-m",
-        "temperature",
-        "-i",
-        files["val"],
-        "-o",
-        tmp_path / "c.json",
-        "--epsilon",
-        "1.0",
-    )
-    _assert_usage_error(res, "--epsilon/--sources", "no private fitting hook")
-
-
-def test_private_hook_dispatch(
-    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: list[calibrate_cli.PrivateFitRequest] = []
-
-    def hook(request: calibrate_cli.PrivateFitRequest) -> TemperatureScaling:
-        seen.append(request)
-        assert request.scores is not None
-        return TemperatureScaling().fit(request.scores.logits, request.scores.labels)
-
-    monkeypatch.setattr(calibrate_cli, "PRIVATE_FIT_HOOK", hook)
+def test_private_fit_calls_the_private_module(tmp_path: Path, files: dict[str, Path]) -> None:
+    """``fit --epsilon`` fits the private calibrator directly (no hook to install first)."""
     out = tmp_path / "c.json"
     res = _invoke(
-        "fit",
-        "-m",
-        "private-acc-t",
-        "-i",
-        files["val"],
-        "-o",
-        out,
-        "--epsilon",
-        "0.5",
-        "--sources",
-        "a.db",
-        "--sources",
-        "b.db",
-        "--seed",
-        "3",
+        "fit", "-m", "acc-t", "-i", files["val"], "-o", out, "--epsilon", "0.5", "--seed", "3"
     )
     assert res.exit_code == 0, res.output
-    (req,) = seen
-    assert (req.method, req.epsilon, req.sources, req.seed) == (
-        "private-acc-t",
-        0.5,
-        ["a.db", "b.db"],
-        3,
+    saved = json.loads(out.read_text())
+    assert saved["class"] == "PrivateTemperatureScaling"
+    assert saved["fitted"]["privacy_report_"]["epsilon"] == 0.5
+
+
+def test_seed_without_epsilon_is_refused(tmp_path: Path, files: dict[str, Path]) -> None:
+    out = tmp_path / "c.json"
+    res = _invoke("fit", "-m", "temperature", "-i", files["val"], "-o", out, "--seed", "1")
+    _assert_usage_error(res, "--seed sets the noise of a private fit", "add --epsilon")
+    assert not out.exists()
+
+
+def test_t_range(tmp_path: Path, files: dict[str, Path]) -> None:
+    out = tmp_path / "c.json"
+    res = _invoke(
+        "fit", "-m", "temperature", "-i", files["val"], "-o", out, "--t-range", "0.5", "1"
     )
-    assert json.loads(out.read_text())["class"] == "TemperatureScaling"
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["fitted"]["temperature_"] == pytest.approx(1.0)
+    assert "--t-range" in " ".join(res.output.split())  # the bound warning names the option
+    res = _invoke("fit", "-m", "vector", "-i", files["val"], "-o", out, "--t-range", "0.5", "2")
+    _assert_usage_error(res, "--t-range applies to the temperature methods")
+    res = _invoke("fit", "-m", "temperature", "-i", files["val"], "-o", out, "--t-range", "2", "1")
+    _assert_usage_error(res, "'--t-range' parameter of privcal fit", "0 < LO < HI")
+
+
+def test_evaluate_top_label_csv(tmp_path: Path) -> None:
+    """A top-label file (true_label,pred_label,confidence) gets its top-label metrics."""
+    from privcal.metrics.statistics import calibration_bins
+
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.3, 1.0, 400)
+    pred = rng.integers(0, 10, 400)
+    true = np.where(rng.uniform(size=400) < conf - 0.1, pred, (pred + 1) % 10)
+    path = tmp_path / "toplabel.csv"
+    rows = "\n".join(f"{t},{p},{c:.17g}" for t, p, c in zip(true, pred, conf, strict=True))
+    path.write_text("true_label,pred_label,confidence\n" + rows + "\n")
+    res = _invoke("evaluate", "-i", path)
+    assert res.exit_code == 0, res.output
+    assert "400 examples, top label" in res.output
+    expected = calibration_bins(conf, (true == pred).astype(float), 15).ece()
+    assert _table_value(res.output, "ECE")[0] == pytest.approx(expected, abs=1e-4)
+    assert "Brier" not in res.output
+    _assert_usage_error(_invoke("fit", "-m", "temperature", "-i", path, "-o", tmp_path / "c.json"),
+                        "top-label scores only")  # fmt: skip
+
+
+def test_apply_writes_the_format_of_the_suffix(tmp_path: Path, files: dict[str, Path]) -> None:
+    cal = tmp_path / "cal.json"
+    assert _invoke("fit", "-m", "temperature", "-i", files["val"], "-o", cal).exit_code == 0
+    probs = {}
+    for suffix in (".npz", ".csv", ".parquet"):
+        out = tmp_path / f"p{suffix}"
+        assert _invoke("apply", "-c", cal, "-i", files["test"], "-o", out).exit_code == 0
+        res = _invoke("evaluate", "-i", out)  # each is a privcal score file again
+        assert res.exit_code == 0, res.output
+        probs[suffix] = _table_value(res.output, "ECE")[0]
+    assert len(set(probs.values())) == 1
+    out = tmp_path / "p.json"
+    assert _invoke("apply", "-c", cal, "-i", files["test"], "-o", out).exit_code == 0
+    data = json.loads(out.read_text())
+    assert sorted(data) == ["labels", "probs"] and len(data["probs"]) == len(data["labels"])
 
 
 def test_help_lists_commands() -> None:
     res = _invoke("--help")
     assert res.exit_code == 0
-    for verb in ("fit", "apply", "evaluate", "demo", "bench"):
+    for verb in ("fit", "apply", "evaluate", "conformal", "source", "audit", "federate", "demo"):
         assert verb in res.output
     assert _invoke("--version").output.strip().startswith("privcal ")
 
@@ -240,12 +253,13 @@ def test_help_lists_commands() -> None:
 def test_budget_exceeded_exits_3(
     tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from privcal.cli import private_fit
     from privcal.privacy import BudgetExceededError
 
-    def hook(request: calibrate_cli.PrivateFitRequest) -> TemperatureScaling:
+    def refuse(*args: object, **kwargs: object) -> TemperatureScaling:
         raise BudgetExceededError("hospital", "accuracy_gap_sum", 1.0, 0.8, 0.5)
 
-    monkeypatch.setattr(calibrate_cli, "PRIVATE_FIT_HOOK", hook)
+    monkeypatch.setattr(private_fit, "fit_private", refuse)
     out = tmp_path / "c.json"
     res = _invoke("fit", "-m", "acc-t", "-i", files["val"], "-o", out, "--epsilon", "0.5")
     assert res.exit_code == 3, res.output

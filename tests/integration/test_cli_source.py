@@ -1,4 +1,4 @@
-"""``privcal source init|status``, the private ``fit`` hook and ``privcal bench luo2020``."""
+"""``privcal source init|status``, private ``fit`` on sources and ``privcal bench luo2020``."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ def cli() -> typer.Typer:
     app.add_typer(bench, name="bench")
     calibrate.register(app, bench)
     source_cli.register(app, bench)
-    yield app
-    calibrate.set_private_fit_hook(None)
+    return app
 
 
 @pytest.fixture
@@ -74,7 +73,7 @@ def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path
     for led in ledgers:
         assert DataSource.open(led).spent == pytest.approx(0.6)
     r = invoke(cli, "source", "status", "--ledger", ledgers[0])
-    assert r.exit_code == 0 and "accuracy_gap_sum" in r.output and "remaining=0.4" in r.output
+    assert r.exit_code == 0 and "accuracy_gap" in r.output and "remaining=0.4" in r.output
     # a second fit over the remaining budget is refused and spends nothing
     r = invoke(cli, *[a if a != 0.6 else 0.5 for a in args])
     assert r.exit_code == 3, r.output
@@ -132,7 +131,7 @@ def test_bad_private_fit(
 
 def test_bad_source_commands(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
     r = invoke(cli, "source", "status", "--ledger", tmp_path / "none.sqlite")
-    assert r.exit_code == 2 and "No source ledger" in r.output
+    assert r.exit_code == 2 and "No ledger at" in r.output
     r = invoke(
         cli,
         "source",
@@ -223,7 +222,9 @@ def test_bad_dp_sgd_fit(
 def test_dp_ts_refuses_sources(cli: typer.Typer, files: Any, tmp_path: Path) -> None:
     led = tmp_path / "s.sqlite"
     assert invoke(cli, "source", "init", "--data", files["val0"], "--budget", 1, "--ledger", led)
-    r = invoke(cli, "fit", "-m", "dp-ts", "--epsilon", 1, "--sources", led, "-o", tmp_path / "c")
+    r = invoke(
+        cli, "fit", "-m", "dp-ts", "--epsilon", 1, "--sources", led, "-o", tmp_path / "c.json"
+    )
     assert r.exit_code == 2 and "one held-out split (--input)" in r.output
     assert DataSource.open(led).spent == 0.0
 
@@ -237,5 +238,77 @@ def test_dp_ts_without_torch_names_the_extra(
         raise ImportError(f"No module named {name!r}")
 
     monkeypatch.setattr(_torch, "_import", missing)
-    r = invoke(cli, "fit", "-m", "dp-ts", "--epsilon", 1, "-i", files["val0"], "-o", tmp_path / "c")
+    args = ["fit", "-m", "dp-ts", "--epsilon", 1, "-i", files["val0"], "-o", tmp_path / "c.json"]
+    r = invoke(cli, *args)
     assert r.exit_code == 2 and "pip install privcal[torch]" in r.output
+
+
+def _status(cli: typer.Typer, ledger: Path) -> Any:
+    before = ledger.read_bytes()
+    r = invoke(cli, "source", "status", "--ledger", ledger)
+    assert ledger.read_bytes() == before  # status only reads
+    return r
+
+
+def test_status_reads_a_ledger_made_from_python(
+    cli: typer.Typer, overconfident: Any, tmp_path: Path
+) -> None:
+    from privcal.privacy import SeededNoise
+
+    z, y = overconfident
+    led = tmp_path / "py.sqlite"
+    with pytest.warns(UserWarning):  # seeded noise
+        src = DataSource(z, y, budget=2.0, ledger=led, name="py", noise=SeededNoise(0))
+    src.accuracy_gap_sum(1.5, 0.25)
+    r = _status(cli, led)
+    assert r.exit_code == 0, r.output
+    assert "Ledger 'py'" in r.output and "accuracy_gap_sum" in r.output
+    assert "budget epsilon=2  spent=0.25  remaining=1.75" in r.output
+
+
+def test_status_reads_a_flower_client_ledger(cli: typer.Typer, tmp_path: Path) -> None:
+    """A ``privcal federate client --ledger`` ledger, charged as the ClientApp charges it."""
+    pytest.importorskip("flwr")
+    from privcal.federated.flower.task import charge_round
+
+    led = tmp_path / "client0.sqlite"
+    node = {"ledger": str(led), "budget": 1.0, "delta-budget": 1e-5, "name": "client0"}
+    for rnd in (1, 2):
+        cfg = {"epsilon": 1.0, "delta": 1e-5, "rounds": 4, "round": rnd, "method": "fedtemp"}
+        assert charge_round(node, cfg) is None
+    led.chmod(0o444)  # a read-only ledger can still be inspected
+    r = _status(cli, led)
+    assert r.exit_code == 0, r.output
+    assert "federated round 2 (fedtemp)" in r.output
+    assert "spent=0.5  remaining=0.5  delta budget=1e-05  delta spent=5e-06" in r.output
+
+
+def test_status_of_a_file_that_is_no_ledger(cli: typer.Typer, tmp_path: Path) -> None:
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not a database")
+    r = invoke(cli, "source", "status", "--ledger", bad)
+    assert r.exit_code == 2 and "is not a privcal ledger" in r.output
+
+
+def test_fit_on_a_read_only_ledger_is_one_error_line(
+    cli: typer.Typer, files: Any, tmp_path: Path
+) -> None:
+    """An immutable ledger (``chattr +i``; root cannot write it either) gives one Error line."""
+    import shutil
+    import subprocess
+
+    led = tmp_path / "ro.sqlite"
+    DataSource.init_ledger(files["val0"], led, budget=1.0)
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(led)], capture_output=True).returncode:
+        pytest.skip("cannot make the ledger immutable here")
+    try:
+        r = invoke(cli, "fit", "-m", "acc-t", "--epsilon", 0.5, "--sources", led, "-o",
+                   tmp_path / "c.json")  # fmt: skip
+        assert r.exit_code == 2, r.output
+        assert "Traceback" not in r.output
+        assert "A ledger of --sources" in r.output and "ro.sqlite" in r.output
+        r = invoke(cli, "source", "status", "--ledger", led)  # reading needs no write access
+        assert r.exit_code == 0 and "spent=0" in r.output
+    finally:
+        subprocess.run([chattr, "-i", str(led)], check=True)

@@ -310,3 +310,101 @@ def test_cache_dir_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert cache_dir() == (tmp_path / "c").resolve()
     monkeypatch.delenv("PRIVCAL_CACHE_DIR")
     assert cache_dir().name == "privcal"
+
+
+# -- damaged NumPy files ---------------------------------------------------------------------
+
+
+def _damaged_files(tmp_path: Path) -> dict[str, Path]:
+    good = tmp_path / "good.npz"
+    np.savez(good, logits=np.zeros((4, 3)), labels=np.array([0, 1, 2, 0]))
+    npy = tmp_path / "good_probs.npy"
+    np.save(npy, np.full((4, 3), 1 / 3))
+    out = {"empty": tmp_path / "empty.npz", "text": tmp_path / "text.npz"}
+    out["empty"].write_bytes(b"")
+    out["text"].write_text("logits,labels\n")
+    out["truncated"] = tmp_path / "truncated.npz"
+    out["truncated"].write_bytes(good.read_bytes()[:300])
+    out["truncated_npy"] = tmp_path / "truncated.npy"
+    out["truncated_npy"].write_bytes(npy.read_bytes()[:140])
+    out["text_npy"] = tmp_path / "text.npy"
+    out["text_npy"].write_text("0.1 0.9\n")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("empty", "is empty \\(0 bytes\\)"),
+        ("text", "is not a NumPy .npz archive"),
+        ("truncated", "is a damaged .npz archive"),
+    ],
+)
+def test_damaged_npz_names_the_file(tmp_path: Path, name: str, match: str) -> None:
+    from privcal.data.io import load_npz
+
+    path = _damaged_files(tmp_path)[name]
+    for read in (load_npz, read_scores):
+        with pytest.raises(ValueError, match=match) as err:
+            read(path)
+        assert path.name in str(err.value) and "allow_pickle" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [("truncated_npy", "is a damaged .npy file"), ("text_npy", "is not a NumPy .npy file")],
+)
+def test_damaged_npy_names_the_file(tmp_path: Path, name: str, match: str) -> None:
+    from privcal.data.io import load_npy
+
+    path = _damaged_files(tmp_path)[name]
+    with pytest.raises(ValueError, match=match):
+        load_npy(path)
+
+
+def test_folder_is_not_a_scores_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="is a folder"):
+        read_scores(tmp_path)
+
+
+# -- output files ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".csv", ".parquet", ".json"])
+def test_write_columns_by_suffix(tmp_path: Path, suffix: str) -> None:
+    import json
+
+    from privcal.data.io import write_columns
+
+    y = np.array([0, 2, 1])
+    p = np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1]])
+    path = write_columns(tmp_path / f"out{suffix}", {"label": y, "prob": p})
+    if suffix == ".json":
+        data = json.loads(path.read_text())
+        np.testing.assert_array_equal(data["prob"], p)
+        assert data["label"] == [0, 2, 1]
+    elif suffix == ".npz":
+        with np.load(path) as npz:
+            np.testing.assert_array_equal(npz["prob"], p)
+    else:  # label, prob_0.. prob_2: privcal's score layout, read back exactly
+        scores = read_scores(path)
+        np.testing.assert_array_equal(scores.labels, y)
+        np.testing.assert_allclose(scores.probs(), p, rtol=1e-15)
+
+
+def test_output_path_checks(tmp_path: Path) -> None:
+    from privcal.data.io import check_output_path, write_columns
+
+    with pytest.raises(ValueError, match=r"'--out' parameter of cmd must end in one of \.json"):
+        check_output_path(tmp_path / "x.xlsx", "--out", "cmd")
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(ValueError, match="names a folder"):
+        check_output_path(tmp_path / "folder.json", "--out", "cmd", (".json",))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    with pytest.raises(ValueError, match="cannot create the folder"):
+        check_output_path(a_file / "sub" / "x.json", "--out", "cmd")
+    nested = check_output_path(tmp_path / "new" / "x.csv", "--out", "cmd")
+    assert nested.parent.is_dir()
+    with pytest.raises(ValueError, match="path suffix"):
+        write_columns(tmp_path / "x.txt", {"a": np.arange(2)})

@@ -1,12 +1,23 @@
-"""Helpers shared by the CLI verb modules: consoles, error reporting and file loading.
+"""Helpers shared by the CLI verb modules: consoles, the error rule and file loading.
 
-Every verb wraps its body in :func:`user_errors`, so that a bad input (``ValueError``, a missing
-file) prints one red ``Error:`` message on stderr and exits with code 2 instead of a traceback.
+The error rule (every verb)
+---------------------------
+* an input or usage error (``ValueError``, an unreadable file, a damaged archive, a click usage
+  error) prints **one** ``Error:`` line on stderr that names the argument or file and the fix,
+  and exits with :data:`EXIT_USAGE` (2);
+* a :class:`privcal.privacy.BudgetExceededError` exits with :data:`EXIT_BUDGET` (3);
+* anything else is a bug: one ``Error: internal error ...`` line and exit 1;
+* no traceback, unless the global ``--debug`` option is given (then the exception propagates).
+
+:class:`PrivcalGroup` (the root app's click group) applies the rule to every verb, so a verb
+needs no code for it; :func:`user_errors` applies the same rule to a block (kept for verbs built
+on their own Typer app, as the tests do).
 """
 
 from __future__ import annotations
 
-import json
+import sqlite3
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,15 +26,21 @@ from typing import Any, Literal, NoReturn
 import click
 import numpy as np
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from privcal.data import Scores, check_labels, check_scores, read_scores
+from privcal.data.io import check_output_path, load_npy, load_npz, write_columns
 
 __all__ = [
     "EXIT_BUDGET",
+    "EXIT_INTERNAL",
     "EXIT_USAGE",
     "INPUT_KINDS",
+    "NON_TTY_WIDTH",
+    "PrivcalGroup",
+    "check_output_path",
     "console",
     "err_console",
     "fail",
@@ -31,6 +48,7 @@ __all__ = [
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
+    "set_debug",
     "user_errors",
     "write_probs",
 ]
@@ -39,15 +57,47 @@ __all__ = [
 EXIT_USAGE = 2
 #: Exit status when a data source refuses a query that would exceed its privacy budget.
 EXIT_BUDGET = 3
+#: Exit status of an unexpected error (a bug in privcal): one line, no traceback.
+EXIT_INTERNAL = 1
 #: Values of ``--input-kind``.
 INPUT_KINDS = ("auto", "logits", "probs")
 InputKind = Literal["auto", "logits", "probs"]
+#: Width of Rich output that does not go to a terminal (a pipe or a file): wide enough that no
+#: table is cut; a table only takes the width it needs.
+NON_TTY_WIDTH = 200
+
+_STATE = {"debug": False}
+
+
+def set_debug(flag: bool) -> None:
+    """``--debug``: let exceptions propagate with their traceback instead of one line."""
+    _STATE["debug"] = bool(flag)
+
+
+class _Console(Console):
+    """A Rich console that, when not writing to a terminal, is :data:`NON_TTY_WIDTH` wide.
+
+    Rich falls back to 80 columns for pipes and files, which cuts tables; an explicit
+    ``COLUMNS`` still wins.
+    """
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal or "COLUMNS" in self._environ or self._width is not None:
+            return size
+        return ConsoleDimensions(max(size.width, NON_TTY_WIDTH), size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
 
 #: Standard output (tables, results).  Rich resolves ``sys.stdout`` at print time, so
 #: ``typer.testing.CliRunner`` captures it.
-console = Console()
+console: Console = _Console()
 #: Standard error (errors, warnings, progress).
-err_console = Console(stderr=True)
+err_console: Console = _Console(stderr=True)
 
 
 def input_kind_option() -> Any:
@@ -61,30 +111,86 @@ def input_kind_option() -> Any:
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print ``Error: message`` in red on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]Error:[/bold red] [red]{escape(message)}[/red]", soft_wrap=True)
+    """Print ``Error: message`` (one line, red on a terminal) on stderr and exit with ``code``."""
+    line = " ".join(str(message).split())
+    err_console.print(f"[bold red]Error:[/bold red] [red]{escape(line)}[/red]", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _os_message(err: OSError) -> str:
+    where = f" {str(err.filename)!r}" if err.filename else ""
+    if isinstance(err, FileNotFoundError) and not err.filename:
+        return str(err)  # privcal's own messages name the file already
+    reason = err.strerror or str(err) or type(err).__name__
+    return f"Cannot use{where}: {reason}. Check the path and its permissions."
+
+
+def _report(err: BaseException) -> NoReturn:
+    """Apply the error rule to ``err`` (see the module docstring)."""
+    from privcal.privacy import BudgetExceededError
+
+    if isinstance(err, BudgetExceededError):
+        fail(str(err), code=EXIT_BUDGET)
+    if isinstance(err, OSError):
+        fail(_os_message(err))
+    if isinstance(err, sqlite3.Error):
+        fail(
+            f"The ledger could not be used ({err}); check that it is a privcal ledger and that "
+            "its file and folder are writable."
+        )
+    if isinstance(err, (ValueError, EOFError, zipfile.BadZipFile)):
+        fail(str(err) or type(err).__name__)
+    fail(
+        f"internal error ({type(err).__name__}: {err}); rerun with --debug for the traceback "
+        "and report it.",
+        code=EXIT_INTERNAL,
+    )
+
+
+def _passes_through(err: BaseException) -> bool:
+    """Exits, aborts, help requests and interrupts are not errors of the user's input."""
+    return isinstance(
+        err, (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.NoArgsIsHelpError)
+    ) or not isinstance(err, Exception)
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn input errors into :func:`fail` (a red message and exit code 2), not a traceback.
+    """Apply the error rule to the block: one ``Error:`` line and exit 2 (3 for a budget).
 
     ``ValueError`` covers privcal's parameter and data validation (and
-    :class:`json.JSONDecodeError`, :class:`sklearn.exceptions.NotFittedError`);
-    ``FileNotFoundError`` and other ``OSError`` cover unreadable paths.  A
-    :class:`privcal.privacy.BudgetExceededError` exits with :data:`EXIT_BUDGET` (3).
+    :class:`json.JSONDecodeError`, :class:`sklearn.exceptions.NotFittedError`); ``OSError``,
+    ``EOFError`` and :class:`zipfile.BadZipFile` cover unreadable or damaged files,
+    :class:`sqlite3.Error` unusable ledgers. A :class:`privcal.privacy.BudgetExceededError`
+    exits with :data:`EXIT_BUDGET` (3). With ``--debug`` every exception propagates.
     """
     try:
         yield
-    except (ValueError, OSError) as err:
-        fail(str(err) or type(err).__name__)
-    except RuntimeError as err:
-        from privcal.privacy import BudgetExceededError
+    except Exception as err:
+        if _passes_through(err) or isinstance(err, click.ClickException) or _STATE["debug"]:
+            raise
+        _report(err)
 
-        if isinstance(err, BudgetExceededError):
-            fail(str(err), code=EXIT_BUDGET)
-        raise
+
+class PrivcalGroup(TyperGroup):
+    """The root click group: applies the error rule to every verb, usage errors included.
+
+    A click usage error (a missing option, a value of the wrong type) becomes one line that
+    names the option and points at the verb's ``--help``.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as err:
+            if _passes_through(err) or _STATE["debug"]:
+                raise
+            if isinstance(err, click.UsageError):
+                where = err.ctx.command_path if err.ctx is not None else ctx.command_path
+                fail(f"{err.format_message()} (see '{where} --help')")
+            if isinstance(err, click.ClickException):
+                fail(err.format_message())
+            _report(err)
 
 
 def load_scores(path: Path, input_kind: InputKind = "auto", *, full: bool = True) -> Scores:
@@ -113,27 +219,35 @@ def load_unlabelled(
     """
     path = Path(path)
     suffix = path.suffix.lower()
-    if path.is_file() and suffix in (".npz", ".npy"):
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as npz:
-                keys = set(npz.files)
-                if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
-                    key = "logits" if "logits" in keys else "probs"
-                    kind: Literal["logits", "probs"] = (
-                        key if input_kind == "auto" else input_kind  # type: ignore[assignment]
-                    )
-                    return check_scores(npz[key], input=kind, name=key), None
-        elif not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy")):
-            arr = np.load(path, allow_pickle=False)
-            lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
-            return check_scores(arr, input=lone, name=lone), None
+    if path.is_file() and suffix == ".npz":
+        npz = load_npz(path)
+        keys = set(npz)
+        if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
+            key = "logits" if "logits" in keys else "probs"
+            kind: Literal["logits", "probs"] = (
+                key if input_kind == "auto" else input_kind  # type: ignore[assignment]
+            )
+            return check_scores(npz[key], input=kind, name=key), None
+    elif (
+        path.is_file()
+        and suffix == ".npy"
+        and not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy"))
+    ):
+        lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
+        return check_scores(load_npy(path), input=lone, name=lone), None
     scores = load_scores(path, input_kind)
     assert scores.logits is not None
     return scores.logits, scores.labels
 
 
 def load_calibrator(path: Path) -> Any:
-    """Restore a calibrator saved by ``privcal fit`` (a :meth:`Calibrator.to_dict` JSON file)."""
+    """Restore a calibrator saved by ``privcal fit`` (a :meth:`Calibrator.to_dict` JSON file).
+
+    Every failure to restore (not JSON, not a calibrator, unknown class, missing or invalid
+    fitted state) is a ``ValueError`` naming the file.
+    """
+    import json
+
     from privcal.calibrators import calibrator_from_dict
 
     path = Path(path)
@@ -141,31 +255,36 @@ def load_calibrator(path: Path) -> Any:
         raise FileNotFoundError(f"No calibrator file at {str(path)!r}.")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{str(path)!r} is not a calibrator JSON file ({err}).") from None
     if not isinstance(data, dict) or "class" not in data or "fitted" not in data:
         raise ValueError(
             f"{str(path)!r} is not a calibrator file: expected the JSON written by "
             "'privcal fit' (keys 'class', 'params', 'fitted')."
         )
-    return calibrator_from_dict(data)
+    try:
+        return calibrator_from_dict(data)
+    except ValueError as err:  # the calibrators' own validation: it says what is wrong
+        raise ValueError(f"Calibrator file {str(path)!r}: {err}") from None
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(
+            f"{str(path)!r} is not a valid calibrator file ({type(err).__name__}: {err}); "
+            "fit it again with 'privcal fit'."
+        ) from None
 
 
 def write_probs(path: Path, probs: np.ndarray, labels: np.ndarray | None) -> Path:
-    """Write calibrated probabilities as ``.npz`` (``probs`` and, if known, ``labels``).
+    """Write calibrated probabilities in the format named by the suffix of ``path``.
 
-    The file is in privcal's ``probs`` + ``labels`` layout, so ``privcal evaluate`` reads it.
+    ``.npz``: arrays ``probs`` (and ``labels``); ``.csv`` / ``.parquet``: columns ``label``,
+    ``prob_0 .. prob_{C-1}``; ``.json``: lists ``probs`` (and ``labels``). The ``.npz``, ``.csv``
+    and ``.parquet`` files with labels are privcal score files, so ``privcal evaluate`` reads
+    them.
     """
-    path = Path(path)
-    if path.suffix.lower() != ".npz":
-        raise ValueError(
-            f"The '--out' parameter of privcal apply must be an .npz path. Got {str(path)!r} "
-            "instead."
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {"probs": np.asarray(probs, dtype=np.float64)}
-    if labels is not None:
-        arrays["labels"] = check_labels(labels, probs.shape[0], probs.shape[1])
-    with path.open("wb") as fh:  # a handle keeps numpy from appending another suffix
-        np.savez(fh, **arrays)  # type: ignore[arg-type]
-    return path
+    probs = np.asarray(probs, dtype=np.float64)
+    y = None if labels is None else check_labels(labels, probs.shape[0], probs.shape[1])
+    if Path(path).suffix.lower() in (".csv", ".parquet"):
+        columns = {"prob": probs} if y is None else {"label": y, "prob": probs}
+    else:
+        columns = {"probs": probs} if y is None else {"probs": probs, "labels": y}
+    return write_columns(path, columns)

@@ -2,31 +2,30 @@
 
 ``fit`` learns a calibrator on labelled validation scores and saves it as JSON
 (:meth:`~privcal.calibrators.Calibrator.to_dict`); ``apply`` maps new scores to calibrated
-probabilities; ``evaluate`` prints calibration metrics, before and after a calibrator.
+probabilities; ``evaluate`` prints calibration metrics, before and after a calibrator, or the
+top-label metrics of a top-label file (``true_label,pred_label,confidence``).
 
 Private fitting
 ---------------
-``fit --epsilon E`` and ``fit --sources ...`` are served by :data:`PRIVATE_FIT_HOOK`, which the
-private module installs with :func:`set_private_fit_hook` from its own ``register`` function.
-The hook receives a :class:`PrivateFitRequest` and returns a fitted estimator with
-``to_dict()``.  Until a hook is installed those options exit with a clear error.
+``fit --epsilon E`` (with ``--input`` or ``--sources``) calls
+:func:`privcal.cli.private_fit.fit_private` directly; there is one path, visible in
+:func:`fit`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from privcal.cli._common import (
     InputKind,
+    check_output_path,
     console,
     err_console,
     fail,
@@ -39,58 +38,7 @@ from privcal.cli._common import (
 )
 from privcal.data import Scores
 
-__all__ = [
-    "PRIVATE_FIT_HOOK",
-    "PrivateFitRequest",
-    "evaluate_metrics",
-    "register",
-    "set_private_fit_hook",
-]
-
-
-@dataclass(frozen=True)
-class PrivateFitRequest:
-    """What ``privcal fit`` passes to the private fitting hook.
-
-    Attributes
-    ----------
-    method : str
-        The ``--method`` name, unvalidated (the hook owns the private method names).
-    scores : Scores or None
-        The labelled validation scores from ``--input``, or ``None`` when only ``--sources``
-        were given.
-    epsilon : float or None
-        The ``--epsilon`` budget.
-    delta : float or None
-        ``--delta``, for the ``(epsilon, delta)`` methods; ``None`` when not given.
-    sources : list of str
-        The ``--sources`` values, verbatim (paths or addresses; the hook interprets them).
-    seed : int or None
-        ``--seed``: a noise seed for reproducible simulation, ``None`` for secure noise.
-    n_bins : int
-        ``--n-bins`` for binned objectives.
-    console : rich.console.Console
-        Where to report progress and the privacy spent (stderr).
-    """
-
-    method: str
-    scores: Scores | None
-    epsilon: float | None
-    delta: float | None = None
-    sources: list[str] = field(default_factory=list)
-    seed: int | None = None
-    n_bins: int = 15
-    console: Console = err_console
-
-
-#: The private fitting hook, ``hook(request) -> fitted estimator`` (``None`` until installed).
-PRIVATE_FIT_HOOK: Callable[[PrivateFitRequest], Any] | None = None
-
-
-def set_private_fit_hook(hook: Callable[[PrivateFitRequest], Any] | None) -> None:
-    """Install (or with ``None`` remove) the function that serves ``fit --epsilon/--sources``."""
-    global PRIVATE_FIT_HOOK
-    PRIVATE_FIT_HOOK = hook
+__all__ = ["evaluate_metrics", "register", "toplabel_metrics"]
 
 
 # -- metrics ---------------------------------------------------------------------------------
@@ -123,6 +71,28 @@ def evaluate_metrics(
     return out
 
 
+def toplabel_metrics(scores: Scores, n_bins: int = 15) -> dict[str, float]:
+    """Accuracy, ECE, MCE and adaptive ECE of top-label scores (confidence, predicted class).
+
+    The bins are those of :func:`privcal.metrics.ece`
+    (:func:`~privcal.metrics.statistics.calibration_bins` of the confidence and the correctness
+    ``1[predicted = label]``); classwise ECE, Brier and NLL need the full vector.
+    """
+    from privcal.metrics.statistics import calibration_bins
+
+    assert scores.confidence is not None and scores.predicted is not None
+    correct = (scores.predicted == scores.labels).astype(np.float64)
+    width = calibration_bins(scores.confidence, correct, n_bins, "width")
+    full = width.counts > 0
+    mass = calibration_bins(scores.confidence, correct, n_bins, "mass")
+    return {
+        "Accuracy": float(correct.mean()),
+        "ECE": width.ece(),
+        "MCE": float(np.max(np.abs(width.gaps()[full]) / width.counts[full])),
+        "Adaptive ECE": mass.ece(),
+    }
+
+
 def _fmt(value: float) -> str:
     return f"{value:.4f}" if np.isfinite(value) else str(value)
 
@@ -134,7 +104,7 @@ def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
         table.add_column(name, justify="right")
     if len(columns) == 2:
         table.add_column("Change", justify="right")
-    for label, _, _ in _METRICS:
+    for label in next(iter(columns.values())):
         values = [col[label] for col in columns.values()]
         row = [label, *(_fmt(v) for v in values)]
         if len(values) == 2:
@@ -144,12 +114,52 @@ def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
     return table
 
 
+def _print_fit_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """Show a fit's warnings as one line each; point bound warnings at ``--t-range``."""
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if "t_range" in text and "--t-range" not in text:
+            text += " (privcal fit --t-range LO HI)"
+        err_console.print(f"[yellow]Warning:[/yellow] {text}", soft_wrap=True, highlight=False)
+
+
 # -- commands --------------------------------------------------------------------------------
+
+
+def _check_t_range(t_range: tuple[float, float] | None) -> tuple[float, float] | None:
+    if t_range is not None and not 0 < t_range[0] < t_range[1] < np.inf:
+        fail(
+            f"The '--t-range' parameter of privcal fit must be two temperatures 0 < LO < HI. "
+            f"Got {t_range[0]:g} {t_range[1]:g} instead."
+        )
+    return t_range
+
+
+def _fit_public(
+    method: str, scores: Scores | None, seed: int | None, t_range: tuple[float, float] | None
+) -> Any:
+    """A non-private calibrator from :data:`privcal.calibrators.METHODS`, fitted on ``scores``."""
+    from privcal.calibrators import METHODS
+
+    if seed is not None:
+        fail(
+            f"--seed sets the noise of a private fit; '{method}' without --epsilon draws no "
+            "noise. Drop --seed, or add --epsilon to fit a private calibrator."
+        )
+    if scores is None:
+        fail("privcal fit needs --input (labelled validation scores).")
+    est = METHODS[method]()
+    if t_range is not None:
+        if "t_range" not in est.get_params():
+            fail(f"--t-range applies to the temperature methods, not to --method {method}.")
+        est.set_params(t_range=t_range)
+    assert scores.logits is not None
+    return est.fit(scores.logits, scores.labels)
 
 
 def fit(
     method: Annotated[str, typer.Option("--method", "-m", help="Calibrator name (listed above).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the calibrator JSON.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the calibrator .json.")],
     input: Annotated[
         Path | None,
         typer.Option("--input", "-i", help="Labelled validation scores (.npz/.csv/.parquet)."),
@@ -157,7 +167,7 @@ def fit(
     input_kind: Annotated[str, input_kind_option()] = "auto",
     epsilon: Annotated[
         float | None,
-        typer.Option(help="Privacy budget: fit a private calibrator (needs privcal.private)."),
+        typer.Option(help="Privacy budget: fit a private calibrator."),
     ] = None,
     delta: Annotated[
         float | None,
@@ -170,50 +180,57 @@ def fit(
         list[str] | None,
         typer.Option(
             "--sources",
-            help="Private data sources to query instead of --input (repeat the option).",
+            help="Private data sources (ledgers from 'privcal source init') to query instead "
+            "of --input (repeat the option).",
         ),
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(help="Noise seed for private methods (simulation only; default secure)."),
+        typer.Option(
+            help="Noise seed of a private fit (simulation only; default secure noise). "
+            "Refused without --epsilon: a non-private fit draws no noise."
+        ),
     ] = None,
-    n_bins: Annotated[int, typer.Option(help="Bins for binned private objectives.")] = 15,
+    n_bins: Annotated[int, typer.Option(help="Bins for binned objectives.")] = 15,
+    t_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option(
+            "--t-range",
+            help="Temperatures LO HI searched by the temperature methods (default: the "
+            "method's own range).",
+        ),
+    ] = None,
 ) -> None:
     """Fit a calibrator on validation scores and save it as JSON."""
     from privcal._params import check_option
     from privcal.calibrators import METHODS
 
     with user_errors():
+        check_output_path(out, "--out", "privcal fit", (".json",))
+        _check_t_range(t_range)
         private = epsilon is not None or bool(sources) or delta is not None
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
         scores = load_scores(input, input_kind) if input is not None else None  # type: ignore[arg-type]
-        if private:
-            hook = PRIVATE_FIT_HOOK
-            if hook is None:
-                fail(
-                    "--epsilon/--sources need private calibration, which is not available in "
-                    "this installation (no private fitting hook is registered). Drop "
-                    "--epsilon/--sources to fit a non-private calibrator."
-                )
-            request = PrivateFitRequest(
-                method=method,
-                scores=scores,
-                epsilon=epsilon,
-                delta=delta,
-                sources=list(sources or []),
-                seed=seed,
-                n_bins=n_bins,
-                console=err_console,
-            )
-            estimator = hook(request)
-        else:
-            if scores is None:
-                fail("privcal fit needs --input (labelled validation scores).")
-            assert scores.logits is not None
-            estimator = METHODS[method]().fit(scores.logits, scores.labels)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if private:
+                from privcal.cli.private_fit import check_private_request, fit_private
+
+                srcs = list(sources or [])
+                check_private_request(
+                    method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
+                    t_range=t_range,
+                )  # fmt: skip
+                assert epsilon is not None
+                estimator = fit_private(
+                    method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
+                    seed=seed, n_bins=n_bins, t_range=t_range,
+                )  # fmt: skip
+            else:
+                estimator = _fit_public(method, scores, seed, t_range)
+        _print_fit_warnings(caught)
         data = estimator.to_dict()
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     n = f" on {scores.n_samples} examples" if scores is not None else ""
     console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out}")
@@ -226,11 +243,22 @@ def apply(
     input: Annotated[
         Path, typer.Option("--input", "-i", help="Scores to calibrate (labels optional).")
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output .npz (probs [+ labels]).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output file; its suffix picks the format: .npz, .csv, .parquet "
+            "or .json (probs [+ labels]).",
+        ),
+    ],
     input_kind: Annotated[str, input_kind_option()] = "auto",
 ) -> None:
     """Apply a saved calibrator; write calibrated probabilities (and labels if present)."""
+    from privcal.data.io import OUTPUT_SUFFIXES
+
     with user_errors():
+        check_output_path(out, "--out", "privcal apply", OUTPUT_SUFFIXES)
         cal = load_calibrator(calibrator)
         logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
         probs = cal.predict_proba(logits)
@@ -239,8 +267,35 @@ def apply(
     console.print(f"Calibrated {probs.shape[0]} x {probs.shape[1]} probabilities{extra} -> {out}")
 
 
+def _evaluate_columns(
+    scores: Scores, cal: Any, n_bins: int
+) -> tuple[dict[str, dict[str, float]], np.ndarray | None]:
+    """The table's columns (input, and calibrated with a calibrator) and the calibrated probs."""
+    if scores.is_top_label:
+        if cal is not None:
+            raise ValueError(
+                f"{scores.source!r} holds top-label scores only; --calibrator needs the full "
+                "N x C logits or probabilities."
+            )
+        return {"Input scores": toplabel_metrics(scores, n_bins)}, None
+    assert scores.logits is not None
+    columns = {
+        "Input scores": evaluate_metrics(scores.logits, scores.labels, n_bins, input="logits")
+    }
+    if cal is None:
+        return columns, None
+    probs = cal.predict_proba(scores.logits)
+    columns["Calibrated"] = evaluate_metrics(probs, scores.labels, n_bins, input="probs")
+    return columns, probs
+
+
 def evaluate(
-    input: Annotated[Path, typer.Option("--input", "-i", help="Labelled scores to evaluate.")],
+    input: Annotated[
+        Path,
+        typer.Option(
+            "--input", "-i", help="Labelled scores to evaluate (full vectors or top-label CSV)."
+        ),
+    ],
     calibrator: Annotated[
         Path | None,
         typer.Option("--calibrator", "-c", help="Also evaluate after this calibrator."),
@@ -252,38 +307,47 @@ def evaluate(
     ] = None,
     input_kind: Annotated[str, input_kind_option()] = "auto",
 ) -> None:
-    """Print accuracy, ECE, classwise ECE, MCE, adaptive ECE, Brier and NLL."""
-    with user_errors():
-        kind: InputKind = input_kind  # type: ignore[assignment]
-        scores = load_scores(input, kind)
-        assert scores.logits is not None
-        logits, labels = scores.logits, scores.labels
-        cal = load_calibrator(calibrator) if calibrator is not None else None
-        columns = {"Input scores": evaluate_metrics(logits, labels, n_bins, input="logits")}
-        probs = None
-        if cal is not None:
-            probs = cal.predict_proba(logits)
-            columns["Calibrated"] = evaluate_metrics(probs, labels, n_bins, input="probs")
-        if plot is not None:
-            from privcal.plots import before_after, reliability_diagram, save_figure
+    """Print accuracy, ECE, classwise ECE, MCE, adaptive ECE, Brier and NLL.
 
-            if probs is None:
-                fig = reliability_diagram(logits, labels, n_bins, input="logits", title=input.name)
-            else:
-                fig = before_after(
-                    logits,
-                    probs,
-                    labels,
-                    ("Input scores", f"Calibrated ({type(cal).__name__})"),
-                    n_bins,
-                    input_before="logits",
-                )
-            save_figure(fig, plot)
-    title = f"{input.name}: {scores.n_samples} examples, {logits.shape[1]} classes"
-    console.print(title)
+    A top-label file (columns true_label, pred_label, confidence) gets accuracy, ECE, MCE and
+    adaptive ECE, the metrics its confidences define.
+    """
+    with user_errors():
+        if plot is not None:
+            check_output_path(plot, "--plot", "privcal evaluate", (".png", ".pdf", ".svg"))
+        kind: InputKind = input_kind  # type: ignore[assignment]
+        scores = load_scores(input, kind, full=False)
+        cal = load_calibrator(calibrator) if calibrator is not None else None
+        columns, probs = _evaluate_columns(scores, cal, n_bins)
+        if plot is not None:
+            _plot(scores, probs, cal, n_bins, plot, input.name)
+    classes = "top label" if scores.is_top_label else f"{scores.n_classes} classes"
+    console.print(f"{input.name}: {scores.n_samples} examples, {classes}")
     console.print(_metrics_table(columns))
     if plot is not None:
         console.print(f"Reliability diagram -> {plot}")
+
+
+def _plot(
+    scores: Scores, probs: np.ndarray | None, cal: Any, n_bins: int, path: Path, title: str
+) -> None:
+    """Write the reliability diagram of ``evaluate --plot``."""
+    from privcal.plots import before_after, reliability_diagram, save_figure
+
+    if scores.logits is None:
+        raise ValueError("--plot needs full score vectors; this file is top-label only.")
+    if probs is None:
+        fig = reliability_diagram(scores.logits, scores.labels, n_bins, input="logits", title=title)
+    else:
+        fig = before_after(
+            scores.logits,
+            probs,
+            scores.labels,
+            ("Input scores", f"Calibrated ({type(cal).__name__})"),
+            n_bins,
+            input_before="logits",
+        )
+    save_figure(fig, path)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -295,8 +359,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         "fit",
         help=f"{fit.__doc__}\n\nMethods: {', '.join(METHODS)} (platt: binary only). With "
         "--epsilon or --sources a private method is fitted: acc-t, nll-t, temperature, ece-t, "
-        "histogram (epsilon-DP, privcal.private) or dp-ts, dp-ps (DP-SGD, (epsilon, delta)-DP, "
-        "torch extra).",
+        "histogram (Luo et al. 2020; epsilon-DP) or dp-ts, dp-ps (Bu et al. 2023; DP-SGD, "
+        "(epsilon, delta)-DP, torch extra).",
     )(fit)
     app.command("apply")(apply)
     app.command("evaluate")(evaluate)

@@ -1,103 +1,222 @@
 """``privcal conformal``: prediction sets (private or not) from calibration and test scores.
 
-* ``privcal conformal --alpha 0.1 [--epsilon 1] --cal cal.npz --test test.npz --out sets.parquet``
+* ``privcal conformal --alpha 0.1 [--epsilon 1] --cal cal.npz --test test.npz [--out sets.csv]``
+  prints a summary (threshold, mean set size, coverage when the test file has labels, and the
+  privacy report with ``--epsilon``) and, with ``--out``, writes the sets in the format its suffix
+  names (.csv, .parquet, .json, .npz).
 * ``privcal bench angelopoulos2022 [--data FILE ...] [--splits 1000] [--out DIR] [--quick]``
   (:func:`privcal.experiments.angelopoulos2022.run`).
-
-The lead wires it with ``register(app, bench_app)`` from ``privcal.cli.main``.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import numpy as np
 import typer
+from rich.table import Table
 
-__all__ = ["bench_angelopoulos2022", "conformal", "register"]
+from privcal.cli._common import (
+    check_output_path,
+    console,
+    err_console,
+    fail,
+    load_unlabelled,
+    user_errors,
+)
+
+__all__ = ["bench_angelopoulos2022", "conformal", "conformal_summary", "register"]
+
+#: ``--score`` values.
+SCORES = ("lac", "aps", "aps-randomized")
+
+
+def _estimator(
+    score: str, alpha: float, epsilon: float | None, bins: str, seed: int | None, method: str | None
+) -> Any:
+    """Split conformal, or private conformal (Angelopoulos et al. 2022) with ``--epsilon``."""
+    from privcal.conformal import PrivateConformal, SplitConformal
+    from privcal.privacy import SeededNoise
+
+    if not 0.0 < alpha < 1.0:
+        fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
+    if epsilon is None:
+        if bins != "auto" or seed is not None or method is not None:
+            fail(
+                "--bins, --method and --seed apply to private conformal: add --epsilon, or "
+                "drop them."
+            )
+        return SplitConformal(score=score, alpha=alpha)
+    if not (epsilon > 0 and np.isfinite(epsilon)):
+        fail(f"The '--epsilon' parameter of privcal conformal must be > 0. Got {epsilon:g}.")
+    b: Any = "auto"
+    if bins != "auto":
+        if not bins.isdigit() or int(bins) < 1:
+            fail(
+                f"The '--bins' parameter of privcal conformal must be 'auto' or m >= 1. "
+                f"Got {bins!r}."
+            )
+        b = int(bins)
+    noise = None if seed is None else SeededNoise(seed)
+    extra: dict[str, Any] = {}
+    if method is not None:
+        methods = _private_methods()
+        if method not in methods:
+            fail(
+                f"The '--method' parameter of privcal conformal must be one of "
+                f"{', '.join(methods)}. Got {method!r} instead."
+            )
+        extra["method"] = method
+    return PrivateConformal(score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, **extra)
+
+
+def _private_methods() -> tuple[str, ...]:
+    """The mechanisms :class:`~privcal.conformal.PrivateConformal` offers (``--method``)."""
+    from privcal.conformal import private
+
+    return tuple(getattr(private, "METHODS", ()))
+
+
+def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> dict[str, Any]:
+    """What ``privcal conformal`` reports: threshold, set sizes, coverage, privacy report."""
+    summary: dict[str, Any] = {
+        "n_cal": int(getattr(est, "n_", 0) or 0),
+        "n_test": int(sets.shape[0]),
+        "threshold": float(est.threshold_),
+        "mean_size": float(sets.sum(1).mean()),
+        "full_sets": float(sets.all(1).mean()),
+    }
+    if labels is not None:
+        summary["coverage"] = float(sets[np.arange(sets.shape[0]), labels].mean())
+    rep = getattr(est, "privacy_report_", None)
+    if rep is not None:
+        summary.update(
+            epsilon=rep.epsilon,
+            relation=f"{rep.relation} one calibration {rep.unit}; n public",
+            public=list(rep.public),
+            status=rep.status,
+            mechanism=", ".join(sorted({r.mechanism for r in rep.releases})),
+            level=est.level_,
+            bins=est.bins_,
+            gamma=est.gamma_,
+        )
+    return summary
+
+
+def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
+    table = Table(show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("threshold", f"{summary['threshold']:.6g}")
+    table.add_row("mean set size", f"{summary['mean_size']:.3f}")
+    table.add_row("full sets", f"{100 * summary['full_sets']:.1f}%")
+    if "coverage" in summary:
+        table.add_row("coverage", f"{summary['coverage']:.4f} (target >= {1 - alpha:g})")
+    else:
+        table.add_row("coverage", "- (the test file has no labels)")
+    if "epsilon" in summary:
+        table.add_row("privacy", f"epsilon={summary['epsilon']:g}, {summary['mechanism']}")
+        table.add_row("relation", summary["relation"])
+        table.add_row("status", summary["status"])
+        public = f"level={summary['level']:.6g}, bins={summary['bins']}"
+        if summary["gamma"] is not None and np.isfinite(summary["gamma"]):
+            public += f", gamma={summary['gamma']:.4g}"
+        table.add_row("public", public)
+    return table
+
+
+def _set_columns(sets: np.ndarray, labels: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Columns of ``--out``: index, size, [label, covered,] set (N x C booleans)."""
+    cols: dict[str, np.ndarray] = {"index": np.arange(sets.shape[0]), "size": sets.sum(1)}
+    if labels is not None:
+        cols["label"] = labels
+        cols["covered"] = sets[np.arange(sets.shape[0]), labels]
+    cols["set"] = sets
+    return cols
 
 
 def conformal(
-    cal: Annotated[Path, typer.Option(help="Calibration scores (npz logits+labels, netcal).")],
-    test: Annotated[Path, typer.Option(help="Test scores (labels optional, for coverage).")],
-    out: Annotated[Path, typer.Option(help="Output Parquet file of prediction sets.")],
+    cal: Annotated[
+        Path, typer.Option(help="Labelled calibration scores (any privcal score file).")
+    ],
+    test: Annotated[
+        Path, typer.Option(help="Test scores; labels optional (with labels: coverage).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the sets here; the suffix picks the format: .csv, .parquet, .json, .npz."
+        ),
+    ] = None,
     alpha: Annotated[float, typer.Option(help="Miscoverage level in (0, 1).")] = 0.1,
     epsilon: Annotated[
-        float | None, typer.Option(help="Privacy budget; omit for non-private split conformal.")
+        float | None,
+        typer.Option(
+            help="Privacy budget: private conformal (Angelopoulos et al. 2022); omit for split "
+            "conformal."
+        ),
     ] = None,
-    score: Annotated[str, typer.Option(help="lac, aps or aps-randomized.")] = "lac",
+    score: Annotated[
+        str, typer.Option(click_type=click.Choice(SCORES), help="Conformity score.")
+    ] = "lac",
     bins: Annotated[str, typer.Option(help="Number of bins m, or 'auto' (private only).")] = "auto",
     seed: Annotated[
-        int | None, typer.Option(help="SeededNoise seed (simulation only; default SecureNoise).")
+        int | None, typer.Option(help="Seeded noise (simulation only; default secure noise).")
+    ] = None,
+    method: Annotated[
+        str | None,
+        typer.Option(
+            help="Private mechanism (default: the library's): rank, bounded-range, or "
+            "angelopoulos2022 (the paper's Algorithms 3-5 exactly)."
+        ),
     ] = None,
 ) -> None:
-    """Fit conformal prediction sets on CAL and write the sets of TEST to OUT.
+    """Fit conformal prediction sets on CAL; report (and with --out write) the sets of TEST.
 
     With --epsilon the threshold is epsilon-DP for substituting one calibration example, with the
     number of calibration examples n public (level, bins and gamma are computed from n); the
-    summary line states the relation, the public quantities and the status ("not private: seeded
+    summary states the relation, the public quantities and the status ("not private: seeded
     noise" with --seed).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from privcal.data.io import OUTPUT_SUFFIXES, write_columns
 
-    from privcal.conformal import PrivateConformal, SplitConformal
-    from privcal.data import read_scores
-    from privcal.privacy import SeededNoise
-
-    c = read_scores(cal)
-    t = read_scores(test)
-    if c.logits is None or t.logits is None:
-        raise typer.BadParameter("conformal sets need full probability vectors, not top-label.")
-    est: Any
-    if epsilon is None:
-        est = SplitConformal(score=score, alpha=alpha)
-    else:
-        b: Any = bins if bins == "auto" else int(bins)
-        noise = None if seed is None else SeededNoise(seed)
-        est = PrivateConformal(score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.fit(c.logits, c.labels)
-    for w in caught:
-        typer.echo(f"warning: {w.message}", err=True)
-    sets = est.predict_set(t.logits)
-    cols: dict[str, Any] = {
-        "index": np.arange(sets.shape[0]),
-        "set": [np.flatnonzero(row).tolist() for row in sets],
-        "size": sets.sum(1),
-    }
-    summary: dict[str, Any] = {
-        "threshold": float(est.threshold_),
-        "mean_size": float(sets.sum(1).mean()),
-    }
-    if t.labels is not None:
-        covered = sets[np.arange(sets.shape[0]), t.labels]
-        cols["label"] = t.labels
-        cols["covered"] = covered
-        summary["coverage"] = float(covered.mean())
-    if epsilon is not None:
-        summary.update(_privacy_summary(est))
-    pq.write_table(pa.table(cols), out)
-    typer.echo(json.dumps(summary))
-
-
-def _privacy_summary(est: Any) -> dict[str, Any]:
-    """The guarantee as the report states it; level, bins and gamma are functions of public n."""
-    rep = est.privacy_report_
-    return {
-        "epsilon": rep.epsilon,
-        "relation": f"{rep.relation} one calibration {rep.unit}; n public",
-        "public": list(rep.public),
-        "status": rep.status,
-        "n": est.n_,
-        "level": est.level_,
-        "bins": est.bins_,
-        "gamma": est.gamma_,
-    }
+    with user_errors():
+        if out is not None:
+            check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
+        est = _estimator(score, alpha, epsilon, bins, seed, method)
+        cal_logits, cal_labels = load_unlabelled(cal)
+        if cal_labels is None:
+            fail(
+                f"--cal {str(cal)!r} has no labels; calibration needs labelled scores (e.g. an "
+                ".npz with arrays 'logits' and 'labels')."
+            )
+        test_logits, test_labels = load_unlabelled(test)
+        if test_logits.shape[1] != cal_logits.shape[1]:
+            fail(
+                f"--test has {test_logits.shape[1]} classes but --cal has "
+                f"{cal_logits.shape[1]}; both must come from the same model."
+            )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(cal_logits, cal_labels)
+        for w in caught:
+            err_console.print(f"[yellow]Warning:[/yellow] {w.message}", soft_wrap=True)
+        sets = est.predict_set(test_logits)
+        summary = conformal_summary(est, sets, test_labels)
+        if out is not None:
+            write_columns(out, _set_columns(sets, test_labels))
+    kind = "Private conformal" if epsilon is not None else "Split conformal"
+    title = (
+        f"{kind} ({score}, alpha={alpha:g}): {cal_logits.shape[0]} calibration, "
+        f"{sets.shape[0]} test examples"
+    )
+    console.print(title, highlight=False)
+    console.print(_summary_table(summary, alpha))
+    if out is not None:
+        console.print(f"Sets -> {out}")
 
 
 def bench_angelopoulos2022(
@@ -122,8 +241,7 @@ def bench_angelopoulos2022(
         bool, typer.Option("--quick", help="Smoke run: <= 50 splits, 3 bin counts.")
     ] = False,
 ) -> None:
-    """Seed 002's protocol: coverage and set-size histograms, private vs split conformal."""
-    from privcal.cli._common import console, err_console, user_errors
+    """Angelopoulos et al. (2022)'s protocol: coverage and set sizes, private vs split conformal."""
     from privcal.experiments import angelopoulos2022
 
     with user_errors():
@@ -145,4 +263,7 @@ def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
     """Add ``conformal`` to ``app`` and ``angelopoulos2022`` to ``bench_app`` (if given)."""
     app.command("conformal")(conformal)
     if bench_app is not None:
-        bench_app.command("angelopoulos2022")(bench_angelopoulos2022)
+        bench_app.command(
+            "angelopoulos2022",
+            short_help="Private conformal prediction (Angelopoulos et al. 2022): coverage, sizes.",
+        )(bench_angelopoulos2022)

@@ -16,13 +16,28 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("privcal-demo"),
     seed: Annotated[int, typer.Option(help="Seed of data, splits and noise.")] = 0,
     quick: Annotated[bool, typer.Option(help="Smaller settings for a fast smoke run.")] = False,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--section",
+            help="Run only this section (repeat the option): calibration, private, conformal, "
+            "training, federated. Default: all.",
+        ),
+    ] = None,
 ) -> None:
     """Run the end-to-end demo (calibration, privacy, conformal, ...) and write report.md."""
-    from privcal.experiments.demo import DemoError, run_demo
+    from privcal.experiments.demo import SECTIONS, DemoError, run_demo
 
     with user_errors():
+        for name in section or ():
+            if name not in SECTIONS:
+                fail(
+                    f"The '--section' parameter of privcal demo must be one of "
+                    f"{', '.join(SECTIONS)}. Got {name!r} instead."
+                )
         try:
-            report = run_demo(out, seed=seed, console=console, quick=quick)
+            sections = tuple(section) if section else None
+            report = run_demo(out, seed=seed, console=console, quick=quick, sections=sections)
         except DemoError as err:
             fail(str(err), code=1)
     console.print(f"\n[bold green]Report:[/bold green] {report}")

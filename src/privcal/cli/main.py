@@ -1,8 +1,10 @@
 """The ``privcal`` Typer application.
 
 Each verb group lives in its own module exposing ``register(app, bench_app)``; the modules named
-in :data:`VERB_MODULES` are imported and registered in order.  ``bench_app`` is mounted as
-``privcal bench`` for the paper protocols.
+in :data:`VERB_MODULES` are imported and registered in order.  The root group
+(:class:`~privcal.cli._common.PrivcalGroup`) applies the CLI's error rule to every verb: one
+``Error:`` line, exit 2 (3 for a privacy budget), no traceback unless ``--debug``.
+``bench_app`` is mounted as ``privcal bench`` for the paper protocols.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Annotated
 import typer
 
 from privcal import __version__
+from privcal.cli._common import PrivcalGroup, set_debug
 
 __all__ = ["VERB_MODULES", "app", "bench_app"]
 
@@ -25,10 +28,12 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.source",
     "privcal.cli.federate",
     "privcal.cli.audit",
+    "privcal.cli.scoreboard",
 )
 
 app = typer.Typer(
     name="privcal",
+    cls=PrivcalGroup,
     help="Privacy-preserving calibration of classifiers: fit, apply and evaluate calibrators, "
     "run private data sources and federated calibration, rerun paper protocols.",
     no_args_is_help=True,
@@ -57,8 +62,15 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="Show the full traceback of an error instead of one 'Error:' line."
+        ),
+    ] = False,
 ) -> None:
     """Privacy-preserving calibration of classifiers."""
+    set_debug(debug)
 
 
 @bench_app.callback()

@@ -34,7 +34,7 @@ def bu2023(
     seed: Annotated[int, typer.Option("--seed", help="Seed of splits, models and noise.")] = 0,
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer settings.")] = False,
 ) -> None:
-    """Seed 001 (Bu et al.): DP-SGD miscalibration, clipping ablation, DP-TS / DP-PS."""
+    """Bu et al. (2023): DP-SGD miscalibration, clipping ablation, DP-TS / DP-PS."""
     _run("bu2023", out, seed, quick)
 
 
@@ -43,12 +43,16 @@ def knolle2021(
     seed: Annotated[int, typer.Option("--seed", help="Seed of splits, models and noise.")] = 0,
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer epochs.")] = False,
 ) -> None:
-    """Seed 004 (Knolle et al.): SGD vs DP-SGD vs DP-SGLD at equal epsilon."""
+    """Knolle et al. (2021): SGD vs DP-SGD vs DP-SGLD at equal epsilon."""
     _run("knolle2021", out, seed, quick)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     """Add ``bench bu2023`` and ``bench knolle2021`` to ``bench_app``."""
     del app
-    bench_app.command("bu2023")(bu2023)
-    bench_app.command("knolle2021")(knolle2021)
+    bench_app.command(
+        "bu2023", short_help="DP-SGD miscalibration and DP-TS / DP-PS (Bu et al. 2023)."
+    )(bu2023)
+    bench_app.command(
+        "knolle2021", short_help="SGD vs DP-SGD vs DP-SGLD calibration (Knolle et al. 2021)."
+    )(knolle2021)

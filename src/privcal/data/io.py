@@ -29,8 +29,11 @@ read as well.
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Callable, Sequence
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -41,7 +44,17 @@ from scipy.special import softmax as _softmax
 from privcal._params import check_option
 from privcal.data.validation import check_labels, check_probs, check_scores
 
-__all__ = ["LAYOUTS", "Scores", "read_scores", "write_scores"]
+__all__ = [
+    "LAYOUTS",
+    "OUTPUT_SUFFIXES",
+    "Scores",
+    "check_output_path",
+    "load_npy",
+    "load_npz",
+    "read_scores",
+    "write_columns",
+    "write_scores",
+]
 
 InputKind = Literal["auto", "logits", "probs"]
 
@@ -213,17 +226,67 @@ def _read_table(path: Path, input: InputKind, reader: str) -> Scores:
     return _from_columns(table.column_names, column, input, path)
 
 
+#: The first bytes of a NumPy ``.npy`` file and of a zip archive (``.npz``).
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _check_magic(path: Path, magics: tuple[bytes, ...], what: str, writer: str) -> None:
+    """Refuse an empty file or one that does not start with ``magics`` (text, another format)."""
+    with path.open("rb") as fh:
+        head = fh.read(8)
+    if not head:
+        raise ValueError(f"{str(path)!r} is empty (0 bytes); write it again with {writer}.")
+    if not head.startswith(magics):
+        raise ValueError(
+            f"{str(path)!r} is not a {what} (its first bytes are {head!r}); write it with {writer}."
+        )
+
+
+def _damaged(path: Path, what: str, writer: str, err: BaseException) -> ValueError:
+    return ValueError(
+        f"{str(path)!r} is a damaged {what} (truncated or corrupt: {err}); write it again "
+        f"with {writer}."
+    )
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` archive, read eagerly and without pickles.
+
+    Raises ``ValueError`` naming the file for an empty, non-zip (e.g. text) or damaged
+    (truncated, corrupt) archive, instead of NumPy's ``EOFError`` or its ``allow_pickle``
+    message.
+    """
+    path = Path(path)
+    _check_magic(path, _ZIP_MAGIC, "NumPy .npz archive", "numpy.savez")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {key: npz[key] for key in npz.files}
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError) as err:
+        raise _damaged(path, ".npz archive", "numpy.savez", err) from err
+
+
+def load_npy(path: str | Path) -> np.ndarray:
+    """The array of an ``.npy`` file, without pickles; ``ValueError`` for damaged files."""
+    path = Path(path)
+    _check_magic(path, (_NPY_MAGIC,), "NumPy .npy file", "numpy.save")
+    try:
+        return np.asarray(np.load(path, allow_pickle=False))
+    except (EOFError, ValueError, OSError) as err:
+        raise _damaged(path, ".npy file", "numpy.save", err) from err
+
+
 def _read_npz(path: Path, input: InputKind) -> Scores:
-    with np.load(path, allow_pickle=False) as npz:
-        keys = set(npz.files)
-        source = str(path)
-        if {"predictions", "ground_truth"} <= keys:
-            kind = _resolve_kind(input, "probs")
-            return _full(npz["predictions"], npz["ground_truth"], kind, source)
-        if {"logits", "labels"} <= keys and "probs" not in keys:
-            return _full(npz["logits"], npz["labels"], _resolve_kind(input, "logits"), source)
-        if {"probs", "labels"} <= keys and "logits" not in keys:
-            return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
+    npz = load_npz(path)
+    keys = set(npz)
+    source = str(path)
+    if {"predictions", "ground_truth"} <= keys:
+        kind = _resolve_kind(input, "probs")
+        return _full(npz["predictions"], npz["ground_truth"], kind, source)
+    if {"logits", "labels"} <= keys and "probs" not in keys:
+        return _full(npz["logits"], npz["labels"], _resolve_kind(input, "logits"), source)
+    if {"probs", "labels"} <= keys and "logits" not in keys:
+        return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
     raise _unknown(path, f"arrays {sorted(keys)} match no layout")
 
 
@@ -276,11 +339,13 @@ def read_scores(path: str | Path, input: InputKind = "auto") -> Scores:
     if pair is not None:
         probs_path, labels_path = pair
         kind = _resolve_kind(input, "probs")
-        probs = np.load(probs_path, allow_pickle=False)
-        labels = np.load(labels_path, allow_pickle=False)
+        probs = load_npy(probs_path)
+        labels = load_npy(labels_path)
         return _full(probs, labels, kind, str(probs_path.with_name(probs_path.name[:-10])))
     if not path.exists():
         raise FileNotFoundError(f"No scores file at {str(path)!r} (nor a *_probs.npy pair).")
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; give the scores file inside it.")
     suffix = path.suffix.lower()
     if suffix == ".npz":
         return _read_npz(path, input)
@@ -341,4 +406,90 @@ def write_scores(path: str | Path, logits: object, labels: object) -> Path:
 
         arrays = [pa.array(y, type=pa.int64())] + [pa.array(z[:, c]) for c in range(z.shape[1])]
         pyarrow.parquet.write_table(pa.table(arrays, names=names), path)
+    return path
+
+
+#: Output formats of :func:`write_columns`, chosen by the suffix of the path.
+OUTPUT_SUFFIXES: tuple[str, ...] = (".json", ".csv", ".parquet", ".npz")
+
+
+def check_output_path(
+    path: str | Path, name: str, owner: str, allowed: Sequence[str] = OUTPUT_SUFFIXES
+) -> Path:
+    """Check that ``path`` has an allowed suffix and can be written; create its parent folder.
+
+    Called before any work (and before any privacy budget is spent), so that a typo in an
+    output path costs nothing. Raises ``ValueError`` naming ``name`` (the option) and the fix.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in allowed:
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must end in one of {', '.join(allowed)} (the "
+            f"suffix picks the format). Got {str(path)!r} instead."
+        )
+    if path.is_dir():
+        raise ValueError(f"The {name!r} parameter of {owner} names a folder: {str(path)!r}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(
+            f"The {name!r} parameter of {owner}: cannot create the folder "
+            f"{str(path.parent)!r} ({err.strerror or err}); choose a writable path."
+        ) from None
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise ValueError(
+            f"The {name!r} parameter of {owner}: {str(target)!r} is not writable; choose a "
+            "writable path."
+        )
+    return path
+
+
+def _flat_columns(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Expand each ``N x K`` column ``name`` into ``name_0 .. name_{K-1}``."""
+    flat: dict[str, np.ndarray] = {}
+    for name, values in columns.items():
+        arr = np.asarray(values)
+        if arr.ndim == 2:
+            flat.update({f"{name}_{k}": arr[:, k] for k in range(arr.shape[1])})
+        else:
+            flat[name] = arr
+    return flat
+
+
+def write_columns(path: str | Path, columns: Mapping[str, np.ndarray]) -> Path:
+    """Write equal-length columns in the format named by the suffix of ``path``.
+
+    * ``.npz``: one array per column, as given (2-D columns stay ``N x K``);
+    * ``.json``: an object of lists (2-D columns as lists of rows);
+    * ``.csv`` / ``.parquet``: one column per 1-D column; an ``N x K`` column ``name`` becomes
+      ``name_0 .. name_{K-1}`` (so ``{"label": y, "prob": P}`` is privcal's score layout,
+      readable by :func:`read_scores`).
+
+    Other suffixes raise ``ValueError`` listing :data:`OUTPUT_SUFFIXES`; ``OSError`` from the
+    file system is re-raised as ``ValueError`` naming the path.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    check_option(suffix, "path suffix", "write_columns", OUTPUT_SUFFIXES)
+    try:
+        if suffix == ".npz":
+            with path.open("wb") as fh:  # a handle keeps numpy from appending another suffix
+                np.savez(fh, **{k: np.asarray(v) for k, v in columns.items()})  # type: ignore[arg-type]
+        elif suffix == ".json":
+            data = {k: np.asarray(v).tolist() for k, v in columns.items()}
+            path.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        else:
+            import pyarrow as pa
+            import pyarrow.csv
+            import pyarrow.parquet
+
+            table = pa.table(_flat_columns(columns))
+            if suffix == ".csv":
+                pyarrow.csv.write_csv(table, path)
+            else:
+                pyarrow.parquet.write_table(table, path)
+    except OSError as err:
+        raise ValueError(f"Cannot write {str(path)!r}: {err.strerror or err}.") from None
     return path

@@ -23,12 +23,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from privcal._params import check_real
 from privcal.privacy.guarantee import Guarantee, PrivacyReport, Release
 
-__all__ = ["REL_TOL", "BudgetExceededError", "PrivacyOdometer"]
+__all__ = ["REL_TOL", "BudgetExceededError", "LedgerRecord", "PrivacyOdometer", "read_ledger"]
 
 #: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
 #: so that ``K`` spends of ``budget / K`` use the budget exactly despite rounding.
@@ -377,3 +378,83 @@ class PrivacyOdometer:
             f"PrivacyOdometer(budget={self.budget:g}, spent={self.spent:g}, "
             f"delta_budget={self.delta_budget:g}, name={self.name!r}, ledger={where!r})"
         )
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What a ledger holds, read without writing to it (:func:`read_ledger`).
+
+    Attributes
+    ----------
+    path : Path
+        The SQLite file.
+    name : str
+        The name stored with the budget.
+    budget, delta_budget : float
+        The epsilon and delta budgets.
+    releases : list of Release
+        Every recorded spend, in order.
+    """
+
+    path: Path
+    name: str
+    budget: float
+    delta_budget: float
+    releases: list[Release]
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent (basic composition, :func:`math.fsum`)."""
+        return math.fsum(r.epsilon for r in self.releases)
+
+    @property
+    def delta_spent(self) -> float:
+        """Delta spent."""
+        return math.fsum(r.delta for r in self.releases)
+
+    @property
+    def remaining(self) -> float:
+        """Epsilon left, ``max(0, budget - spent)``."""
+        return max(0.0, self.budget - self.spent)
+
+
+def read_ledger(path: str | Path) -> LedgerRecord:
+    """Read any privcal ledger (an odometer's SQLite file) without writing to it.
+
+    Every ledger privcal writes has the odometer's ``budget`` and ``spends`` tables: those of
+    ``privcal source init``, of ``DataSource(..., ledger=PATH)`` and ``PrivacyOdometer(...,
+    ledger=PATH)`` from Python, and of a Flower client (``privcal federate client --ledger``).
+    The file is opened read-only (``mode=ro``), so a read-only ledger can be inspected and
+    reading changes nothing.
+
+    Raises
+    ------
+    ValueError
+        If there is no file at ``path``, or it is not a SQLite file with those tables.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"No ledger at {str(path)!r}.")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+        try:
+            budget = con.execute("SELECT epsilon, delta, name FROM budget WHERE id = 1").fetchone()
+            rows = con.execute(
+                "SELECT query, mechanism, sensitivity, epsilon, delta, source FROM spends "
+                "ORDER BY id"
+            ).fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        raise ValueError(
+            f"{str(path)!r} is not a privcal ledger ({err}); ledgers are the SQLite files "
+            "written by 'privcal source init', DataSource(..., ledger=PATH) or "
+            "'privcal federate client --ledger'."
+        ) from None
+    if budget is None:
+        raise ValueError(f"{str(path)!r} is not a privcal ledger (it records no budget).")
+    releases = [
+        Release(q, m, float("nan") if s is None else float(s), e, d, src)
+        for q, m, s, e, d, src in rows
+    ]
+    return LedgerRecord(path, str(budget[2]), float(budget[0]), float(budget[1]), releases)

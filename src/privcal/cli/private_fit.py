@@ -1,0 +1,193 @@
+"""Private fitting for ``privcal fit --epsilon/--sources`` (called directly by the command).
+
+* ``--method acc-t|nll-t|temperature|ece-t|histogram --epsilon E --sources a.sqlite ...``:
+  Luo et al. (2020)'s private recalibration with the sources as data sources
+  (:class:`~privcal.private.PrivateTemperatureScaling`,
+  :class:`~privcal.private.PrivateHistogramBinning`); each source pays ``E`` from its own
+  ledger. With ``--input`` instead of ``--sources`` the file is one private data set with budget
+  ``E`` (in memory, no ledger).
+* ``--method dp-ts|dp-ps --epsilon E [--delta D] --input val.npz``: Bu et al. (2023)'s
+  DP-SGD-trained temperature / Platt (vector) scaling on one held-out split (torch extra).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcal.cli._common import err_console, fail
+from privcal.data import Scores
+
+__all__ = ["PRIVATE_METHODS", "SEEDED_NOISE_WARNING", "fit_private"]
+
+#: ``--method`` names of private fits -> what they build.
+PRIVATE_METHODS: dict[str, dict[str, Any]] = {
+    "acc-t": {"kind": "temperature", "objective": "acc"},
+    "nll-t": {"kind": "temperature", "objective": "nll"},
+    "temperature": {"kind": "temperature", "objective": "nll"},
+    "ece-t": {"kind": "temperature", "objective": "ece"},
+    "histogram": {"kind": "histogram"},
+    "dp-ts": {"kind": "dp-sgd", "class": "DPTemperatureScaling"},
+    "dp-ps": {"kind": "dp-sgd", "class": "DPPlattScaling"},
+}
+#: Printed when ``--seed`` replaces secure noise.
+SEEDED_NOISE_WARNING = "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
+
+
+def check_private_request(
+    method: str,
+    *,
+    scores: Scores | None,
+    epsilon: float | None,
+    delta: float | None,
+    sources: list[str],
+    t_range: tuple[float, float] | None,
+) -> None:
+    """Refuse inconsistent private options before anything is read from a source or spent."""
+    if method not in PRIVATE_METHODS:
+        fail(
+            f"The '--method' parameter of privcal fit with --epsilon/--sources must be one of "
+            f"{', '.join(repr(m) for m in PRIVATE_METHODS)}. Got {method!r} instead."
+        )
+    if epsilon is None:
+        fail("privcal fit --sources/--delta needs --epsilon: the budget the fit spends.")
+    if sources and scores is not None:
+        fail("privcal fit takes either --input (one private data set) or --sources, not both.")
+    if not sources and scores is None:
+        fail(f"privcal fit --method {method} --epsilon needs --input or --sources.")
+    kind = PRIVATE_METHODS[method]["kind"]
+    if kind == "dp-sgd" and sources:
+        fail(
+            f"--method {method} fits on one held-out split (--input), not on --sources; "
+            f"use acc-t, nll-t, ece-t or histogram with --sources."
+        )
+    if kind != "dp-sgd" and delta is not None:
+        fail(
+            f"'{method}' is pure epsilon-DP (Laplace / exponential mechanisms): drop --delta. "
+            f"--delta applies to dp-ts and dp-ps."
+        )
+    if t_range is not None and kind != "temperature":
+        fail(f"--t-range applies to the temperature methods, not to --method {method}.")
+
+
+def fit_private(
+    method: str,
+    *,
+    scores: Scores | None,
+    epsilon: float,
+    delta: float | None,
+    sources: list[str],
+    seed: int | None,
+    n_bins: int,
+    t_range: tuple[float, float] | None,
+) -> Any:
+    """Fit the private calibrator ``method`` and print its privacy report on stderr.
+
+    The options were checked by :func:`check_private_request`. ``--seed`` switches to seeded
+    (simulation) noise, with a warning.
+    """
+    spec = PRIVATE_METHODS[method]
+    if spec["kind"] == "dp-sgd":
+        assert scores is not None
+        return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed)
+    return _fit_luo(spec, scores, epsilon, sources, seed, n_bins, t_range)
+
+
+def _fit_luo(
+    spec: dict[str, Any],
+    scores: Scores | None,
+    epsilon: float,
+    sources: list[str],
+    seed: int | None,
+    n_bins: int,
+    t_range: tuple[float, float] | None,
+) -> Any:
+    """Private temperature scaling or histogram binning, on sources or one private array."""
+    from privcal.privacy import SeededNoise
+    from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
+
+    est: Any
+    if spec["kind"] == "histogram":
+        est = PrivateHistogramBinning(epsilon=epsilon, n_bins=n_bins)
+    else:
+        est = PrivateTemperatureScaling(
+            objective=spec["objective"],
+            epsilon=epsilon,
+            n_bins=n_bins,
+            t_range="auto" if t_range is None else t_range,
+        )
+    with warnings.catch_warnings():
+        if seed is not None:
+            warnings.simplefilter("ignore")  # the user asked for simulation noise explicitly
+            err_console.print(SEEDED_NOISE_WARNING)
+        if sources:
+            try:
+                srcs = [
+                    DataSource.open(
+                        Path(p),
+                        noise=None
+                        if seed is None
+                        else SeededNoise(np.random.default_rng([seed, i])),
+                    )
+                    for i, p in enumerate(sources)
+                ]
+                est.fit(sources=srcs)
+            except sqlite3.Error as err:
+                fail(
+                    f"A ledger of --sources ({', '.join(sources)}) could not be used ({err}); "
+                    "check that the ledger files and their folders are writable."
+                )
+        else:
+            assert scores is not None and scores.logits is not None
+            if seed is not None:
+                est.set_params(noise=SeededNoise(seed))
+            est.fit(scores.logits, scores.labels)
+    rep = est.privacy_report_
+    err_console.print(
+        f"Privacy: {len(rep)} releases; epsilon={rep.epsilon:g} per source "
+        f"({len(rep.per_source())} source(s), parallel composition); {rep.unit}-level "
+        f"{rep.relation}, n private; {rep.status}"
+    )
+    return est
+
+
+def _fit_dp_sgd(
+    method: str,
+    class_name: str,
+    scores: Scores,
+    epsilon: float,
+    delta: float | None,
+    seed: int | None,
+) -> Any:
+    """Bu et al. (2023)'s DP-TS / DP-PS: DP-SGD on the held-out split ``--input`` (torch)."""
+    from privcal.privacy import InsecureNoiseWarning, SeededNoise
+    from privcal.training import require_torch
+
+    try:
+        require_torch(f"privcal fit --method {method}")
+    except ImportError as exc:
+        fail(str(exc))
+    import privcal.training as training
+
+    est = getattr(training, class_name)(epsilon=epsilon)
+    if delta is not None:  # else the estimator's own default delta (1e-5)
+        est.set_params(delta=delta)
+    if seed is not None:
+        err_console.print(SEEDED_NOISE_WARNING)
+        est.set_params(noise=SeededNoise(seed), seed=seed)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the")
+        if seed is not None:  # the line above already said it, once
+            warnings.simplefilter("ignore", InsecureNoiseWarning)
+        est.fit(scores.logits, scores.labels)
+    rep = est.privacy_report_
+    err_console.print(
+        f"Privacy: DP-SGD ({est.steps_} steps, sigma={est.noise_multiplier_:.4g}); "
+        f"epsilon={rep.epsilon:.6g}, delta={rep.delta:g} (Opacus {est.accountant} accountant); "
+        f"{rep.unit}-level {rep.relation}; {rep.status}"
+    )
+    return est

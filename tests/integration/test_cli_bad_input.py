@@ -1,0 +1,264 @@
+"""Every verb against the same bad-input matrix: the CLI's error rule holds everywhere.
+
+The rule (``privcal.cli._common``): an input or usage error is **one** ``Error:`` line on stderr
+that names the argument or file, exit status 2; a privacy-budget refusal exits 3; no traceback.
+Each case below runs one command in-process (typer's ``CliRunner`` on the real ``privcal`` app)
+and checks the status, that stderr is exactly one ``Error:`` line, that the line names what is
+wrong (``fragment``), and that nothing was written. Two cases also run as real processes, to show
+that no traceback reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privcal.cli import app
+
+runner = CliRunner()
+
+# name -> how the file is made (see ``files``); every case refers to files by these names.
+GOOD = ("cal", "test", "unlabelled", "cal_json", "ledger", "tampered_json")
+DAMAGED = ("missing", "empty", "truncated", "text")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from privcal.private import DataSource
+
+    d = tmp_path_factory.mktemp("bad-input")
+    rng = np.random.default_rng(0)
+    z = 2 * rng.normal(size=(600, 5))
+    y = (z + 2 * rng.normal(size=z.shape)).argmax(1)  # labels follow softmax-like noise
+    f = {name: d / f"{name}.npz" for name in ("cal", "test", "unlabelled", "nan", "labels_oob")}
+    np.savez(f["cal"], logits=z[:400], labels=y[:400])
+    np.savez(f["test"], logits=z[400:], labels=y[400:])
+    np.savez(f["unlabelled"], logits=z[400:])
+    nan = z[:400].copy()
+    nan[3, 1] = np.nan
+    np.savez(f["nan"], logits=nan, labels=y[:400])
+    oob = y[:400].copy()
+    oob[7] = 9  # 5 classes
+    np.savez(f["labels_oob"], logits=z[:400], labels=oob)
+    f["missing"] = d / "missing.npz"
+    f["empty"] = d / "empty.npz"
+    f["empty"].write_bytes(b"")
+    f["truncated"] = d / "truncated.npz"
+    f["truncated"].write_bytes(f["cal"].read_bytes()[:700])
+    f["text"] = d / "text.npz"
+    f["text"].write_text("logits,labels\n0.1,1\n")
+    f["bad_csv"] = d / "bad.csv"
+    f["bad_csv"].write_text('label,logit_0,logit_1\n0,0.5\n1,"x",\n')
+    f["cal_json"] = d / "cal.json"
+    from privcal.calibrators import TemperatureScaling
+
+    f["cal_json"].write_text(json.dumps(TemperatureScaling().fit(z[:400], y[:400]).to_dict()))
+    tampered = json.loads(f["cal_json"].read_text())
+    tampered["fitted"]["temperature_"] = -1.0
+    f["tampered_json"] = d / "tampered.json"
+    f["tampered_json"].write_text(json.dumps(tampered))
+    f["empty_json"] = d / "empty.json"
+    f["empty_json"].write_text("")
+    f["truncated_json"] = d / "truncated.json"
+    f["truncated_json"].write_text(f["cal_json"].read_text()[:40])
+    f["ledger"] = d / "ledger.sqlite"
+    DataSource.init_ledger(f["cal"], f["ledger"], budget=0.1, name="small")
+    f["not_ledger"] = d / "not_ledger.sqlite"
+    f["not_ledger"].write_text("not a database")
+    f["a_file"] = d / "a_file"
+    f["a_file"].write_text("x")
+    f["out"] = d / "out"  # every output goes below here; a case must leave it empty
+    return f
+
+
+def _args(template: list[str], f: dict[str, Path]) -> list[str]:
+    """``{name}`` -> the path of file ``name``; ``{unwritable}`` -> a path below a plain file."""
+    f = {**f, "unwritable": f["a_file"] / "sub"}
+    return [a.format(**{k: str(v) for k, v in f.items()}) for a in template]
+
+
+# (verb, argv template, expected exit status, fragment the Error line must contain)
+FIT = ["fit", "-m", "temperature", "-o", "{out}/c.json", "-i"]
+EVAL = ["evaluate", "-i"]
+APPLY = ["apply", "-c", "{cal_json}", "-o", "{out}/p.npz", "-i"]
+CONF_CAL = ["conformal", "--test", "{test}", "--cal"]
+CONF_TEST = ["conformal", "--cal", "{cal}", "--test"]
+SOURCE = ["source", "init", "--ledger", "{out}/s.sqlite", "--data"]
+FED_CLIENT = ["federate", "client", "--data"]
+FED_SERVER = ["federate", "server", "--n-classes", "5", "--out", "{out}/fed"]
+
+CASES: list[tuple[str, list[str], int, str]] = []
+for verb, prefix in (
+    ("fit", FIT),
+    ("evaluate", EVAL),
+    ("apply", APPLY),
+    ("conformal-cal", CONF_CAL),
+    ("conformal-test", CONF_TEST),
+    ("source-init", SOURCE),
+    ("federate-client", FED_CLIENT),
+):
+    for damage in DAMAGED:
+        CASES.append((f"{verb}-{damage}", [*prefix, f"{{{damage}}}"], 2, f"{damage}.npz"))
+    CASES.append((f"{verb}-nan", [*prefix, "{nan}"], 2, "non-finite"))
+    if verb != "conformal-test":  # test labels are optional there
+        CASES.append((f"{verb}-labels-out-of-range", [*prefix, "{labels_oob}"], 2, "label"))
+    if verb not in ("apply", "conformal-test", "federate-client"):
+        CASES.append((f"{verb}-bad-csv", [*prefix, "{bad_csv}"], 2, "bad.csv"))
+for verb, prefix in (("fit", FIT), ("evaluate", EVAL), ("conformal-cal", CONF_CAL)):
+    CASES.append((f"{verb}-unlabelled", [*prefix, "{unlabelled}"], 2, "unlabelled.npz"))
+CASES += [
+    ("source-init-unlabelled", [*SOURCE, "{unlabelled}"], 2, "unlabelled.npz"),
+    ("federate-client-unlabelled", [*FED_CLIENT, "{unlabelled}"], 2, "unlabelled.npz"),
+    # calibrator files
+    ("apply-calibrator-missing", [*APPLY[:2], "{missing}", "-o", "{out}/p.npz", "-i", "{test}"],
+     2, "missing.npz"),
+    ("apply-calibrator-empty", ["apply", "-c", "{empty_json}", "-o", "{out}/p.npz", "-i", "{test}"],
+     2, "empty.json"),
+    ("apply-calibrator-truncated",
+     ["apply", "-c", "{truncated_json}", "-o", "{out}/p.npz", "-i", "{test}"], 2, "truncated.json"),
+    ("apply-calibrator-tampered",  # temperature -1: refused by the calibrator's validation
+     ["apply", "-c", "{tampered_json}", "-o", "{out}/p.npz", "-i", "{test}"], 2,
+     "'fitted.temperature_'"),
+    ("evaluate-calibrator-text", ["evaluate", "-i", "{test}", "-c", "{text}"], 2, "text.npz"),
+    # alpha and epsilon out of range
+    ("conformal-alpha-2", [*CONF_TEST, "{test}", "--alpha", "2"], 2, "'--alpha'"),
+    ("conformal-alpha-0", [*CONF_TEST, "{test}", "--alpha", "0"], 2, "'--alpha'"),
+    ("conformal-epsilon-0", [*CONF_TEST, "{test}", "--epsilon", "0"], 2, "'--epsilon'"),
+    ("conformal-epsilon-negative", [*CONF_TEST, "{test}", "--epsilon", "-1"], 2, "'--epsilon'"),
+    ("conformal-bins", [*CONF_TEST, "{test}", "--epsilon", "1", "--bins", "x"], 2, "'--bins'"),
+    ("conformal-method", [*CONF_TEST, "{test}", "--epsilon", "1", "--method", "x"], 2,
+     "'--method'"),
+    ("conformal-method-without-epsilon", [*CONF_TEST, "{test}", "--method", "rank"], 2,
+     "--epsilon"),
+    ("fit-epsilon-0", [*FIT, "{cal}", "--epsilon", "0"], 2, "epsilon"),
+    ("fit-epsilon-negative", [*FIT, "{cal}", "--epsilon", "-1"], 2, "epsilon"),
+    ("fit-epsilon-nan", [*FIT, "{cal}", "--epsilon", "nan"], 2, "epsilon"),
+    ("fit-delta-without-epsilon", [*FIT, "{cal}", "--delta", "1e-5"], 2, "--epsilon"),
+    ("source-init-budget-0", [*SOURCE, "{cal}", "--budget", "0"], 2, "budget"),
+    ("federate-client-budget-0", [*FED_CLIENT, "{cal}", "--budget", "0"], 2, "--budget"),
+    ("federate-server-epsilon-negative", [*FED_SERVER, "--epsilon", "-1"], 2, "epsilon"),
+    ("federate-server-rounds-0", [*FED_SERVER, "--rounds", "0"], 2, "--rounds"),
+    ("federate-server-method", [*FED_SERVER, "--method", "nonsense"], 2, "nonsense"),
+    ("audit-unknown", ["audit", "nonsense"], 2, "nonsense"),
+    # budget refusal
+    ("fit-budget", ["fit", "-m", "acc-t", "-o", "{out}/c.json", "--epsilon", "0.5",
+                    "--sources", "{ledger}"], 3, "budget"),
+    # ledgers
+    ("source-status-missing", ["source", "status", "--ledger", "{missing}"], 2, "missing.npz"),
+    ("source-status-not-a-ledger", ["source", "status", "--ledger", "{not_ledger}"], 2,
+     "not_ledger.sqlite"),
+    ("fit-sources-not-a-ledger", ["fit", "-m", "acc-t", "-o", "{out}/c.json", "--epsilon", "1",
+                                  "--sources", "{not_ledger}"], 2, "not_ledger.sqlite"),
+    # outputs: unknown suffix, unwritable place
+    ("fit-out-suffix", ["fit", "-m", "temperature", "-i", "{cal}", "-o", "{out}/c.txt"], 2,
+     ".json"),
+    ("fit-out-unwritable", ["fit", "-m", "temperature", "-i", "{cal}", "-o", "{unwritable}/c.json"],
+     2, "'--out'"),
+    ("apply-out-suffix", ["apply", "-c", "{cal_json}", "-i", "{test}", "-o", "{out}/p.txt"], 2,
+     ".json, .csv, .parquet, .npz"),
+    ("apply-out-unwritable", ["apply", "-c", "{cal_json}", "-i", "{test}", "-o",
+                              "{unwritable}/p.npz"], 2, "'--out'"),
+    ("conformal-out-suffix", [*CONF_TEST, "{test}", "--out", "{out}/s.xlsx"], 2,
+     ".json, .csv, .parquet, .npz"),
+    ("conformal-out-unwritable", [*CONF_TEST, "{test}", "--out", "{unwritable}/s.csv"], 2,
+     "'--out'"),
+    ("evaluate-plot-suffix", [*EVAL, "{test}", "--plot", "{out}/rel.txt"], 2, "'--plot'"),
+    ("source-init-ledger-unwritable", ["source", "init", "--data", "{cal}", "--ledger",
+                                       "{unwritable}/s.sqlite"], 2, "sub"),
+    ("federate-server-out-unwritable", ["federate", "server", "--n-classes", "5", "--insecure",
+                                        "--out", "{unwritable}/fed"], 2, "sub"),
+    # usage errors from click itself
+    ("fit-missing-option", ["fit", "-i", "{cal}", "-o", "{out}/c.json"], 2, "'--method'"),
+    ("conformal-score", [*CONF_TEST, "{test}", "--score", "nonsense"], 2, "'--score'"),
+]  # fmt: skip
+
+
+#: Cases that fail because of code outside this suite's files, with what fails (see the
+#: report); they are kept so that the fix is seen, as strict xfails.
+def _params() -> list[object]:
+    out: list[object] = []
+    for case_id, argv, code, fragment in CASES:
+        marks = []
+        if case_id.startswith("federate"):
+            marks.append(pytest.mark.skipif(_no_flwr(), reason="needs the federated extra"))
+        out.append(pytest.param(argv, code, fragment, id=case_id, marks=marks))
+    return out
+
+
+def _no_flwr() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flwr") is None
+
+
+def _check_one_error_line(stderr: str, code: int, exit_code: int, fragment: str) -> None:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert exit_code == code, stderr
+    assert "Traceback" not in stderr
+    assert len(lines) == 1 and lines[0].startswith("Error: "), stderr
+    assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("argv", "code", "fragment"), _params())
+def test_bad_input(files: dict[str, Path], argv: list[str], code: int, fragment: str) -> None:
+    result = runner.invoke(app, _args(argv, files))
+    _check_one_error_line(result.stderr, code, result.exit_code, fragment)
+    assert not files["out"].exists() or not any(files["out"].rglob("*.*")), "wrote an output"
+    assert files["ledger"].exists()
+
+
+def test_debug_shows_the_traceback(files: dict[str, Path]) -> None:
+    result = runner.invoke(app, _args(["--debug", *FIT, "{text}"], files))
+    assert isinstance(result.exception, ValueError)
+    assert "text.npz" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "fragment"),
+    [
+        pytest.param([*FIT, "{truncated}"], 2, "truncated.npz", id="fit-truncated"),
+        pytest.param([*CONF_TEST, "{test}", "--alpha", "2"], 2, "'--alpha'", id="conformal-alpha"),
+    ],
+)
+def test_no_traceback_in_a_real_process(
+    files: dict[str, Path], argv: list[str], code: int, fragment: str
+) -> None:
+    exe = Path(sys.executable).parent / "privcal"
+    proc = subprocess.run(
+        [str(exe), *_args(argv, files)], capture_output=True, text=True, timeout=120
+    )
+    _check_one_error_line(proc.stderr, code, proc.returncode, fragment)
+    assert proc.stdout == ""
+
+
+def test_a_bug_is_one_line_with_exit_1(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception is a bug: one line that says so and points at --debug."""
+    from privcal.cli import calibrate
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise TypeError("boom")
+
+    monkeypatch.setattr(calibrate, "evaluate_metrics", boom)
+    result = runner.invoke(app, _args(["evaluate", "-i", "{test}"], files))
+    _check_one_error_line(result.stderr, 1, result.exit_code, "internal error (TypeError: boom)")
+    assert "--debug" in result.stderr
+
+
+def test_tables_are_not_cut_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich's 80-column default for pipes cut tables; a pipe now gets NON_TTY_WIDTH columns."""
+    from privcal.cli._common import NON_TTY_WIDTH, console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = runner.invoke(app, ["audit", "--list"])
+    assert result.exit_code == 0
+    assert not console.is_terminal and console.width == NON_TTY_WIDTH
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) > 80
