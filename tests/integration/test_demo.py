@@ -81,6 +81,21 @@ def test_demo_temperature_scaling_lowers_ece(demo_run: tuple[Path, str]) -> None
     assert f"{100 * mean('temperature', 'ece'):.2f}" in line
 
 
+def test_demo_scoreboard_section(demo_run: tuple[Path, str]) -> None:
+    report, _ = demo_run
+    text = report.read_text()
+    assert "## Scoreboard: every method against doing nothing" in text
+    assert "(#scoreboard-every-method-against-doing-nothing)" in text
+    section = text.split("## Scoreboard: every method against doing nothing")[1]
+    rows = {ln.split(" | ")[0].strip("| "): ln for ln in section.splitlines() if ln[:2] == "| "}
+    uncal = float(rows["uncalibrated"].split(" | ")[2])
+    # severity-5 digits are far over-confident: temperature scaling and its private twin at
+    # epsilon = 1 both cut the ECE (a drop of tens of points, far beyond split noise)
+    for method in ("nll-t", "private acc-t"):
+        assert float(rows[method].split(" | ")[2]) < uncal / 2, rows[method]
+    assert "| split lac | inf |" in text and "| private lac | 1 |" in text
+
+
 def test_failing_section_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name = "privcal.experiments.demo._broken_for_test"
     module = types.ModuleType(name)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from privcal import __version__
 
-__all__ = ["Section", "markdown_table", "write_report"]
+__all__ = ["Section", "heading_anchor", "markdown_table", "write_report"]
 
 
 @dataclass
@@ -36,6 +36,18 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> l
     out = ["| " + " | ".join(str(h) for h in header) + " |", "|" + align]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return out
+
+
+def heading_anchor(title: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to ``-``.
+
+    Examples
+    --------
+    >>> heading_anchor("Scoreboard: every method (epsilon = 1)")
+    'scoreboard-every-method-epsilon--1'
+    """
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
 
 
 def write_report(
@@ -68,7 +80,7 @@ def write_report(
     ]
     for s in sections:
         status = " (failed)" if s.error else ""
-        anchor = s.title.lower().replace(" ", "-")
+        anchor = heading_anchor(s.title)
         lines.append(f"- [{s.title}](#{anchor}){status}: {s.seconds:.1f} s")
     lines.append("")
     for s in sections:
