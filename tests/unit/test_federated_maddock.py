@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from privcal.data.paths import shared_data_dir
 from privcal.experiments import maddock2025
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "netcal-cifar"
+_SHARED = shared_data_dir()
+DATA = (_SHARED if _SHARED is not None else Path("/nonexistent")) / "netcal-cifar"
 
 
 @pytest.mark.skipif(not (DATA / "lenet-5-cifar-10.npz").exists(), reason="shared data absent")
