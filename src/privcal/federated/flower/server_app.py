@@ -137,11 +137,12 @@ def release_round(
 ) -> tuple[dict[str, np.ndarray], int]:
     """The server's release of one round: sum the accepted payloads, apply the server step.
 
-    Under DP the server step adds Gaussian noise to the sum of the (client-clipped) payloads and
-    scaling methods divide by the fixed public ``cohort`` = :func:`expected_cohort` of the
-    declared ``num-nodes``, so one client more or less moves the release by at most ``C /
-    cohort`` whatever the other clients sent (see :func:`privcal.federated.dp.expected_cohort`).
-    Without DP the mean is over the accepted payloads.
+    Under DP the server step adds Gaussian noise to the sum of the (client-clipped) payloads.
+    Newton and binning methods use the noisy sums directly (no denominator); the
+    parameter-averaging methods divide by the fixed public ``cohort`` =
+    :func:`expected_cohort` of the declared ``num-nodes``, so one client more or less moves the
+    release by at most ``C / cohort`` whatever the other clients sent (see
+    :func:`privcal.federated.dp.expected_cohort`). Without DP averaging uses the accepted count.
 
     Returns
     -------
