@@ -147,7 +147,7 @@ class Calibrator(BaseEstimator):
         self._validate_params()
         with self._recording_fit_warnings():
             self._fit(z, y)
-            if self._cross_fit_diagnostic:
+            if self._checks_by_cross_fit():
                 self._cross_fit_check(z, y)
         self.n_classes_ = z.shape[1]
         return self
@@ -213,6 +213,13 @@ class Calibrator(BaseEstimator):
             _check_finite(self, name, getattr(self, name), name in self._nan_fitted)
         if "temperature_" in self._fitted_attributes:
             check_fitted_scalar(self, "temperature_", positive=True)
+
+    def _checks_by_cross_fit(self) -> bool:
+        """Whether ``fit`` runs :meth:`_cross_fit_check`; the class's ``_cross_fit_diagnostic``.
+
+        Overridden where it depends on a hyperparameter (the objective of temperature scaling).
+        """
+        return self._cross_fit_diagnostic
 
     def _cross_fit_check(self, z: np.ndarray, y: np.ndarray) -> None:
         """Warn when the method, cross-fitted, has a higher ECE than the uncalibrated model.

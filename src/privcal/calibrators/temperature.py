@@ -350,8 +350,10 @@ class TemperatureScaling(Calibrator):
         The fitted temperature.
     n_classes_ : int
     fit_warnings_ : list of str
-        The fit's diagnostics (end of ``t_range`` reached, examples at the NLL bound); empty
-        when there were none. Each is also raised as a :class:`~privcal.calibrators.FitWarning`.
+        The fit's diagnostics (end of ``t_range`` reached, examples at the NLL bound, and for the
+        ``"ece"`` and ``"acc"`` objectives a cross-fit check against the uncalibrated model);
+        empty when there were none. Each is also raised as a
+        :class:`~privcal.calibrators.FitWarning`.
 
     Examples
     --------
@@ -395,6 +397,13 @@ class TemperatureScaling(Calibrator):
         else:
             z64 = z.astype(np.float64, copy=False)
             self.temperature_ = fit_temperature_ece(z64, y, t_range, self.n_bins)
+
+    def _checks_by_cross_fit(self) -> bool:
+        """ECE-T and Acc-T fit T to a binned or averaged statistic of the fitting rows, which
+        they can over-fit where the model is already calibrated (MNIST: ECE 0.33% uncalibrated,
+        0.39% after ECE-T on held-out halves), so their fits are cross-fit checked; the NLL
+        objective is a proper scoring rule and is not."""
+        return self.objective != "nll"
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z, self.temperature_)
