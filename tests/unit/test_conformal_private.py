@@ -453,6 +453,42 @@ def test_rank_release_law_chi_square() -> None:
     assert chisquare(obs[keep], p[keep] / p[keep].sum() * obs[keep].sum()).pvalue > 1e-4
 
 
+def _guard_reference(n: int, k: int, m: int, lam: float) -> float:
+    """Theorem R's guard ``G``, every term ``t = 1..k`` and ``d = t..k`` written out (no tails)."""
+    from scipy.stats import binom
+
+    ell = np.arange(k + 1)
+    b = binom.pmf(ell, n + 1, ell / (n + 1))  # max_g P(Bin(n+1, g) = l), at the mode
+    t = np.arange(1, k + 1)
+    decay = np.exp(-lam * t)
+    below = np.array([np.sum(decay[i:] * b[k - t[i:]]) for i in range(k)])  # sum over d >= t
+    beta = (m - 1) * (below + decay * b[k - t + 1])
+    a = np.minimum((m - 1) * decay, beta)
+    return float(np.sum(a / (1 + a)))
+
+
+@pytest.mark.parametrize(("n", "alpha", "eps", "m"), [(5000, 0.1, 1.0, 3915), (60, 0.2, 2.0, 40)])
+def test_rank_target_is_the_smallest_k_its_guard_allows(
+    n: int, alpha: float, eps: float, m: int
+) -> None:
+    """k - G(k) >= (n+1)(1-alpha) > (k-1) - G(k-1), G from an independent term-by-term sum."""
+    from privcal.conformal.private import _rank_guard
+
+    r = rank_slope(m, eps)
+    lam = eps * r / (1 + r)
+    k = rank_target(n, alpha, eps, m)
+    assert k <= n
+    x = (m - 1) * np.exp(-lam * np.arange(1, 10_000))
+    s_sum = (x / (1 + x)).sum()
+    need = (n + 1) * (1 - alpha)
+    for kk in (k - 1, k):
+        ref = _guard_reference(n, kk, m, lam)
+        got = _rank_guard(n, kk, m, lam)
+        assert ref <= got <= ref + 1e-6 and got < s_sum  # an upper bound, and below S
+    assert k - _guard_reference(n, k, m, lam) >= need > k - 1 - _guard_reference(n, k - 1, m, lam)
+    assert k <= math.ceil(need + s_sum)  # never above the target of the cruder guard S
+
+
 def test_rank_target_tail_sum_and_report() -> None:
     n, a, eps, m = 5000, 0.1, 1.0, 3915
     r = 3.0
@@ -460,7 +496,8 @@ def test_rank_target_tail_sum_and_report() -> None:
     x = (m - 1) * np.exp(-lam * np.arange(1, 10_000))
     s_sum = (x / (1 + x)).sum()
     assert rank_slope(m, eps) == r
-    assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum)
+    # the binomial guard G = 6.7 ranks against S = 10.5: four ranks lower than with S
+    assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum) - 4 == 4508
     z, y = _data(3000)
     pc = PrivateConformal(noise=SeededNoise(0)).fit(z, y)
     assert pc.bins_ == 3915 and pc.gamma_ != pc.gamma_  # nan: no gamma for "rank"

@@ -7,14 +7,14 @@ calibration scores, and returns the sets ``{y : S(x, y) <= e_J}``. Three methods
 ================== ============== ============================ ==================================
 ``method``          grid ("auto")  utility / weights            target
 ================== ============== ============================ ==================================
-``"rank"``          logit, 3915    rank penalty, Theorem R      ``k = ceil((n+1)(1-alpha) + S)``
+``"rank"``          logit, 3915    rank penalty, Theorem R      ``k - G(k) >= (n+1)(1-alpha)``
 ``"bounded-range"`` logit, 3915    ``exp(-eps q(1-q) w_j)``     ``q~`` of Theorem BR
 ``"angelopoulos2022"`` uniform,    ``exp(-eps w_j/(2 Delta))``  ``q~`` of Eq. 3 (seed 002)
                     ``m*``
 ================== ============== ============================ ==================================
 
 Measured on the shared networks (``docs/conformal.md``, epsilon = 1, n = 5000, alpha = 0.1, 100
-splits): ``"rank"`` sets are 0.3-4% larger than split conformal's, ``"angelopoulos2022"`` sets
+splits): ``"rank"`` sets are 0-2.5% larger than split conformal's, ``"angelopoulos2022"`` sets
 are the full label set for APS on every network. Notation: ``c_j = #{i : s_i <= e_j}``
 (``c_0 = 0``, ``c_m = n``) and ``[s]`` the right edge of the bin of ``s``, so ``s <= e_j`` iff
 ``[s] <= e_j``.
@@ -62,24 +62,50 @@ one), and ``p_{j_0} = 0``. With ``A`` their total weight and ``B`` that of the o
            x_t = (m - 1)\\, e^{-\\lambda t}.
 
 *Coverage.* Calibration and test scores i.i.d. (as in seed 002), ``F`` the CDF of the test score.
-The test point is covered iff its score is ``<= e_J``, so the coverage is ``E[F(e_J)]``, and
-``e_J >= Z_(c_J)`` (the ``c_J``-th smallest calibration score). Let ``T`` have the tail
-``P(T >= t) = pi_t``; since ``P(D >= t | data) <= pi_t`` for *every* data set, ``D`` and ``T`` can
-be coupled with ``D <= T`` and ``T`` independent of the data (quantile coupling through one
-uniform variable). With ``F(Z_(0)) = 0``, super-uniformity of ``F(Z_i)`` (seed 002, Lemma 2:
-``E F(Z_(j)) >= j/(n+1)``, ties allowed) gives
+Couple ``s_i = F^{-1}(U_i)`` with ``U_i`` i.i.d. U(0, 1) (generalised inverse, so ``s_i <= e``
+iff ``U_i <= F(e)``; ties and atoms allowed). With ``g_j = F(e_j)``, fixed numbers, the counts
+are ``c_j = #{i : U_i <= g_j}`` (each ``~ Bin(n, g_j)``), the test point is covered with
+probability ``g_J`` and ``g_J >= U_(c_J)`` (``U_(0) = 0``). With ``sp_t = U_(k-t+1) - U_(k-t)``
+(``E sp_t = 1/(n+1)``) and ``U_(k - D) = U_(k) - sum_{t <= D} sp_t``,
 
 .. math::
 
-    P(Y \\in C(X)) = E\\,F(e_J) \\ge E\\,F(Z_{((k - T)^+)})
-    \\ge \\frac{k - E\\,T}{n + 1} = \\frac{k - S}{n + 1},\\qquad
-    S = \\sum_{t \\ge 1} \\frac{x_t}{1 + x_t}
+    P(Y \\in C(X)) = E\\,g_J \\ge \\frac{k}{n + 1}
+        - \\sum_{t = 1}^{k} E\\big[sp_t\\, P(D \\ge t \\mid U)\\big].
 
-(summed numerically; the tail beyond ``x_t < 1e-17`` is bounded by its geometric series). So
-``k = ceil((n+1)(1-alpha) + S)`` (:func:`rank_target`) gives coverage ``>= 1 - alpha``; when
-``k > n`` no threshold is valid and the sets are full. No failure probability is traded away
-(seed 002 gives up ``gamma alpha`` of coverage to a high-probability bound): the tail of the
-deficit is summed, which is what an expectation needs.
+The deficit edges (``c_j < k``) have penalty exactly ``r (k - c_j)``, and ``j_0`` weighs 1, so
+:math:`P(D \\ge t \\mid U) \\le h(A_t)`, :math:`h(a) = a/(1+a)` (increasing, concave),
+:math:`A_t = \\sum_{j : c_j \\le k - t} e^{-\\lambda (k - c_j)} \\le x_t`. Under the probability
+``Q`` with density ``(n+1) sp_t`` Jensen gives :math:`E[sp_t h(A_t)] \\le h(E_Q A_t)/(n+1)`, and
+for one edge at ``g`` with ``N ~ Bin(n, g)`` points below it: given ``N = l``, a spacing wholly
+above ``g`` has mean ``(1-g)/(n-l+1)`` and the one straddling ``g`` (``l = k - t``) has mean
+``(1-g)/(n-l+1) + g/(l+1)``; since ``P(N=l)(1-g)/(n-l+1) = P(Bin(n+1, g) = l)/(n+1)`` and
+``P(N=l) g/(l+1) = P(Bin(n+1, g) = l+1)/(n+1)``,
+
+.. math::
+
+    E_Q A_t \\le \\beta_t = (m - 1)\\Big(\\sum_{d \\ge t} e^{-\\lambda d}\\, b(k - d)
+        + e^{-\\lambda t}\\, b(k - t + 1)\\Big),\\qquad
+    b(l) = \\max_g P(\\mathrm{Bin}(n+1, g) = l)
+
+(the mode, at ``g = l/(n+1)``; ``m - 1`` edges at most can have a deficit). So
+
+.. math::
+
+    P(Y \\in C(X)) \\ge \\frac{k - G}{n + 1},\\qquad
+    G = \\sum_{t \\ge 1} h\\big(\\min(x_t, \\beta_t)\\big)
+      \\le S = \\sum_{t \\ge 1} \\frac{x_t}{1 + x_t}
+
+(``_rank_guard``: summed numerically, the far tails bounded by geometric series, ``b`` rounded
+up), and :func:`rank_target` returns the smallest ``k`` with ``k - G(k) >= (n+1)(1-alpha)``,
+which gives coverage ``>= 1 - alpha``; when no ``k <= n`` qualifies no threshold is valid and
+the sets are full. ``G`` is where the binomial spread of the data helps: one data set can put
+all ``m - 1`` edges at one deficit (``S``, the bound used before, charges that for every ``t``),
+but where the ``k``-th order statistic falls varies by ``~sqrt(n alpha (1-alpha))`` ranks, so on
+average an edge sits at a given deficit with probability ``<= b ~ 1/sqrt(2 pi n alpha(1-alpha))``
+(``G = 6.7`` against ``S = 10.5`` ranks at ``n = 5000``, ``m = 3915``, epsilon 1, ``r = 3``;
+``G`` tends to ``S`` for small ``n``). No failure probability is traded away (seed 002 gives up
+``gamma alpha`` of coverage to a high-probability bound): the deficit is bounded in expectation.
 
 *Upper bound.* Symmetrically, edges with ``c_{j-1} >= k - 1 + u`` have ``p_j >= u``; with
 ``U = c_{J-1} - k + 1``, ``rho_u = y_u/(1 + y_u)`` and ``y_u = (m-1) e^{-epsilon u/(1+r)}``,
@@ -89,9 +115,10 @@ deficit is summed, which is what an expectation needs.
 
 *Slope.* ``S`` shrinks and the overshoot above ``k`` grows with ``r``; :func:`rank_slope` takes
 the ``r`` in ``0.25..20`` minimising ``S + 1/(e^{epsilon/(1+r)} - 1)`` (the overshoot when each
-rank step has one edge): ``r = 3`` at ``m = 3915``, epsilon = 1, where ``S = 10.3`` ranks. At
-``n = 5000``, alpha = 0.1: ``k = 4512`` against ``ceil(5001 * 0.9) = 4501``; seed 002's level
-(``m* = 256``) is ``q~ = 0.9059``, i.e. rank 4530, and its realised overshoot is larger still.
+rank step has one edge; a function of ``m`` and epsilon alone): ``r = 3`` at ``m = 3915``,
+epsilon = 1. At ``n = 5000``, alpha = 0.1: ``k = 4508`` (``G = 6.7``) against ``ceil(5001 *
+0.9) = 4501`` (``4512`` with the cruder guard ``S``); seed 002's level (``m* = 256``) is
+``q~ = 0.9059``, i.e. rank 4530, and its realised overshoot is larger still.
 
 Theorem BR (``method="bounded-range"``)
 --------------------------------------
@@ -155,7 +182,7 @@ Neighbouring relation: ``n`` is public
 --------------------------------------
 The target ``k``, :math:`\\tilde q`, :math:`m^*`, :math:`\\gamma^*` and the full-set branch are
 deterministic functions of ``n`` (and of the public ``alpha`` and ``epsilon``): by default
-(``"rank"``) ``n = 114`` gives full sets and ``n = 115`` a finite threshold at ``alpha = 0.1``,
+(``"rank"``) ``n = 101`` gives full sets and ``n = 102`` a finite threshold at ``alpha = 0.1``,
 ``epsilon = 1`` (``212`` / ``213`` for ``"angelopoulos2022"``), and ``k`` moves with ``n``; for
 ``"angelopoulos2022"``, ``n = 301`` gives ``m* = 121`` and ``n = 302`` gives ``m* = 100``,
 whose edges share only 1.0. Under add/remove neighbours ``n``
@@ -177,6 +204,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import gammaln
 
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.conformal._base import ConformalBase, FullSetWarning
@@ -432,9 +460,57 @@ def _rank_slope(m: int, eps: float) -> float:
     return float(_SLOPES[int(np.argmin(cost))])
 
 
+def _mode_pmf(size: int, ell: np.ndarray) -> np.ndarray:
+    """``b(l) = max_g P(Bin(size, g) = l)``, attained at ``g = l / size`` (Theorem R's guard).
+
+    Evaluated in log space; the factor ``1 + 1e-9`` covers the rounding of ``gammaln``, so the
+    result is never below the exact value (the guard only needs upper bounds).
+    """
+    ell = np.asarray(ell, dtype=np.float64)
+    rest = size - ell
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(ell > 0, ell * np.log(ell / size), 0.0)
+        down = np.where(rest > 0, rest * np.log(rest / size), 0.0)
+    log_b = gammaln(size + 1.0) - gammaln(ell + 1.0) - gammaln(rest + 1.0) + up + down
+    return np.minimum(np.exp(log_b) * (1.0 + 1e-9), 1.0)
+
+
+def _rank_guard(n: int, k: int, m: int, lam: float) -> float:
+    """``G = sum_t h(min(x_t, beta_t))`` of Theorem R, an upper bound computed in ``O(1/lam)``.
+
+    ``h(a) = a/(1 + a)``, ``x_t = (m-1) e^{-lam t}`` and ``beta_t = (m-1) (sum_{d >= t}
+    e^{-lam d} b(k-d) + e^{-lam t} b(k-t+1))`` with ``b`` of :func:`_mode_pmf` (``Bin(n+1, .)``).
+    Terms are summed up to ``T = min(k, ceil((log(m-1) + 40)/lam))``; beyond ``T`` the sum over
+    ``d`` is bounded by ``sum_{d > T} e^{-lam d}`` (``b <= 1``) and the sum over ``t`` by
+    ``sum_{t > T} x_t``, two geometric series, so the result is never below the exact ``G``.
+    """
+    x0 = math.log(max(m - 1, 1))
+    big_t = min(k, max(1, math.ceil((x0 + 40.0) / lam)))
+    t = np.arange(1, big_t + 1, dtype=np.float64)
+    decay = np.exp(-lam * t)
+    beyond = math.exp(-lam * (big_t + 1)) / -math.expm1(-lam) if big_t < k else 0.0
+    below = decay * _mode_pmf(n + 1, k - t)
+    suffix = np.cumsum(below[::-1])[::-1] + beyond  # sum_{d >= t} e^{-lam d} b(k - d)
+    beta = (m - 1) * (suffix + decay * _mode_pmf(n + 1, k - t + 1))
+    a = np.minimum((m - 1) * decay, beta)
+    rest = (m - 1) * beyond if big_t < k else 0.0
+    return float(np.sum(a / (1.0 + a)) + rest)
+
+
+@functools.lru_cache(maxsize=1024)
 def _rank_target(n: int, a: float, eps: float, m: int, r: float) -> int:
-    """``k = ceil((n+1)(1-alpha) + S)``; rounding only ever adds (a margin of 1e-9)."""
-    return math.ceil((n + 1) * (1.0 - a) + _tail_sum(m, eps * r / (1.0 + r)) + 1e-9)
+    """The smallest ``k`` with ``k - G(k) >= (n+1)(1-alpha)`` (Theorem R; a margin of 1e-9).
+
+    ``G(k) <= S``, so ``k_S = ceil((n+1)(1-alpha) + S)`` always qualifies and the search runs
+    over at most ``S + 1`` values; when none is ``<= n``, ``k_S > n`` is returned (full sets).
+    """
+    lam = eps * r / (1.0 + r)
+    need = (n + 1) * (1.0 - a) + 1e-9
+    k_s = math.ceil(need + _tail_sum(m, lam))
+    for k in range(max(1, math.ceil(need)), min(k_s, n + 1)):
+        if k - _rank_guard(n, k, m, lam) >= need:
+            return k
+    return k_s
 
 
 def rank_slope(m: int, epsilon: float) -> float:
@@ -457,13 +533,15 @@ def rank_slope(m: int, epsilon: float) -> float:
 def rank_target(n: int, alpha: float, epsilon: float, bins: Any, slope: Any = "auto") -> int:
     """The target rank ``k`` of ``method="rank"``; ``k > n`` means no valid threshold.
 
-    ``k = ceil((n+1)(1-alpha) + S)`` with ``S = sum_{t>=1} x_t/(1 + x_t)``,
-    ``x_t = (m-1) exp(-epsilon r t/(1+r))`` (module docstring, Theorem R).
+    The smallest ``k`` with ``k - G(k) >= (n+1)(1-alpha)``, where the guard ``G`` (module
+    docstring, Theorem R) bounds the expected number of order statistics the release misses,
+    ``G <= S = sum_{t>=1} x_t/(1 + x_t)``, ``x_t = (m-1) exp(-epsilon r t/(1+r))``; coverage is
+    then ``>= (k - G)/(n+1) >= 1 - alpha``.
 
     Examples
     --------
     >>> rank_target(5000, 0.1, 1.0, 3915), math.ceil(5001 * 0.9)
-    (4512, 4501)
+    (4508, 4501)
     """
     owner = "rank_target"
     n = check_int(n, "n", owner, low=1)
@@ -650,7 +728,7 @@ def min_calibration_size(
     Examples
     --------
     >>> min_calibration_size(0.1, 1.0), min_calibration_size(0.1, 1.0, method="angelopoulos2022")
-    (115, 213)
+    (102, 213)
     """
     owner = "min_calibration_size"
     a = check_probability(alpha, "alpha", owner)
@@ -841,7 +919,7 @@ class PrivateConformal(ConformalBase):
     >>> pc.predict_set(z[:3]).shape
     (3, 5)
     >>> pc.rank_, pc.bins_, pc.slope_
-    (1812, 3915, 3.0)
+    (1809, 3915, 3.0)
     """
 
     _owner = "PrivateConformal"
