@@ -23,6 +23,7 @@ PRIVATE_AUDITS = (
     "datasource-accuracy-gap-sum",
     "datasource-accuracy-gap-curve",
     "datasource-clipped-nll-sum",
+    "datasource-clipped-nll-increments",
     "datasource-bin-gaps",
     "datasource-bin-counts",
     "datasource-count",
@@ -82,3 +83,15 @@ def test_planted_exact_curve_increments_are_caught(monkeypatch: Any) -> None:
     report = run_audit("datasource-accuracy-gap-curve", runs=800)
     assert not report.passed, str(report)
     assert report.epsilon_lower > 1.5 * report.epsilon  # the true loss is unbounded
+
+
+def test_planted_split_increment_sensitivity_is_caught(monkeypatch: Any) -> None:
+    """NLL-T's increments priced as if the bound B + min(B, log C) were shared out over the 16
+    coordinates (B / k each, a budget-split slip): the valley row moves them by 9.6 in L1,
+    13 times the noise the defect pays for."""
+    real = source_module.nll_curve_sensitivity
+    monkeypatch.setattr(source_module, "nll_curve_sensitivity", lambda b, c: real(b, c) / 16)
+    seeds = itertools.count(300)  # seeded noise only makes the 2 x 960 queries fast
+    monkeypatch.setattr(source_module, "resolve_noise", lambda n, o: SeededNoise(next(seeds)))
+    report = run_audit("datasource-clipped-nll-increments", runs=800)
+    assert not report.passed, str(report)

@@ -95,6 +95,7 @@ def shifted() -> tuple[np.ndarray, np.ndarray]:
 EXTRA = (
     L.MethodSpec("Acc-T golden", "temperature", "acc", "golden", (0.5, 3.0)),
     L.MethodSpec("Acc-T golden auto", "temperature", "acc", "golden", "auto"),
+    L.MethodSpec("NLL-T golden auto", "temperature", "nll", "golden", "auto"),
 )
 
 

@@ -10,6 +10,7 @@ source (noise scale halved, so the true loss is ``2 epsilon``) must fail.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -157,3 +158,45 @@ def test_broken_source_fails_the_curve_audit() -> None:
     res, _, _ = curve_audit(HalvedScaleSource, seed=22)
     assert not res.passed, str(res)
     assert res.epsilon_lower > 1.1 * EPS
+
+
+def increments_audit(cls: type[DataSource], seed: int) -> Any:
+    """NLL-T's increments on D and D' = D plus a valley row (its clipped NLL falls from B and
+    rises again), read through their Laplace log-likelihood ratio at the source's own noise
+    scale, on 2 x 10^5 seeded releases per side."""
+    (z, y), _ = neighbours()
+    z2, y2 = np.vstack([z, [[0.0, -1.25, -37.0]]]), np.append(y, 1)
+    grid = np.exp(np.linspace(np.log(0.25), np.log(64.0), 17))
+    means, scales = [], []
+    for zz, yy in ((z, y), (z2, y2)):
+        rec = Recorder()
+        src = cls(zz, yy, budget=10.0, noise=rec)
+        means.append(src.clipped_nll_increments(grid, EPS, bound=BOUND))
+        scales.append(rec.scales[0])
+    (mu, mu2), scale = means, scales[0]
+    assert scales[1] == scale
+
+    def loss(x: np.ndarray) -> np.ndarray:
+        return np.asarray((np.abs(x - mu).sum(-1) - np.abs(x - mu2).sum(-1)) / scale)
+
+    noise = SeededNoise(seed)
+    sample_d = loss(mu + noise.laplace(scale, size=(5 * RUNS, mu.size)))
+    sample_d2 = loss(mu2 + noise.laplace(scale, size=(5 * RUNS, mu.size)))
+    shift = float(np.abs(mu - mu2).sum())
+    edges = np.linspace(-shift / scale, shift / scale, 41)  # the loss's support, fixed
+    return audit_pure_dp(sample_d, sample_d2, edges, EPS, alpha=1e-6), shift, scale
+
+
+def test_nll_increments_pass_the_audit() -> None:
+    res, shift, scale = increments_audit(DataSource, seed=31)
+    # the valley row's total variation: B - 0.59 down, then up by most of log C (3 classes)
+    assert 4.0 < shift <= BOUND + math.log(3)
+    assert scale == pytest.approx((BOUND + math.log(3)) / EPS)
+    assert res.passed, str(res)
+    assert res.epsilon_lower > 0.3 * EPS  # true loss 0.72 epsilon: the audit has power
+
+
+def test_broken_source_fails_the_increments_audit() -> None:
+    res, _, _ = increments_audit(HalvedScaleSource, seed=32)
+    assert not res.passed, str(res)
+    assert res.epsilon_lower > 1.1 * EPS  # true loss 1.45 epsilon

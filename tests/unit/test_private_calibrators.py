@@ -32,6 +32,7 @@ CONFIGS = [
     {"objective": "acc", "search": "bisect", "t_range": (0.25, 8.0)},
     {"objective": "nll"},
     {"objective": "nll", "t_range": (0.5, 3.0)},
+    {"objective": "nll", "search": "golden"},
     {"objective": "ece"},
     {"objective": "ece", "t_range": (0.5, 3.0), "n_bins": 10},
 ]
@@ -92,10 +93,15 @@ def test_unnamed_sources_are_reported_apart(overconfident: Any) -> None:
 
 def test_sensitivities_in_report(overconfident: Any) -> None:
     z, y = overconfident
-    rep = make({"objective": "nll", "nll_bound": 4.0}, 1.0).fit(z, y).privacy_report_
+    cfg = {"objective": "nll", "nll_bound": 4.0, "search": "golden"}
+    rep = make(cfg, 1.0).fit(z, y).privacy_report_
     # first the locating accuracy-gap query (sensitivity 1), then clipped NLL sums (B = 4)
     assert [r.sensitivity for r in rep.releases] == [1.0] + [4.0] * 6
     assert rep.releases[0].query.startswith("accuracy_gap_sum(T=3")
+    # the default: one release of the increments, B + min(B, log C) with C = 4 classes
+    (rel,) = make({"objective": "nll", "nll_bound": 4.0}, 1.0).fit(z, y).privacy_report_.releases
+    assert rel.query.startswith("clipped_nll_increments(T=0.25..64, k=17, B=4")
+    assert (rel.sensitivity, rel.epsilon) == (4.0 + np.log(4.0), 1.0)
 
 
 @pytest.mark.parametrize(("search", "rel"), [("bisect", 1e-3), ("golden", 1e-3), ("curve", 0.02)])
@@ -259,12 +265,24 @@ def test_search_plan_counts() -> None:
     paper = search_plan("acc", 1.0, 5, search="golden-section")
     assert (paper.t_range, paper.locate, len(paper.epsilons)) == ((0.5, 3.0), False, 6)
     plan = search_plan("nll", 1.0, 5)
+    assert (plan.search, plan.t_range, plan.epsilons, len(plan.grid)) == (
+        "curve",
+        (0.25, 64.0),
+        (1.0,),
+        17,
+    )
+    plan = search_plan("nll", 1.0, 5, search="golden")
     assert (plan.search, plan.locate, plan.evaluations, len(plan.epsilons)) == (
         "golden",
         True,
         6,
         7,
     )
+    assert search_plan("ece", 1.0, 5).search == "golden"
+    with pytest.raises(ValueError, match="'curve' only with objective='acc' or objective='nll'"):
+        search_plan("ece", 1.0, 5, search="curve")
+    with pytest.raises(ValueError, match="'bisect' only with objective='acc'"):
+        search_plan("nll", 1.0, 5, search="bisect")
     plan = search_plan("ece", 1.0, 5, t_range=(0.5, 3.0))
     assert (plan.locate, len(plan.epsilons)) == (False, 6)
 
@@ -303,3 +321,73 @@ def test_monotone_root_ties_edges_and_a_stray_zero() -> None:
     got = monotone_root(rows, t)
     np.testing.assert_allclose(got, [4 * 2**0.5, 4 * 2**0.5, 1.0, 32.0, 4 * 2**0.5])
     assert monotone_root(rows[0], t) == pytest.approx(4 * 2**0.5)
+
+
+def test_weighted_isotonic_is_weighted_pava(rng: np.random.Generator) -> None:
+    from sklearn.isotonic import IsotonicRegression
+
+    from privcal.calibrators.search import isotonic_increasing
+
+    v = rng.normal(size=(20, 8)).cumsum(axis=1) + 2.0 * rng.normal(size=(20, 8))
+    w = rng.uniform(0.01, 5.0, size=8)
+    want = [IsotonicRegression().fit_transform(np.arange(8), row, sample_weight=w) for row in v]
+    np.testing.assert_allclose(isotonic_increasing(v, weights=w), want, atol=1e-10)
+
+
+def test_convex_argmin_reads_the_minimiser_of_exact_nll_sums(sample_labels: Any) -> None:
+    """Without noise the increments of the clipped NLL sum give its minimiser to within the
+    spline's error (< 2% with factor-sqrt(2) steps), vectorised over rows."""
+    from privcal.calibrators.search import convex_argmin, geometric_grid
+    from privcal.metrics.statistics import clipped_nll_sum
+
+    rng = np.random.default_rng(4)
+    grid = geometric_grid(0.25, 64.0, np.sqrt(2.0))
+    fine = np.exp(np.linspace(np.log(0.3), np.log(50.0), 3000))
+    for t_true in (0.6, 2.5, 9.0):
+        z = 3.0 * rng.normal(size=(4000, 5))
+        y = sample_labels(z, t_true, rng)
+        best = fine[np.argmin(clipped_nll_sum(z, y, fine, 10.0))]
+        inc = np.diff(clipped_nll_sum(z, y, grid, 10.0))
+        assert convex_argmin(inc, grid) == pytest.approx(best, rel=0.02)
+        np.testing.assert_allclose(convex_argmin(np.stack([inc, inc]), grid), best, rtol=0.02)
+    # a minimum beyond the grid is read at its edge
+    assert convex_argmin(np.full(16, -1.0), grid) == pytest.approx(64.0)
+    assert convex_argmin(np.full(16, 1.0), grid) == pytest.approx(0.25)
+
+
+def test_nll_increments_are_the_clipped_nll_curve(overconfident: Any) -> None:
+    """The increments query answers diff(clipped_nll_sum) on the grid (huge epsilon)."""
+    from privcal.metrics.statistics import clipped_nll_sum
+
+    z, y = overconfident
+    grid = np.asarray(search_plan("nll", 1.0, 5).grid)
+    src = DataSource(z, y, budget=1e9, noise=SeededNoise(1))
+    got = src.clipped_nll_increments(grid, epsilon=1e9, bound=4.0)
+    exact = [clipped_nll_sum(z, y, t, 4.0) for t in grid]  # the shared statistic, one T at a time
+    np.testing.assert_allclose(got, np.diff(exact), atol=1e-6)
+    for kwargs in ({"temperatures": [1.0]}, {"temperatures": [2.0, 1.0]}, {"bound": 0.0}):
+        with pytest.raises(ValueError, match=r"temperatures|bound"):
+            src.clipped_nll_increments(**{"temperatures": grid, "epsilon": 1.0, **kwargs})
+    assert src.spent == 1e9 and len(src.history) == 1
+
+
+@pytest.mark.parametrize("bound", [0.5, 3.0, 10.0])
+def test_one_rows_nll_variation_is_within_the_sensitivity(bound: float) -> None:
+    """The derived bound B + min(B, log C) on one example's total variation along any grid,
+    checked on rows from calm to extreme (logits down to -700, ties, valleys)."""
+    from privcal.metrics.statistics import nll_terms
+    from privcal.private.source import nll_curve_sensitivity
+
+    rng = np.random.default_rng(11)
+    grid = np.exp(np.linspace(np.log(0.01), np.log(1000.0), 400))
+    for c in (2, 3, 10, 100):
+        z = rng.normal(size=(3000, c)) * rng.choice([0.1, 1.0, 10.0, 300.0], size=(3000, 1))
+        z[:50, :2] = [0.0, -2.5]  # valleys: label second, the rest far below
+        z[:50, 2:] = -42.0
+        y = np.where(np.arange(3000) < 50, 1, rng.integers(0, c, 3000))
+        f = np.minimum(nll_terms(z, y, grid), bound)  # (k, n)
+        tv = np.abs(np.diff(f, axis=0)).sum(axis=0)
+        assert tv.max() <= nll_curve_sensitivity(bound, c)
+        # not loose: valleys reach most of it (below B = log 2 a wrong label's NLL is always
+        # clipped, so only the label-on-top rows move, by at most B)
+        assert tv.max() > 0.6 * (nll_curve_sensitivity(bound, c) if bound > 1 else bound)

@@ -19,6 +19,13 @@ value and the increments where its confidence falls). It is read through the mos
 scalar there is, the Laplace log-likelihood ratio of the released vector between the exact
 answers on ``D'`` and ``D`` (:func:`curve_loss`): a fixed function of the output, so reading it
 is post-processing, and its worst case is the mechanism's privacy loss.
+
+The clipped-NLL increments (NLL-T's default query) are audited on their own neighbours
+(:func:`nll_curve_neighbours`): the added row is a **valley** (label second by 2.5 logits, the
+other classes 42 below), whose clipped NLL falls from ``B`` at ``T = 0.25`` to 0.85 and rises
+again toward ``log C`` at ``T = 64``, a total variation of 9.6 of the bound ``B + log C = 11.6``
+(the confidently wrong row above is monotone and moves them by 8.2 only). They are read through
+the same Laplace likelihood ratio (:func:`increments_loss`).
 """
 
 from __future__ import annotations
@@ -30,18 +37,19 @@ from typing import Any
 import numpy as np
 
 from privcal.audits._registry import AuditReport, audit_release, register
-from privcal.metrics.statistics import accuracy_gap_sum
+from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private.source import curve_release
 from privcal.private.temperature import search_plan
 
-__all__ = ["N_ROWS", "curve_loss", "neighbours"]
+__all__ = ["N_ROWS", "curve_loss", "increments_loss", "neighbours", "nll_curve_neighbours"]
 
 #: Rows of ``D``; ``D'`` has one more.
 N_ROWS = 40
 _CLASSES = 5
 _TOP_BIN = 14  # the worst-case row's confidence is ~1: the last of the 15 default bins
 _NEIGHBOURS = f"{N_ROWS} rows vs the same rows plus one confidently wrong row"
+_VALLEY = f"{N_ROWS} rows vs the same rows plus one valley row (clipped NLL falls, then rises)"
 
 
 def neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -54,10 +62,25 @@ def neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.nd
     return (z, y), (np.vstack([z, worst]), np.append(y, 1))
 
 
+def nll_curve_neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``(D, D')``: the rows of :func:`neighbours`, and the same rows plus one valley row."""
+    (z, y), _ = neighbours()
+    valley = np.array([[0.0, -2.5, -42.0, -42.0, -42.0]])
+    return (z, y), (np.vstack([z, valley]), np.append(y, 1))
+
+
 def _query_audit(
-    name: str, call: str, ask: Callable[[DataSource], Any], runs: int, alpha: float
+    name: str,
+    call: str,
+    ask: Callable[[DataSource], Any],
+    runs: int,
+    alpha: float,
+    *,
+    pair: Callable[[], tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]] = (
+        neighbours
+    ),
 ) -> AuditReport:
-    data = neighbours()
+    data = pair()
     claim_source = DataSource(*data[0], budget=1.0)
     ask(claim_source)  # one release, exactly as a user asks it: its report is the claim
 
@@ -68,7 +91,7 @@ def _query_audit(
     return audit_release(
         name,
         f"DataSource(logits, labels).{call}",
-        _NEIGHBOURS,
+        _NEIGHBOURS if pair is neighbours else _VALLEY,
         draw,
         claim_source.privacy_report(),
         runs=runs,
@@ -117,6 +140,28 @@ def curve_loss(curve: np.ndarray) -> float:
     mu, mu2 = _curve_means()
     x = curve_release(np.asarray(curve, dtype=np.float64), _ANCHOR)
     return float((np.abs(x - mu).sum() - np.abs(x - mu2).sum()) / 2.0)
+
+
+#: NLL-T's default query: the increments of the clipped NLL sum on its public grid (B = 10).
+_NLL_GRID = np.asarray(search_plan("nll", 1.0, 5, search="curve").grid)
+
+
+@functools.cache
+def _increments_means() -> tuple[np.ndarray, np.ndarray]:
+    """The exact released increments on the valley neighbours (the shared statistic)."""
+    return tuple(  # type: ignore[return-value]
+        np.diff(np.asarray(clipped_nll_sum(z, y, _NLL_GRID, 10.0)))
+        for z, y in nll_curve_neighbours()
+    )
+
+
+def increments_loss(increments: np.ndarray) -> float:
+    """``|x - mu|_1 - |x - mu'|_1`` for the released increments ``x``: the Laplace
+    log-likelihood ratio ``log p'(x) / p(x)`` times the noise scale, a fixed positive factor
+    that no bucket of the audit depends on."""
+    mu, mu2 = _increments_means()
+    x = np.asarray(increments, dtype=np.float64)
+    return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
 
 
 #: name -> (summary, default runs, the query as a user writes it, the query itself). The vector
@@ -168,7 +213,8 @@ _OBJECTIVES: dict[str, tuple[str, int]] = {
         2000,
     ),
     "nll": (
-        "PrivateTemperatureScaling(objective='nll') with its defaults (NLL-T, golden section)",
+        "PrivateTemperatureScaling(objective='nll') with its defaults (NLL-T, one release of "
+        "the clipped NLL's increments)",
         2000,
     ),
     "ece": (
@@ -205,6 +251,22 @@ for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
     register(_name, summary=_summary, runs=_runs, slow=True)(
         functools.partial(_query_audit, _name, _call, _ask)
     )
+register(
+    "datasource-clipped-nll-increments",
+    summary="DataSource.clipped_nll_increments (NLL-T's default query), Laplace, L1 sensitivity "
+    "B + min(B, log C)",
+    runs=2000,
+    slow=True,
+)(
+    functools.partial(
+        _query_audit,
+        "datasource-clipped-nll-increments",
+        "clipped_nll_increments(grid, epsilon=1.0) on NLL-T's default grid, read through the "
+        "log-likelihood ratio of the released increments",
+        lambda s: increments_loss(s.clipped_nll_increments(_NLL_GRID, epsilon=1.0)),
+        pair=nll_curve_neighbours,
+    )
+)
 for _objective, (_summary, _runs) in _OBJECTIVES.items():
     register(f"private-temperature-{_objective}", summary=_summary, runs=_runs, slow=True)(
         functools.partial(_temperature_audit, _objective)

@@ -8,7 +8,9 @@ two and a half decades and a ratio, not a difference, is the natural resolution.
 :func:`monotone_root` is the search of the private Acc-T default: it reads the root of an
 increasing function from its noisy values on a whole public grid at once (isotonic fit, then
 linear interpolation in ``log T``), so a private caller pays for one vector release instead of a
-sequence of scalar ones.
+sequence of scalar ones. :func:`convex_argmin` is its counterpart for the private NLL-T default:
+it reads the minimiser of a function convex in ``1 / T`` from its noisy increments on a public
+grid (isotonic fit of the secant slopes, then a cubic spline around the smallest fitted value).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import numpy as np
 
 __all__ = [
     "GOLDEN",
+    "SPLINE_POINTS",
     "bisect_sign",
+    "convex_argmin",
     "geometric_grid",
     "golden_section",
     "isotonic_increasing",
@@ -28,6 +32,8 @@ __all__ = [
 
 #: 1 / golden ratio: each golden-section step keeps this fraction of the bracket.
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+#: :func:`convex_argmin` reads its spline on this many points per grid step.
+SPLINE_POINTS = 256
 
 
 def _to(x: float, geometric: bool) -> float:
@@ -114,22 +120,28 @@ def geometric_grid(lo: float, hi: float, ratio: float) -> np.ndarray:
     return grid
 
 
-def isotonic_increasing(values: np.ndarray) -> np.ndarray:
+def isotonic_increasing(values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Least-squares non-decreasing fit of each row of ``values`` (shape ``(R, k)``), vectorised.
 
-    Uses the min-max characterisation of isotonic regression (Robertson, Wright & Dykstra 1988,
-    Thm. 1.4.4): the fit at ``j`` is ``max_{i <= j} min_{l >= j} mean(values[i..l])``. It costs
-    ``O(R k^3)`` without a Python loop, which suits the short public grids it serves; it equals
-    pool-adjacent-violators to rounding.
+    Minimises :math:`\\sum_j w_j (f_j - v_j)^2` over non-decreasing ``f`` (``w = 1`` when
+    ``weights`` is None; otherwise ``weights`` is a positive ``(k,)`` array shared by the rows).
+    Uses the min-max characterisation of (weighted) isotonic regression (Robertson, Wright &
+    Dykstra 1988, Thm. 1.4.4): the fit at ``j`` is ``max_{i <= j} min_{l >= j} M(i, l)`` with
+    ``M(i, l)`` the weighted mean of ``values[i..l]``. It costs ``O(R k^3)`` without a Python
+    loop, which suits the short public grids it serves; it equals pool-adjacent-violators to
+    rounding.
     """
     v = np.atleast_2d(np.asarray(values, dtype=np.float64))
     k = v.shape[1]
-    csum = np.concatenate([np.zeros((v.shape[0], 1)), np.cumsum(v, axis=1)], axis=1)
+    w = np.ones(k) if weights is None else np.asarray(weights, dtype=np.float64)
+    csum = np.concatenate([np.zeros((v.shape[0], 1)), np.cumsum(v * w, axis=1)], axis=1)
+    wsum = np.concatenate([[0.0], np.cumsum(w)])
     i = np.arange(k)[:, None]
     j = np.arange(k)[None, :]
     upper = j >= i
-    means = (csum[:, None, 1:] - csum[:, :-1, None]) / np.where(upper, j - i + 1, 1)
-    means = np.where(upper, means, np.inf)  # means[r, i, l] = mean(v[r, i..l]) for l >= i
+    mass = np.where(upper, wsum[None, 1:] - wsum[:-1, None], 1.0)
+    means = (csum[:, None, 1:] - csum[:, :-1, None]) / mass
+    means = np.where(upper, means, np.inf)  # means[r, i, l] = M(i, l) for l >= i
     suffix_min = np.minimum.accumulate(means[:, :, ::-1], axis=2)[:, :, ::-1]
     return np.where(upper, suffix_min, -np.inf).max(axis=1)
 
@@ -172,4 +184,58 @@ def monotone_root(values: np.ndarray, temperatures: np.ndarray) -> float | np.nd
     root = np.where((n_neg == 0) & (n_pos == k), x[0], root)
     root = np.where((n_pos == 0) & (n_neg == k), x[-1], root)
     out = np.exp(root)
+    return float(out[0]) if scalar else out
+
+
+def convex_argmin(increments: np.ndarray, temperatures: np.ndarray) -> float | np.ndarray:
+    """Minimiser of a function of ``T``, convex in ``beta = 1 / T``, from its noisy increments.
+
+    Parameters
+    ----------
+    increments : ndarray of shape (k - 1,) or (R, k - 1)
+        Noisy :math:`d_j = F(T_{j+1}) - F(T_j)` on the grid (one row per problem), with
+        independent noise of equal scale on every coordinate (the release of
+        :meth:`privcal.private.DataSource.clipped_nll_increments`, summed over sources).
+    temperatures : ndarray of shape (k,)
+        Increasing, positive grid, ``k >= 3``.
+
+    Returns
+    -------
+    float or ndarray of shape (R,)
+
+    Notes
+    -----
+    With :math:`\\beta_j = 1 / T_j` and :math:`w_j = \\beta_j - \\beta_{j+1} > 0`, the ratio
+    :math:`s_j = d_j / w_j` is minus the secant slope of :math:`F` in :math:`\\beta` over
+    :math:`[\\beta_{j+1}, \\beta_j]`; for :math:`F` convex in :math:`\\beta` (the NLL sum is:
+    each term is a log-sum-exp of functions linear in :math:`\\beta`, minus a linear one) the
+    secant slopes grow with :math:`\\beta`, so :math:`s_j` is non-decreasing in ``j``. Noise of
+    scale :math:`b` on :math:`d_j` is noise of scale :math:`b / w_j` on :math:`s_j`, so the fit is
+    :func:`isotonic_increasing` of :math:`s` with weights :math:`w_j^2` (inverse variances): the
+    least-squares projection of the noisy curve onto the functions convex in :math:`\\beta`.
+    The fitted curve :math:`\\hat F_j = \\sum_{i < j} \\hat s_i w_i` is interpolated by a cubic
+    spline in :math:`\\log T` (not-a-knot), and the spline's minimum is read on
+    :data:`SPLINE_POINTS` points per grid step within one step of the smallest fitted grid value
+    (a resolution of ``log(T_{j+1} / T_j) / SPLINE_POINTS`` in ``log T``). Without noise and for
+    exactly convex ``F`` the isotonic step changes nothing and the spline's error is
+    :math:`O(h^4)` in the step :math:`h`: on the shared networks' clipped NLL with factor-sqrt(2)
+    steps it finds the exact minimiser within 1.5% (a parabola through three points is off by
+    2-5%, enough to move ECE by 0.2-0.4 points).
+    """
+    from scipy.interpolate import CubicSpline
+
+    t = np.asarray(temperatures, dtype=np.float64)
+    scalar = np.ndim(increments) == 1
+    d = np.atleast_2d(np.asarray(increments, dtype=np.float64))
+    width = 1.0 / t[:-1] - 1.0 / t[1:]
+    slopes = isotonic_increasing(d / width, weights=width**2)
+    curve = np.concatenate([np.zeros((d.shape[0], 1)), np.cumsum(slopes * width, axis=1)], axis=1)
+    x = np.log(t)
+    steps = np.arange(x.size - 1)[:, None] + np.arange(SPLINE_POINTS)[None, :] / SPLINE_POINTS
+    pos = np.append(steps.ravel(), x.size - 1.0)  # fine points, in units of grid steps
+    fine = np.interp(pos, np.arange(x.size), x)
+    values = CubicSpline(x, curve, axis=1)(fine)
+    best = np.argmin(curve, axis=1)[:, None]
+    values = np.where(np.abs(pos[None, :] - best) <= 1.0, values, np.inf)
+    out = np.exp(fine[np.argmin(values, axis=1)])
     return float(out[0]) if scalar else out

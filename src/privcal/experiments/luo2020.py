@@ -23,7 +23,8 @@ batch protocol reproduces :class:`~privcal.private.PrivateTemperatureScaling` fi
 :class:`~privcal.private.DataSource` objects given the same noise draws). Acc-T's default curve
 search needs no loop at all: the exact curves of every trial and source on the public grid are
 one ``accuracy_gap_terms`` call, and :func:`~privcal.calibrators.search.monotone_root` reads all
-roots at once.
+roots at once; NLL-T's default curve search is one ``nll_terms`` call and
+:func:`~privcal.calibrators.search.convex_argmin`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 
 from privcal._params import check_int, check_real
 from privcal.calibrators.binning import rescale_top_label
-from privcal.calibrators.search import GOLDEN, monotone_root
+from privcal.calibrators.search import GOLDEN, convex_argmin, monotone_root
 from privcal.metrics.statistics import (
     accuracy_gap_terms,
     bin_indices,
@@ -52,7 +53,7 @@ from privcal.metrics.statistics import (
 from privcal.plots import subplots
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.private.binning import noisy_bin_values
-from privcal.private.source import curve_from_release, curve_release
+from privcal.private.source import curve_from_release, curve_release, nll_curve_sensitivity
 from privcal.private.temperature import AUTO_SPLIT, SearchPlan, search_plan
 
 __all__ = [
@@ -347,6 +348,8 @@ def _private_temperature(
         gaps = gaps.reshape(trials, d, n_bins) + noise.laplace(1.0 / eps, size=(trials, d, n_bins))
         return np.asarray(np.abs(gaps.sum(axis=1)).sum(axis=1))
 
+    if plan.search == "curve" and objective == "nll":
+        return _private_nll_curve(plan, s, noise, nll_bound)
     if plan.search == "curve":
         return _private_curve(plan, s, noise)
     if plan.locate:
@@ -375,6 +378,25 @@ def _private_curve(plan: SearchPlan, s: _Setting, noise: NoiseSource) -> np.ndar
     released = curve_release(exact, plan.anchor)
     released = released + noise.laplace(2.0 / plan.epsilons[0], size=released.shape)
     return np.asarray(monotone_root(curve_from_release(released, plan.anchor).sum(axis=1), grid))
+
+
+def _private_nll_curve(
+    plan: SearchPlan, s: _Setting, noise: NoiseSource, nll_bound: float
+) -> np.ndarray:
+    """NLL-T's curve search for all trials: one ``clipped_nll_increments`` release per source.
+
+    The exact per-source clipped NLL sums come from the shared ``nll_terms`` at every grid
+    temperature (clipped at ``nll_bound``, as ``clipped_nll_sum`` does); their increments get one
+    ``(trials, d, k - 1)`` Laplace array of the query's scale, as the DataSource draws it, and
+    :func:`~privcal.calibrators.search.convex_argmin` reads the minimiser of the sum.
+    """
+    trials, d, n, c = s.z_val.shape
+    grid = np.asarray(plan.grid)
+    terms = np.minimum(nll_terms(s.z_val.reshape(-1, c), s.y_val.ravel(), grid), nll_bound)
+    exact = np.diff(terms.reshape(grid.size, trials, d, n).sum(axis=3).transpose(1, 2, 0), axis=2)
+    scale = nll_curve_sensitivity(nll_bound, c) / plan.epsilons[0]
+    released = exact + noise.laplace(scale, size=exact.shape)
+    return np.asarray(convex_argmin(released.sum(axis=1), grid))
 
 
 def noise_pooled_ece(

@@ -14,6 +14,10 @@ method                      exact statistic (shared function)            L1 sens
                             (``accuracy_gap_sum``)
 ``clipped_nll_sum(T, B)``   :math:`\\sum_i \\min(\\ell_T(i), B)`          B
                             (``clipped_nll_sum``)
+``clipped_nll_increments``  the increments of that sum between          B + min(B, log C)
+``(Ts, B)``                 consecutive temperatures of a public grid   (total variation of
+                            (``clipped_nll_sum`` at each T)              one clipped term, see
+                                                                         the method)
 ``accuracy_gap_curve(Ts)``  the same sum at every temperature of an      2 (the anchor value
                             increasing public grid (``accuracy_gap_sum``  and the increments,
                             at each T)                                   see the method)
@@ -89,6 +93,7 @@ __all__ = [
     "curve_from_release",
     "curve_release",
     "data_fingerprint",
+    "nll_curve_sensitivity",
     "query_sensitivity",
     "row_digests",
 ]
@@ -100,28 +105,45 @@ SOURCE_PUBLIC: tuple[str, ...] = (
     "query parameters (temperatures, bins, clip bounds)",
 )
 
-#: The closed vocabulary: query name -> L1 sensitivity under add/remove one example (``B`` for
-#: ``clipped_nll_sum`` is the clip bound, passed with the query).
+#: The closed vocabulary: query name -> L1 sensitivity under add/remove one example (``B`` is
+#: the clip bound, passed with the query; ``C`` the public number of classes).
 QUERIES: dict[str, str] = {
     "accuracy_gap_sum": "1",
     "accuracy_gap_curve": "2",
     "clipped_nll_sum": "B",
+    "clipped_nll_increments": "B + min(B, log C)",
     "bin_gaps": "1",
     "bin_counts": "1",
     "count": "1",
 }
 
 
-def query_sensitivity(query: str, bound: float | None = None) -> float:
+def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
+    """L1 sensitivity ``B + min(B, log C)`` of :meth:`DataSource.clipped_nll_increments`.
+
+    Derived in that method's docstring (add/remove one example; ``C`` public).
+    """
+    return float(bound) + min(float(bound), math.log(n_classes))
+
+
+def query_sensitivity(
+    query: str, bound: float | None = None, n_classes: int | None = None
+) -> float:
     """L1 sensitivity of a vocabulary query under add/remove one example (see module table)."""
     if query not in QUERIES:
         raise ValueError(
             f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
         )
-    if query == "clipped_nll_sum":
+    if query in ("clipped_nll_sum", "clipped_nll_increments"):
         if bound is None:
-            raise ValueError("clipped_nll_sum needs its clip bound B: the sensitivity is B.")
-        return float(bound)
+            raise ValueError(f"{query} needs its clip bound B: the sensitivity depends on B.")
+        if query == "clipped_nll_sum":
+            return float(bound)
+        if n_classes is None:
+            raise ValueError(
+                f"{query} needs the number of classes C: its sensitivity is B + min(B, log C)."
+            )
+        return nll_curve_sensitivity(bound, n_classes)
     return float(QUERIES[query])
 
 
@@ -514,6 +536,76 @@ class DataSource:
         b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
         value = float(clipped_nll_sum(self._z, self._y, t, b))
         return float(self._answer(f"clipped_nll_sum(T={t:.6g}, B={b:g})", value, b, eps))
+
+    def clipped_nll_increments(
+        self, temperatures: Any, epsilon: float, bound: float = 10.0
+    ) -> np.ndarray:
+        """Noisy increments of :meth:`clipped_nll_sum` along a public increasing grid.
+
+        One release answers the shape of the whole NLL curve: with
+        :math:`F(T) = \\sum_i \\min(\\ell_T(i), B)` computed by the shared ``clipped_nll_sum``
+        at every :math:`T_j`, the released vector is
+        :math:`(F(T_2) - F(T_1), \\dots, F(T_k) - F(T_{k-1}))` with Laplace noise on each
+        coordinate. The level :math:`F(T_1)` is not released: the minimiser of a sum of curves
+        does not depend on it, and leaving it out saves ``B`` of sensitivity.
+
+        Parameters
+        ----------
+        temperatures : array_like of shape (k,)
+            Strictly increasing positive temperatures (public), ``k >= 2``.
+        epsilon : float
+            Budget of this answer (the whole curve), ``> 0``.
+        bound : float, default=10.0
+            Clip bound ``B > 0`` (public).
+
+        Returns
+        -------
+        ndarray of shape (k - 1,)
+
+        Privacy
+        -------
+        Add/remove one example moves the released vector by that example's own increments,
+        whose L1 norm is the total variation (TV) of :math:`f(T) = \\min(\\ell_T, B)` along
+        the grid. Write :math:`d_c = z_c - \\max z \\le 0`, :math:`\\beta = 1 / T` and
+        :math:`\\ell(\\beta) = \\log \\sum_c e^{\\beta d_c} - \\beta d_y`: a log-sum-exp of
+        functions linear in :math:`\\beta` minus a linear one, so convex in :math:`\\beta`.
+
+        * :math:`d_y = 0` (the label has the top logit): :math:`\\ell' = E_p[d] \\le 0`, so
+          :math:`f` is monotone along the grid and, as :math:`0 \\le \\ell \\le \\log C`,
+          :math:`\\mathrm{TV} \\le \\min(B, \\log C)`.
+        * :math:`d_y < 0`: :math:`f = \\min(\\ell, B)` is quasi-convex in :math:`\\beta` (its
+          sublevel sets are those of :math:`\\ell`, or the whole line), so along the grid it
+          falls to its smallest value :math:`m` and then rises:
+          :math:`\\mathrm{TV} = (f(T_1) - m) + (f(T_k) - m)`. The falling part is at most
+          :math:`B - m \\le B`. For the rising part, every :math:`e^{\\beta d_c} \\le 1` and the
+          top class contributes 1, so :math:`\\beta |d_y| \\le \\ell(\\beta) \\le \\beta |d_y| +
+          \\log C`; with :math:`\\beta_k = 1 / T_k` the smallest grid value of :math:`\\beta`,
+          :math:`m \\ge \\min(B, \\beta_k |d_y|)` and :math:`f(T_k) \\le \\min(B, \\beta_k |d_y|
+          + \\log C)`, so :math:`f(T_k) - m \\le \\min(B, \\log C)`.
+
+        Hence :math:`\\mathrm{TV} \\le B + \\min(B, \\log C)` for every example, whatever the
+        grid and its size :math:`k` (:func:`nll_curve_sensitivity`; releasing the ``k`` values
+        instead would cost ``k B``). ``C`` is public. For a label below the top logit the bound
+        has a slack of at least :math:`\\log 2` (:math:`p_y \\le 1/2`, so :math:`m \\ge \\log 2`),
+        which covers floating-point rounding of the computed terms. Laplace scale
+        ``(B + min(B, log C)) / epsilon`` per coordinate; pure ``epsilon``-DP.
+        """
+        owner = "DataSource.clipped_nll_increments"
+        temps = _check_grid(temperatures, owner)
+        if temps.size < 2:
+            raise ValueError(
+                f"The 'temperatures' parameter of {owner} must hold at least 2 temperatures "
+                f"(the release is their {temps.size - 1} increments). Got {temperatures!r} "
+                "instead."
+            )
+        eps = self._epsilon(epsilon, "clipped_nll_increments")
+        b = check_real(bound, "bound", owner, low=0.0, low_open=True)
+        curve = np.asarray(clipped_nll_sum(self._z, self._y, temps, b), dtype=np.float64)
+        label = (
+            f"clipped_nll_increments(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, B={b:g})"
+        )
+        sensitivity = nll_curve_sensitivity(b, self.n_classes)
+        return np.asarray(self._answer(label, np.diff(curve), sensitivity, eps))
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
         """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.

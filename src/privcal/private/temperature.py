@@ -24,10 +24,23 @@ Objectives (answers summed over sources)
   - ``search="golden-section"``: seed 000's Alg. 1, golden section on :math:`|g|` over the
     paper's range ``[0.5, 3]`` (with ``t_range="auto"``); ``search="golden"`` is the same
     search, preceded with ``t_range="auto"`` by a locating query (below).
-* ``"nll"`` (NLL-T): minimise :math:`\\sum_s \\widetilde{\\mathrm{NLL}}_s(T)` with each NLL
-  clipped to ``[0, B]`` (sensitivity B) by golden section.
+* ``"nll"`` (NLL-T): minimise :math:`F(T) = \\sum_s \\mathrm{NLL}_s(T)` with each example's
+  NLL clipped to ``[0, B]``.
+
+  - ``search="curve"`` (default): **one** query per source, the increments of the clipped NLL
+    sum along the same public grid (:meth:`DataSource.clipped_nll_increments`, L1 sensitivity
+    ``B + min(B, log C)`` whatever the grid size: the total variation of one clipped term, which
+    is quasi-convex in ``1/T``); the calibrator sums them over sources, projects the secant
+    slopes in ``1/T`` onto the convex functions and reads the minimiser
+    (:func:`~privcal.calibrators.search.convex_argmin`).
+  - ``search="golden"`` / ``"golden-section"``: golden section on the noisy sums
+    :meth:`DataSource.clipped_nll_sum` (sensitivity B per query), seed 000's Alg. 1.
 * ``"ece"`` (ECE-T): minimise :math:`\\sum_m |\\sum_s \\tilde g_{s,m}(T)|` with
   :math:`g_{s,m}` the per-bin sums of ``1[c] - conf_T`` (L1 sensitivity 1), by golden section.
+  There is no curve search for ECE-T: as ``T`` grows an example's confidence crosses every bin
+  between its two ends, and each crossing moves two bins' sums by up to 1, so the per-bin
+  curves' increments have an L1 sensitivity that grows with the number of bins crossed (up to
+  about ``2 M``), no better than ``K`` separate queries.
 
 Why one curve query beats a sequence of sign queries
 ----------------------------------------------------
@@ -54,7 +67,8 @@ total by basic composition. Its last sample is never compared (it returns the br
 right after drawing it), so K + 1 queries reach the same final bracket (width ``0.618^K`` of the
 range). Here ``iterations = K`` means:
 
-* ``search="curve"``: one query (the curve), whatever ``K``; ``iterations`` is not used;
+* ``search="curve"`` (Acc-T, NLL-T): one query (the curve or its increments), whatever ``K``;
+  ``iterations`` is not used;
 * ``search="golden"`` / ``"golden-section"``: ``golden_section`` with ``K + 1`` evaluations (two
   interior points, then ``K - 1`` shrinks, then the final comparison: ``K`` shrinks in all,
   Alg. 1's bracket);
@@ -81,6 +95,7 @@ from privcal._params import check_int, check_option, check_range, check_real
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.calibrators.search import (
     bisect_sign,
+    convex_argmin,
     geometric_grid,
     golden_section,
     monotone_root,
@@ -98,6 +113,7 @@ from privcal.private.source import (
 __all__ = [
     "AUTO_HIGH",
     "AUTO_LOW",
+    "AUTO_SEARCH",
     "AUTO_SPLIT",
     "CURVE_ANCHOR",
     "CURVE_HIGH",
@@ -121,9 +137,16 @@ AUTO_LOW, AUTO_SPLIT, AUTO_HIGH = 0.5, 3.0, 30.0
 CURVE_LOW, CURVE_HIGH, CURVE_RATIO, CURVE_ANCHOR = 0.25, 64.0, float(np.sqrt(2.0)), 2.0
 #: Seed 000's search range, the ``t_range="auto"`` of ``search="golden-section"``.
 PAPER_RANGE = (0.5, 3.0)
-#: The search names, and those that need the monotone accuracy gap (``objective="acc"``).
+#: The search names; the objectives each search serves (the others take every objective).
 SEARCHES = ("auto", "curve", "bisect", "golden", "golden-section")
-_ACC_ONLY = ("curve", "bisect")
+_OBJECTIVES_OF = {"curve": ("acc", "nll"), "bisect": ("acc",)}
+#: ``search="auto"``: the search of each objective, chosen by measurement (``docs/private.md``).
+AUTO_SEARCH = {"acc": "curve", "nll": "curve", "ece": "golden"}
+_WHY = {
+    "curve": "needs a release whose sensitivity does not grow with the grid: the monotone "
+    "accuracy gap or the clipped NLL's increments",
+    "bisect": "needs the accuracy gap, which is monotone in T",
+}
 
 
 @dataclass(frozen=True)
@@ -144,7 +167,8 @@ class SearchPlan:
     grid : tuple of float
         The public temperatures of the curve query (empty for the other searches).
     anchor : int
-        Index into ``grid`` of the value the curve query releases directly.
+        Index into ``grid`` of the value Acc-T's curve query releases directly (NLL-T's
+        increments have no anchor).
     """
 
     search: str
@@ -177,12 +201,13 @@ def search_plan(
     k = check_int(iterations, "iterations", owner, low=1)
     check_option(search, "search", owner, SEARCHES)
     if search == "auto":
-        search = "curve" if objective == "acc" else "golden"
-    if search in _ACC_ONLY and objective != "acc":
+        search = AUTO_SEARCH[objective]
+    allowed = _OBJECTIVES_OF.get(search)
+    if allowed is not None and objective not in allowed:
+        names = " or ".join(f"objective={o!r}" for o in allowed)
         raise ValueError(
-            f"The 'search' parameter of {owner} can be {search!r} only with objective='acc' "
-            f"(the accuracy gap is monotone in T; the {objective.upper()} objective is not). "
-            f"Got search={search!r} with objective={objective!r} instead."
+            f"The 'search' parameter of {owner} can be {search!r} only with {names} (it "
+            f"{_WHY[search]}). Got search={search!r} with objective={objective!r} instead."
         )
     if isinstance(t_range, str):
         check_option(t_range, "t_range", owner, ("auto",))
@@ -305,7 +330,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     ----------
     objective : {"acc", "nll", "ece"}, default="acc"
         ``"acc"``: Acc-T, match mean confidence to accuracy (sensitivity 1 per query).
-        ``"nll"``: NLL-T with each example's NLL clipped to ``[0, nll_bound]``.
+        ``"nll"``: NLL-T with each example's NLL clipped to ``[0, nll_bound]`` (sensitivity B
+        per scalar query; ``B + min(B, log C)`` for the increments of the curve search).
         ``"ece"``: ECE-T on ``n_bins`` equal-width bins (L1 sensitivity 1 per query).
     epsilon : float, default=1.0
         Budget each source spends on the fit, ``> 0``.
@@ -313,15 +339,17 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         ``K`` of seed 000 (``>= 1``): the iterative searches make ``K + 1`` evaluations (see the
         module docstring for the count). The curve search makes one query and does not use it.
     t_range : (float, float) or "auto", default="auto"
-        Search range. ``"auto"``: ``[0.25, 64]`` for the curve, ``[0.5, 30]`` for bisection,
+        Search range. ``"auto"``: ``[0.25, 64]`` for the curves, ``[0.5, 30]`` for bisection,
         seed 000's ``[0.5, 3]`` for ``"golden-section"``; ``"golden"`` spends one extra query on
         the gap sign at ``T = 3`` and searches ``[0.5, 3]`` or ``[3, 30]``.
     search : {"auto", "curve", "bisect", "golden", "golden-section"}, default="auto"
-        ``"auto"`` is ``"curve"`` for Acc-T and ``"golden"`` otherwise. ``"curve"``: one release
-        of the accuracy-gap curve on a public grid (factor sqrt(2) steps over ``t_range``),
-        root of its isotonic fit. ``"bisect"``: noisy bisection on the gap's sign.
-        ``"golden-section"``: seed 000's Alg. 1 (golden section, paper range by default).
-        ``"curve"`` and ``"bisect"`` need ``objective="acc"``.
+        ``"auto"`` is ``"curve"`` for Acc-T and NLL-T and ``"golden"`` for ECE-T. ``"curve"``:
+        one release per source on a public grid (factor sqrt(2) steps over ``t_range``): Acc-T's
+        accuracy-gap curve, read at the root of its isotonic fit, or NLL-T's clipped-NLL
+        increments, read at the minimiser of their convex fit. ``"bisect"``: noisy bisection on
+        the gap's sign. ``"golden-section"``: seed 000's Alg. 1 (golden section, paper range by
+        default). ``"curve"`` needs ``objective="acc"`` or ``"nll"``; ``"bisect"`` needs
+        ``"acc"``.
     n_bins : int, default=15
         Bins of the ECE objective.
     nll_bound : float, default=10.0
@@ -342,7 +370,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     Privacy
     -------
     Neighbouring relation: add/remove one example of one source. Each query is a Laplace
-    mechanism with its derived sensitivity (:class:`DataSource`; 2 for the curve) at
+    mechanism with its derived sensitivity (:class:`DataSource`; 2 for the accuracy-gap curve,
+    ``B + min(B, log C)`` for the clipped-NLL increments) at
     ``epsilon / q`` for the ``q`` queries of the plan (``q = 1`` for the curve); basic
     composition gives ``epsilon`` per source, and the sources hold disjoint data, so the fit
     is ``epsilon``-DP for every example (parallel composition). The search itself is
@@ -399,8 +428,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         proto = _Protocol(sources, labels, plan)
         if plan.search == "curve":
             assert plan.t_range is not None
-            curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
-            t = float(monotone_root(np.asarray(curve, dtype=np.float64), np.asarray(plan.grid)))
+            t = self._curve_search(plan, proto)
             lo, hi = plan.t_range
         else:
             t, (lo, hi) = self._iterative_search(plan, proto)
@@ -411,6 +439,15 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             sources,
             ("t_range and the search plan (number of queries, the curve's grid and anchor)",),
         )
+
+    def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> float:
+        """One query per source on the public grid, then post-processing of the sum."""
+        grid = np.asarray(plan.grid)
+        if self.objective == "acc":
+            curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
+            return float(monotone_root(np.asarray(curve, dtype=np.float64), grid))
+        inc = proto.ask("clipped_nll_increments", temperatures=plan.grid, bound=self.nll_bound)
+        return float(convex_argmin(np.asarray(inc, dtype=np.float64), grid))
 
     def _objective(self, proto: _Protocol) -> Callable[[float], float]:
         """The noisy objective of one evaluation (one query to every source)."""

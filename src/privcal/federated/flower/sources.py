@@ -32,6 +32,7 @@ QUERIES = (
     "accuracy_gap_sum",
     "accuracy_gap_curve",
     "clipped_nll_sum",
+    "clipped_nll_increments",
     "bin_gaps",
     "count",
     "can_spend",
@@ -182,6 +183,19 @@ class RemoteSource(DataSource):
                 epsilon=float(epsilon),
                 bound=float(bound),
             )
+        )
+
+    def clipped_nll_increments(
+        self, temperatures: Any, epsilon: float, bound: float = 10.0
+    ) -> np.ndarray:
+        return np.asarray(
+            self._call(
+                "clipped_nll_increments",
+                temperatures=np.asarray(temperatures, dtype=np.float64).tolist(),
+                epsilon=float(epsilon),
+                bound=float(bound),
+            ),
+            dtype=np.float64,
         )
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:

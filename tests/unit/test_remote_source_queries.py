@@ -1,0 +1,45 @@
+"""A Flower node answers every DataSource query a private estimator sends to a RemoteSource."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from privcal.federated.flower.sources import QUERIES, RemoteSource, answer_source_query
+from privcal.private.source import QUERIES as SOURCE_QUERIES
+from privcal.private.source import DataSource
+
+#: Queries RemoteSource refuses by design (it says so with NotImplementedError).
+NOT_FORWARDED = {"bin_counts"}
+
+
+def test_every_source_query_is_forwarded() -> None:
+    """A query missing here would fall through to DataSource's local method on the server."""
+    for query in set(SOURCE_QUERIES) - NOT_FORWARDED:
+        assert query in QUERIES, query
+        assert getattr(RemoteSource, query) is not getattr(DataSource, query), query
+        # the forwarded signature is the local one
+        remote = inspect.signature(getattr(RemoteSource, query))
+        local = inspect.signature(getattr(DataSource, query))
+        assert list(remote.parameters) == list(local.parameters), query
+
+
+def test_node_answers_clipped_nll_increments(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(50, 4))
+    y = rng.integers(0, 4, size=50)
+    node = {"ledger": str(tmp_path / "ledger.sqlite"), "budget": 1.0, "name": "n0"}
+    kwargs = {"temperatures": [0.5, 1.0, 2.0, 4.0], "epsilon": 0.25, "bound": 10.0}
+    cfg = {"query": "clipped_nll_increments", "kwargs": json.dumps(kwargs)}
+    reply = answer_source_query(z, y, node, cfg)
+    assert "refused" not in reply, reply
+    assert len(json.loads(reply["value"])) == 3  # k - 1 increments
+    (release,) = json.loads(reply["releases"])
+    assert release[0].startswith("clipped_nll_increments(")
+    assert release[3] == pytest.approx(0.25)
