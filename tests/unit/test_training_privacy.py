@@ -68,7 +68,7 @@ def test_dp_ts_default_is_secure_and_reports_public_quantities() -> None:
     assert rep.epsilon <= 2.0 and ts.epsilon_spent_ == pytest.approx(rep.epsilon)
     assert "number of classes" in rep.public and not any(p.startswith("n ") for p in rep.public)
     # the schedule is post-processing of the DP count, not of n
-    q, steps, _ = step_schedule(ts.n_estimate_, 64, 3)
+    q, steps, _ = step_schedule(ts.n_estimate_, ts.batch_size_, 3)
     assert (q, steps) == (ts.sample_rate_, ts.steps_)
 
 

@@ -14,11 +14,12 @@ Neighbours of the declared relation (add/remove one example, ``n`` private): ``D
 with the *other* class, the row that pushes the temperature (or the Platt slope) hardest and that
 made ``temperature_`` NaN before the logits were bounded.
 
-One change from the user's defaults, stated in each ``entry_point``: ``epochs=5`` instead of 100.
-``epochs`` is a public parameter; the claim's derivation (count, schedule as post-processing,
-Opacus's accountant over ``steps`` Poisson-subsampled Gaussian steps) holds for every value of
-it, and the report on ``D`` states the epsilon that run spends. With 100 epochs one fit costs
-~100 torch steps, which would put the thousands of fits an audit needs far beyond a test's time.
+One change from the user's defaults, stated in each ``entry_point``: ``epochs=5`` instead of 200.
+``epochs`` is a public parameter; the claim's derivation (count; batch, schedule and clipping
+norm (``auto_clip``) as post-processing of the count; Opacus's accountant over ``steps``
+Poisson-subsampled Gaussian steps) holds for every value of it, and the report on ``D`` states
+the epsilon that run spends and the clipping norm used. With 200 epochs one fit costs ~200
+torch steps, which would put the thousands of fits an audit needs far beyond a test's time.
 """
 
 from __future__ import annotations
