@@ -277,13 +277,15 @@ def test_fedbbq_one_round_all_clients_equals_central_bbq(data) -> None:  # type:
     z, y = data
     parts = dirichlet_partition(y, 8, 0.5, seed=1)
     cal, _ = simulate("fedbbq", z, y, parts, rounds=1)
-    central = BBQ(n_levels=7).fit(z, y)
+    central = BBQ(n_levels=7, prior="model").fit(z, y)
     assert isinstance(cal, BBQ)
     np.testing.assert_allclose(cal.table_, central.table_, rtol=1e-12)
+    np.testing.assert_allclose(cal.predict_proba(z), central.predict_proba(z), rtol=1e-12)
     cal2, _ = simulate("fedbin", z, y, parts, rounds=1)
     assert isinstance(cal2, HistogramBinning)
     np.testing.assert_allclose(
-        cal2.predict_proba(z), HistogramBinning("classwise").fit(z, y).predict_proba(z)
+        cal2.predict_proba(z),
+        HistogramBinning("classwise", n_bins=32, prior="model").fit(z, y).predict_proba(z),
     )
 
 

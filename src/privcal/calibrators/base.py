@@ -170,9 +170,7 @@ class Calibrator(BaseEstimator):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable description: class, hyperparameters and fitted state."""
         self._check_fitted()
-        fitted = {
-            a: _to_jsonable(getattr(self, a)) for a in (*self._fitted_attributes, "n_classes_")
-        }
+        fitted = {a: _to_jsonable(getattr(self, a)) for a in (*self._fitted_names(), "n_classes_")}
         fitted["fit_warnings_"] = list(getattr(self, "fit_warnings_", []))
         return {
             "class": type(self).__name__,
@@ -209,10 +207,18 @@ class Calibrator(BaseEstimator):
         if n_classes < 2:
             raise fitted_field_error(self, "n_classes_", "an integer >= 2", n_classes)
         self.n_classes_ = int(n_classes)
-        for name in self._fitted_attributes:
+        for name in self._fitted_names():
             _check_finite(self, name, getattr(self, name), name in self._nan_fitted)
         if "temperature_" in self._fitted_attributes:
             check_fitted_scalar(self, "temperature_", positive=True)
+
+    def _fitted_names(self) -> tuple[str, ...]:
+        """The fitted attributes this instance saves and restores: ``_fitted_attributes``.
+
+        Overridden where a hyperparameter adds state (binning with ``prior="model"`` keeps its
+        counts), so files of the other settings keep their format.
+        """
+        return self._fitted_attributes
 
     def _checks_by_cross_fit(self) -> bool:
         """Whether ``fit`` runs :meth:`_cross_fit_check`; the class's ``_cross_fit_diagnostic``.
@@ -470,7 +476,7 @@ def _restore_params(cls: type[Calibrator], params: Any) -> Calibrator:
 def _restore_fitted(obj: Calibrator, fitted: Any) -> None:
     if not isinstance(fitted, dict):
         raise _schema_error("fitted", f"must be an object of fitted attributes; got {fitted!r}")
-    required = (*obj._fitted_attributes, "n_classes_")
+    required = (*obj._fitted_names(), "n_classes_")
     missing = [k for k in required if k not in fitted]
     if missing:
         raise _schema_error(f"fitted.{missing[0]}", f"is missing for a {type(obj).__name__}")

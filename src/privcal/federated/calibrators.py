@@ -24,9 +24,14 @@ from scipy.optimize import minimize
 
 from privcal._params import check_option
 from privcal.calibrators.base import Calibrator, register
-from privcal.calibrators.binning import BBQ, HistogramBinning, normalise_one_vs_all
+from privcal.calibrators.binning import (
+    BBQ,
+    PRIOR_STRENGTH,
+    HistogramBinning,
+    normalise_one_vs_all,
+)
 from privcal.calibrators.scaling import nll_and_grad
-from privcal.metrics.statistics import bin_indices, softmax
+from privcal.metrics.statistics import softmax
 
 __all__ = [
     "MLPScaling",
@@ -56,12 +61,21 @@ def apply_weighting(g: np.ndarray, p: np.ndarray, alpha: np.ndarray, weighting: 
 
 @register
 class WeightedBBQ(BBQ):
-    """FedBBQ with heterogeneity weighting; ``alpha_`` (C,) in [0, 1] is the class weight."""
+    """FedBBQ with heterogeneity weighting; ``alpha_`` (C,) in [0, 1] is the class weight.
 
-    _fitted_attributes: ClassVar[tuple[str, ...]] = ("table_", "weights_", "alpha_")
+    ``prior`` and ``prior_strength`` are :class:`~privcal.calibrators.BBQ`'s.
+    """
 
-    def __init__(self, n_levels: int = 7, weighting: Weighting = "all") -> None:
-        super().__init__(n_levels=n_levels)
+    _fitted_attributes: ClassVar[tuple[str, ...]] = (*BBQ._fitted_attributes, "alpha_")
+
+    def __init__(
+        self,
+        n_levels: int = 7,
+        weighting: Weighting = "all",
+        prior: Literal["model"] | None = None,
+        prior_strength: float = PRIOR_STRENGTH,
+    ) -> None:
+        super().__init__(n_levels=n_levels, prior=prior, prior_strength=prior_strength)
         self.weighting = weighting
 
     def _validate_params(self) -> None:
@@ -74,19 +88,31 @@ class WeightedBBQ(BBQ):
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         p = softmax(z)
-        table = np.asarray(self.table_)
-        g = table[np.arange(p.shape[1])[None, :], bin_indices(p, table.shape[1])]
-        return apply_weighting(g, p, np.asarray(self.alpha_), self.weighting)
+        return apply_weighting(self._calibrated(p), p, np.asarray(self.alpha_), self.weighting)
 
 
 @register
 class WeightedHistogramBinning(HistogramBinning):
-    """Classwise FedBin with heterogeneity weighting (``alpha_`` (C,) in [0, 1])."""
+    """Classwise FedBin with heterogeneity weighting (``alpha_`` (C,) in [0, 1]).
 
-    _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "alpha_")
+    ``prior`` and ``prior_strength`` are :class:`~privcal.calibrators.HistogramBinning`'s.
+    """
 
-    def __init__(self, n_bins: int = 15, weighting: Weighting = "all") -> None:
-        super().__init__(mode="classwise", n_bins=n_bins)
+    _fitted_attributes: ClassVar[tuple[str, ...]] = (
+        *HistogramBinning._fitted_attributes,
+        "alpha_",
+    )
+
+    def __init__(
+        self,
+        n_bins: int = 15,
+        weighting: Weighting = "all",
+        prior: Literal["model"] | None = None,
+        prior_strength: float = PRIOR_STRENGTH,
+    ) -> None:
+        super().__init__(
+            mode="classwise", n_bins=n_bins, prior=prior, prior_strength=prior_strength
+        )
         self.weighting = weighting
 
     def _validate_params(self) -> None:
@@ -99,13 +125,15 @@ class WeightedHistogramBinning(HistogramBinning):
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         p = softmax(z)
-        values = np.asarray(self.bin_values_, dtype=np.float64)
-        g = values[np.arange(p.shape[1])[None, :], bin_indices(p, values.shape[-1])]
-        g = np.where(np.isnan(g), p, g)
-        return apply_weighting(g, p, np.asarray(self.alpha_), self.weighting)
+        return apply_weighting(self._calibrated(p), p, np.asarray(self.alpha_), self.weighting)
 
     def _jsonable_params(self) -> dict[str, Any]:
-        return {"n_bins": self.n_bins, "weighting": self.weighting}
+        return {
+            "n_bins": self.n_bins,
+            "weighting": self.weighting,
+            "prior": self.prior,
+            "prior_strength": self.prior_strength,
+        }
 
 
 # ------------------------------------------------------------------------------------ MLP

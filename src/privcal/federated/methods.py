@@ -50,13 +50,17 @@ client's local optimum is far from the global one and their average is not the c
 Binning (Alg. 1): the payload is the stacked class histograms ``[P; N]`` (``2 x C x B``) of
 :func:`privcal.metrics.statistics.class_histograms`. The server accumulates the sums over rounds
 and builds FedBin (bin frequencies) or FedBBQ (:func:`privcal.calibrators.binning.bbq_table`),
-optionally weighted (Sec. 4.1, App. B.5).
+optionally weighted (Sec. 4.1, App. B.5). By default (``prior="model"``) each bin's frequency is
+shrunk toward the model's own probability by an amount set by the bin's count and the public
+noise std of the released counts (:func:`privcal.calibrators.binning.shrink_to_model`), so bins
+whose counts are below the noise keep the model's probability; ``prior="midpoint"`` keeps the
+earlier midpoint prior and, without DP, seed 003's calibrators exactly.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from scipy.optimize import minimize
@@ -70,7 +74,6 @@ from privcal.calibrators import (
     TemperatureScaling,
     VectorScaling,
 )
-from privcal.calibrators.binning import bbq_table, bin_frequencies
 from privcal.calibrators.scaling import nll_and_grad, op_from_gaps, sorted_gaps
 from privcal.federated.calibrators import (
     MLPScaling,
@@ -897,18 +900,24 @@ class FedCal(_Scaling):
 
 
 # ------------------------------------------------------------------------------- binning
-#: Pseudo-counts of the DP binning prior, in units of the noise std of one positive count
-#: (:meth:`_Binning.counts`); 3 restores the uncalibrated accuracy on CIFAR-10 at epsilon=1.
+#: Pseudo-counts of the ``prior="midpoint"`` DP binning prior, in units of the noise std of one
+#: positive count (:meth:`_Binning.counts`); 3 restores the uncalibrated accuracy on CIFAR-10 at
+#: epsilon=1.
 PRIOR_NOISE_MULTIPLE = 3.0
+
+
+#: The binning methods' priors (:class:`FedBin`, :class:`FedBBQ`).
+BINNING_PRIORS = ("model", "midpoint")
 
 
 class _Binning(FedMethod):
     kind: ClassVar[str] = "binning"
 
-    def __init__(self, n_bins: int, weighting: str | None = None) -> None:
+    def __init__(self, n_bins: int, weighting: str | None = None, prior: str = "model") -> None:
         owner = type(self).__name__
         self.n_bins = check_int(n_bins, "n_bins", owner, low=1)
         self.weighting = check_option(weighting, "weighting", owner, (None, "all", "changed"))
+        self.prior = check_option(prior, "prior", owner, BINNING_PRIORS)
 
     def init(self, c: int) -> State:
         return {
@@ -916,6 +925,7 @@ class _Binning(FedMethod):
             "rounds": np.zeros(1),
             "class_totals": np.full(c, np.nan),
             "noise_std_pos": np.zeros(1),
+            "noise_std_neg": np.zeros(1),
         }
 
     def payload_shape(self, c: int) -> tuple[int, ...]:
@@ -965,7 +975,8 @@ class _Binning(FedMethod):
             sens = np.array([dp.clip_pos, dp.clip_neg])[:, None, None]
             total = dp.add_noise(total, sens, s)
             dp.accountant.step_rho(self.mechanisms_per_round(c) / (2.0 * s * s))
-            new["noise_std_pos"] = np.sqrt(new["noise_std_pos"] ** 2 + (dp.clip_pos * s) ** 2)
+            for key, clip in (("noise_std_pos", dp.clip_pos), ("noise_std_neg", dp.clip_neg)):
+                new[key] = np.sqrt(new[key] ** 2 + (clip * s) ** 2)
         new["hist"] = new["hist"] + total
         new["rounds"] = new["rounds"] + 1
         return new
@@ -983,42 +994,78 @@ class _Binning(FedMethod):
             a = np.where(np.asarray(denom) > 0, aggregated / denom, 1.0)
         return np.clip(np.nan_to_num(a, nan=1.0), 0.0, 1.0)
 
-    def counts(self, state: State) -> tuple[np.ndarray, np.ndarray]:
-        """Positive and negative counts per class and bin, as the calibrator uses them.
+    def counts(self, state: State) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+        """Positive and negative counts per class and bin and their noise stds (the fitted state).
 
-        The released (noisy) sums are clamped at 0 and, under DP, given a Beta prior centred
-        on each bin's midpoint ``(b + 1/2) / B`` with ``k = PRIOR_NOISE_MULTIPLE * sigma+``
-        pseudo-counts (``sigma+``: the accumulated noise std of one positive count), i.e.
-        ``pos + k mid`` and ``neg + k (1 - mid)``. Both are post-processing of the released
-        sums, so the guarantee is unchanged. Without the prior, bins whose true counts are below
-        the noise get frequencies drawn from the noise and one-vs-all normalisation lets them
-        overtake the predicted class (CIFAR-10 WRN, 100 clients, epsilon=1: accuracy 0.915 ->
-        0.575 for FedBin, 0.688 for FedBBQ; with the prior 0.911 and 0.915). Without DP
-        ``k = 0``: seed 003's counts exactly.
+        ``prior="model"``: the released sums divided by the number of rounds ``T`` (every
+        client sends its histogram every round, so without DP this is the union's histogram)
+        and the accumulated noise stds ``(sigma+, sigma-) / T``; the calibrator shrinks each
+        bin toward the model (:func:`~privcal.calibrators.binning.shrink_to_model`).
+
+        ``prior="midpoint"`` (kept to reproduce the earlier results): the released sums clamped
+        at 0 and, under DP, given a Beta prior centred on each bin's midpoint ``(b + 1/2) / B``
+        with ``k = PRIOR_NOISE_MULTIPLE * sigma+`` pseudo-counts, i.e. ``pos + k mid`` and
+        ``neg + k (1 - mid)``; noise stds ``(sigma+, sigma-)``. Without DP ``k = 0``: seed 003's
+        counts exactly.
+
+        Both are post-processing of the released sums and the public noise scale, so the
+        guarantee is unchanged. Without any prior, bins whose true counts are below the noise
+        get frequencies drawn from the noise and one-vs-all normalisation lets them overtake
+        the predicted class (CIFAR-10 WRN, 100 clients, epsilon=1: accuracy 0.915 -> 0.575 for
+        FedBin, 0.688 for FedBBQ).
         """
-        h = np.maximum(np.asarray(state["hist"]), 0.0)
-        k = PRIOR_NOISE_MULTIPLE * float(np.asarray(state["noise_std_pos"])[0])
+        h = np.asarray(state["hist"], dtype=np.float64)
+        noise = (
+            float(np.asarray(state["noise_std_pos"])[0]),
+            float(np.asarray(state["noise_std_neg"])[0]),
+        )
+        if self.prior == "model":
+            rounds = max(float(np.asarray(state["rounds"])[0]), 1.0)
+            return h[0] / rounds, h[1] / rounds, (noise[0] / rounds, noise[1] / rounds)
+        h = np.maximum(h, 0.0)
+        k = PRIOR_NOISE_MULTIPLE * noise[0]
         mid = (np.arange(h.shape[-1]) + 0.5) / h.shape[-1]
-        return h[0] + k * mid, h[1] + k * (1.0 - mid)
+        return h[0] + k * mid, h[1] + k * (1.0 - mid), noise
+
+    def calibrator_prior(self) -> Literal["model"] | None:
+        """The ``prior`` of the calibrator built from :meth:`counts`."""
+        return "model" if self.prior == "model" else None
 
 
 class FedBin(_Binning):
-    """FedBin: classwise histogram binning from summed histograms (Alg. 1)."""
+    """FedBin: classwise histogram binning from summed histograms (Alg. 1).
+
+    Parameters
+    ----------
+    n_bins : int, default=32
+        Equal-width bins per class (seed 003 uses 15: ``prior="midpoint", n_bins=15``).
+    weighting : {None, "all", "changed"}, default=None
+        Heterogeneity weighting (Sec. 4.1).
+    prior : {"model", "midpoint"}, default="model"
+        ``"model"``: each bin's frequency is shrunk toward the model's own probability, more
+        where the counts are few or noisy (:meth:`_Binning.counts`); ``"midpoint"``: seed 003's
+        frequencies with the earlier midpoint prior under DP.
+    """
 
     name: ClassVar[str] = "fedbin"
 
-    def __init__(self, n_bins: int = 15, weighting: str | None = None) -> None:
-        super().__init__(n_bins, weighting)
+    def __init__(
+        self, n_bins: int = 32, weighting: str | None = None, prior: str = "model"
+    ) -> None:
+        super().__init__(n_bins, weighting, prior)
 
     def calibrator(self, state: State, c: int) -> Calibrator:
-        pos, neg = self.counts(state)
+        pos, neg, noise = self.counts(state)
+        prior = self.calibrator_prior()
         cal: HistogramBinning
         if self.weighting is None:
-            cal = HistogramBinning(mode="classwise", n_bins=self.n_bins)
+            cal = HistogramBinning(mode="classwise", n_bins=self.n_bins, prior=prior)
         else:
-            cal = WeightedHistogramBinning(n_bins=self.n_bins, weighting=self.weighting)
+            cal = WeightedHistogramBinning(
+                n_bins=self.n_bins, weighting=self.weighting, prior=prior
+            )
             cal.alpha_ = self.alpha(state)
-        cal.bin_values_ = bin_frequencies(pos, pos + neg)
+        cal.set_counts(pos, neg, noise)
         cal.n_classes_ = c
         return cal
 
@@ -1032,23 +1079,30 @@ class FedBBQ(_Binning):
         ``M``.
     weighting : {None, "all", "changed"}, default="all"
         Heterogeneity weighting (Sec. 4.1); ``None`` is the naive FedBBQ.
+    prior : {"model", "midpoint"}, default="model"
+        As :class:`FedBin`'s; with ``"model"`` each merged binning shrinks toward the model
+        (:class:`~privcal.calibrators.BBQ` with ``prior="model"``) and the binnings are mixed
+        with BBQ's weights; ``"midpoint"`` reproduces seed 003's FedBBQ.
     """
 
     name: ClassVar[str] = "fedbbq"
 
-    def __init__(self, n_levels: int = 7, weighting: str | None = "all") -> None:
+    def __init__(
+        self, n_levels: int = 7, weighting: str | None = "all", prior: str = "model"
+    ) -> None:
         self.n_levels = check_int(n_levels, "n_levels", "FedBBQ", low=1)
-        super().__init__(2**self.n_levels, weighting)
+        super().__init__(2**self.n_levels, weighting, prior)
 
     def calibrator(self, state: State, c: int) -> Calibrator:
-        pos, neg = self.counts(state)
+        pos, neg, noise = self.counts(state)
+        prior = self.calibrator_prior()
         cal: BBQ
         if self.weighting is None:
-            cal = BBQ(n_levels=self.n_levels)
+            cal = BBQ(n_levels=self.n_levels, prior=prior)
         else:
-            cal = WeightedBBQ(n_levels=self.n_levels, weighting=self.weighting)
+            cal = WeightedBBQ(n_levels=self.n_levels, weighting=self.weighting, prior=prior)
             cal.alpha_ = self.alpha(state)
-        cal.table_, cal.weights_ = bbq_table(pos, neg)
+        cal.set_counts(pos, neg, noise)
         cal.n_classes_ = c
         return cal
 

@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "sample-rate": 1.0,
     "seed": 0,
     "n-levels": 7,
-    "n-bins": 15,
+    "n-bins": 32,  # FedBin's default (seed 003: 15)
     "weighting": "all",  # "none" | "all" | "changed" (binning)
     "local-iters": 50,
     "iterations": 5,  # acc-t (seed 000) search evaluations
