@@ -108,8 +108,20 @@ def shrink_to_model(
     scale and the input ``p`` are used, so on private counts this is post-processing and the
     guarantee is unchanged.
     """
+    owner = "shrink_to_model"
     sp, sn = (np.asarray(s, dtype=np.float64) for s in noise_std)
+    if not all(np.all(np.isfinite(x) & (x >= 0.0)) for x in (sp, sn)):
+        raise ValueError(
+            f"The 'noise_std' parameter of {owner} must be two finite stds >= 0. Got "
+            f"{noise_std!r} instead."
+        )
+    check_real(strength, "strength", owner, low=0.0)
     p = np.asarray(p, dtype=np.float64)
+    if not np.all((p >= 0.0) & (p <= 1.0)):
+        raise ValueError(
+            f"The 'p' parameter of {owner} must hold probabilities in [0, 1] (no NaN). Got "
+            f"values in [{np.nanmin(p)}, {np.nanmax(p)}] with {int(np.isnan(p).sum())} NaN."
+        )
     pos_c, neg_c = np.maximum(pos, 0.0), np.maximum(neg, 0.0)
     total = pos_c + neg_c
     n = total - NOISE_MARGIN * np.sqrt(sp**2 + sn**2)

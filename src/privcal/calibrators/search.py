@@ -146,6 +146,32 @@ def isotonic_increasing(values: np.ndarray, weights: np.ndarray | None = None) -
     return np.where(upper, suffix_min, -np.inf).max(axis=1)
 
 
+def _check_grid(
+    values: object, temperatures: object, fewer: int, owner: str, name: str, minimum: int
+) -> np.ndarray:
+    """The grid as floats, after checking it (increasing, positive, finite, at least ``minimum``
+    points) and that ``values`` is finite with ``len(grid) - fewer`` entries per row."""
+    t = np.asarray(temperatures, dtype=np.float64)
+    if t.ndim != 1 or t.size < minimum or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(
+            f"The 'temperatures' parameter of {owner} must be a 1-D array of at least {minimum} "
+            f"positive finite numbers. Got {temperatures!r} instead."
+        )
+    if np.any(np.diff(t) <= 0):
+        raise ValueError(
+            f"The 'temperatures' parameter of {owner} must be strictly increasing. Got "
+            f"{temperatures!r} instead."
+        )
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim not in (1, 2) or v.shape[-1] != t.size - fewer or not np.all(np.isfinite(v)):
+        raise ValueError(
+            f"The '{name}' parameter of {owner} must be a finite array of shape "
+            f"({t.size - fewer},) or (R, {t.size - fewer}) for {t.size} temperatures. Got shape "
+            f"{v.shape} instead."
+        )
+    return t
+
+
 def monotone_root(values: np.ndarray, temperatures: np.ndarray) -> float | np.ndarray:
     """Root of an increasing function of ``T`` from its noisy values on a public grid.
 
@@ -168,7 +194,8 @@ def monotone_root(values: np.ndarray, temperatures: np.ndarray) -> float | np.nd
         (e.g. an exact zero at an edge) moves the root only as much as its weight in a
         pooled mean.
     """
-    x = np.log(np.asarray(temperatures, dtype=np.float64))
+    t = _check_grid(values, temperatures, 0, "monotone_root", "values", minimum=2)
+    x = np.log(t)
     scalar = np.ndim(values) == 1
     f = isotonic_increasing(values)
     k = x.size
@@ -224,7 +251,7 @@ def convex_argmin(increments: np.ndarray, temperatures: np.ndarray) -> float | n
     """
     from scipy.interpolate import CubicSpline
 
-    t = np.asarray(temperatures, dtype=np.float64)
+    t = _check_grid(increments, temperatures, 1, "convex_argmin", "increments", minimum=3)
     scalar = np.ndim(increments) == 1
     d = np.atleast_2d(np.asarray(increments, dtype=np.float64))
     width = 1.0 / t[:-1] - 1.0 / t[1:]

@@ -123,7 +123,9 @@ def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
 
     Derived in that method's docstring (add/remove one example; ``C`` public).
     """
-    return float(bound) + min(float(bound), math.log(n_classes))
+    b = check_real(bound, "bound", "nll_curve_sensitivity", low=0.0, low_open=True)
+    c = check_int(n_classes, "n_classes", "nll_curve_sensitivity", low=2)
+    return b + min(b, math.log(c))
 
 
 def query_sensitivity(
