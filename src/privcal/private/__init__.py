@@ -21,7 +21,12 @@ from privcal.private.source import (
     row_digests,
     split_budget,
 )
-from privcal.private.temperature import PrivateTemperatureScaling, SearchPlan, search_plan
+from privcal.private.temperature import (
+    NoiseDominatedWarning,
+    PrivateTemperatureScaling,
+    SearchPlan,
+    search_plan,
+)
 
 __all__ = [
     "QUERIES",
@@ -29,6 +34,7 @@ __all__ = [
     "DataSource",
     "InsecureNoiseWarning",
     "NoRecalibration",
+    "NoiseDominatedWarning",
     "PrivateHistogramBinning",
     "PrivateTemperatureScaling",
     "SearchPlan",

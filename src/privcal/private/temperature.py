@@ -85,6 +85,7 @@ disjoint sources).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -92,7 +93,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import check_int, check_option, check_range, check_real
-from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
+from privcal.calibrators.base import Calibrator, FitWarning, ReportsPrivacy, register
 from privcal.calibrators.search import (
     bisect_sign,
     convex_argmin,
@@ -119,7 +120,9 @@ __all__ = [
     "CURVE_HIGH",
     "CURVE_LOW",
     "CURVE_RATIO",
+    "NOISE_Z",
     "PAPER_RANGE",
+    "NoiseDominatedWarning",
     "PrivateTemperatureScaling",
     "SearchPlan",
     "search_plan",
@@ -147,6 +150,20 @@ _WHY = {
     "accuracy gap or the clipped NLL's increments",
     "bisect": "needs the accuracy gap, which is monotone in T",
 }
+
+
+#: The curve searches warn (:class:`NoiseDominatedWarning`) when the released evidence that the
+#: fitted temperature beats ``T = 1`` is below ``NOISE_Z`` standard deviations of its own noise.
+NOISE_Z = 2.0
+
+
+class NoiseDominatedWarning(FitWarning):
+    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration).
+
+    Raised by the curve searches from the release alone (post-processing, no privacy cost): the
+    temperature was fitted to noise, and the calibrated probabilities may be worse than the
+    uncalibrated ones. More data (or sources), a larger epsilon, or keeping ``T = 1`` helps.
+    """
 
 
 @dataclass(frozen=True)
@@ -308,7 +325,8 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
             srcs = check_sources(sources, owner)
         check_budgets(srcs, float(self.epsilon))
         labels_ = source_labels(srcs)
-        self._fit_sources(srcs, labels_)
+        with self._recording_fit_warnings():
+            self._fit_sources(srcs, labels_)
         self.n_classes_ = srcs[0].n_classes
         self.n_sources_ = len(srcs)
         return self
@@ -443,11 +461,19 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> float:
         """One query per source on the public grid, then post-processing of the sum."""
         grid = np.asarray(plan.grid)
+        first = len(proto.releases)
         if self.objective == "acc":
             curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
-            return float(monotone_root(np.asarray(curve, dtype=np.float64), grid))
+            curve = np.asarray(curve, dtype=np.float64)
+            t = float(monotone_root(curve, grid))
+            var = _coordinate_variance(proto.releases[first:])
+            _check_gap_at_identity(curve, grid, plan.anchor, var, t)
+            return t
         inc = proto.ask("clipped_nll_increments", temperatures=plan.grid, bound=self.nll_bound)
-        return float(convex_argmin(np.asarray(inc, dtype=np.float64), grid))
+        inc = np.asarray(inc, dtype=np.float64)
+        t = float(convex_argmin(inc, grid))
+        _check_nll_drop(inc, grid, _coordinate_variance(proto.releases[first:]), t)
+        return t
 
     def _objective(self, proto: _Protocol) -> Callable[[float], float]:
         """The noisy objective of one evaluation (one query to every source)."""
@@ -480,3 +506,84 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z, self.temperature_)
+
+
+def _coordinate_variance(releases: Sequence[Release]) -> float:
+    """Noise variance of one coordinate of a curve summed over sources: ``sum 2 (sens/eps)^2``.
+
+    Each source added independent Laplace noise of scale ``sensitivity / epsilon`` (public, in
+    its release record) to every coordinate; Laplace(b) has variance ``2 b^2``.
+    """
+    return float(sum(2.0 * (r.sensitivity / r.epsilon) ** 2 for r in releases))
+
+
+def _identity_index(grid: np.ndarray) -> int | None:
+    """Index of the grid point ``T = 1`` (to rounding), or ``None`` when 1 is not on the grid."""
+    i = int(np.argmin(np.abs(np.log(grid))))
+    return i if abs(float(np.log(grid[i]))) < 1e-9 else None
+
+
+def _check_gap_at_identity(
+    curve: np.ndarray, grid: np.ndarray, anchor: int, var: float, t: float
+) -> None:
+    """Acc-T: warn when the released gap at ``T = 1`` is within ``NOISE_Z`` SDs of 0.
+
+    The curve value at grid point ``j`` carries ``|j - anchor| + 1`` independent noise draws
+    (:meth:`~privcal.private.DataSource.accuracy_gap_curve`), so its SD is
+    ``sqrt((|j - anchor| + 1) var)``. A gap at ``T = 1`` that small means the release cannot say
+    whether the uncalibrated model is over- or under-confident.
+    """
+    i = _identity_index(grid)
+    if i is None:
+        return
+    sd = float(np.sqrt((abs(i - anchor) + 1) * var))
+    gap = float(curve[i])
+    if abs(gap) < NOISE_Z * sd:
+        warnings.warn(
+            f"The released accuracy gap at T = 1 is {gap:.4g}, within {NOISE_Z:g} noise standard "
+            f"deviations ({NOISE_Z * sd:.4g}) of 0: the private fit cannot tell whether the "
+            f"model is over- or under-confident, and T = {t:.4g} may calibrate worse than no "
+            "calibration (T = 1). Use more data or sources, or a larger epsilon.",
+            NoiseDominatedWarning,
+            stacklevel=2,
+        )
+
+
+def _drop_coefficients(grid: np.ndarray, i: int, t: float) -> np.ndarray:
+    """``a`` with ``F(T_i) - S(t) = a . diff(F)``, ``S`` the not-a-knot cubic spline of ``F`` in
+    ``log T`` (linear in ``F``: the spline of the unit vectors gives its weights ``w``)."""
+    from scipy.interpolate import CubicSpline
+
+    x = np.log(grid)
+    c = -CubicSpline(x, np.eye(x.size), axis=0)(np.log(t))
+    c[i] += 1.0
+    return np.cumsum(c[::-1])[::-1][1:]
+
+
+def _check_nll_drop(inc: np.ndarray, grid: np.ndarray, var: float, t: float) -> None:
+    """NLL-T: warn when the released clipped NLL at ``t`` is not below that at ``T = 1`` by
+    ``NOISE_Z`` SDs.
+
+    The noisy curve is ``F_j = sum_{l < j} inc_l`` (independent increments, each with variance
+    ``var``), read at ``t`` by the not-a-knot cubic spline in ``log T`` through the grid values,
+    a linear map ``F(t) = w . F`` (the spline of the unit vectors gives ``w``). So the drop
+    ``F(1) - F(t) = c . F = (L^T c) . inc`` with ``c = e_1 - w`` and ``L`` the cumulative-sum
+    matrix, and its noise SD is exactly ``sqrt(var) ||L^T c||``, ``(L^T c)_l = sum_{j > l}
+    c_j``.
+    """
+    i = _identity_index(grid)
+    if i is None:
+        return
+    coef = _drop_coefficients(grid, i, t)
+    drop = float(coef @ inc)
+    sd = float(np.sqrt(var * np.sum(coef**2)))
+    if drop < NOISE_Z * sd:
+        warnings.warn(
+            f"The released clipped NLL falls by {drop:.4g} from T = 1 to the fitted T = {t:.4g}, "
+            f"within {NOISE_Z:g} noise standard deviations ({NOISE_Z * sd:.4g}): the private fit "
+            "cannot tell its temperature from no calibration (T = 1), and the calibrated "
+            "probabilities may be worse than the uncalibrated ones. Use more data or sources, "
+            "or a larger epsilon.",
+            NoiseDominatedWarning,
+            stacklevel=2,
+        )

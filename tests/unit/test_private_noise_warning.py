@@ -1,0 +1,104 @@
+"""The curve searches of PrivateTemperatureScaling say when the release cannot tell T from 1.
+
+The check is post-processing of the release (no budget): NLL-T compares the released clipped NLL
+at ``T = 1`` and at the fitted ``T``, Acc-T the released accuracy gap at ``T = 1`` with 0, each
+against ``NOISE_Z`` standard deviations of its own noise.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from privcal.calibrators.search import geometric_grid
+from privcal.privacy import SeededNoise
+from privcal.private import DataSource, NoiseDominatedWarning, PrivateTemperatureScaling
+from privcal.private.temperature import (
+    CURVE_HIGH,
+    CURVE_LOW,
+    CURVE_RATIO,
+    _coordinate_variance,
+    _drop_coefficients,
+    _identity_index,
+)
+
+
+def _calibrated(n: int, seed: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Labels drawn from softmax(z), calibrated at T = 1; ``scale > 1`` makes z over-confident."""
+    rng = np.random.default_rng(seed)
+    z = 2.0 * rng.normal(size=(n, 5))
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = (rng.random(n)[:, None] > np.cumsum(p, 1)).sum(1)
+    return scale * z, y
+
+
+def _fit(objective: str, z: np.ndarray, y: np.ndarray, eps: float) -> PrivateTemperatureScaling:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return PrivateTemperatureScaling(objective, epsilon=eps, noise=SeededNoise(0)).fit(z, y)
+
+
+@pytest.mark.parametrize("objective", ["nll", "acc"])
+def test_noise_dominated_fit_warns_and_records(objective: str) -> None:
+    z, y = _calibrated(300, 1)
+    with pytest.warns(NoiseDominatedWarning, match="T = 1"):
+        cal = PrivateTemperatureScaling(objective, epsilon=0.5, noise=SeededNoise(0)).fit(z, y)
+    assert any("T = 1" in w for w in cal.fit_warnings_)
+    assert cal.to_dict()["fitted"]["fit_warnings_"] == cal.fit_warnings_
+
+
+@pytest.mark.parametrize("objective", ["nll", "acc"])
+def test_clear_signal_does_not_warn(objective: str) -> None:
+    z, y = _calibrated(5000, 2, scale=3.0)  # three times over-confident
+    cal = _fit(objective, z, y, 1.0)
+    assert cal.fit_warnings_ == []
+    assert cal.temperature_ > 2.0
+
+
+def test_warns_on_noise_and_not_on_signal_over_seeds() -> None:
+    """With no signal at all (a calibrated model, huge noise) almost every fit warns; with the
+    signal of an over-confident model on 4000 rows none of 20 seeded fits does."""
+    z0, y0 = _calibrated(200, 3)
+    z1, y1 = _calibrated(4000, 4, scale=2.0)
+    quiet = loud = 0
+    for s in range(20):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = PrivateTemperatureScaling("nll", epsilon=0.5, noise=SeededNoise(s)).fit(z0, y0)
+            b = PrivateTemperatureScaling("nll", epsilon=1.0, noise=SeededNoise(s)).fit(z1, y1)
+        quiet += bool(a.fit_warnings_)
+        loud += bool(b.fit_warnings_)
+    assert quiet >= 15
+    assert loud == 0
+
+
+def test_drop_coefficients_reproduce_the_spline_of_a_cubic() -> None:
+    """The not-a-knot spline reproduces cubics in log T exactly, so the linear map must too."""
+    grid = geometric_grid(CURVE_LOW, CURVE_HIGH, CURVE_RATIO)
+    i = _identity_index(grid)
+    assert i is not None and abs(grid[i] - 1.0) < 1e-12
+    x = np.log(grid)
+
+    def f(u: np.ndarray | float) -> np.ndarray | float:
+        return u**3 - 2.0 * u**2 + 0.5 * u
+
+    for t in (0.3, 0.9, 1.05, 1.7, 20.0):
+        coef = _drop_coefficients(grid, i, t)
+        assert coef @ np.diff(f(x)) == pytest.approx(f(0.0) - f(np.log(t)), abs=1e-9)
+
+
+def test_coordinate_variance_sums_the_sources_laplace_variances() -> None:
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
+    grid = geometric_grid(CURVE_LOW, CURVE_HIGH, CURVE_RATIO)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sources = [DataSource(z, y, budget=1.0, noise=SeededNoise(i)) for i in range(3)]
+        for s in sources:
+            s.clipped_nll_increments(grid, epsilon=0.5, bound=10.0)
+    sens = 10.0 + np.log(3.0)
+    expected = 3 * 2.0 * (sens / 0.5) ** 2
+    assert _coordinate_variance([s.history[-1] for s in sources]) == pytest.approx(expected)
