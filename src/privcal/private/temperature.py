@@ -383,6 +383,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         The range searched (after the locating query of ``search="golden"``).
     privacy_report_ : PrivacyReport
         Every release of the fit; ``privacy_report_.epsilon == epsilon``.
+    fit_warnings_ : list of str
+        :class:`NoiseDominatedWarning` messages: the curve searches warn when their own release
+        cannot tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise SDs).
     n_classes_, n_sources_ : int
 
     Privacy
