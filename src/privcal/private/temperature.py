@@ -464,18 +464,19 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> float:
         """One query per source on the public grid, then post-processing of the sum."""
         grid = np.asarray(plan.grid)
-        first = len(proto.releases)
         if self.objective == "acc":
             curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
             curve = np.asarray(curve, dtype=np.float64)
             t = float(monotone_root(curve, grid))
-            var = _coordinate_variance(proto.releases[first:])
-            _check_gap_at_identity(curve, grid, plan.anchor, var, t)
+            # the plan's only query, so every release so far is this curve's
+            _check_gap_at_identity(
+                curve, grid, plan.anchor, _coordinate_variance(proto.releases), t
+            )
             return t
         inc = proto.ask("clipped_nll_increments", temperatures=plan.grid, bound=self.nll_bound)
         inc = np.asarray(inc, dtype=np.float64)
         t = float(convex_argmin(inc, grid))
-        _check_nll_drop(inc, grid, _coordinate_variance(proto.releases[first:]), t)
+        _check_nll_drop(inc, grid, _coordinate_variance(proto.releases), t)
         return t
 
     def _objective(self, proto: _Protocol) -> Callable[[float], float]:
