@@ -446,8 +446,9 @@ def federated_rows(
             if method in skipped_methods(z.shape[1]):
                 continue
             if len(values.get((twin, math.inf), [])) <= r:
-                probs, _ = _quiet(_fit_proba, METHODS[twin](), zc, yc, zt)
+                probs, n_warn = _quiet(_fit_proba, METHODS[twin](), zc, yc, zt)
                 values.setdefault((twin, math.inf), []).append(_metrics(probs, yt))
+                warned[(twin, math.inf)] = warned.get((twin, math.inf), 0) + n_warn
             for eps in epsilons:
                 noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
                 dp = {"epsilon": eps, "delta": FED_DELTA} if eps != math.inf else {}

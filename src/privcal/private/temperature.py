@@ -152,17 +152,18 @@ _WHY = {
 }
 
 
-#: The curve searches warn (:class:`NoiseDominatedWarning`) when the released evidence that the
-#: fitted temperature beats ``T = 1`` is below ``NOISE_Z`` standard deviations of its own noise.
+#: The curve and golden searches warn (:class:`NoiseDominatedWarning`) when the released evidence
+#: that the fitted temperature beats ``T = 1`` is below ``NOISE_Z`` SDs of its own noise.
 NOISE_Z = 2.0
 
 
 class NoiseDominatedWarning(FitWarning):
     """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration).
 
-    Raised by the curve searches from the release alone (post-processing, no privacy cost): the
-    temperature was fitted to noise, and the calibrated probabilities may be worse than the
-    uncalibrated ones. More data (or sources), a larger epsilon, or keeping ``T = 1`` helps.
+    Raised by the curve searches and the golden-section searches from the release alone
+    (post-processing, no privacy cost): the temperature was fitted to noise, and the calibrated
+    probabilities may be worse than the uncalibrated ones. More data (or sources), a larger
+    epsilon, or keeping ``T = 1`` helps.
     """
 
 
@@ -384,8 +385,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     privacy_report_ : PrivacyReport
         Every release of the fit; ``privacy_report_.epsilon == epsilon``.
     fit_warnings_ : list of str
-        :class:`NoiseDominatedWarning` messages: the curve searches warn when their own release
-        cannot tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise SDs).
+        :class:`NoiseDominatedWarning` messages: the curve and golden-section searches warn when
+        their own release cannot tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise
+        SDs); bisection is not checked (it evaluates no temperature near 1).
     n_classes_, n_sources_ : int
 
     Privacy
@@ -502,10 +504,20 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             lo, hi = plan.t_range
         if plan.search == "bisect":
             t, _ = bisect_sign(objective, lo, hi, plan.evaluations)
-        elif self.objective == "acc":  # seed 000: golden section on |gap|
-            t, _ = golden_section(lambda u: abs(objective(u)), lo, hi, plan.evaluations)
-        else:
-            t, _ = golden_section(objective, lo, hi, plan.evaluations)
+            return t, (lo, hi)
+        # seed 000: golden section on |gap| for Acc-T; ECE-T's value sums n_bins |noisy sums|
+        value = (lambda u: abs(objective(u))) if self.objective == "acc" else objective
+        width = int(self.n_bins) if self.objective == "ece" else 1
+        seen: list[tuple[float, float, float]] = []
+
+        def evaluate(u: float) -> float:
+            before = len(proto.releases)
+            v = value(u)
+            seen.append((u, v, width * _coordinate_variance(proto.releases[before:])))
+            return v
+
+        t, _ = golden_section(evaluate, lo, hi, plan.evaluations)
+        _check_golden_identity(seen, t)
         return t, (lo, hi)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
@@ -548,6 +560,45 @@ def _check_gap_at_identity(
             f"deviations ({NOISE_Z * sd:.4g}) of 0: the private fit cannot tell whether the "
             f"model is over- or under-confident, and T = {t:.4g} may calibrate worse than no "
             "calibration (T = 1). Use more data or sources, or a larger epsilon.",
+            NoiseDominatedWarning,
+            stacklevel=2,
+        )
+
+
+#: The golden searches compare with their evaluation nearest ``T = 1`` when it lies within this
+#: factor of 1 (the default ECE-T search on ``[0.5, 3]`` evaluates ``T = 0.991`` first).
+IDENTITY_FACTOR = 1.05
+
+
+def _check_golden_identity(seen: Sequence[tuple[float, float, float]], t: float) -> None:
+    """Golden section: warn when its evaluation nearest ``T = 1`` is not above its evaluation
+    nearest the fitted ``t`` by ``NOISE_Z`` SDs of their difference.
+
+    ``seen`` holds ``(T, value, variance bound)`` of every evaluation, all of them released
+    values. A value is a noisy sum (NLL-T), ``|noisy sum|`` (Acc-T) or ``sum_m |noisy sum_m|``
+    over the ``M`` bins (ECE-T); each noisy coordinate is a sum over sources of independent
+    Laplace draws with variance ``v`` (:func:`_coordinate_variance`), and the value is
+    1-Lipschitz in each coordinate, so by the Efron-Stein inequality its variance is at most
+    ``M v`` (``M = 1`` for the scalars). Two evaluations use independent draws, so their
+    difference has SD at most ``sqrt(v_1 + v_2)``. Only released values and public scales
+    enter: post-processing. No check when no evaluation lies within :data:`IDENTITY_FACTOR` of
+    1 (then the search range excludes ``T = 1`` or never came near it) or when the fitted ``t``
+    is nearest that evaluation itself.
+    """
+    temps = np.log([s[0] for s in seen])
+    i = int(np.argmin(np.abs(temps)))
+    j = int(np.argmin(np.abs(temps - np.log(t))))
+    if abs(temps[i]) > np.log(IDENTITY_FACTOR) or i == j:
+        return
+    (t_i, f_i, v_i), (t_j, f_j, v_j) = seen[i], seen[j]
+    drop, sd = f_i - f_j, float(np.sqrt(v_i + v_j))
+    if drop < NOISE_Z * sd:
+        warnings.warn(
+            f"The released objective falls by {drop:.4g} from T = {t_i:.4g} (next to T = 1) to "
+            f"T = {t_j:.4g} (next to the fitted T = {t:.4g}), within {NOISE_Z:g} noise standard "
+            f"deviations ({NOISE_Z * sd:.4g}): the private search cannot tell its temperature "
+            "from no calibration (T = 1), and the calibrated probabilities may be worse than "
+            "the uncalibrated ones. Use more data or sources, or a larger epsilon.",
             NoiseDominatedWarning,
             stacklevel=2,
         )
