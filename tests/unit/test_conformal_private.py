@@ -462,7 +462,7 @@ def _guard_reference(n: int, k: int, m: int, lam: float) -> float:
     t = np.arange(1, k + 1)
     decay = np.exp(-lam * t)
     below = np.array([np.sum(decay[i:] * b[k - t[i:]]) for i in range(k)])  # sum over d >= t
-    beta = (m - 1) * (below + decay * b[k - t + 1])
+    beta = (m - 1) * below
     a = np.minimum((m - 1) * decay, beta)
     return float(np.sum(a / (1 + a)))
 
@@ -496,8 +496,8 @@ def test_rank_target_tail_sum_and_report() -> None:
     x = (m - 1) * np.exp(-lam * np.arange(1, 10_000))
     s_sum = (x / (1 + x)).sum()
     assert rank_slope(m, eps) == r
-    # the binomial guard G = 6.7 ranks against S = 10.5: four ranks lower than with S
-    assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum) - 4 == 4508
+    # the binomial guard G = 6.1 ranks against S = 10.5: five ranks lower than with S
+    assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum) - 5 == 4507
     z, y = _data(3000)
     pc = PrivateConformal(noise=SeededNoise(0)).fit(z, y)
     assert pc.bins_ == 3915 and pc.gamma_ != pc.gamma_  # nan: no gamma for "rank"

@@ -41,10 +41,10 @@ __all__ = [
 ]
 
 #: Calibration size of the ``private-conformal`` audit: the smallest ``n`` with a valid threshold
-#: at ``alpha = 0.1``, ``epsilon = 1`` (102: target rank ``k = 102``), so the add/remove neighbour
-#: (``n = 101``, ``k = 103 > n``) gets full sets. Asserted in the tests against
+#: at ``alpha = 0.1``, ``epsilon = 1`` (96: target rank ``k = 96``), so the add/remove neighbour
+#: (``n = 95``, ``k = 97 > n``) gets full sets. Asserted in the tests against
 #: :func:`~privcal.conformal.min_calibration_size`.
-CONFORMAL_N = 102
+CONFORMAL_N = 96
 
 _ALPHA, _EPSILON = 0.1, 1.0
 _Q_LEVEL, _Q_BINS = 0.5, 4
