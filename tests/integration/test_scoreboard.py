@@ -69,6 +69,22 @@ def test_worse_than_nothing_rule() -> None:
     assert not sb.worse_than_nothing(base[:1] + 1.0, base[:1])[2]  # one split: no spread
 
 
+def test_accuracy_loss_is_marked_whatever_the_ece() -> None:
+    # per-split (ece, cwece, accuracy): ECE halves but accuracy falls 92% -> 66%, as central
+    # vector scaling once did on 20 newsgroups; a 0.1-point wobble with spread is not marked
+    base = np.array([[0.20, 0.02, 0.92], [0.21, 0.02, 0.93], [0.19, 0.02, 0.92]])
+    lossy = base * np.array([0.5, 1.0, 1.0]) - np.array([0.0, 0.0, 0.26])
+    lossy[:2, 2] += [0.01, -0.01]
+    row = sb._row("calibration", "d", "vector", math.inf, "vector", lossy, base)
+    assert row["worse"] and row["why"] == "accuracy -26.00 pp"
+    assert row["diff"] < 0  # the ECE part alone would not mark it
+    assert sb._mark({**row, "warnings": 2}) == "**WORSE** (accuracy -26.00 pp; 2 warnings)"
+    wobble = base + np.array([[0, 0, -0.002], [0, 0, 0.001], [0, 0, 0.0]])
+    assert not sb._row("calibration", "d", "bbq", math.inf, "bbq", wobble, base)["worse"]
+    worse_ece = sb._row("calibration", "d", "x", math.inf, "x", base + np.array([0.02, 0, 0]), base)
+    assert worse_ece["worse"] and worse_ece["why"] == "ECE"
+
+
 def test_split_conformal_coverage_within_3_se() -> None:
     data = sb.load_dataset(CIFAR10)
     rows = sb.conformal_rows(data, epsilons=(1.0, math.inf), splits=10, seed=0)

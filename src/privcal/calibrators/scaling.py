@@ -10,10 +10,31 @@
 For all three, with :math:`G = \\hat P - Y` (softmax output minus one-hot labels), the gradient
 of the mean NLL with respect to the transformed logits is :math:`G / N`; the parameter gradients
 follow by the chain rule and are written out in each ``_loss`` function.
+
+Vector and matrix scaling bound each example's NLL
+---------------------------------------------------
+:class:`VectorScaling` and :class:`MatrixScaling` minimise
+:math:`\\frac1N\\sum_i \\min(\\ell_i(\\theta), B)` (plus the ODIR penalty for matrix scaling),
+:math:`\\ell_i` the NLL of example ``i``, ``B = nll_bound`` (default
+:data:`~privcal.calibrators.temperature.NLL_BOUND` = 20, as for temperature scaling), by
+majorise-minimise from the identity map (:func:`_fit_bounded_nll`). An example whose true class
+gets probability below :math:`e^{-B}` counts as ``B`` whatever the parameters. Without the bound
+such examples dominate the fit: a true-class probability that underflowed to 0 becomes a logit
+of -708 (:func:`privcal.data.read_scores`), i.e. an NLL of ~708 at the identity map and a
+gradient of ~708 on that class's scale :math:`w_y` (:math:`\\partial\\ell_i/\\partial w_y =
+-z_{iy}(1 - p_{iy})`), so L-BFGS shrinks :math:`w_y` towards 0 — which lifts the -708 entries of
+class ``y`` in every other row by hundreds of nats. On the 20 newsgroups set (61 of 7532
+true-class probabilities exactly 0, 74% of all entries exactly 0) that took held-out accuracy
+from 92.3% to 59-66%. With the bound, such examples stop pulling and the fit is that of the other
+examples (accuracy unchanged, ECE 20% -> ~1%). On data where no example reaches ``B`` at the
+identity map or at the plain fit, the result is the plain NLL fit. A
+:class:`~privcal.calibrators.temperature.BoundedNLLWarning` (kept in ``fit_warnings_``) says how
+many examples counted as ``B``. No input is clipped or altered.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -28,15 +49,19 @@ from privcal.calibrators.base import (
     check_fitted_scalar,
     register,
 )
+from privcal.calibrators.temperature import NLL_BOUND, BoundedNLLWarning
 from privcal.metrics.statistics import softmax
 
 __all__ = [
+    "LOGIT_RANGE",
     "MatrixScaling",
     "PlattScaling",
     "VectorScaling",
+    "floor_logits",
     "nll_and_grad",
     "op_from_gaps",
     "order_preserving_logits",
+    "row_nll",
     "sorted_gaps",
 ]
 
@@ -62,6 +87,93 @@ def nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     val = float((np.log(s) - shifted[np.arange(n), y]).mean())
     g[np.arange(n), y] -= 1.0
     return val, g / n
+
+
+def row_nll(u: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each example's NLL :math:`\\log\\sum_c e^{u_{ic}} - u_{iy_i}` of logits ``u`` (N,)."""
+    m = u.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(u - m).sum(axis=1)) + m[:, 0]
+    return np.asarray(lse - u[np.arange(u.shape[0]), y])
+
+
+#: Default ``logit_range`` of :class:`MatrixScaling`: :math:`L = -\\log \\epsilon_{64} = 36.04`. A
+#: logit more than ``L`` below its row's maximum has probability below the float64 machine
+#: epsilon relative to the top class: its exact value does not show in ``softmax(z)``.
+LOGIT_RANGE = float(-np.log(np.finfo(np.float64).eps))
+
+
+def floor_logits(z: np.ndarray, logit_range: float | None) -> tuple[np.ndarray, int]:
+    """:math:`\\max(z_{ic}, \\max_k z_{ik} - L)` and the number of rows it changed.
+
+    At the identity map this changes no probability by more than :math:`(C-1)\\,e^{-L}`
+    (:math:`(C-1)\\epsilon_{64}` for :data:`LOGIT_RANGE`): ``softmax`` of the floored logits equals
+    ``softmax(z)`` to float64 rounding. ``logit_range=None`` returns ``z`` unchanged.
+    """
+    if logit_range is None:
+        return z, 0
+    floor = z.max(axis=1, keepdims=True) - logit_range
+    low = z < floor
+    if not low.any():
+        return z, 0
+    return np.maximum(z, floor), int(low.any(axis=1).sum())
+
+
+#: Majorise-minimise rounds of :func:`_fit_bounded_nll` (each one L-BFGS fit, warm-started).
+_MAX_MM = 20
+
+#: A loss of the parameters with its gradient.
+Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
+#: ``make_loss(rows, weight)``: the loss of the ``rows`` (an index array) with their mean NLL
+#: scaled by ``weight`` (= |rows| / N, so that the NLL part is their sum divided by all N).
+LossFactory = Callable[[np.ndarray, float], Loss]
+
+
+def _fit_bounded_nll(
+    make_loss: LossFactory,
+    nll_of: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    n: int,
+    max_iter: int,
+    bound: float | None,
+    owner: str,
+) -> np.ndarray:
+    """Minimise :math:`\\frac1N\\sum_i\\min(\\ell_i(x), B)` (+ penalty) from ``x0``.
+
+    ``nll_of(x)`` gives every example's :math:`\\ell_i(x)`. Majorise-minimise, as for
+    temperature scaling: with :math:`A` the examples at or below ``B`` at the current ``x``,
+    :math:`\\frac1N(\\sum_{i\\in A}\\ell_i + |A^c|B)` (+ penalty) lies above the bounded
+    objective and touches it at ``x``; an L-BFGS fit of it warm-started at ``x`` (L-BFGS never
+    returns a point worse than its start) cannot increase the objective. Repeat until ``A`` stops
+    changing (a local minimum; at most :data:`_MAX_MM` rounds). ``bound=None`` is the plain fit.
+    When every example is at or below ``B`` at ``x0`` and at the plain fit from ``x0``, the result
+    is that plain fit.
+    """
+    if bound is None:
+        return _lbfgs(make_loss(np.arange(n), 1.0), x0, max_iter)
+    x = x0
+    active = nll_of(x) <= bound
+    for _ in range(_MAX_MM):
+        rows = np.flatnonzero(active)
+        if rows.size == 0:  # every example at the bound: the NLL part is flat
+            break
+        x = _lbfgs(make_loss(rows, rows.size / n), x, max_iter)
+        now = nll_of(x) <= bound
+        if np.array_equal(now, active):
+            break
+        active = now
+    bounded = int(n - np.count_nonzero(nll_of(x) <= bound))
+    if bounded:
+        warnings.warn(
+            f"{bounded} of {n} examples have a negative log-likelihood above nll_bound={bound:g} "
+            f"at the fitted {owner} (their true class gets probability below "
+            f"{np.exp(-bound):.2g}) and counted as {bound:g}; with the plain NLL "
+            f"(nll_bound=None) they would dominate the fit (a true-class probability of exactly "
+            f"0, a logit of -708, pulls that class's scale towards 0). Check them for label "
+            f"errors or probabilities that were exactly 0.",
+            BoundedNLLWarning,
+            stacklevel=4,
+        )
+    return x
 
 
 @register
@@ -161,52 +273,100 @@ def order_preserving_logits(z: np.ndarray, log_scales: np.ndarray) -> np.ndarray
 class VectorScaling(Calibrator):
     """Vector scaling :math:`\\mathrm{softmax}(w \\odot z + b)` (Guo et al., 2017).
 
+    Fitted by minimising the mean NLL with each example's term bounded by ``nll_bound`` (see the
+    module docstring): logits of -708 (probabilities that were exactly 0) cannot drag a class's
+    scale to 0 and the accuracy with it.
+
     Parameters
     ----------
     order_preserving : bool, default=False
         Use the order-preserving parametrisation (see :func:`order_preserving_logits`): one
         positive scale per rank gap, so the top-1 prediction can never change.
     max_iter : int, default=500
-        L-BFGS iterations.
+        L-BFGS iterations (per majorise-minimise round).
+    nll_bound : float or None, default=20.0
+        Bound ``B`` on each example's NLL: an example whose true class gets probability below
+        :math:`e^{-B}` (2e-9 for the default) counts as ``B``, with a
+        :class:`~privcal.calibrators.temperature.BoundedNLLWarning`. ``None`` gives the plain
+        NLL (which on data with exact-zero true-class probabilities loses accuracy).
 
     Attributes
     ----------
     coef_ : ndarray of shape (C,) — w (or the C - 1 log gap scales when order-preserving)
     intercept_ : ndarray of shape (C,) — b (zeros when order-preserving)
+    fit_warnings_ : list of str
+        The fit's diagnostics (examples counted at the NLL bound); empty when there were none.
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
 
-    def __init__(self, order_preserving: bool = False, max_iter: int = 500) -> None:
+    def __init__(
+        self,
+        order_preserving: bool = False,
+        max_iter: int = 500,
+        nll_bound: float | None = NLL_BOUND,
+    ) -> None:
         self.order_preserving = order_preserving
         self.max_iter = max_iter
+        self.nll_bound = nll_bound
 
     def _validate_params(self) -> None:
-        check_int(self.max_iter, "max_iter", type(self).__name__, low=1)
+        owner = type(self).__name__
+        check_int(self.max_iter, "max_iter", owner, low=1)
+        if self.nll_bound is not None:
+            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
-        c = z.shape[1]
+        n, c = z.shape
+        bound = None if self.nll_bound is None else float(self.nll_bound)
         if self.order_preserving:
             order, gaps = sorted_gaps(z)  # independent of the parameters: sort once
 
-            def loss(a: np.ndarray) -> tuple[float, np.ndarray]:
-                val, g = nll_and_grad(op_from_gaps(order, gaps, a), y)
-                g_sorted = np.take_along_axis(g, order, axis=1)
-                # u_sorted[k] = -sum_{i<k} e^{a_i} gaps_i  =>  dL/da_i = -e^{a_i} gaps_i *
-                # sum_{k>i} dL/du_sorted[k]  (a tail sum over ranks)
-                tail = np.cumsum(g_sorted[:, ::-1], axis=1)[:, ::-1][:, 1:]
-                return val, -(np.exp(a)[None, :] * gaps * tail).sum(axis=0)
+            def make_op(rows: np.ndarray, weight: float) -> Loss:
+                o, gp, yr = order[rows], gaps[rows], y[rows]
 
-            self.coef_ = _lbfgs(loss, np.zeros(c - 1), self.max_iter)
+                def loss(a: np.ndarray) -> tuple[float, np.ndarray]:
+                    val, g = nll_and_grad(op_from_gaps(o, gp, a), yr)
+                    g_sorted = np.take_along_axis(g, o, axis=1)
+                    # u_sorted[k] = -sum_{i<k} e^{a_i} gaps_i  =>  dL/da_i = -e^{a_i} gaps_i *
+                    # sum_{k>i} dL/du_sorted[k]  (a tail sum over ranks)
+                    tail = np.cumsum(g_sorted[:, ::-1], axis=1)[:, ::-1][:, 1:]
+                    grad = -(np.exp(a)[None, :] * gp * tail).sum(axis=0)
+                    return weight * val, weight * grad
+
+                return loss
+
+            self.coef_ = _fit_bounded_nll(
+                make_op,
+                lambda a: row_nll(op_from_gaps(order, gaps, a), y),
+                np.zeros(c - 1),
+                n,
+                self.max_iter,
+                bound,
+                "order-preserving vector scaling",
+            )
             self.intercept_ = np.zeros(c)
             return
 
-        def loss_vs(x: np.ndarray) -> tuple[float, np.ndarray]:
-            w, b = x[:c], x[c:]
-            val, g = nll_and_grad(z * w + b, y)
-            return val, np.concatenate([(g * z).sum(axis=0), g.sum(axis=0)])
+        def make_vs(rows: np.ndarray, weight: float) -> Loss:
+            zr, yr = z[rows], y[rows]
 
-        x = _lbfgs(loss_vs, np.concatenate([np.ones(c), np.zeros(c)]), self.max_iter)
+            def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
+                w, b = x[:c], x[c:]
+                val, g = nll_and_grad(zr * w + b, yr)
+                return weight * val, weight * np.concatenate([(g * zr).sum(axis=0), g.sum(axis=0)])
+
+            return loss
+
+        x = _fit_bounded_nll(
+            make_vs,
+            lambda x: row_nll(z * x[:c] + x[c:], y),
+            np.concatenate([np.ones(c), np.zeros(c)]),
+            n,
+            self.max_iter,
+            bound,
+            "vector scaling",
+        )
         self.coef_, self.intercept_ = x[:c], x[c:]
 
     def transform_logits(self, z: np.ndarray) -> np.ndarray:
@@ -229,52 +389,106 @@ class VectorScaling(Calibrator):
 class MatrixScaling(Calibrator):
     """Matrix scaling :math:`\\mathrm{softmax}(W z + b)` with ODIR regularisation.
 
-    The loss is the mean NLL plus
+    The loss is the mean NLL, each example's term bounded by ``nll_bound`` (see the module
+    docstring), plus
     :math:`\\lambda \\sum_{i \\ne j} W_{ij}^2 + \\mu \\sum_j b_j^2` (the off-diagonal and
     intercept regulariser, ODIR, of Kull et al., 2019, without their 1/(C(C-1)) and 1/C factors, so
     that one default works across class counts): the diagonal is free, so with large penalties
     the fit tends to vector scaling without intercept. With ``C x C`` free parameters on a small
     validation set the penalty is what keeps the fit from over-fitting.
 
+    The map is applied to floored logits :math:`\\tilde z_{ic} = \\max(z_{ic}, \\max_k z_{ik} - L)`
+    (:func:`floor_logits`; ``L = logit_range``, default :data:`LOGIT_RANGE` = 36.04), at fit and
+    at predict time. The penalty bounds :math:`W_{ij}`, but what moves a logit is
+    :math:`W_{ij} z_j`: a probability that underflowed to 0 (a logit of -708) lets an
+    off-diagonal weight of 0.005, which the penalty hardly sees, move every row's logit by 3.5
+    nats. Logits more than ``L`` below the row maximum are numerically zero probabilities
+    (below float64 epsilon relative to the top class), so flooring them leaves
+    :math:`\\mathrm{softmax}(z)` unchanged to rounding while keeping every :math:`|\\tilde z_j -
+    \\max_k \\tilde z_k| \\le L`. On the 20 newsgroups set (74% of entries exactly 0) this
+    halves the held-out ECE of the bounded fit (3.2% -> 1.7%). The floor is part of the model's
+    definition, not a change of what the model says: the probabilities it starts from are the
+    same to rounding, so it raises no warning (``logit_range=None`` fits on the raw logits).
+
     Parameters
     ----------
     reg_offdiag, reg_intercept : float, default=0.1
         :math:`\\lambda` and :math:`\\mu`.
     max_iter : int, default=500
+        L-BFGS iterations (per majorise-minimise round).
+    nll_bound : float or None, default=20.0
+        Bound ``B`` on each example's NLL, as for :class:`VectorScaling`; ``None`` gives the
+        plain NLL.
+    logit_range : float or None, default=LOGIT_RANGE (36.04)
+        ``L`` of the floor above; ``None`` uses the logits as they are.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (C, C) — W
+    intercept_ : ndarray of shape (C,) — b
+    fit_warnings_ : list of str
+        The fit's diagnostics (examples counted at the NLL bound); empty when there were none.
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
 
     def __init__(
-        self, reg_offdiag: float = 0.1, reg_intercept: float = 0.1, max_iter: int = 500
+        self,
+        reg_offdiag: float = 0.1,
+        reg_intercept: float = 0.1,
+        max_iter: int = 500,
+        nll_bound: float | None = NLL_BOUND,
+        logit_range: float | None = LOGIT_RANGE,
     ) -> None:
         self.reg_offdiag = reg_offdiag
         self.reg_intercept = reg_intercept
         self.max_iter = max_iter
+        self.nll_bound = nll_bound
+        self.logit_range = logit_range
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
         check_real(self.reg_offdiag, "reg_offdiag", owner, low=0.0)
         check_real(self.reg_intercept, "reg_intercept", owner, low=0.0)
         check_int(self.max_iter, "max_iter", owner, low=1)
+        if self.nll_bound is not None:
+            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
+        if self.logit_range is not None:
+            check_real(self.logit_range, "logit_range", owner, low=0.0, low_open=True)
+
+    def _floored(self, z: np.ndarray) -> tuple[np.ndarray, int]:
+        lr = self.logit_range
+        return floor_logits(z, None if lr is None else float(lr))
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
-        c = z.shape[1]
+        z = self._floored(z)[0]
+        n, c = z.shape
         off = 1.0 - np.eye(c)
         lam, mu = self.reg_offdiag, self.reg_intercept
 
-        def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
-            w, b = x[: c * c].reshape(c, c), x[c * c :]
-            val, g = nll_and_grad(z @ w.T + b, y)
-            val += lam * float(((w * off) ** 2).sum()) + mu * float(b @ b)
-            gw = g.T @ z + 2.0 * lam * w * off
-            gb = g.sum(axis=0) + 2.0 * mu * b
-            return val, np.concatenate([gw.ravel(), gb])
+        def make_loss(rows: np.ndarray, weight: float) -> Loss:
+            zr, yr = z[rows], y[rows]
 
-        x = _lbfgs(loss, np.concatenate([np.eye(c).ravel(), np.zeros(c)]), self.max_iter)
+            def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
+                w, b = x[: c * c].reshape(c, c), x[c * c :]
+                val, g = nll_and_grad(zr @ w.T + b, yr)
+                val = weight * val + lam * float(((w * off) ** 2).sum()) + mu * float(b @ b)
+                gw = weight * (g.T @ zr) + 2.0 * lam * w * off
+                gb = weight * g.sum(axis=0) + 2.0 * mu * b
+                return val, np.concatenate([gw.ravel(), gb])
+
+            return loss
+
+        def nll_of(x: np.ndarray) -> np.ndarray:
+            return row_nll(z @ x[: c * c].reshape(c, c).T + x[c * c :], y)
+
+        bound = None if self.nll_bound is None else float(self.nll_bound)
+        x0 = np.concatenate([np.eye(c).ravel(), np.zeros(c)])
+        x = _fit_bounded_nll(make_loss, nll_of, x0, n, self.max_iter, bound, "matrix scaling")
         self.coef_, self.intercept_ = x[: c * c].reshape(c, c), x[c * c :]
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
+        z = self._floored(z)[0]
         return softmax(z @ self.coef_.T + self.intercept_)
 
     def _validate_fitted(self) -> None:

@@ -22,6 +22,8 @@ Protocol
   ``d_r = ECE(method) - ECE(uncalibrated)`` (classwise ECE for the federated methods, which
   target it) is averaged; a method is marked worse when ``mean(d) > 2 SE(d)``, ``SE = sd(d) /
   sqrt(R)``, i.e. worse than no calibration beyond the sampling (and noise) spread over splits.
+  The same test on the error rate ``1 - accuracy`` marks a calibrator that loses accuracy (only
+  those that can change the top-1 prediction can), whatever its ECE does.
   For conformal prediction "doing nothing" is the full label set: a method is marked when its
   coverage is below ``1 - alpha`` by more than 3 SE (invalid; :func:`coverage_se`, which adds
   the pool's own sampling error to the spread over splits) or its mean set size is within 1% of
@@ -274,9 +276,19 @@ def _row(
     key: int = 0,
 ) -> dict[str, Any]:
     """A calibration row from per-split ``values[r] = (ece, cwece, accuracy)``; ``key`` picks
-    the error that the worse-than-nothing test compares (0: ECE, 1: classwise ECE)."""
+    the error that the worse-than-nothing test compares (0: ECE, 1: classwise ECE).
+
+    The same paired test runs on the error rate ``1 - accuracy``: a calibrator that changes
+    the top-1 prediction (vector, matrix, classwise binning) is also worse than doing nothing
+    when it loses accuracy beyond the spread over splits, whatever its ECE does. ``why`` names
+    what failed.
+    """
     mean = values.mean(axis=0)
-    diff, se, worse = worse_than_nothing(values[:, key], baseline[:, key])
+    diff, se, worse_error = worse_than_nothing(values[:, key], baseline[:, key])
+    acc_diff, _, worse_accuracy = worse_than_nothing(1.0 - values[:, 2], 1.0 - baseline[:, 2])
+    why = [("ECE", "classwise ECE")[key]] if worse_error else []
+    if worse_accuracy:
+        why.append(f"accuracy {-100 * acc_diff:+.2f} pp")
     return {
         "task": task,
         "dataset": dataset,
@@ -289,7 +301,8 @@ def _row(
         "splits": int(values.shape[0]),
         "diff": diff,
         "diff_se": se,
-        "worse": worse,
+        "worse": bool(why),
+        "why": ", ".join(why),
         "warnings": warnings_count,
     }
 
@@ -831,7 +844,12 @@ def _num(x: float, pct: bool = True) -> str:
 
 
 def _mark(r: dict[str, Any]) -> str:
-    return "**WORSE**" if r.get("worse") else ""
+    """``**WORSE** (what failed; N warnings)``, the warnings alone, or nothing."""
+    notes = [r["why"]] if r.get("worse") and r.get("why") else []
+    if r.get("warnings"):
+        notes.append(f"{r['warnings']} warnings")
+    text = f"({'; '.join(notes)})" if notes else ""
+    return f"**WORSE** {text}".strip() if r.get("worse") else text
 
 
 def _calibration_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -858,7 +876,7 @@ def _calibration_table(rows: list[dict[str, Any]]) -> list[str]:
             f"{100 * r['diff']:+.2f} ± {_num(r['diff_se'])}",
             _num(r["ratio"], pct=False),
             r["twin"] if r["method"] != r["twin"] else "",
-            _mark(r) + (f" ({r['warnings']} warnings)" if r.get("warnings") else ""),
+            _mark(r),
         ]
         for r in rows
     ]
@@ -910,8 +928,9 @@ def render(board: Scoreboard, command: str = "privcal bench scoreboard") -> str:
         f"{FED_ROUNDS} rounds, delta = {FED_DELTA:g}. eps = inf is the non-private twin.",
         "",
         "**Worse than doing nothing** (`**WORSE**`): for calibration, the per-split paired "
-        "difference to the uncalibrated model (ECE; classwise ECE for federated methods) has "
-        "mean > 2 SE over splits (not tested with a single split or draw); for conformal, "
+        "difference to the uncalibrated model (ECE; classwise ECE for federated methods; and "
+        "the error rate 1 - accuracy) has mean > 2 SE over splits (not tested with a single "
+        "split or draw); the mark says which failed; for conformal, "
         "coverage below 1 - alpha by more than 3 SE (spread over splits plus the pool's own "
         "sampling error), or sets within 1% of the full label set. 'ratio to twin' is "
         "private / non-private (ECE, federated cwECE, conformal set size). Errors are in "

@@ -35,7 +35,10 @@ the step length), floors it at twice its noise level, and releases the mean of t
 the second half of the run (tail averaging: the iterates' noise is independent across rounds).
 FedVector and FedMatrix also add a ridge toward the identity map of the same size as the floor
 (``dp_ridge``): where the noise dominates the data they stay near the uncalibrated model
-instead of taking a random walk.
+instead of taking a random walk. Like their central twins they fit the bounded NLL: a client's
+sums run over its rows whose NLL at the current parameters is at most ``NLL_BOUND``
+(:func:`within_nll_bound`), and FedMatrix works on the floored logits of
+:class:`~privcal.calibrators.MatrixScaling`.
 
 Scaling, ``update="parameter-averaging"`` (seed 003 Alg. 2, DP-FedAvg, kept to reproduce the
 paper): the payload is the update ``u_k = w_k - w_t`` of ``local_iters`` L-BFGS (or Newton,
@@ -74,7 +77,15 @@ from privcal.calibrators import (
     TemperatureScaling,
     VectorScaling,
 )
-from privcal.calibrators.scaling import nll_and_grad, op_from_gaps, sorted_gaps
+from privcal.calibrators.scaling import (
+    LOGIT_RANGE,
+    floor_logits,
+    nll_and_grad,
+    op_from_gaps,
+    row_nll,
+    sorted_gaps,
+)
+from privcal.calibrators.temperature import NLL_BOUND
 from privcal.federated.calibrators import (
     MLPScaling,
     WeightedBBQ,
@@ -161,6 +172,24 @@ class FedMethod:
 
 
 # ------------------------------------------------------------------------------- scaling
+def within_nll_bound(
+    u: np.ndarray, z: np.ndarray, y: np.ndarray, bound: float = NLL_BOUND
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``(z, y)`` whose NLL at the calibrated logits ``u`` is at most ``bound``.
+
+    The Newton payload of FedVector and FedMatrix is the gradient and curvature of the NLL
+    summed over these rows: the majorise step of the bounded NLL :math:`\\sum_i
+    \\min(\\ell_i, B)` that :class:`~privcal.calibrators.VectorScaling` and
+    :class:`~privcal.calibrators.MatrixScaling` minimise (``B`` =
+    :data:`~privcal.calibrators.temperature.NLL_BOUND`, their default ``nll_bound``), so a
+    true-class probability of exactly 0 (a logit of -708) does not drag a class's scale to 0 in
+    the federation either. Each client decides for its own rows at the current global
+    parameters; the clip bounds do not depend on it, so the guarantee is unchanged.
+    """
+    keep = row_nll(u, y) <= bound
+    return z[keep], y[keep]
+
+
 class _Scaling(FedMethod):
     """Parametric scaling by federated Newton (default) or parameter averaging.
 
@@ -691,7 +720,9 @@ class FedVector(_Scaling):
         return val, np.concatenate([(g * z).sum(axis=0), g.sum(axis=0)])
 
     def stats(self, x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n, c = z.shape
+        c = z.shape[1]
+        z, y = within_nll_bound(z * x[:c] + x[c:], z, y)
+        n = z.shape[0]
         if n == 0:
             return np.zeros(2 * c), np.zeros(3 * c)
         _, r = nll_and_grad(z * x[:c] + x[c:], y)
@@ -827,10 +858,13 @@ class FedMatrix(_Scaling):
         return val, np.concatenate([(g.T @ z).ravel(), g.sum(axis=0)]) + self.penalty_grad(x, c)
 
     def stats(self, x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n, c = z.shape
+        c = z.shape[1]
+        w, b = x[: c * c].reshape(c, c), x[c * c :]
+        z = floor_logits(z, LOGIT_RANGE)[0]  # MatrixScaling's model is on floored logits
+        z, y = within_nll_bound(z @ w.T + b, z, y)
+        n = z.shape[0]
         if n == 0:
             return np.zeros(c * c + c), np.zeros(self.curvature_size(c))
-        w, b = x[: c * c].reshape(c, c), x[c * c :]
         _, r = nll_and_grad(z @ w.T + b, y)
         r = r * n  # softmax - onehot of each row
         p = r.copy()
