@@ -29,12 +29,12 @@ from 92.3% to 59-66%. With the bound, such examples stop pulling and the fit is 
 examples (accuracy unchanged, ECE 20% -> ~1%). On data where no example reaches ``B`` at the
 identity map or at the plain fit, the result is the plain NLL fit. A
 :class:`~privcal.calibrators.temperature.BoundedNLLWarning` (kept in ``fit_warnings_``) says how
-many examples counted as ``B``. No input is clipped or altered.
+many examples counted as ``B``. No example is dropped and no input changed (matrix scaling's
+logit floor, :class:`MatrixScaling`, changes its input probabilities by rounding only).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -49,8 +49,8 @@ from privcal.calibrators.base import (
     check_fitted_scalar,
     register,
 )
-from privcal.calibrators.temperature import NLL_BOUND, BoundedNLLWarning
-from privcal.metrics.statistics import softmax
+from privcal.calibrators.temperature import NLL_BOUND, warn_bounded_nll
+from privcal.metrics.statistics import nll_terms, softmax
 
 __all__ = [
     "LOGIT_RANGE",
@@ -61,7 +61,6 @@ __all__ = [
     "nll_and_grad",
     "op_from_gaps",
     "order_preserving_logits",
-    "row_nll",
     "sorted_gaps",
 ]
 
@@ -87,13 +86,6 @@ def nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     val = float((np.log(s) - shifted[np.arange(n), y]).mean())
     g[np.arange(n), y] -= 1.0
     return val, g / n
-
-
-def row_nll(u: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each example's NLL :math:`\\log\\sum_c e^{u_{ic}} - u_{iy_i}` of logits ``u`` (N,)."""
-    m = u.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(u - m).sum(axis=1)) + m[:, 0]
-    return np.asarray(lse - u[np.arange(u.shape[0]), y])
 
 
 #: Default ``logit_range`` of :class:`MatrixScaling`: :math:`L = -\\log \\epsilon_{64} = 36.04`. A
@@ -161,18 +153,7 @@ def _fit_bounded_nll(
         if np.array_equal(now, active):
             break
         active = now
-    bounded = int(n - np.count_nonzero(nll_of(x) <= bound))
-    if bounded:
-        warnings.warn(
-            f"{bounded} of {n} examples have a negative log-likelihood above nll_bound={bound:g} "
-            f"at the fitted {owner} (their true class gets probability below "
-            f"{np.exp(-bound):.2g}) and counted as {bound:g}; with the plain NLL "
-            f"(nll_bound=None) they would dominate the fit (a true-class probability of exactly "
-            f"0, a logit of -708, pulls that class's scale towards 0). Check them for label "
-            f"errors or probabilities that were exactly 0.",
-            BoundedNLLWarning,
-            stacklevel=4,
-        )
+    warn_bounded_nll(int(np.count_nonzero(nll_of(x) > bound)), n, bound, owner)
     return x
 
 
@@ -338,7 +319,7 @@ class VectorScaling(Calibrator):
 
             self.coef_ = _fit_bounded_nll(
                 make_op,
-                lambda a: row_nll(op_from_gaps(order, gaps, a), y),
+                lambda a: nll_terms(op_from_gaps(order, gaps, a), y),
                 np.zeros(c - 1),
                 n,
                 self.max_iter,
@@ -360,7 +341,7 @@ class VectorScaling(Calibrator):
 
         x = _fit_bounded_nll(
             make_vs,
-            lambda x: row_nll(z * x[:c] + x[c:], y),
+            lambda x: nll_terms(z * x[:c] + x[c:], y),
             np.concatenate([np.ones(c), np.zeros(c)]),
             n,
             self.max_iter,
@@ -480,7 +461,7 @@ class MatrixScaling(Calibrator):
             return loss
 
         def nll_of(x: np.ndarray) -> np.ndarray:
-            return row_nll(z @ x[: c * c].reshape(c, c).T + x[c * c :], y)
+            return nll_terms(z @ x[: c * c].reshape(c, c).T + x[c * c :], y)
 
         bound = None if self.nll_bound is None else float(self.nll_bound)
         x0 = np.concatenate([np.eye(c).ravel(), np.zeros(c)])

@@ -37,6 +37,7 @@ __all__ = [
     "fit_temperature_acc",
     "fit_temperature_ece",
     "fit_temperature_nll",
+    "warn_bounded_nll",
 ]
 
 Objective = Literal["nll", "ece", "acc"]
@@ -187,6 +188,21 @@ def _newton(
     return beta, t, False
 
 
+def warn_bounded_nll(clipped: int, n: int, bound: float, fitted: str) -> None:
+    """The :class:`BoundedNLLWarning` of a fit whose ``clipped`` of ``n`` examples counted as
+    ``bound`` at the fitted ``fitted`` (temperature, vector and matrix scaling); none if 0."""
+    if clipped:
+        warnings.warn(
+            f"{clipped} of {n} examples have a negative log-likelihood above "
+            f"nll_bound={bound:g} at the fitted {fitted} (their true class gets probability "
+            f"below {np.exp(-bound):.2g}) and counted as {bound:g}; with the plain NLL "
+            f"(nll_bound=None) they would dominate the fit. Check them for label errors or "
+            f"probabilities that were exactly 0.",
+            BoundedNLLWarning,
+            stacklevel=4,
+        )
+
+
 def _bounded_objective(t: _RowTerms, bound: float | None) -> float:
     return float(t.nll.sum() if bound is None else np.minimum(t.nll, bound).sum())
 
@@ -255,17 +271,7 @@ def fit_temperature_nll(
         if (at_start.nll > bound).any():
             found.append(_majorise_minimise(terms, lo, hi, start, at_start, bound))
         beta, t, edge = min(found, key=lambda f: _bounded_objective(f[1], bound))
-        clipped = int((t.nll > bound).sum())
-        if clipped:
-            warnings.warn(
-                f"{clipped} of {z.shape[0]} examples have a negative log-likelihood above "
-                f"nll_bound={bound:g} at the fitted temperature (their true class gets "
-                f"probability below {np.exp(-bound):.2g}) and counted as {bound:g}; with the "
-                f"plain NLL (nll_bound=None) they would dominate the fit. Check them for label "
-                f"errors or probabilities that were exactly 0.",
-                BoundedNLLWarning,
-                stacklevel=3,
-            )
+        warn_bounded_nll(int((t.nll > bound).sum()), z.shape[0], bound, "temperature")
     temperature = 1.0 / beta
     if edge:
         return _boundary(temperature, t_range, "NLL-optimal")

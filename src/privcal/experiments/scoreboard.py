@@ -903,7 +903,7 @@ def _conformal_table(rows: list[dict[str, Any]]) -> list[str]:
             f"{r['size']:.3f}",
             r["n_classes"],
             _num(r["ratio"], pct=False),
-            f"**WORSE** ({r['why']})" if r["worse"] else "",
+            _mark(r),
         ]
         for r in rows
     ]

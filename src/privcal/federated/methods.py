@@ -82,7 +82,6 @@ from privcal.calibrators.scaling import (
     floor_logits,
     nll_and_grad,
     op_from_gaps,
-    row_nll,
     sorted_gaps,
 )
 from privcal.calibrators.temperature import NLL_BOUND
@@ -95,7 +94,7 @@ from privcal.federated.calibrators import (
     mlp_nll_and_grad,
 )
 from privcal.federated.dp import DPConfig, clip_l2, clip_rows_l2
-from privcal.metrics.statistics import class_histograms, softmax
+from privcal.metrics.statistics import class_histograms, nll_terms, softmax
 
 __all__ = [
     "METHODS",
@@ -172,22 +171,20 @@ class FedMethod:
 
 
 # ------------------------------------------------------------------------------- scaling
-def within_nll_bound(
-    u: np.ndarray, z: np.ndarray, y: np.ndarray, bound: float = NLL_BOUND
-) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of ``(z, y)`` whose NLL at the calibrated logits ``u`` is at most ``bound``.
+def within_nll_bound(u: np.ndarray, y: np.ndarray, bound: float = NLL_BOUND) -> np.ndarray:
+    """Mask of the rows whose NLL at the calibrated logits ``u`` is at most ``bound``.
 
     The Newton payload of FedVector and FedMatrix is the gradient and curvature of the NLL
     summed over these rows: the majorise step of the bounded NLL :math:`\\sum_i
     \\min(\\ell_i, B)` that :class:`~privcal.calibrators.VectorScaling` and
     :class:`~privcal.calibrators.MatrixScaling` minimise (``B`` =
-    :data:`~privcal.calibrators.temperature.NLL_BOUND`, their default ``nll_bound``), so a
+    :data:`~privcal.calibrators.temperature.NLL_BOUND`, their default ``nll_bound``;
+    :math:`\\ell_i` from the same :func:`~privcal.metrics.statistics.nll_terms`), so a
     true-class probability of exactly 0 (a logit of -708) does not drag a class's scale to 0 in
     the federation either. Each client decides for its own rows at the current global
     parameters; the clip bounds do not depend on it, so the guarantee is unchanged.
     """
-    keep = row_nll(u, y) <= bound
-    return z[keep], y[keep]
+    return np.asarray(nll_terms(u, y) <= bound)
 
 
 class _Scaling(FedMethod):
@@ -721,11 +718,13 @@ class FedVector(_Scaling):
 
     def stats(self, x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = z.shape[1]
-        z, y = within_nll_bound(z * x[:c] + x[c:], z, y)
+        u = z * x[:c] + x[c:]
+        keep = within_nll_bound(u, y)
+        z, y, u = z[keep], y[keep], u[keep]
         n = z.shape[0]
         if n == 0:
             return np.zeros(2 * c), np.zeros(3 * c)
-        _, r = nll_and_grad(z * x[:c] + x[c:], y)
+        _, r = nll_and_grad(u, y)
         r = r * n  # softmax - onehot of each row
         p = r.copy()
         p[np.arange(n), y] += 1.0
@@ -861,11 +860,13 @@ class FedMatrix(_Scaling):
         c = z.shape[1]
         w, b = x[: c * c].reshape(c, c), x[c * c :]
         z = floor_logits(z, LOGIT_RANGE)[0]  # MatrixScaling's model is on floored logits
-        z, y = within_nll_bound(z @ w.T + b, z, y)
+        u = z @ w.T + b
+        keep = within_nll_bound(u, y)
+        z, y, u = z[keep], y[keep], u[keep]
         n = z.shape[0]
         if n == 0:
             return np.zeros(c * c + c), np.zeros(self.curvature_size(c))
-        _, r = nll_and_grad(z @ w.T + b, y)
+        _, r = nll_and_grad(u, y)
         r = r * n  # softmax - onehot of each row
         p = r.copy()
         p[np.arange(n), y] += 1.0
