@@ -657,6 +657,22 @@ def _zeroed_probs(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(
+    ("cls", "param", "value"),
+    [
+        (VectorScaling, "nll_bound", 0.0),
+        (VectorScaling, "nll_bound", float("nan")),
+        (MatrixScaling, "nll_bound", -1.0),
+        (MatrixScaling, "logit_range", 0.0),
+        (MatrixScaling, "logit_range", float("inf")),
+    ],
+)
+def test_bounded_scaling_rejects_bad_bounds(cls: Any, param: str, value: float) -> None:
+    z, y = _zeroed_probs(0)
+    with pytest.raises(ValueError, match=f"'{param}'"):
+        cls(**{param: value}).fit(z, y)
+
+
+@pytest.mark.parametrize(
     ("robust", "plain"),
     [
         (VectorScaling, lambda: VectorScaling(nll_bound=None)),
