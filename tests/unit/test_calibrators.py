@@ -450,6 +450,17 @@ def test_histogram_top_keeps_other_classes_proportional() -> None:
     np.testing.assert_allclose(cal.predict_proba(low, input="probs"), low, rtol=1e-12)
 
 
+def test_histogram_top_keeps_the_prediction_when_it_lowers_the_top() -> None:
+    # confidence 0.6 recalibrated to 0.4 (2 of 5 right): class 1's share would reach 0.4 and tie
+    # with the top; it is held just below it, so argmax stays on class 2 (it was class 1 by index)
+    p = np.tile([0.05, 0.35, 0.6], (5, 1))
+    cal = HistogramBinning(n_bins=2).fit(p, [2, 2, 0, 1, 1], input="probs")
+    out = cal.predict_proba(p[:1], input="probs")
+    assert out[0, 2] == pytest.approx(0.4) and out.sum() == pytest.approx(1.0)
+    assert out[0, 1] < out[0, 2] and out[0, 1] == pytest.approx(0.4, rel=1e-8)
+    assert cal.predict(p[:1], input="probs")[0] == 2
+
+
 def test_histogram_classwise_values(overconfident: Any) -> None:
     z, y = overconfident
     cal = HistogramBinning(mode="classwise", n_bins=5).fit(z, y)

@@ -147,15 +147,21 @@ def normalise_one_vs_all(g: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.where(bad[:, None], p, g / np.where(s > 0, s, 1.0))
 
 
+#: Relative margin by which :func:`rescale_top_label` keeps the other classes below the top.
+TIE_MARGIN = 1e-9
+
+
 def rescale_top_label(p: np.ndarray, new_top: np.ndarray) -> np.ndarray:
     """Set the top-label probability to ``v = new_top``; share ``1 - v`` among the other classes.
 
     The other classes keep their relative sizes, :math:`p_j (1 - v) / \\sum_{k \\ne top} p_k`,
-    unless that would lift one of them above ``v`` and so change the prediction (under strong
-    shift a confidence of 0.9 can be recalibrated to 0.3). Then their shares are mixed with the
-    uniform share just enough that the largest equals ``v``: with ``m`` the largest relative share,
-    ``u = 1 / (C - 1)`` and ``s = v / (1 - v)``, the mixing weight is
-    :math:`\\lambda = (m - s) / (m - u)`. When even the uniform share exceeds ``v``
+    unless that would lift one of them to ``v`` or above and so change the prediction (under
+    strong shift a confidence of 0.9 can be recalibrated to 0.3). Then their shares are mixed with
+    the uniform share just enough that the largest is ``v (1 - 1e-9)``: with ``m`` the largest
+    relative share, ``u = 1 / (C - 1)`` and ``s = (1 - 10^{-9}) v / (1 - v)``, the mixing weight
+    is :math:`\\lambda = (m - s) / (m - u)`. (Mixing to exactly ``v`` would leave a tie that
+    ``argmax`` breaks by class index: on lenet-5 CIFAR-10 24% of test rows, and 1.4 points of
+    accuracy lost.) When even the uniform share exceeds ``v``
     (``v < 1 / C``) no distribution keeps the prediction and the uniform one is used. When the
     other classes have no mass at all, the remaining mass is shared equally.
     """
@@ -172,7 +178,7 @@ def rescale_top_label(p: np.ndarray, new_top: np.ndarray) -> np.ndarray:
         )
         share[rows, top] = 0.0
         largest = share.max(axis=1)
-        allowed = np.where(new_top < 1.0, new_top / (1.0 - new_top), np.inf)
+        allowed = np.where(new_top < 1.0, (1.0 - TIE_MARGIN) * new_top / (1.0 - new_top), np.inf)
         lam = np.where(
             largest > allowed, (largest - allowed) / np.maximum(largest - uniform, 1e-300), 0.0
         )
