@@ -461,6 +461,22 @@ def test_histogram_top_keeps_the_prediction_when_it_lowers_the_top() -> None:
     assert cal.predict(p[:1], input="probs")[0] == 2
 
 
+def test_cross_fit_warns_when_held_out_accuracy_falls() -> None:
+    # 20 classes, 30 rows each: one-vs-all bins reorder classes and lose accuracy held out
+    # (McNemar beyond 2 SD); top-label binning keeps every prediction and stays quiet
+    g = np.random.default_rng(0)
+    n, c = 600, 20
+    y = g.integers(c, size=n)
+    z = g.normal(size=(n, c))
+    z[np.arange(n), y] += 2.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        classwise = HistogramBinning(mode="classwise").fit(z, y)
+        top = HistogramBinning().fit(z, y)
+    assert any("McNemar" in w and "correctly classified" in w for w in classwise.fit_warnings_)
+    assert not any("McNemar" in w for w in top.fit_warnings_)
+
+
 def test_histogram_classwise_values(overconfident: Any) -> None:
     z, y = overconfident
     cal = HistogramBinning(mode="classwise", n_bins=5).fit(z, y)

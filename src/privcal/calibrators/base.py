@@ -228,14 +228,18 @@ class Calibrator(BaseEstimator):
         return self._cross_fit_diagnostic
 
     def _cross_fit_check(self, z: np.ndarray, y: np.ndarray) -> None:
-        """Warn when the method, cross-fitted, has a higher ECE than the uncalibrated model.
+        """Warn when the method, cross-fitted, is worse than the uncalibrated model.
 
         The rows are split in two halves by a fixed-seed permutation; a copy of the calibrator
         is fitted on each half and predicts the other, so every row gets a held-out calibrated
         probability. If the pooled top-label ECE (:data:`CROSS_FIT_BINS` bins) of those
         predictions exceeds that of :math:`\\mathrm{softmax}(z)` on the same rows, the map
         over-fits data of this size (e.g. one-vs-all maps on ~50 examples per class) and a
-        :class:`CrossFitWarning` says so. Deterministic; costs about one more fit.
+        :class:`CrossFitWarning` says so. A second :class:`CrossFitWarning` says when the
+        held-out top-1 predictions lose accuracy beyond chance (McNemar): with ``a`` rows turned
+        from right to wrong and ``b`` from wrong to right, when :math:`a - b > 2\\sqrt{a + b}`
+        (one-vs-all maps reorder classes; a map that keeps the argmax never warns).
+        Deterministic; costs about one more fit.
         """
         n = z.shape[0]
         if n < 2 * CROSS_FIT_MIN_ROWS:
@@ -257,6 +261,20 @@ class Calibrator(BaseEstimator):
                 f"over-fits data of this size ({z.shape[1]} classes, about "
                 f"{n // z.shape[1]} rows per class). Prefer temperature scaling, or fit on more "
                 f"data.",
+                CrossFitWarning,
+                stacklevel=4,
+            )
+        before = np.argmax(z, axis=1) == y
+        after = np.argmax(held_out, axis=1) == y
+        lost, gained = int(np.sum(before & ~after)), int(np.sum(after & ~before))
+        if lost - gained > 2.0 * np.sqrt(lost + gained):
+            warnings.warn(
+                f"Cross-fitted on two halves of the {n} fitting rows, {type(self).__name__} "
+                f"changes the top-1 prediction of {lost} correctly classified rows to a wrong "
+                f"class and of {gained} wrong ones to the right class: accuracy falls by "
+                f"{100 * (lost - gained) / n:.2f} points, beyond chance (McNemar, 2 SD). It "
+                f"reorders classes; temperature scaling or top-label binning keep the "
+                f"predictions.",
                 CrossFitWarning,
                 stacklevel=4,
             )

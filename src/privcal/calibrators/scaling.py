@@ -280,6 +280,7 @@ class VectorScaling(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
+    _cross_fit_diagnostic: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -412,6 +413,7 @@ class MatrixScaling(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
+    _cross_fit_diagnostic: ClassVar[bool] = True
 
     def __init__(
         self,
