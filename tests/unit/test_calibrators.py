@@ -686,6 +686,7 @@ def _zeroed_probs(seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(
     ("cls", "param", "value"),
     [
+        (PlattScaling, "nll_bound", 0.0),
         (VectorScaling, "nll_bound", 0.0),
         (VectorScaling, "nll_bound", float("nan")),
         (MatrixScaling, "nll_bound", -1.0),
@@ -697,6 +698,27 @@ def test_bounded_scaling_rejects_bad_bounds(cls: Any, param: str, value: float) 
     z, y = _zeroed_probs(0)
     with pytest.raises(ValueError, match=f"'{param}'"):
         cls(**{param: value}).fit(z, y)
+
+
+def test_platt_bound_keeps_the_slope_on_exact_zero_probabilities() -> None:
+    """2% of binary logits at +-708 against their label (true class probability exactly 0):
+    the plain NLL takes the slope to 0 (every probability 0.5, accuracy 0.5); the bounded fit
+    keeps a slope near the data's, says so, and keeps the accuracy."""
+    g = np.random.default_rng(1)
+    n = 2000
+    y = g.integers(2, size=n)
+    s = g.normal(size=n) + (2 * y - 1) * 1.5
+    bad = g.random(n) < 0.02
+    s[bad] = -(2 * y[bad] - 1) * 708.0
+    z = np.column_stack([np.zeros(n), s])
+    before = float(np.mean((s > 0) == y))
+    plain = PlattScaling(nll_bound=None).fit(z, y)
+    assert abs(plain.coef_) < 0.05
+    with pytest.warns(BoundedNLLWarning):
+        cal = PlattScaling().fit(z, y)
+    assert cal.coef_ > 2.0
+    assert np.mean(cal.predict(z) == y) == pytest.approx(before)
+    assert any("Platt scaling" in w for w in cal.fit_warnings_)
 
 
 @pytest.mark.parametrize(

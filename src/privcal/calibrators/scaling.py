@@ -11,9 +11,9 @@ For all three, with :math:`G = \\hat P - Y` (softmax output minus one-hot labels
 of the mean NLL with respect to the transformed logits is :math:`G / N`; the parameter gradients
 follow by the chain rule and are written out in each ``_loss`` function.
 
-Vector and matrix scaling bound each example's NLL
----------------------------------------------------
-:class:`VectorScaling` and :class:`MatrixScaling` minimise
+Platt, vector and matrix scaling bound each example's NLL
+--------------------------------------------------------
+:class:`PlattScaling`, :class:`VectorScaling` and :class:`MatrixScaling` minimise
 :math:`\\frac1N\\sum_i \\min(\\ell_i(\\theta), B)` (plus the ODIR penalty for matrix scaling),
 :math:`\\ell_i` the NLL of example ``i``, ``B = nll_bound`` (default
 :data:`~privcal.calibrators.temperature.NLL_BOUND` = 20, as for temperature scaling), by
@@ -163,21 +163,37 @@ class PlattScaling(Calibrator):
 
     ``z`` is the binary logit: the single column of ``N`` / ``N x 1`` logits, or ``z_1 - z_0``
     of ``N x 2`` logits. For more than two classes use :class:`VectorScaling` or
-    :class:`MatrixScaling`.
+    :class:`MatrixScaling`. Fitted on the mean NLL with each example's term bounded by
+    ``nll_bound`` (module docstring), so a probability of exactly 0 for the true class (a binary
+    logit of +-708) cannot drag the slope ``a`` to 0.
+
+    Parameters
+    ----------
+    max_iter : int, default=200
+        L-BFGS iterations (per majorise-minimise round).
+    nll_bound : float or None, default=20.0
+        Bound ``B`` on each example's NLL, as for :class:`VectorScaling`; ``None`` gives the
+        plain NLL.
 
     Attributes
     ----------
     coef_, intercept_ : float
         The fitted ``a`` and ``b``.
+    fit_warnings_ : list of str
+        The fit's diagnostics (examples counted at the NLL bound); empty when there were none.
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
 
-    def __init__(self, max_iter: int = 200) -> None:
+    def __init__(self, max_iter: int = 200, nll_bound: float | None = NLL_BOUND) -> None:
         self.max_iter = max_iter
+        self.nll_bound = nll_bound
 
     def _validate_params(self) -> None:
-        check_int(self.max_iter, "max_iter", type(self).__name__, low=1)
+        owner = type(self).__name__
+        check_int(self.max_iter, "max_iter", owner, low=1)
+        if self.nll_bound is not None:
+            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
     @staticmethod
     def _binary_logit(z: np.ndarray) -> np.ndarray:
@@ -192,16 +208,26 @@ class PlattScaling(Calibrator):
         s = self._binary_logit(z)
         t = y.astype(np.float64)
 
-        def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
-            u = x[0] * s + x[1]
-            # -[t log sigma(u) + (1-t) log sigma(-u)]; d/du = sigma(u) - t
-            val = -(t * log_expit(u) + (1 - t) * log_expit(-u)).mean()
-            g = (expit(u) - t) / s.size
-            return float(val), np.array([g @ s, g.sum()])
+        def make_loss(rows: np.ndarray, weight: float) -> Loss:
+            sr, tr = s[rows], t[rows]
 
-        self.coef_, self.intercept_ = (
-            float(v) for v in _lbfgs(loss, np.array([1.0, 0.0]), self.max_iter)
-        )
+            def loss(x: np.ndarray) -> tuple[float, np.ndarray]:
+                u = x[0] * sr + x[1]
+                # -[t log sigma(u) + (1-t) log sigma(-u)]; d/du = sigma(u) - t
+                val = -(tr * log_expit(u) + (1 - tr) * log_expit(-u)).mean()
+                g = (expit(u) - tr) / sr.size
+                return weight * float(val), weight * np.array([g @ sr, g.sum()])
+
+            return loss
+
+        def nll_of(x: np.ndarray) -> np.ndarray:
+            u = x[0] * s + x[1]
+            return np.asarray(nll_terms(np.column_stack([np.zeros_like(u), u]), y))
+
+        bound = None if self.nll_bound is None else float(self.nll_bound)
+        x0 = np.array([1.0, 0.0])
+        x = _fit_bounded_nll(make_loss, nll_of, x0, s.size, self.max_iter, bound, "Platt scaling")
+        self.coef_, self.intercept_ = float(x[0]), float(x[1])
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         p1 = expit(self.coef_ * self._binary_logit(z) + self.intercept_)
