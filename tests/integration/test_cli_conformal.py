@@ -70,6 +70,22 @@ def test_private_sets_secure_noise_by_default(tmp_path: Path) -> None:
     assert _row(r.output, "status") == "private" and "Warning" not in r.output
 
 
+def test_localised_sets_from_n_4000_and_the_localize_option(tmp_path: Path) -> None:
+    """The default localises from n = 4000 (and says so); --localize none keeps one stage."""
+    rng = np.random.default_rng(1)
+    z = 2 * rng.normal(size=(5000, 5))
+    np.savez(tmp_path / "cal.npz", logits=z[:4000], labels=z[:4000].argmax(1))
+    np.savez(tmp_path / "test.npz", logits=z[4000:], labels=z[4000:].argmax(1))
+    args = ["conformal", "--epsilon", "1", "--cal", tmp_path / "cal.npz", "--test"]
+    r = _invoke(*args, tmp_path / "test.npz")
+    assert r.exit_code == 0, r.output
+    assert _row(r.output, "localised").startswith("1000 points found the window")
+    r = _invoke(*args, tmp_path / "test.npz", "--localize", "none")
+    assert r.exit_code == 0 and "localised" not in r.output, r.output
+    r = _invoke(*args, tmp_path / "test.npz", "--localize", "half")
+    assert r.exit_code != 0 and "'--localize' parameter of privcal conformal" in r.output
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".json", ".npz"])
 def test_split_sets_match_the_estimator(tmp_path: Path, suffix: str) -> None:
     """Non-private sets, in every output format, are exactly SplitConformal's."""

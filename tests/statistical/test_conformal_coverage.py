@@ -2,9 +2,10 @@
 
 For every data set x epsilon in {0.5, 1, 5, 10} x alpha in {0.05, 0.1} x score in {LAC, APS}
 (non-randomised APS), n = 5000 calibration points, 1000 seeded random calibration/test splits,
-for ``PrivateConformal``'s default (``method="rank"``): mean coverage >= 1 - alpha - 3 SE (SE =
-std over splits / sqrt(1000)), and <= Theorem R's upper bound + 3 SE (p_max estimated as the
-largest bin frequency of the pool's true-label scores under the logit grid).
+for ``PrivateConformal``'s default (``method="rank"``, localised by Theorem L at this ``n``):
+mean coverage >= 1 - alpha - 3 SE (SE = std over splits / sqrt(1000)); for one stage
+(``localize=None``) also <= Theorem R's upper bound + 3 SE (p_max estimated as the largest bin
+frequency of the pool's true-label scores under the logit grid).
 
 ``test_informative_private_sets`` is the fast version of issue 13's check (the full table over
 every shared data set is ``python -m bench.bench_conformal --only-informative``, made by the same
@@ -87,7 +88,15 @@ def test_coverage_validity(dataset: str, shared_data: Path) -> None:
             if base.mean_coverage < 1 - alpha - 3 * base.se_coverage:
                 failures.append((score, alpha, "split", base.mean_coverage))
             for eps in EPSILONS:
-                res = sim.private(alpha, eps, noise=SeededNoise(int(eps * 10) + int(alpha * 100)))
+                seed = int(eps * 10) + int(alpha * 100)
+                # the default at n = 5000 localises (Theorem L): coverage >= 1 - alpha holds
+                # given the window, whose grid changes per split, so only the lower bound
+                loc = sim.private(alpha, eps, noise=SeededNoise(seed + 1000))
+                assert loc.bins < 3915  # the window's grid, not the full one
+                TABLE.append((dataset, score, alpha, f"{eps}L", *_cov(loc), math.nan))
+                if loc.mean_coverage < 1 - alpha - 3 * loc.se_coverage:
+                    failures.append((score, alpha, f"{eps} localised", *_cov(loc)))
+                res = sim.private(alpha, eps, noise=SeededNoise(seed), localize=None)
                 cov, se = res.mean_coverage, res.se_coverage
                 m = res.bins
                 edges = logit_edges(4096)
@@ -102,6 +111,10 @@ def test_coverage_validity(dataset: str, shared_data: Path) -> None:
                 if cov < 1 - alpha - 3 * se or cov > upper + 3 * se:
                     failures.append((score, alpha, eps, cov, se, upper))
     assert not failures, failures
+
+
+def _cov(res: object) -> tuple[float, float]:
+    return res.mean_coverage, res.se_coverage  # type: ignore[attr-defined]
 
 
 def test_cost_of_privacy_wideresnet(shared_data: Path) -> None:
@@ -119,10 +132,11 @@ def test_cost_of_privacy_wideresnet(shared_data: Path) -> None:
     assert priv.mean_coverage >= 0.9 - 3 * priv.se_coverage
 
 
-#: (data set, score) rows of the fast check: two CIFAR-10 networks, imdb and densenet LAC on
-#: CIFAR-100 (met since the binomial guard of Theorem R; 0.5 s); bench/bench_conformal.py (d)
-#: runs every shared data set.
+#: (data set, score) rows of the fast check: two CIFAR-10 networks, imdb and both CIFAR-100 LAC
+#: rows (densenet met since the binomial guard of Theorem R, wideresnet since Theorem L's
+#: localisation; 0.5 s each); bench/bench_conformal.py (d) runs every shared data set.
 INFORMATIVE = (
+    ("wideresnet-16-4-cifar-100", "lac"),
     ("densenet-bc-100-cifar-100", "lac"),
     ("wideresnet-16-4-cifar-10", "lac"),
     ("wideresnet-16-4-cifar-10", "aps"),
@@ -150,6 +164,25 @@ def test_informative_private_sets(dataset: str, score: str, shared_data: Path) -
     assert rank.mean_coverage >= 0.9 - 3 * rank.se_coverage
     assert rank.mean_size <= SIZE_TARGET[score] * base.mean_size
     assert rank.mean_size < paper.mean_size
+
+
+def test_hardest_row_meets_the_target_for_the_noise_as_drawn(shared_data: Path) -> None:
+    """WRN-16-4 CIFAR-100 LAC, the row one stage missed (x1.024): the mean over ten noise seeds.
+
+    Each seed's ratio is a mean over the same 100 splits; over seeds it varies with sd ~0.002,
+    so the mean of ten has SE ~0.0007 and the measured 1.018 clears 1.02 by ~2.5 SE.
+    """
+    z, y = _load("wideresnet-16-4-cifar-100", shared_data)
+    sim = SplitSimulator(lac_scores(softmax(z)), y, n=N_CAL, splits=100, seed=0)
+    base = sim.split(0.1).mean_size
+    runs = [sim.private(0.1, 1.0, noise=SeededNoise(s)) for s in range(1, 11)]
+    ratios = np.array([r.mean_size / base for r in runs])
+    print(
+        f"\nwideresnet-16-4-cifar-100 LAC over 10 noise seeds: {ratios.mean():.4f} ± "
+        f"{ratios.std(ddof=1) / math.sqrt(10):.4f}"
+    )
+    assert ratios.mean() <= SIZE_TARGET["lac"]
+    assert all(r.mean_coverage >= 0.9 - 3 * r.se_coverage for r in runs)
 
 
 def test_zz_print_table() -> None:

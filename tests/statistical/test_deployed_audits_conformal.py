@@ -72,7 +72,12 @@ def _first_distinguishing_seed(outputs: Any) -> int:
 
 
 def test_conformal_audits_are_registered() -> None:
-    names = {"private-conformal", "private-quantile", "private-quantile-substitute"}
+    names = {
+        "private-conformal",
+        "private-conformal-localized",
+        "private-quantile",
+        "private-quantile-substitute",
+    }
     assert names <= set(_AUDITS)
     assert _AUDITS["private-conformal"].slow and _AUDITS["private-conformal"].extra is None
 
@@ -88,6 +93,18 @@ def test_private_conformal_audit_passes() -> None:
     )
     assert "moved from 0 to 1" in res.neighbours
     assert res.epsilon_lower <= 1.0
+
+
+@pytest.mark.slow
+def test_private_conformal_localized_audit_passes() -> None:
+    res = _run("private-conformal-localized")
+    assert res.passed, str(res)
+    assert res.epsilon == 1.0 and res.delta == 0.0  # the parts' parallel composition
+    n = conformal_audits.LOCALIZED_N
+    assert f"n = {n} (number of calibration examples)" in res.relation
+    assert "Theorem L" in res.relation and "moved from 0 to 1" in res.neighbours
+    est = PrivateConformal().fit(*conformal_audits.localized_neighbours()[0])
+    assert est.localize_n_ > 0  # the audited default is the localised path
 
 
 def test_private_quantile_audit_passes() -> None:
@@ -152,6 +169,22 @@ def test_planted_reused_seed_fails_private_conformal(monkeypatch: pytest.MonkeyP
     )
     _reuse_seed(monkeypatch, private_mod, seed)
     res = _run("private-conformal", runs=PLANTED_RUNS)
+    assert not res.passed and res.epsilon_lower > 1.0, str(res)
+
+
+def test_planted_reused_seed_fails_private_conformal_localized(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deployment that reuses its seed: the split, the window and the threshold are fixed."""
+    d, d2, _ = conformal_audits.localized_neighbours()
+    seed = _first_distinguishing_seed(
+        lambda s: [
+            (lambda e: (e.window_, e.threshold_))(PrivateConformal(noise=SeededNoise(s)).fit(*x))
+            for x in (d, d2)
+        ]
+    )
+    _reuse_seed(monkeypatch, private_mod, seed)
+    res = _run("private-conformal-localized", runs=PLANTED_RUNS)
     assert not res.passed and res.epsilon_lower > 1.0, str(res)
 
 

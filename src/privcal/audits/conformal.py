@@ -30,13 +30,17 @@ from typing import Any
 import numpy as np
 
 from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.conformal.localize import LOCALIZE_MIN_N
 
 __all__ = [
     "CONFORMAL_N",
+    "LOCALIZED_N",
     "audit_private_conformal",
+    "audit_private_conformal_localized",
     "audit_private_quantile",
     "audit_private_quantile_substitute",
     "conformal_neighbours",
+    "localized_neighbours",
     "quantile_neighbours",
 ]
 
@@ -45,6 +49,10 @@ __all__ = [
 #: (``n = 95``, ``k = 97 > n``) gets full sets. Asserted in the tests against
 #: :func:`~privcal.conformal.min_calibration_size`.
 CONFORMAL_N = 96
+
+#: Calibration size of the ``private-conformal-localized`` audit: the smallest ``n`` at which
+#: the default localises (:data:`~privcal.conformal.localize.LOCALIZE_MIN_N`).
+LOCALIZED_N = LOCALIZE_MIN_N
 
 _ALPHA, _EPSILON = 0.1, 1.0
 _Q_LEVEL, _Q_BINS = 0.5, 4
@@ -120,6 +128,71 @@ def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
     return audit_release(
         "private-conformal",
         "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels).threshold_",
+        what,
+        draw,
+        report,
+        runs=runs,
+        alpha=alpha,
+        pilot_fraction=0.1,
+        n_events=4,
+    )
+
+
+def localized_neighbours() -> tuple[Any, Any, str]:
+    """``(D, D', description)`` for the localised default (``n = LOCALIZED_N``, substitute).
+
+    ``D``: ``LOCALIZED_N - 1`` LAC scores evenly spread over ``[0.7, 1)`` and one score of 0;
+    ``D'``: that score becomes 1. Wherever the random split puts it, the moved score changes
+    the counts below every edge between 0 and 1 of the part it lands in: the window releases
+    (part 1) or the threshold (part 2).
+    """
+    base = 1.0 - 0.3 * (np.arange(LOCALIZED_N - 1) + 0.5) / (LOCALIZED_N - 1)
+    d, d2 = np.append(base, 0.0), np.append(base, 1.0)
+    what = (
+        f"D: {LOCALIZED_N} LAC scores (0 and {LOCALIZED_N - 1} in [0.7, 1)); D': one "
+        "calibration score moved from 0 to 1"
+    )
+    return _lac_logits(d), _lac_logits(d2), what
+
+
+@register(
+    "private-conformal-localized",
+    summary=f"PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit on n = {LOCALIZED_N} "
+    "(localised default: window and threshold)",
+    runs=2000,
+    slow=True,
+)
+def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
+    """Audit the localised default (Theorem L): the output is the window *and* the threshold.
+
+    The three released edges (window ends, threshold) are edges of the public logit grid; the
+    audit reads them as one code ``(i_lo, i_hi, i_threshold)`` in lexicographic order, so its
+    events (intervals of codes, from a pilot) are sets of joint outcomes.
+    """
+    from privcal.conformal import PrivateConformal
+    from privcal.conformal.private import conformal_plan
+
+    edges = conformal_plan(LOCALIZED_N, _ALPHA, _EPSILON).edges
+    size = edges.size + 1
+
+    def fit(data: Any) -> Any:
+        return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
+
+    d, d2, what = localized_neighbours()
+    report = fit(d).privacy_report_
+    sides = (d, d2)
+
+    def code(est: Any) -> float:
+        idx = np.searchsorted(edges, [*est.window_, est.threshold_])  # inf -> edges.size
+        return float((idx[0] * size + idx[1]) * size + idx[2])
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([code(fit(sides[side])) for _ in range(k)])
+
+    return audit_release(
+        "private-conformal-localized",
+        "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels): window_ "
+        "and threshold_",
         what,
         draw,
         report,

@@ -35,7 +35,13 @@ SCORES = ("lac", "aps", "aps-randomized")
 
 
 def _estimator(
-    score: str, alpha: float, epsilon: float | None, bins: str, seed: int | None, method: str | None
+    score: str,
+    alpha: float,
+    epsilon: float | None,
+    bins: str,
+    seed: int | None,
+    method: str | None,
+    localize: str = "auto",
 ) -> Any:
     """Split conformal, or private conformal (Angelopoulos et al. 2022) with ``--epsilon``."""
     from privcal.conformal import PrivateConformal, SplitConformal
@@ -44,10 +50,10 @@ def _estimator(
     if not 0.0 < alpha < 1.0:
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
-        if bins != "auto" or seed is not None or method is not None:
+        if bins != "auto" or seed is not None or method is not None or localize != "auto":
             fail(
-                "--bins, --method and --seed apply to private conformal: add --epsilon, or "
-                "drop them."
+                "--bins, --method, --localize and --seed apply to private conformal: add "
+                "--epsilon, or drop them."
             )
         return SplitConformal(score=score, alpha=alpha)
     if not (epsilon > 0 and np.isfinite(epsilon)):
@@ -70,6 +76,17 @@ def _estimator(
                 f"{', '.join(methods)}. Got {method!r} instead."
             )
         extra["method"] = method
+    if localize != "auto":
+        if localize == "none":
+            extra["localize"] = None
+        else:
+            try:
+                extra["localize"] = float(localize)
+            except ValueError:
+                fail(
+                    "The '--localize' parameter of privcal conformal must be 'auto', 'none' or a "
+                    f"fraction in (0, 0.5]. Got {localize!r} instead."
+                )
     return PrivateConformal(score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, **extra)
 
 
@@ -103,6 +120,8 @@ def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> 
             bins=est.bins_,
             gamma=est.gamma_,
         )
+        if getattr(est, "localize_n_", 0):
+            summary.update(localize_n=est.localize_n_, window=list(est.window_))
     return summary
 
 
@@ -121,6 +140,13 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
         table.add_row("privacy", f"epsilon={summary['epsilon']:g}, {summary['mechanism']}")
         table.add_row("relation", summary["relation"])
         table.add_row("status", summary["status"])
+        if "window" in summary:
+            lo, hi = summary["window"]
+            table.add_row(
+                "localised",
+                f"{summary['localize_n']} points found the window [{lo:.6g}, {hi:.6g}] "
+                f"({summary['bins']} bins); the rest released the threshold",
+            )
         public = f"level={summary['level']:.6g}, bins={summary['bins']}"
         if summary["gamma"] is not None and np.isfinite(summary["gamma"]):
             public += f", gamma={summary['gamma']:.4g}"
@@ -173,6 +199,13 @@ def conformal(
             "angelopoulos2022 (the paper's Algorithms 3-5 exactly)."
         ),
     ] = None,
+    localize: Annotated[
+        str,
+        typer.Option(
+            help="rank only: fraction of the calibration set that localises the threshold "
+            "(Theorem L), 'none' for one stage, or 'auto' (0.25 from n = 4000)."
+        ),
+    ] = "auto",
 ) -> None:
     """Fit conformal prediction sets on CAL; report (and with --out write) the sets of TEST.
 
@@ -186,7 +219,7 @@ def conformal(
     with user_errors():
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
-        est = _estimator(score, alpha, epsilon, bins, seed, method)
+        est = _estimator(score, alpha, epsilon, bins, seed, method, localize)
         cal_logits, cal_labels = load_unlabelled(cal)
         if cal_labels is None:
             fail(

@@ -8,7 +8,8 @@
   the sensitivity ``max(1/q, 1/(1-q))``).
 * :class:`PrivateConformal`: private prediction sets; by default (``method="rank"``) an
   exponential mechanism with a rank penalty on a public logit grid around the target rank
-  ``rank_target``; ``method="bounded-range"`` (``bounded_range_level``) and
+  ``rank_target``, from ``n = LOCALIZE_MIN_N`` localised first on a ``LOCALIZE_FRACTION`` of the
+  calibration set (Theorem L, :mod:`~privcal.conformal.localize`); ``method="bounded-range"`` (``bounded_range_level``) and
   ``method="angelopoulos2022"`` (seed 002: ``adjusted_level`` Eq. 3, ``optimal_gamma`` Eq.
   9-10, ``optimal_bins`` Algorithm 5) are kept.
 * :mod:`~privcal.conformal.simulate`: vectorised simulation of many random calibration / test
@@ -18,6 +19,7 @@ See ``docs/conformal.md``.
 """
 
 from privcal.conformal._base import FullSetWarning, NotFittedError
+from privcal.conformal.localize import LOCALIZE_FRACTION, LOCALIZE_MIN_N
 from privcal.conformal.private import (
     CANDIDATE_BINS,
     DEFAULT_LOGIT_BINS,
@@ -39,6 +41,8 @@ from privcal.conformal.split import SplitConformal, conformal_rank, conformal_th
 __all__ = [
     "CANDIDATE_BINS",
     "DEFAULT_LOGIT_BINS",
+    "LOCALIZE_FRACTION",
+    "LOCALIZE_MIN_N",
     "METHODS",
     "SCORES",
     "FullSetWarning",

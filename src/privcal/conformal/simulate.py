@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
-from privcal.conformal.private import METHODS, Plan, conformal_plan
+from privcal.conformal.localize import Localization, localization
+from privcal.conformal.private import METHODS, Plan, conformal_plan, localized_threshold
 from privcal.conformal.quantile import quantile_penalties, rank_penalties
 from privcal.conformal.split import conformal_rank
 from privcal.metrics.statistics import bin_indices
@@ -145,6 +146,7 @@ class SplitSimulator:
         perm = rng.permuted(np.tile(np.arange(N, dtype=np.int32), (self.R, 1)), axis=1)
         self.permutations = perm
         s = S[np.arange(N), y]
+        self._true = s
         order = np.argsort(s, kind="stable")
         self.sorted_scores = s[order]
         inv = np.empty(N, dtype=np.int64)
@@ -226,12 +228,16 @@ class SplitSimulator:
         noise: SeededNoise | None = None,
         method: str = "rank",
         slope: Any = "auto",
+        localize: Any = "auto",
     ) -> SimulationResult:
         """Private conformal (:class:`PrivateConformal`'s law with this ``method``) on every split.
 
         ``noise`` must be a :class:`SeededNoise` (its generator draws the Gumbel variables);
         ``None`` means ``SeededNoise(0)``. The edges, ``gamma`` and level come from
-        :func:`~privcal.conformal.private.conformal_plan`, as in the estimator.
+        :func:`~privcal.conformal.private.conformal_plan`, as in the estimator; with
+        ``localize`` (Theorem L, the default for ``"rank"`` from ``n = 4000``) each split runs
+        :func:`~privcal.conformal.private.localized_threshold`, the estimator's own function, on
+        its calibration scores (a loop over splits).
         """
         owner = "SplitSimulator.private"
         a = check_probability(alpha, "alpha", owner)
@@ -243,6 +249,9 @@ class SplitSimulator:
             raise ValueError(f"The 'noise' parameter of {owner} must be a SeededNoise.")
         n, N = self.n, self.N
         plan = conformal_plan(n, a, eps, method, bins, gamma, slope)
+        loc = localization(n, a, eps, plan.bins, method, localize, owner)
+        if loc is not None:
+            return self._localized(a, eps, plan, loc, slope, noise)
         edges, m, g, q = plan.edges, plan.bins, plan.gamma, plan.level
         if not plan.valid:
             return self._full(q, m, g)
@@ -277,6 +286,21 @@ class SplitSimulator:
         pool_le = np.select([kind == 0, kind == 1], [end[li], start[li]], N)
         cal_le = np.select([kind == 0, kind == 1], [upto[rows, li], before[rows, li]], n)
         return self._result(thr, pool_le, cal_le, q, m, g)
+
+    def _localized(
+        self, a: float, eps: float, plan: Plan, loc: Localization, slope: Any, noise: SeededNoise
+    ) -> SimulationResult:
+        """Theorem L on every split: :func:`~privcal.conformal.private.localized_threshold`."""
+        thr = np.empty(self.R)
+        level, bins = np.empty(self.R), np.empty(self.R)
+        for r in range(self.R):
+            s = self._true[self.permutations[r, : self.n]]
+            thr[r], plan2, _, _ = localized_threshold(s, loc, a, eps, plan, slope, noise)
+            level[r], bins[r] = plan2.level, plan2.bins
+        pool_le = np.searchsorted(self.sorted_scores, thr, side="right")
+        return self._result(
+            thr, pool_le, self._cal_at(pool_le), float(level.mean()), int(np.median(bins))
+        )
 
 
 def compare_methods(
