@@ -77,6 +77,28 @@ def _tmp_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("privcal-flwr-*")}
 
 
+def _pipe_holders(proc: subprocess.Popen[str]) -> dict[int, str]:
+    """Processes that still hold the write end of ``proc``'s stdout pipe, with their command
+    line, state, kernel wait channel and thread names (what a hang after SIGTERM needs)."""
+    assert proc.stdout is not None
+    target = os.readlink(f"/proc/self/fd/{proc.stdout.fileno()}")  # "pipe:[inode]"
+    out = {}
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) != target or int(fd.parent.parent.name) == os.getpid():
+                continue
+            pid = int(fd.parent.parent.name)
+            base = Path(f"/proc/{pid}")
+            state = (base / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            threads = sorted((t / "comm").read_text().strip() for t in (base / "task").iterdir())
+            command = _cmdline(pid).replace(b"\x00", b" ").decode()
+            wchan = (base / "wchan").read_text()
+            out[pid] = f"{command} state={state} wchan={wchan} threads={threads}"
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def _alive(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:
@@ -174,7 +196,13 @@ def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Pat
     assert len(cli) == 3 and len(tree) > 3, "".join(lines)
     for pid in cli:
         os.kill(pid, signal.SIGTERM)
-    rest, _ = proc.communicate(timeout=60)
+    try:
+        rest, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired as err:  # name what still holds the output pipe
+        holders = _pipe_holders(proc)
+        for pid in holders:
+            os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"output still open 60 s after SIGTERM: {holders}") from err
     assert rest.count("Stopped by SIGTERM") == 3, rest
     time.sleep(0.5)
     assert _alive(tree) == []

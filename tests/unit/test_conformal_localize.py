@@ -125,3 +125,54 @@ def test_localised_release_lands_near_the_target_quantile() -> None:
     # the full set's rank of the threshold, over the whole calibration set
     got = np.searchsorted(s, pc.threshold_, side="right") / 5000
     assert abs(got - 0.9) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("n", "eps", "localised"),
+    [
+        (5000, 1.0, True),
+        (5000, 2.0, True),  # one stage's guard: 3 ranks
+        (5000, 4.0, False),  # 1 rank: nothing to gain
+        (5000, 0.5, False),  # epsilon n_1 = 625: windows too wide and too often wrong
+        (8000, 0.5, True),  # epsilon n_1 = 1000
+        (3999, 1.0, False),
+    ],
+)
+def test_auto_localises_where_it_pays(n: int, eps: float, localised: bool) -> None:
+    from privcal.conformal.localize import LOCALIZE_MIN_EPS_N1, LOCALIZE_MIN_GUARD
+    from privcal.conformal.private import conformal_plan, plan_localization
+
+    plan = conformal_plan(n, 0.1, eps)
+    loc = plan_localization(n, 0.1, eps, plan, "rank", "auto", "t")
+    guard = plan.rank - math.ceil((n + 1) * 0.9)
+    expect = (
+        n >= LOCALIZE_MIN_N
+        and guard >= LOCALIZE_MIN_GUARD
+        and eps * round(LOCALIZE_FRACTION * n) >= LOCALIZE_MIN_EPS_N1
+    )
+    assert (loc is not None) == localised == expect
+    # a hand-set fraction is taken as given
+    assert plan_localization(n, 0.1, eps, plan, "rank", 0.25, "t") is not None
+
+
+def test_auto_keeps_one_stage_where_the_threshold_part_could_have_no_valid_target() -> None:
+    """alpha = 0.003, n = 4000: one stage has k = 3998 <= n, the threshold part (n_2 = 3000)
+    would need k_2 = 3003 > n_2 with every edge in the window; "auto" keeps one stage."""
+    assert rank_target(4000, 0.003, 1.0, E.size - 1) <= 4000
+    assert rank_target(3000, 0.003, 1.0, E.size - 1) > 3000
+    pc = _fit(4000, alpha=0.003)
+    assert pc.localize_n_ == 0 and np.isfinite(pc.threshold_)
+    assert _fit(4000, alpha=0.004).localize_n_ == 1000  # valid there: localised
+
+
+def test_a_hand_set_fraction_without_a_valid_target_warns_full_sets() -> None:
+    from privcal.conformal import FullSetWarning
+
+    z, y = _data(4000)
+    assert rank_target(3000, 0.0005, 1.0, 2) > 3000  # k_2 > n_2 even for one inner edge
+    with pytest.warns(FullSetWarning, match="threshold part .* no valid target"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InsecureNoiseWarning)
+            pc = PrivateConformal(alpha=0.0005, localize=0.25, noise=SeededNoise(0)).fit(z, y)
+    assert pc.threshold_ == math.inf and pc.localize_n_ == 1000
+    assert len(pc.privacy_report_) == 2  # the window was released; no threshold

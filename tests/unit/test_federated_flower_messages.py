@@ -203,3 +203,35 @@ def test_seeded_server_noise_marks_the_report_not_private() -> None:
     assert secure.secure
     with pytest.raises(ValueError, match="'noise' run config"):
         task.server_noise({**cfg, "noise": "nope"}, "x")
+
+
+@pytest.mark.parametrize(
+    ("entry", "preset", "expected"),
+    [
+        ("import privcal.federated.flower.executor", None, "0"),
+        ("from privcal.cli.federate import _need_flwr; _need_flwr()", None, "0"),
+        ("import privcal.federated.flower.executor", "1", "1"),  # the user opted in
+    ],
+)
+def test_flower_telemetry_is_off_unless_the_user_opts_in(
+    entry: str, preset: str | None, expected: str, tmp_path: Path
+) -> None:
+    """Flower reads FLWR_TELEMETRY_ENABLED once, on import; privcal sets "0" before that, in a
+    fresh interpreter as a user's process would start, and passes it to the processes it runs."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "FLWR_TELEMETRY_ENABLED"}
+    if preset is not None:
+        env["FLWR_TELEMETRY_ENABLED"] = preset
+    code = (
+        f"{entry}\nimport flwr.supercore.telemetry as t\n"
+        "from privcal.federated.flower.deploy import FlowerProcesses\n"
+        f"print(t.FLWR_TELEMETRY_ENABLED, FlowerProcesses({str(tmp_path)!r}).env"
+        "['FLWR_TELEMETRY_ENABLED'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [expected, expected], out.stderr

@@ -203,7 +203,8 @@ def conformal(
         str,
         typer.Option(
             help="rank only: fraction of the calibration set that localises the threshold "
-            "(Theorem L), 'none' for one stage, or 'auto' (0.25 from n = 4000)."
+            "(Theorem L), 'none' for one stage, or 'auto' (0.25 where it pays: n >= 4000, "
+            "moderate epsilon)."
         ),
     ] = "auto",
 ) -> None:

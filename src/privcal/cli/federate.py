@@ -29,6 +29,9 @@ federate_app = typer.Typer(
 
 
 def _need_flwr() -> None:
+    from privcal.federated.flower import no_telemetry_by_default
+
+    no_telemetry_by_default()  # before Flower reads the variable
     try:
         import flwr  # noqa: F401
     except ImportError:

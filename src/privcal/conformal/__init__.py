@@ -9,9 +9,9 @@
 * :class:`PrivateConformal`: private prediction sets; by default (``method="rank"``) an
   exponential mechanism with a rank penalty on a public logit grid around the target rank
   ``rank_target``, from ``n = LOCALIZE_MIN_N`` localised first on a ``LOCALIZE_FRACTION`` of the
-  calibration set (Theorem L, :mod:`~privcal.conformal.localize`); ``method="bounded-range"`` (``bounded_range_level``) and
-  ``method="angelopoulos2022"`` (seed 002: ``adjusted_level`` Eq. 3, ``optimal_gamma`` Eq.
-  9-10, ``optimal_bins`` Algorithm 5) are kept.
+  calibration set (Theorem L, :mod:`~privcal.conformal.localize`); ``method="bounded-range"``
+  (``bounded_range_level``) and ``method="angelopoulos2022"`` (seed 002: ``adjusted_level``
+  Eq. 3, ``optimal_gamma`` Eq. 9-10, ``optimal_bins`` Algorithm 5) are kept.
 * :mod:`~privcal.conformal.simulate`: vectorised simulation of many random calibration / test
   splits (the statistical tests and ``privcal bench angelopoulos2022``).
 

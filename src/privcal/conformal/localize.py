@@ -47,12 +47,18 @@ label set (coverage 1).
 
 *When it pays.* The guard shrinks by about ``log(m/m_2)/lambda`` ranks of ``n_2`` while the
 ranks themselves coarsen from ``1/(n+1)`` to ``1/(n_2+1)``, and the window must hold the
-quantile (a miss costs that split a larger set). Measured on the shared networks
-(``bench/RESULTS.md``, issue 13, sixth pass; epsilon = 1, alpha = 0.1): at ``n = 5000`` with
-``f = 0.25`` every row's mean set size is at or below one stage's but 20news APS (+0.06%),
-WRN-16-4 CIFAR-100 LAC going from 1.024x to 1.018x split conformal's; at ``n = 3000`` imdb APS
-loses 2.4%, at ``n = 2000`` most rows lose. Hence ``"auto"``: ``f = 0.25``
-(:data:`LOCALIZE_FRACTION`) from ``n = 4000`` (:data:`LOCALIZE_MIN_N`), one stage below.
+quantile (a window that misses it from below leaves only the edge 1 above the quantile: full
+sets on that split, 12 of 20 000 splits on the shared networks at epsilon = 1, 11 of them
+imdb APS, a binary task). Measured on the shared networks (``bench/RESULTS.md``, issue 13,
+sixth pass; alpha = 0.1): at ``n = 5000``, epsilon = 1, ``f = 0.25`` every row's mean set size
+is at or below one stage's but 20news APS (+0.06%), WRN-16-4 CIFAR-100 LAC going from 1.024x to
+1.018x split conformal's; it also helps at epsilon 0.7 and 2 (``n = 5000``) and 0.5 (``n =
+8000``), not at epsilon 4 (one stage's guard is 1 rank) nor at epsilon 0.5 with ``n = 5000``
+(windows miss); at ``n = 3000`` imdb APS loses 2.4%, at ``n = 2000`` most rows lose. Hence
+``"auto"`` localises with ``f = 0.25`` (:data:`LOCALIZE_FRACTION`) when ``n >= 4000``
+(:data:`LOCALIZE_MIN_N`), one stage's guard is at least 3 ranks
+(:data:`LOCALIZE_MIN_GUARD`), ``epsilon n_1 >= 1000`` (:data:`LOCALIZE_MIN_EPS_N1`) and part 2
+has a valid target for any window; else one stage. All public.
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ from privcal.privacy.noise import NoiseSource, SeededNoise
 
 __all__ = [
     "LOCALIZE_FRACTION",
+    "LOCALIZE_MIN_EPS_N1",
+    "LOCALIZE_MIN_GUARD",
     "LOCALIZE_MIN_N",
     "SOURCES",
     "Localization",
@@ -84,6 +92,12 @@ __all__ = [
 LOCALIZE_MIN_N = 4000
 #: The fraction ``f`` of the calibration set that ``localize="auto"`` spends on localising.
 LOCALIZE_FRACTION = 0.25
+#: ``"auto"`` localises only where one stage's guard ``k - ceil((n+1)(1-alpha))`` is at least
+#: this many ranks (at epsilon = 4 it is 1 rank, and one stage is smaller)...
+LOCALIZE_MIN_GUARD = 3
+#: ... and where ``epsilon * n_1`` is at least this (the window's accuracy; at epsilon = 0.5,
+#: ``n = 5000`` windows miss often enough that one stage is as small).
+LOCALIZE_MIN_EPS_N1 = 1000.0
 #: The slope of ``hi`` (and ``1 /`` that of ``lo``): the fast tail decays at ``eps/2 * 3/4``.
 _WINDOW_SLOPE = 3.0
 #: Standard errors of the empirical quantile that the window's half-width covers.

@@ -13,8 +13,8 @@ calibration scores, and returns the sets ``{y : S(x, y) <= e_J}``. Three methods
                     ``m*``
 ================== ============== ============================ ==================================
 
-From ``n = 4000``, ``"rank"`` first localises the threshold on a quarter of the calibration
-set and runs Theorem R on the rest with only the grid's edges near it (Theorem L,
+From ``n = 4000`` (at moderate epsilon), ``"rank"`` first localises the threshold on a quarter
+of the calibration set and runs Theorem R on the rest with only the grid's edges near it (Theorem L,
 :mod:`privcal.conformal.localize`; ``localize=None`` keeps one stage). Measured on the shared
 networks (``docs/conformal.md``, epsilon = 1, n = 5000, alpha = 0.1, 100 splits): ``"rank"``
 sets are 0-1.8% larger than split conformal's (one stage: 0-2.4%), ``"angelopoulos2022"`` sets
@@ -224,6 +224,8 @@ from scipy.special import gammaln
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.localize import (
+    LOCALIZE_MIN_EPS_N1,
+    LOCALIZE_MIN_GUARD,
     SOURCES,
     Localization,
     check_localize,
@@ -240,6 +242,7 @@ from privcal.conformal.quantile import (
     quantile_scale,
     quantile_sensitivity,
 )
+from privcal.conformal.split import conformal_rank
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
@@ -888,7 +891,8 @@ class PrivateConformal(ConformalBase):
         ``"rank"`` only: spend this fraction of the calibration set on localising the threshold
         (Theorem L, :mod:`privcal.conformal.localize`): two releases find a window of the grid
         around the ``(1 - alpha)``-quantile, and Theorem R runs on the other points with only
-        the window's edges. ``"auto"``: 0.25 from ``n = 4000`` (where it pays), one stage below;
+        the window's edges. ``"auto"``: 0.25 where it pays (``n >= 4000``, one stage's guard at
+        least 3 ranks, ``epsilon n_1 >= 1000``: :func:`plan_localization`), else one stage;
         ``None``: always one stage. Same epsilon (the parts are disjoint), same coverage
         guarantee.
 
@@ -1015,7 +1019,7 @@ class PrivateConformal(ConformalBase):
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
         plan = conformal_plan(n, a, eps, self.method, self.bins, self.gamma, self.slope)
-        loc = localization(n, a, eps, plan.bins, self.method, self.localize, owner)
+        loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
@@ -1050,6 +1054,15 @@ class PrivateConformal(ConformalBase):
     ) -> PrivateConformal:
         """Theorem L (:mod:`privcal.conformal.localize`): window on part 1, threshold on part 2."""
         value, plan2, window, releases = localized_threshold(s, loc, a, eps, plan, self.slope, src)
+        if not plan2.valid:
+            warnings.warn(
+                f"PrivateConformal: the threshold part (n_2 = {loc.n2} of n = {s.size}) has no "
+                f"valid target for the window's m_2 = {plan2.bins} bins (k_2 > n_2), so every "
+                "prediction set is the full label set. Use a smaller 'localize' fraction, "
+                "localize=None, or a larger calibration set.",
+                FullSetWarning,
+                stacklevel=3,
+            )
         self.n_, self.bins_, self.level_ = s.size, plan2.bins, plan2.level
         self.gamma_, self.slope_, self.rank_ = plan2.gamma, plan2.slope, plan2.rank
         self.localize_n_, self.window_ = loc.n1, window
@@ -1127,6 +1140,24 @@ class PrivateConformal(ConformalBase):
         )
 
 
+def plan_localization(
+    n: int, alpha: float, epsilon: float, plan: Plan, method: str, localize: Any, owner: str
+) -> Localization | None:
+    """:func:`~privcal.conformal.localize.localization`; ``"auto"`` keeps one stage unless one
+    stage's guard is at least :data:`~privcal.conformal.localize.LOCALIZE_MIN_GUARD` ranks,
+    ``epsilon n_1 >=`` :data:`~privcal.conformal.localize.LOCALIZE_MIN_EPS_N1` and the
+    threshold part has a valid target for a window holding every edge (the largest guard).
+    Public checks; one function for the estimator and the simulator."""
+    loc = localization(n, alpha, epsilon, plan.bins, method, localize, owner)
+    if loc is None or localize != "auto":
+        return loc
+    r = _rank_slope(plan.bins, epsilon)
+    guard = plan.rank - conformal_rank(n, alpha)
+    if guard < LOCALIZE_MIN_GUARD or epsilon * loc.n1 < LOCALIZE_MIN_EPS_N1:
+        return None
+    return loc if _rank_target(loc.n2, alpha, epsilon, plan.bins, r) <= loc.n2 else None
+
+
 def localized_threshold(
     s: np.ndarray,
     loc: Localization,
@@ -1146,8 +1177,8 @@ def localized_threshold(
     s1, s2 = s[order[: loc.n1]], s[order[loc.n1 :]]
     lo, hi, releases = localized_release(s1, loc, epsilon, plan.edges, noise)
     edges2 = window_edges(plan.edges, lo, hi)
-    window = (float(edges2[1]), float(edges2[-2])) if edges2.size > 2 else (1.0, 1.0)
-    if edges2.size < 3:  # lo = hi = 1: the only edge is 1, the full label set
+    window = (min(lo, hi), max(lo, hi))
+    if edges2.size < 3:  # a grid of 2 bins with lo = hi = 1: the only edge is 1, full sets
         return math.inf, Plan("rank", edges2, 1, 1.0, False), window, releases
     plan2 = conformal_plan(loc.n2, alpha, epsilon, "rank", edges2, "auto", slope)
     if not plan2.valid:

@@ -38,8 +38,14 @@ from typing import Any
 import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
-from privcal.conformal.localize import Localization, localization
-from privcal.conformal.private import METHODS, Plan, conformal_plan, localized_threshold
+from privcal.conformal.localize import Localization
+from privcal.conformal.private import (
+    METHODS,
+    Plan,
+    conformal_plan,
+    localized_threshold,
+    plan_localization,
+)
 from privcal.conformal.quantile import quantile_penalties, rank_penalties
 from privcal.conformal.split import conformal_rank
 from privcal.metrics.statistics import bin_indices
@@ -249,7 +255,7 @@ class SplitSimulator:
             raise ValueError(f"The 'noise' parameter of {owner} must be a SeededNoise.")
         n, N = self.n, self.N
         plan = conformal_plan(n, a, eps, method, bins, gamma, slope)
-        loc = localization(n, a, eps, plan.bins, method, localize, owner)
+        loc = plan_localization(n, a, eps, plan, method, localize, owner)
         if loc is not None:
             return self._localized(a, eps, plan, loc, slope, noise)
         edges, m, g, q = plan.edges, plan.bins, plan.gamma, plan.level

@@ -9,3 +9,22 @@ across messages for SuperNodes run with ``--isolation process``, and
 :mod:`privcal.federated.flower.local` runs both apps in one process (local experiments, tests,
 benchmarks).
 """
+
+import os as _os
+
+
+def no_telemetry_by_default() -> None:
+    """Turn Flower's usage telemetry off unless the user has set ``FLWR_TELEMETRY_ENABLED``.
+
+    Flower sends usage events to telemetry.flower.ai unless ``FLWR_TELEMETRY_ENABLED`` is
+    ``"0"``, and reads the variable once, when its telemetry module is first imported (``import
+    flwr`` does). privcal's processes serve private data, so they do not call out unless the
+    user opts in (``FLWR_TELEMETRY_ENABLED=1``). Called on import of this package (before any
+    of its modules imports Flower) and by ``privcal federate`` before it imports Flower;
+    :class:`~privcal.federated.flower.deploy.FlowerProcesses` passes the environment on to the
+    Flower processes it starts.
+    """
+    _os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+
+no_telemetry_by_default()

@@ -148,6 +148,8 @@ class FlowerProcesses:
         env["FLWR_HOME"] = str(self.home)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # the processes inherit FLWR_TELEMETRY_ENABLED=0 unless the user opted in (set on import
+        # of privcal.federated.flower: no_telemetry_by_default)
         # Flower's SuperExec polls its SuperNode for new ClientApp tasks once a second by
         # default; a shorter poll takes up to ~1 s off every message's round trip
         env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.05")
