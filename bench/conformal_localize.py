@@ -1,7 +1,7 @@
 """Theorem L against one stage: private/split mean set size over noise seeds, every shared set.
 
 Run with ``python -m bench.conformal_localize [--n 5000] [--seeds 10]`` from the repository root
-(about 3 minutes at the defaults). For each data set of
+(about a minute at the defaults). For each data set of
 :data:`bench.bench_conformal.INFORMATIVE_DATASETS` and each score (LAC, APS): 100 seeded splits
 with ``n`` calibration points, and the mean over ``seeds`` noise seeds (``SeededNoise(1..)``) of
 the private mean set size over split conformal's on the same splits, for

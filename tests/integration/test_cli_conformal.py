@@ -80,10 +80,17 @@ def test_localised_sets_from_n_4000_and_the_localize_option(tmp_path: Path) -> N
     r = _invoke(*args, tmp_path / "test.npz")
     assert r.exit_code == 0, r.output
     assert _row(r.output, "localised").startswith("1000 points found the window")
+    # part 2's level and bins come from the released window: not listed as public
+    assert _row(r.output, "threshold part").endswith("(from the released window)")
+    assert "public" not in [ln.strip("│ ").split(" ")[0] for ln in r.output.splitlines()]
     r = _invoke(*args, tmp_path / "test.npz", "--localize", "none")
     assert r.exit_code == 0 and "localised" not in r.output, r.output
-    r = _invoke(*args, tmp_path / "test.npz", "--localize", "half")
-    assert r.exit_code != 0 and "'--localize' parameter of privcal conformal" in r.output
+    assert _row(r.output, "public").startswith("level=")
+    for bad in ("half", "0.9", "0"):
+        r = _invoke(*args, tmp_path / "test.npz", "--localize", bad)
+        assert r.exit_code != 0 and "'--localize' parameter of privcal conformal" in r.output
+    r = _invoke(*args, tmp_path / "test.npz", "--method", "bounded-range", "--localize", "0.2")
+    assert r.exit_code != 0 and "--localize applies to --method rank only" in r.output
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".json", ".npz"])

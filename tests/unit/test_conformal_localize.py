@@ -176,3 +176,15 @@ def test_a_hand_set_fraction_without_a_valid_target_warns_full_sets() -> None:
             pc = PrivateConformal(alpha=0.0005, localize=0.25, noise=SeededNoise(0)).fit(z, y)
     assert pc.threshold_ == math.inf and pc.localize_n_ == 1000
     assert len(pc.privacy_report_) == 2  # the window was released; no threshold
+
+
+def test_a_hand_set_fraction_with_few_points_for_the_window_warns() -> None:
+    """epsilon * n_1 < 1000: the window is often wide or wrong; said, not silently accepted."""
+    z, y = _data(4000)
+    with pytest.warns(UserWarning, match="epsilon \\* n_1 = 400 < 1000"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InsecureNoiseWarning)
+            PrivateConformal(localize=0.1, noise=SeededNoise(0)).fit(z, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PrivateConformal(localize=0.25).fit(z, y)  # epsilon * n_1 = 1000: no warning

@@ -235,3 +235,40 @@ def test_flower_telemetry_is_off_unless_the_user_opts_in(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == [expected, expected], out.stderr
+
+
+def test_a_signal_while_the_run_timer_starts_leaves_no_thread_holding_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI turns SIGTERM into an exception in the main thread. If it lands inside the run
+    timer's start (the moment the test of the real processes sends it: just after `flwr run`
+    starts), the timer thread is already running: it must be a daemon and cancelled, or the
+    process stays open for the run's whole timeout after its cleanup (the flaky SIGTERM test)."""
+    import subprocess
+    import sys
+    import threading
+
+    from privcal.federated.flower.deploy import FlowerProcesses
+
+    fp = FlowerProcesses(tmp_path)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(
+        fp,
+        "_spawn_piped",
+        lambda args: fp.procs.setdefault(
+            "flwr-run", subprocess.Popen(sleeper, stdout=subprocess.PIPE, text=True)
+        ),
+    )
+    start = threading.Timer.start
+
+    def start_then_signal(self: threading.Timer) -> None:
+        start(self)
+        raise KeyboardInterrupt  # what the handler raises, right after the thread started
+
+    monkeypatch.setattr(threading.Timer, "start", start_then_signal)
+    before = set(threading.enumerate())
+    with pytest.raises(KeyboardInterrupt):
+        fp.run({"method": "fedtemp"}, timeout_s=600)
+    left = [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]
+    assert left == []
+    assert "flwr-run" not in fp.procs  # the run was stopped on the way out

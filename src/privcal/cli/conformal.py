@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -77,16 +78,24 @@ def _estimator(
             )
         extra["method"] = method
     if localize != "auto":
-        if localize == "none":
+        if localize.lower() == "none":
             extra["localize"] = None
         else:
             try:
-                extra["localize"] = float(localize)
+                f = float(localize)
             except ValueError:
+                f = math.nan
+            if not 0.0 < f <= 0.5:
                 fail(
                     "The '--localize' parameter of privcal conformal must be 'auto', 'none' or a "
                     f"fraction in (0, 0.5]. Got {localize!r} instead."
                 )
+            if extra.get("method", "rank") != "rank":
+                fail(
+                    "--localize applies to --method rank only (the default); drop it or use "
+                    "--localize none."
+                )
+            extra["localize"] = f
     return PrivateConformal(score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, **extra)
 
 
@@ -147,10 +156,13 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
                 f"{summary['localize_n']} points found the window [{lo:.6g}, {hi:.6g}] "
                 f"({summary['bins']} bins); the rest released the threshold",
             )
-        public = f"level={summary['level']:.6g}, bins={summary['bins']}"
+        tuning = f"level={summary['level']:.6g}, bins={summary['bins']}"
         if summary["gamma"] is not None and np.isfinite(summary["gamma"]):
-            public += f", gamma={summary['gamma']:.4g}"
-        table.add_row("public", public)
+            tuning += f", gamma={summary['gamma']:.4g}"
+        if "window" in summary:  # part 2's grid and level come from the window (released)
+            table.add_row("threshold part", tuning + " (from the released window)")
+        else:
+            table.add_row("public", tuning)
     return table
 
 
@@ -181,8 +193,8 @@ def conformal(
     epsilon: Annotated[
         float | None,
         typer.Option(
-            help="Privacy budget: private conformal (Angelopoulos et al. 2022); omit for split "
-            "conformal."
+            help="Privacy budget: private conformal (seed 002, Angelopoulos et al. 2022; default "
+            "mechanism: rank, see --method); omit for split conformal."
         ),
     ] = None,
     score: Annotated[

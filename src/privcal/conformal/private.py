@@ -914,15 +914,18 @@ class PrivateConformal(ConformalBase):
     localize_n_ : int
         ``n_1``, the points spent on localising (0 for one stage).
     window_ : tuple of float
-        The lowest and highest inner edge of the part-2 grid (``(0.0, 1.0)`` for one stage).
+        The two released window ends ``(lo, hi)``, ordered (``(0.0, 1.0)`` for one stage); the
+        part-2 grid is the grid's edges between them, with 0 and 1.
     n_ : int
     n_classes_ : int
     privacy_report_ : PrivacyReport
         ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
         quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
-        exponential mechanism, its scale and ``epsilon``); no release when there is no valid
-        threshold (nothing data-dependent was released), but the relation and the public ``n``
-        are still stated.
+        exponential mechanism, its scale, shown in the ``sensitivity`` column as the range
+        ``1 + slope`` for ``"rank"``, and ``epsilon``); localised, three: the window's two at
+        ``epsilon/2`` on the localisation part and the threshold on the threshold part, composed
+        in parallel. No release when there is no valid threshold (nothing data-dependent was
+        released), but the relation and the public ``n`` are still stated.
 
     Privacy
     -------
@@ -1021,6 +1024,19 @@ class PrivateConformal(ConformalBase):
         plan = conformal_plan(n, a, eps, self.method, self.bins, self.gamma, self.slope)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
+        if (
+            loc is not None
+            and not isinstance(self.localize, str)
+            and eps * loc.n1 < LOCALIZE_MIN_EPS_N1
+        ):
+            warnings.warn(
+                f"PrivateConformal: localize={self.localize!r} gives epsilon * n_1 = "
+                f"{eps * loc.n1:g} < {LOCALIZE_MIN_EPS_N1:g}: a window found from so few points "
+                "is often wide or misses the quantile, and the sets grow (on some fits to the "
+                "full label set). Coverage still holds. localize='auto' would use one stage here.",
+                UserWarning,
+                stacklevel=2,
+            )
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
         self.n_, self.bins_, self.level_ = n, plan.bins, plan.level

@@ -277,9 +277,13 @@ class FlowerProcesses:
             expired.set()
             self.stop("flwr-run")
 
+        # a daemon timer, started inside the try: a SIGTERM (raised as an exception by the
+        # CLI's handler) that lands while the timer starts must not leave a live non-daemon
+        # thread behind, which would hold the process open for timeout_s after its cleanup
         timer = threading.Timer(timeout_s, expire)
-        timer.start()
+        timer.daemon = True
         try:
+            timer.start()
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
