@@ -252,13 +252,16 @@ def test_a_signal_while_the_run_timer_starts_leaves_no_thread_holding_the_proces
 
     fp = FlowerProcesses(tmp_path)
     sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(
-        fp,
-        "_spawn_piped",
-        lambda args: fp.procs.setdefault(
-            "flwr-run", subprocess.Popen(sleeper, stdout=subprocess.PIPE, text=True)
-        ),
-    )
+    started: list[subprocess.Popen[str]] = []
+
+    def spawn(args: object) -> subprocess.Popen[str]:
+        started.append(
+            subprocess.Popen(sleeper, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        )
+        fp.procs["flwr-run"] = started[-1]
+        return started[-1]
+
+    monkeypatch.setattr(fp, "_spawn_piped", spawn)
     start = threading.Timer.start
 
     def start_then_signal(self: threading.Timer) -> None:
@@ -271,4 +274,6 @@ def test_a_signal_while_the_run_timer_starts_leaves_no_thread_holding_the_proces
         fp.run({"method": "fedtemp"}, timeout_s=600)
     left = [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]
     assert left == []
-    assert "flwr-run" not in fp.procs  # the run was stopped on the way out
+    assert "flwr-run" not in fp.procs and started[0].poll() is not None  # stopped on the way out
+    assert started[0].stdout is not None
+    started[0].stdout.close()
