@@ -211,7 +211,6 @@ sensitivity and range of ``w_j`` under substitute are derived in
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import warnings
@@ -241,6 +240,7 @@ from privcal.conformal.quantile import (
     quantile_release,
     quantile_scale,
     quantile_sensitivity,
+    rank_quantile_release,
 )
 from privcal.conformal.split import conformal_rank
 from privcal.privacy.guarantee import PrivacyReport, Release
@@ -1041,12 +1041,7 @@ class PrivateConformal(ConformalBase):
             return self._fit_localized(s, a, eps, plan, loc, src)
         self.n_, self.bins_, self.level_ = n, plan.bins, plan.level
         self.gamma_, self.slope_, self.rank_ = plan.gamma, plan.slope, plan.rank
-        self.privacy_report_ = PrivacyReport(
-            unit="example",
-            relation="substitute",
-            public=self._public(n, a, eps, plan),
-            noise=noise_kind(src),
-        )
+        self.privacy_report_ = self._report(self._public(n, a, eps, plan), src)
         if not plan.valid:
             need = min_calibration_size(a, eps, self.bins, self.method, self.slope)
             what = (
@@ -1082,15 +1077,17 @@ class PrivateConformal(ConformalBase):
         self.n_, self.bins_, self.level_ = s.size, plan2.bins, plan2.level
         self.gamma_, self.slope_, self.rank_ = plan2.gamma, plan2.slope, plan2.rank
         self.localize_n_, self.window_ = loc.n1, window
-        self.privacy_report_ = PrivacyReport(
-            unit="example",
-            relation="substitute",
-            public=self._public(s.size, a, eps, plan, loc),
-            noise=noise_kind(src),
-        )
+        self.privacy_report_ = self._report(self._public(s.size, a, eps, plan, loc), src)
         self.privacy_report_.extend(releases)
         self.threshold_ = value
         return self
+
+    @staticmethod
+    def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:
+        """An empty report: one calibration example, substitute, ``public`` as given."""
+        return PrivacyReport(
+            unit="example", relation="substitute", public=public, noise=noise_kind(src)
+        )
 
     def _release(self, s: np.ndarray, eps: float, plan: Plan, src: NoiseSource) -> float:
         """Draw the threshold with ``plan``'s mechanism and record the release in the report."""
@@ -1200,16 +1197,10 @@ def localized_threshold(
     if not plan2.valid:
         return math.inf, plan2, window, releases
     value = _private_rank_quantile(s2, plan2.rank, plan2.slope, epsilon, edges2, noise)
-    releases.append(dataclasses.replace(rank_release(plan2, epsilon), source=SOURCES[1]))
+    releases.append(rank_release(plan2, epsilon, SOURCES[1]))
     return value, plan2, window, releases
 
 
-def rank_release(plan: Plan, epsilon: float) -> Release:
+def rank_release(plan: Plan, epsilon: float, source: str = "calibration") -> Release:
     """The :class:`~privcal.privacy.Release` of one ``method="rank"`` threshold."""
-    return Release(
-        query=f"private_rank_quantile(k={plan.rank}, m={plan.bins}, slope={plan.slope:g})",
-        mechanism="exponential (bounded range)",
-        sensitivity=plan.scale,
-        epsilon=epsilon,
-        source="calibration",
-    )
+    return rank_quantile_release(plan.rank, plan.bins, plan.slope, epsilon, source)

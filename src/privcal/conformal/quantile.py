@@ -179,6 +179,7 @@ __all__ = [
     "quantile_sensitivity",
     "quantile_utilities",
     "rank_penalties",
+    "rank_quantile_release",
     "rank_utilities",
 ]
 
@@ -426,6 +427,21 @@ def _private_rank_quantile(
     """
     p = rank_utilities(quantile_counts(scores, edges), k, slope)
     return float(edges[_draw_by_runs(-p, 1.0 + slope, epsilon, noise) + 1])
+
+
+def rank_quantile_release(
+    k: int, m: int, slope: float, epsilon: float, source: str, note: str = ""
+) -> Release:
+    """The :class:`~privcal.privacy.Release` record of one :func:`_private_rank_quantile` draw:
+    the bounded-range exponential mechanism with range ``1 + slope`` (Theorem R). ``note`` is
+    appended to the query (e.g. which end of a window it is)."""
+    return Release(
+        query=f"private_rank_quantile(k={k}, m={m}, slope={slope:g}){note}",
+        mechanism="exponential (bounded range)",
+        sensitivity=1.0 + slope,
+        epsilon=epsilon,
+        source=source,
+    )
 
 
 def quantile_release(
