@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
@@ -21,8 +22,13 @@ class NotFittedError(RuntimeError):
     """``predict_set`` was called before ``fit``."""
 
 
-class ConformalBase:
-    """Shared machinery (not public): probabilities, score matrices and ``predict_set``."""
+class ConformalBase(BaseEstimator):
+    """Shared machinery (not public): probabilities, score matrices and ``predict_set``.
+
+    A scikit-learn ``BaseEstimator`` (parameters stored verbatim in ``__init__``), so
+    ``get_params`` / ``set_params`` / ``clone`` work and
+    :class:`privcal.sklearn.ConformalClassifier` can search over ``method__alpha``.
+    """
 
     _owner = "ConformalBase"
     score: str
