@@ -199,10 +199,10 @@ def _encode(classes: np.ndarray, y: Any, owner: str, where: str = "fit") -> np.n
         unseen = list(dict.fromkeys(arr[~known].tolist()))
         shown = ", ".join(repr(u) for u in unseen[:5]) + (", ..." if len(unseen) > 5 else "")
         raise ValueError(
-            f"The 'y' parameter of {owner}.{where} must hold labels the fitted estimator knows (its "
-            f"classes_: {_short(classes)}). Got {int((~known).sum())} rows with labels it never "
-            f"saw ({shown}) instead. Calibrate on data whose labels the estimator was trained "
-            f"on, or retrain the estimator with every class."
+            f"The 'y' parameter of {owner}.{where} must hold labels the fitted estimator knows "
+            f"(its classes_: {_short(classes)}). Got {int((~known).sum())} rows with labels it "
+            f"never saw ({shown}) instead. Calibrate on data whose labels the estimator was "
+            f"trained on, or retrain the estimator with every class."
         )
     return idx.astype(np.int64)
 
@@ -218,6 +218,8 @@ class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     """What both wrappers share: the frozen base, its logits, the labels, cloning."""
 
     _owner: ClassVar[str] = "_FrozenBaseMeta"
+    #: What a parameter left at None stands for (named in error messages).
+    _defaults: ClassVar[dict[str, str]] = {}
     estimator: Any
     response_method: Any
 
@@ -237,6 +239,15 @@ class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 f"parameters and fit it before wrapping it, or pass another fitted estimator as "
                 f"'estimator'."
             )
+        for key in sorted(params):
+            head, _, _ = key.partition("__")
+            if key != head and getattr(self, head, None) is None and head not in params:
+                raise ValueError(
+                    f"The {key!r} parameter of {self._owner} cannot be set while {head!r} is "
+                    f"None (its default, {self._defaults[head]}). Pass {head}="
+                    f"{self._defaults[head]} (or another) first, e.g. "
+                    f"set_params({head}={self._defaults[head]})."
+                )
         return super().set_params(**params)
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -248,7 +259,9 @@ class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             )
         if type_of_target(y) == "continuous":
             raise _fail(
-                f"{self._owner}.fit", "y", "class labels (values of the estimator's classes_)",
+                f"{self._owner}.fit",
+                "y",
+                "class labels (values of the estimator's classes_)",
                 "a continuous target",
             )
         _check_base(self.estimator, self._owner)
@@ -368,6 +381,7 @@ class CalibratedClassifier(_FrozenBaseMeta):
     """
 
     _owner: ClassVar[str] = "CalibratedClassifier"
+    _defaults: ClassVar[dict[str, str]] = {"calibrator": "TemperatureScaling()"}
 
     def __init__(
         self, estimator: Any, calibrator: Any = None, response_method: str = "auto"
@@ -396,9 +410,11 @@ class CalibratedClassifier(_FrozenBaseMeta):
             or not callable(getattr(cal, "predict_proba", None))
             or callable(getattr(cal, "predict_set", None))
         ):
-            hint = " (for prediction sets use ConformalClassifier)" if hasattr(
-                cal, "predict_set"
-            ) else ""
+            hint = (
+                " (for prediction sets use ConformalClassifier)"
+                if hasattr(cal, "predict_set")
+                else ""
+            )
             raise _fail(
                 self._owner,
                 "calibrator",
@@ -477,6 +493,7 @@ class ConformalClassifier(_FrozenBaseMeta):
     """
 
     _owner: ClassVar[str] = "ConformalClassifier"
+    _defaults: ClassVar[dict[str, str]] = {"method": "SplitConformal()"}
 
     def __init__(self, estimator: Any, method: Any = None, response_method: str = "auto") -> None:
         self.estimator = estimator
@@ -526,4 +543,3 @@ class ConformalClassifier(_FrozenBaseMeta):
         """The class of highest probability (values of ``classes_``)."""
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
-

@@ -64,9 +64,7 @@ def _model_device(torch: Any, model: Any) -> Any:
     return torch.device("cpu")
 
 
-def collect_logits(
-    model: Any, loader: Any, *, device: Any = None
-) -> tuple[np.ndarray, np.ndarray]:
+def collect_logits(model: Any, loader: Any, *, device: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """A model's logits and the labels over a data loader, as NumPy arrays.
 
     The model is put in eval mode (dropout off, batch norm on its running statistics) for the

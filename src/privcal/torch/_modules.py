@@ -1,3 +1,5 @@
+# mypy: disable-error-code="operator,arg-type,index"
+# (registered buffers are typed Tensor | Module by nn.Module.__getattr__)
 """The ``torch.nn.Module`` forms of fitted calibrators (imported only by :func:`to_module`).
 
 Each module computes in float64, as ``predict_proba`` does, and repeats its steps one for one:
@@ -118,7 +120,7 @@ class OrderPreservingModule(CalibrationModule):
 
 
 class MatrixScalingModule(CalibrationModule):
-    """``softmax(W z~ + b)`` on floored logits ``z~ = max(z, max_k z_k - L)`` (``MatrixScaling``)."""
+    """``softmax(W z~ + b)``, floored logits ``z~ = max(z, max_k z_k - L)`` (``MatrixScaling``)."""
 
     floor: bool
 
@@ -142,9 +144,7 @@ def _bin_indices(v: Tensor, edges: Tensor, n_bins: int) -> Tensor:
     """:func:`privcal.metrics.statistics.bin_indices` (equal width, right-closed), in torch."""
     idx = torch.clamp(torch.ceil(v * n_bins).to(torch.int64) - 1, 0, n_bins - 1)
     idx = idx - ((idx > 0) & (v <= edges[idx])).to(torch.int64)
-    idx = idx + ((idx < n_bins - 1) & (v > edges[torch.clamp(idx + 1, 0, n_bins)])).to(
-        torch.int64
-    )
+    idx = idx + ((idx < n_bins - 1) & (v > edges[torch.clamp(idx + 1, 0, n_bins)])).to(torch.int64)
     return idx
 
 
@@ -159,7 +159,9 @@ class TopLabelBinningModule(CalibrationModule):
     n_bins: int
     tie_margin: float
 
-    def __init__(self, n_classes: int, bin_values: object, edges: object, tie_margin: float) -> None:
+    def __init__(
+        self, n_classes: int, bin_values: object, edges: object, tie_margin: float
+    ) -> None:
         super().__init__(n_classes)
         values = _f64(bin_values)
         self.n_bins = int(values.shape[0])
