@@ -24,6 +24,8 @@ MODULES = (
     "privcal.conformal",
     "privcal.training",
     "privcal.federated",
+    "privcal.sklearn",
+    "privcal.torch",
 )
 
 

@@ -369,14 +369,16 @@ class CalibratedClassifier(_FrozenBaseMeta):
     Examples
     --------
     >>> from sklearn.datasets import load_digits
-    >>> from sklearn.naive_bayes import GaussianNB
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
     >>> from privcal.calibrators import TemperatureScaling
     >>> X, y = load_digits(return_X_y=True)
-    >>> nb = GaussianNB().fit(X[:800], y[:800])
-    >>> cc = CalibratedClassifier(nb, TemperatureScaling()).fit(X[800:1300], y[800:1300])
+    >>> model = make_pipeline(StandardScaler(), LogisticRegression()).fit(X[:800], y[:800])
+    >>> cc = CalibratedClassifier(model, TemperatureScaling()).fit(X[800:1300], y[800:1300])
     >>> cc.predict_proba(X[1300:]).shape, cc.response_method_
-    ((497, 10), 'predict_log_proba')
-    >>> bool((cc.predict(X[1300:]) == nb.predict(X[1300:])).all())  # T keeps every prediction
+    ((497, 10), 'decision_function')
+    >>> bool((cc.predict(X[1300:]) == model.predict(X[1300:])).all())  # T keeps predictions
     True
     """
 
