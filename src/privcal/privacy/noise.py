@@ -247,6 +247,18 @@ class SecureNoise(NoiseSource):
     def __repr__(self) -> str:
         return "SecureNoise()"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Nothing to keep: a copy or an unpickled one is a fresh ``SecureNoise()``.
+
+        The cache holds OpenDP measurements (ctypes pointers) and a lock, neither of which can
+        be copied; both are rebuilt on demand. So ``copy.deepcopy``, ``pickle`` and
+        scikit-learn's ``clone`` of an estimator with ``noise=SecureNoise()`` work.
+        """
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
     @staticmethod
     def _dp() -> Any:
         import opendp.prelude as dp
