@@ -11,6 +11,7 @@ source (noise scale halved, so the true loss is ``2 epsilon``) must fail.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,8 @@ class Recorder(NoiseSource):
 class HalvedScaleSource(DataSource):
     """Broken on purpose: calibrates its noise to half the true sensitivity."""
 
-    def _answer(self, label: str, value: Any, sensitivity: float, epsilon: float) -> Any:
-        return super()._answer(label, value, sensitivity / 2.0, epsilon)
+    def _release(self, stat: Any, epsilon: float) -> Any:
+        return super()._release(replace(stat, sensitivity=stat.sensitivity / 2.0), epsilon)
 
 
 def neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -243,12 +243,17 @@ class PrivacyReport:
     noise : {"secure", "seeded"}, default="secure"
         Where the noise came from. ``"seeded"`` (a seeded PRNG, :class:`SeededNoise`) means the
         releases are reproducible from the seed and **not private**; :attr:`status` says so.
+    threat : iterable of str, default=()
+        The threat model of a multi-party release: who adds the noise, what the aggregator
+        sees, the threshold ``t`` of ``K`` and the collusion tolerated
+        (:func:`privcal.privacy.distributed.threat_model`).
 
     Attributes
     ----------
     releases : list of Release
     public : tuple of str
     noise : str
+    threat : tuple of str
 
     Notes
     -----
@@ -274,12 +279,14 @@ class PrivacyReport:
         *,
         public: Iterable[str] = (),
         noise: str = "secure",
+        threat: Iterable[str] = (),
     ) -> None:
         self.releases: list[Release] = list(releases) if releases is not None else []
         self.unit = check_option(unit, "unit", "PrivacyReport", UNITS)
         self.relation = check_option(relation, "relation", "PrivacyReport", RELATIONS)
         self.public: tuple[str, ...] = tuple(str(p) for p in public)
         self.noise = check_option(noise, "noise", "PrivacyReport", NOISE_KINDS)
+        self.threat: tuple[str, ...] = tuple(str(t) for t in threat)
 
     @property
     def private(self) -> bool:
@@ -337,6 +344,7 @@ class PrivacyReport:
             "public": list(self.public),
             "noise": self.noise,
             "status": self.status,
+            "threat": list(self.threat),
             "per_source": {
                 s: {"epsilon": g.epsilon, "delta": g.delta} for s, g in self.per_source().items()
             },
@@ -351,6 +359,7 @@ class PrivacyReport:
             relation=d.get("relation", "add/remove"),
             public=d.get("public", ()),
             noise=d.get("noise", "secure"),
+            threat=d.get("threat", ()),
         )
 
     def __repr__(self) -> str:
@@ -382,5 +391,6 @@ class PrivacyReport:
         mechanisms = sorted({r.mechanism for r in self.releases})
         out.append(f"mechanism: {', '.join(mechanisms) if mechanisms else 'none (no release)'}")
         out.append(f"public: {'; '.join(self.public) if self.public else 'nothing declared'}")
+        out.extend(f"trust: {t}" for t in self.threat)
         out.append(f"status: {self.status}")
         return "\n".join(out)

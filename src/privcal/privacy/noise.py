@@ -18,6 +18,8 @@ OpenDP (the rounding of ``value + noise`` is then OpenDP's, not NumPy's).
 
 from __future__ import annotations
 
+import math
+import secrets
 import threading
 import warnings
 from abc import ABC, abstractmethod
@@ -126,6 +128,28 @@ class NoiseSource(ABC):
         ``-inf`` entries have probability 0. ``size=None`` returns one ``int``.
         """
 
+    def uniform(self, size: Size = None) -> float | np.ndarray:
+        """Draw from the uniform law on ``[0, 1)`` (randomized rounding of distributed shares)."""
+        raise self._no_shares("uniform")
+
+    def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
+        """Draw ``NB(r, p)``: failures before ``r`` successes of probability ``p`` (real ``r``).
+
+        ``P(k) = Gamma(k + r) / (Gamma(r) k!) p^r (1 - p)^k``; the shares of the distributed
+        discrete Laplace (:mod:`privcal.privacy.distributed`). Returns int64.
+        """
+        raise self._no_shares("negative_binomial")
+
+    def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
+        """Draw from ``N_Z(0, sigma^2)``: ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on the integers."""
+        raise self._no_shares("discrete_gaussian")
+
+    def _no_shares(self, what: str) -> TypeError:
+        return TypeError(
+            f"{type(self).__name__} does not draw {what}, which distributed noise shares need "
+            "(aggregation='distributed'); use SecureNoise() or SeededNoise(seed)."
+        )
+
     def add_laplace(self, value: Any, scale: float) -> float | np.ndarray:
         """Return ``value`` plus independent Laplace(0, ``scale``) noise in each coordinate."""
         v = _check_value(value, f"{type(self).__name__}.add_laplace")
@@ -188,6 +212,22 @@ class SeededNoise(NoiseSource):
         if shape is None:
             return float(self.rng.normal(0.0, sigma))
         return self.rng.normal(0.0, sigma, size=shape)
+
+    def uniform(self, size: Size = None) -> float | np.ndarray:
+        shape = _check_size(size, "SeededNoise.uniform")
+        return float(self.rng.random()) if shape is None else self.rng.random(size=shape)
+
+    def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
+        r = _check_scale(r, "r", "SeededNoise.negative_binomial")
+        p = check_real(p, "p", "SeededNoise.negative_binomial", low=0.0, high=1.0, low_open=True)
+        shape = _check_size(size, "SeededNoise.negative_binomial")
+        return _negative_binomial(self.rng, r, p, shape)
+
+    def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
+        sigma = _check_scale(sigma, "sigma", "SeededNoise.discrete_gaussian")
+        shape = _check_size(size, "SeededNoise.discrete_gaussian")
+        out = _discrete_gaussian(self.rng, sigma, 1 if shape is None else int(np.prod(shape)))
+        return int(out[0]) if shape is None else out.reshape(shape)
 
     def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
         lw = _check_log_weights(log_weights, "SeededNoise.exponential_index")
@@ -279,6 +319,9 @@ class SecureNoise(NoiseSource):
                 meas = dp.m.make_laplace(dp.vector_domain(atom), dp.l1_distance(T=float), scale)
             else:
                 meas = dp.m.make_laplace(atom, dp.absolute_distance(T=float), scale)
+        elif kind == "discrete_gaussian":
+            ints = dp.vector_domain(dp.atom_domain(T="i64"))
+            meas = dp.m.make_gaussian(ints, dp.l2_distance(T="i64"), scale)
         elif kind == "gaussian":
             if vector:
                 meas = dp.m.make_gaussian(dp.vector_domain(atom), dp.l2_distance(T=float), scale)
@@ -327,6 +370,42 @@ class SecureNoise(NoiseSource):
         sigma = _check_scale(sigma, "sigma", "SecureNoise.add_gaussian")
         return self._add("gaussian", _check_value(value, "SecureNoise.add_gaussian"), sigma)
 
+    @staticmethod
+    def _csprng() -> np.random.Generator:
+        """A NumPy generator on ChaCha20 (``randomgen``) keyed with 256 bits from ``secrets``.
+
+        A fresh key per call: the stream is a cryptographically secure pseudo-random sequence
+        that no one can predict or replay. The laws drawn from it (uniform, negative binomial by
+        NumPy's gamma-Poisson sampler) are computed in floating point; that only matters for
+        released floats (Mironov 2012), not for the integer shares drawn here.
+        """
+        from randomgen import ChaCha
+
+        return np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=20))
+
+    def uniform(self, size: Size = None) -> float | np.ndarray:
+        shape = _check_size(size, "SecureNoise.uniform")
+        rng = self._csprng()
+        return float(rng.random()) if shape is None else rng.random(size=shape)
+
+    def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
+        """``NB(r, p)`` from a ChaCha20 stream keyed by the OS's CSPRNG (:meth:`_csprng`)."""
+        r = _check_scale(r, "r", "SecureNoise.negative_binomial")
+        p = check_real(p, "p", "SecureNoise.negative_binomial", low=0.0, high=1.0, low_open=True)
+        shape = _check_size(size, "SecureNoise.negative_binomial")
+        return _negative_binomial(self._csprng(), r, p, shape)
+
+    def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
+        """``N_Z(0, sigma^2)`` by OpenDP's exact sampler (``make_gaussian`` on 64-bit integers)."""
+        sigma = _check_scale(sigma, "sigma", "SecureNoise.discrete_gaussian")
+        shape = _check_size(size, "SecureNoise.discrete_gaussian")
+        n = 1 if shape is None else int(np.prod(shape))
+        out = np.zeros(n, dtype=np.int64)
+        if n:
+            out = np.asarray(self._measurement("discrete_gaussian", sigma, True)([0] * n))
+            out = out.astype(np.int64)
+        return int(out[0]) if shape is None else out.reshape(shape)
+
     def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
         """Draw ``j`` with probability proportional to ``exp(log_weights[j])`` via OpenDP.
 
@@ -350,6 +429,35 @@ class SecureNoise(NoiseSource):
         n = int(np.prod(shape))
         out = np.fromiter((keep[int(meas(scores))] for _ in range(n)), dtype=np.int64, count=n)
         return out.reshape(shape)
+
+
+def _negative_binomial(
+    rng: np.random.Generator, r: float, p: float, shape: tuple[int, ...] | None
+) -> Any:
+    if p >= 1.0:
+        return 0 if shape is None else np.zeros(shape, dtype=np.int64)
+    if shape is None:
+        return int(rng.negative_binomial(r, p))
+    return rng.negative_binomial(r, p, size=shape).astype(np.int64)
+
+
+def _discrete_gaussian(rng: np.random.Generator, sigma: float, n: int) -> np.ndarray:
+    """``n`` draws of ``N_Z(0, sigma^2)`` by Canonne, Kamath & Steinke (2020)'s Algorithm 3.
+
+    Propose ``Y ~ DLap(t)`` with ``t = floor(sigma) + 1`` (a difference of two geometric
+    variables) and accept with probability ``exp(-(|Y| - sigma^2 / t)^2 / (2 sigma^2))``;
+    vectorised over rounds of proposals. The acceptance test is in floating point (seeded,
+    simulation-only noise; :class:`SecureNoise` uses OpenDP's exact sampler).
+    """
+    t = math.floor(sigma) + 1
+    q = 1.0 - math.exp(-1.0 / t)
+    out = np.empty(0, dtype=np.int64)
+    while out.size < n:
+        m = 2 * (n - out.size) + 16
+        y = rng.geometric(q, size=m) - rng.geometric(q, size=m)
+        keep = rng.random(m) < np.exp(-((np.abs(y) - sigma**2 / t) ** 2) / (2.0 * sigma**2))
+        out = np.concatenate([out, y[keep].astype(np.int64)])
+    return out[:n]
 
 
 class InsecureNoiseWarning(UserWarning):

@@ -16,7 +16,7 @@ from privcal._params import check_int, check_real
 from privcal.calibrators.base import register
 from privcal.calibrators.binning import HistogramBinning, bin_frequencies
 from privcal.privacy import NoiseSource
-from privcal.private.source import DataSource, sources_report, split_budget
+from privcal.private.source import DataSource, split_budget
 from privcal.private.temperature import SearchPlan, _PrivateCalibrator, _Protocol
 
 __all__ = ["PrivateHistogramBinning", "noisy_bin_values"]
@@ -46,6 +46,11 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         Equal-width, right-closed bins of the top-label confidence.
     noise : NoiseSource or None, default=None
         Noise of the source built by ``fit(logits, labels)``; ``None`` means ``SecureNoise()``.
+    aggregation : {"local", "distributed"}, default="local"
+        ``"distributed"``: the sources' counts are summed by a secure sum with discrete Laplace
+        shares (noise of one release); see :class:`PrivateTemperatureScaling`.
+    threshold : int or None, default=None
+        ``t`` for ``"distributed"`` (``None``: all sources).
 
     Attributes
     ----------
@@ -77,31 +82,35 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
 
     def __init__(
-        self, epsilon: float = 1.0, n_bins: int = 15, noise: NoiseSource | None = None
+        self,
+        epsilon: float = 1.0,
+        n_bins: int = 15,
+        noise: NoiseSource | None = None,
+        aggregation: str = "local",
+        threshold: int | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.noise = noise
+        self.aggregation = aggregation
+        self.threshold = threshold
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
         check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         check_int(self.n_bins, "n_bins", owner, low=1)
 
-    def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
+    def _fit_sources(
+        self, sources: list[DataSource], labels: list[str], aggregation: str, threshold: int | None
+    ) -> _Protocol:
         plan = SearchPlan("none", None, False, 0, tuple(split_budget(float(self.epsilon), 1)))
-        proto = _Protocol(sources, labels, plan)
-        eps = plan.epsilons[0]
-        correct = np.zeros(int(self.n_bins))
-        incorrect = np.zeros(int(self.n_bins))
-        for src, label in zip(sources, labels, strict=True):
-            before = len(src.history)
-            counts = src.bin_counts(epsilon=eps, n_bins=int(self.n_bins))
-            correct += counts.correct
-            incorrect += counts.incorrect
-            proto.record(src, label, before)
-        self.bin_values_ = noisy_bin_values(correct, incorrect)
-        self.privacy_report_ = sources_report(proto.releases, sources, ("n_bins (bin edges)",))
+        proto = _Protocol(sources, labels, plan, aggregation, threshold)
+        counts = proto.ask("bin_counts", n_bins=int(self.n_bins))
+        self.bin_values_ = noisy_bin_values(counts.correct, counts.incorrect)
+        return proto
+
+    def _public_terms(self) -> tuple[str, ...]:
+        return ("n_bins (bin edges)",)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         hb = HistogramBinning(mode="top", n_bins=int(self.n_bins))

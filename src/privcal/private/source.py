@@ -36,10 +36,13 @@ number of rows ``n`` is itself private, so the source publishes only ``n_classes
 none of the calibrators needs ``n`` (they compare sums, see :mod:`privcal.private.temperature`),
 and :meth:`DataSource.count` sells a noisy ``n`` for those who do.
 
-Every answer follows one path (:meth:`DataSource._answer`): validate the arguments, compute the
-exact statistic, **spend on the odometer** (durable when there is a ledger), and only then draw
-the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that would exceed
-the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+Every answer follows one path: the query's private method (``_accuracy_gap_sum`` ...) validates
+the arguments and computes the exact statistic with the shared function, then
+:meth:`DataSource._release` **spends on the odometer** (durable when there is a ledger) and only
+then draws the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that
+would exceed the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+:meth:`DataSource.share` answers the same statistic as an upload to a secure sum with a
+distributed noise share instead (``aggregation="distributed"``; :mod:`privcal.privacy.distributed`).
 
 Disjointness is checked, not assumed
 ------------------------------------
@@ -58,6 +61,7 @@ import hashlib
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,12 +88,15 @@ from privcal.privacy import (
     noise_kind,
     resolve_noise,
 )
+from privcal.privacy.distributed import DistributedPlan, SecureSum
 
 __all__ = [
+    "MAX_ROWS",
     "QUERIES",
     "BinCounts",
     "DataSource",
     "InsecureNoiseWarning",
+    "Share",
     "curve_from_release",
     "curve_release",
     "data_fingerprint",
@@ -168,6 +175,16 @@ class BinCounts:
     def total(self) -> np.ndarray:
         """``correct + incorrect``: the noisy number of examples per bin (post-processing)."""
         return self.correct + self.incorrect
+
+    def __add__(self, other: Any) -> BinCounts:
+        """Sum of two sources' counts (``0`` is the neutral start of a sum)."""
+        if isinstance(other, BinCounts):
+            return BinCounts(self.correct + other.correct, self.incorrect + other.incorrect)
+        if isinstance(other, (int, float)) and other == 0:
+            return self
+        return NotImplemented
+
+    __radd__ = __add__
 
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -287,6 +304,54 @@ def curve_from_release(released: np.ndarray, anchor: int) -> np.ndarray:
     right = base + np.cumsum(inc[..., anchor:], axis=-1)
     left = base - np.cumsum(inc[..., :anchor][..., ::-1], axis=-1)[..., ::-1]
     return np.concatenate([left, base, right], axis=-1)
+
+
+#: Public bound on the rows of one source answering a secure sum (it sizes the modulus).
+MAX_ROWS = 2**24
+
+
+def _scalar(released: Any) -> float:
+    return float(np.asarray(released, dtype=np.float64).reshape(()))
+
+
+@dataclass(frozen=True)
+class _Statistic:
+    """One query's exact answer and what its release needs to know.
+
+    ``value`` is the vector released (before noise); ``sensitivity`` its L1 sensitivity under
+    add/remove one example; ``moved`` the most coordinates one example can move; ``row_bound``
+    the most one example adds to a coordinate's absolute value; ``finish`` the post-processing
+    from the released vector to what the query returns.
+    """
+
+    label: str
+    value: float | np.ndarray
+    sensitivity: float
+    moved: int
+    row_bound: float
+    finish: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Share:
+    """A source's upload to a secure sum and the public plan that decodes the sum.
+
+    Attributes
+    ----------
+    upload : ndarray of uint64
+        Residues of the ring (what the secure sum receives from this source).
+    plan : DistributedPlan
+        Public: encoding, share law, threshold, bounds.
+    finish : callable
+        The query's post-processing of the decoded sum (e.g. the curve from its increments).
+    label : str
+        The query as recorded in the report.
+    """
+
+    upload: np.ndarray
+    plan: DistributedPlan
+    finish: Callable[[Any], Any]
+    label: str
 
 
 class DataSource:
@@ -416,14 +481,89 @@ class DataSource:
     def _epsilon(self, epsilon: Any, query: str) -> float:
         return check_real(epsilon, "epsilon", f"DataSource.{query}", low=0.0, low_open=True)
 
-    def _answer(
-        self, label: str, value: float | np.ndarray, sensitivity: float, epsilon: float
-    ) -> float | np.ndarray:
+    def _release(self, stat: _Statistic, epsilon: float) -> Any:
         """Spend ``epsilon`` (recorded before anything leaves), then release ``value + Lap``."""
-        self.odometer.spend(label, epsilon, mechanism="laplace", sensitivity=sensitivity)
-        self.history.append(Release(label, "laplace", sensitivity, epsilon, 0.0, self.name))
-        release, _ = laplace(value, sensitivity, epsilon, self.noise)
-        return release
+        self.odometer.spend(stat.label, epsilon, mechanism="laplace", sensitivity=stat.sensitivity)
+        self.history.append(
+            Release(stat.label, "laplace", stat.sensitivity, epsilon, 0.0, self.name)
+        )
+        release, _ = laplace(stat.value, stat.sensitivity, epsilon, self.noise)
+        return stat.finish(release)
+
+    def share(
+        self,
+        query: str,
+        epsilon: float,
+        *,
+        n_parties: int,
+        threshold: int,
+        ring: SecureSum | None = None,
+        **params: Any,
+    ) -> Share:
+        """This source's upload to a secure sum of ``query`` with distributed noise.
+
+        The same exact statistic as the query method ``query`` (the same shared function), then
+        the distributed mechanism of :mod:`privcal.privacy.distributed` instead of the Laplace
+        one: the vector is encoded in fixed point and a discrete Laplace share sized for
+        ``threshold`` parties is added, so the sum of any ``t`` honest sources' uploads carries
+        exactly the discrete Laplace noise of one ``epsilon``-DP release.
+
+        Parameters
+        ----------
+        query : str
+            A name of the vocabulary (:data:`QUERIES`).
+        epsilon : float
+            Budget of this answer (charged here, before anything is drawn).
+        n_parties, threshold : int
+            ``K`` sources answer; the shares are sized for ``t`` (public).
+        ring : SecureSum, optional
+            The secure sum the upload is for (its modulus); default 2^64.
+        **params
+            The query's own parameters (temperatures, bins, clip bound ...).
+
+        Returns
+        -------
+        Share
+            The upload (residues of the ring) and the public plan to decode the sum.
+
+        Privacy
+        -------
+        Add/remove one example of this source moves the exact vector by at most the query's L1
+        sensitivity ``Delta`` over at most ``m`` coordinates (the query's docstring), so the
+        encoded vector moves by at most ``D = ceil(s Delta) + m`` whatever the rounding offsets
+        (:mod:`privcal.privacy.distributed`). The sum the aggregator sees holds, besides the
+        other sources' encoded vectors (independent of this source's data), at least ``t`` shares
+        that sum to ``DLap(exp(-epsilon / D))``: pure ``epsilon``-DP for this source's examples
+        against the aggregator, provided ``t`` sources are honest. Public besides the query's
+        parameters: ``K``, ``t``, the scale and :data:`MAX_ROWS` (a source holds at most that many
+        rows; it bounds the sum for the modulus).
+        """
+        if query not in QUERIES:
+            raise ValueError(
+                f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
+            )
+        eps = self._epsilon(epsilon, query)
+        if self._z.shape[0] > MAX_ROWS:
+            raise ValueError(
+                f"DataSource {self.name!r} holds more than MAX_ROWS={MAX_ROWS} rows, the public "
+                "bound its secure sums are sized for; split it into several sources."
+            )
+        stat = getattr(self, f"_{query}")(**params)
+        ring = SecureSum() if ring is None else ring
+        plan = DistributedPlan.laplace(
+            stat.sensitivity,
+            eps,
+            stat.moved,
+            n_parties=n_parties,
+            threshold=threshold,
+            value_bound=MAX_ROWS * stat.row_bound,
+            shape=np.shape(stat.value),
+            bits=ring.bits,
+        )
+        mechanism = "distributed discrete laplace"
+        self.odometer.spend(stat.label, eps, mechanism=mechanism, sensitivity=stat.sensitivity)
+        self.history.append(Release(stat.label, mechanism, stat.sensitivity, eps, 0.0, self.name))
+        return Share(plan.share(stat.value, self.noise, ring), plan, stat.finish, stat.label)
 
     def _temperature(self, temperature: Any, query: str) -> float:
         return check_real(temperature, "temperature", f"DataSource.{query}", low=0.0, low_open=True)
@@ -452,10 +592,13 @@ class DataSource:
         adding or removing one example changes the sum by at most 1: sensitivity 1. Laplace
         scale ``1 / epsilon``; pure ``epsilon``-DP.
         """
-        t = self._temperature(temperature, "accuracy_gap_sum")
         eps = self._epsilon(epsilon, "accuracy_gap_sum")
+        return self._release(self._accuracy_gap_sum(temperature), eps)
+
+    def _accuracy_gap_sum(self, temperature: Any) -> _Statistic:
+        t = self._temperature(temperature, "accuracy_gap_sum")
         value = float(accuracy_gap_sum(self._z, self._y, t))
-        return float(self._answer(f"accuracy_gap_sum(T={t:.6g})", value, 1.0, eps))
+        return _Statistic(f"accuracy_gap_sum(T={t:.6g})", value, 1.0, 1, 1.0, _scalar)
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
         """Noisy :meth:`accuracy_gap_sum` at every temperature of a public increasing grid.
@@ -494,6 +637,10 @@ class DataSource:
         whatever ``k``: sensitivity 2. Laplace scale ``2 / epsilon`` per coordinate; pure
         ``epsilon``-DP. (Releasing the ``k`` values themselves would have sensitivity ``k``.)
         """
+        eps = self._epsilon(epsilon, "accuracy_gap_curve")
+        return self._release(self._accuracy_gap_curve(temperatures, anchor), eps)
+
+    def _accuracy_gap_curve(self, temperatures: Any, anchor: Any = 0) -> _Statistic:
         owner = "DataSource.accuracy_gap_curve"
         temps = _check_grid(temperatures, owner)
         a = check_int(anchor, "anchor", owner, low=0)
@@ -502,14 +649,20 @@ class DataSource:
                 f"The 'anchor' parameter of {owner} must be an index into the {temps.size} "
                 f"temperatures (0..{temps.size - 1}). Got {anchor!r} instead."
             )
-        eps = self._epsilon(epsilon, "accuracy_gap_curve")
         curve = np.asarray(accuracy_gap_sum(self._z, self._y, temps), dtype=np.float64)
         label = (
             f"accuracy_gap_curve(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, "
             f"anchor={temps[a]:.6g})"
         )
-        released = self._answer(label, curve_release(curve, a), 2.0, eps)
-        return curve_from_release(np.asarray(released), a)
+        # one example moves every coordinate (the anchor and each increment) by at most 1
+        return _Statistic(
+            label,
+            curve_release(curve, a),
+            2.0,
+            temps.size,
+            1.0,
+            lambda r: curve_from_release(np.asarray(r), a),
+        )
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
         """Noisy :math:`\\sum_i \\min(\\ell_T(i), B)`: the NLL, each term clipped to ``[0, B]``.
@@ -533,11 +686,14 @@ class DataSource:
         limit as ``p_y -> 0``), so no finite noise would make the sum private. Laplace scale
         ``B / epsilon``; pure ``epsilon``-DP.
         """
-        t = self._temperature(temperature, "clipped_nll_sum")
         eps = self._epsilon(epsilon, "clipped_nll_sum")
+        return self._release(self._clipped_nll_sum(temperature, bound), eps)
+
+    def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> _Statistic:
+        t = self._temperature(temperature, "clipped_nll_sum")
         b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
         value = float(clipped_nll_sum(self._z, self._y, t, b))
-        return float(self._answer(f"clipped_nll_sum(T={t:.6g}, B={b:g})", value, b, eps))
+        return _Statistic(f"clipped_nll_sum(T={t:.6g}, B={b:g})", value, b, 1, b, _scalar)
 
     def clipped_nll_increments(
         self, temperatures: Any, epsilon: float, bound: float = 10.0
@@ -592,6 +748,10 @@ class DataSource:
         which covers floating-point rounding of the computed terms. Laplace scale
         ``(B + min(B, log C)) / epsilon`` per coordinate; pure ``epsilon``-DP.
         """
+        eps = self._epsilon(epsilon, "clipped_nll_increments")
+        return self._release(self._clipped_nll_increments(temperatures, bound), eps)
+
+    def _clipped_nll_increments(self, temperatures: Any, bound: Any = 10.0) -> _Statistic:
         owner = "DataSource.clipped_nll_increments"
         temps = _check_grid(temperatures, owner)
         if temps.size < 2:
@@ -600,14 +760,14 @@ class DataSource:
                 f"(the release is their {temps.size - 1} increments). Got {temperatures!r} "
                 "instead."
             )
-        eps = self._epsilon(epsilon, "clipped_nll_increments")
         b = check_real(bound, "bound", owner, low=0.0, low_open=True)
         curve = np.asarray(clipped_nll_sum(self._z, self._y, temps, b), dtype=np.float64)
         label = (
             f"clipped_nll_increments(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, B={b:g})"
         )
         sensitivity = nll_curve_sensitivity(b, self.n_classes)
-        return np.asarray(self._answer(label, np.diff(curve), sensitivity, eps))
+        # one clipped term lies in [0, B], so each increment moves by at most B
+        return _Statistic(label, np.diff(curve), sensitivity, temps.size - 1, b, np.asarray)
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
         """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.
@@ -631,11 +791,14 @@ class DataSource:
         in absolute value; the other bins are unchanged: L1 sensitivity 1 whatever ``n_bins``.
         Independent Laplace noise of scale ``1 / epsilon`` per bin; pure ``epsilon``-DP.
         """
-        t = self._temperature(temperature, "bin_gaps")
         eps = self._epsilon(epsilon, "bin_gaps")
+        return self._release(self._bin_gaps(temperature, n_bins), eps)
+
+    def _bin_gaps(self, temperature: Any, n_bins: Any = 15) -> _Statistic:
+        t = self._temperature(temperature, "bin_gaps")
         m = self._n_bins(n_bins, "bin_gaps")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
-        return np.asarray(self._answer(f"bin_gaps(T={t:.6g}, M={m})", stats.gaps(), 1.0, eps))
+        return _Statistic(f"bin_gaps(T={t:.6g}, M={m})", stats.gaps(), 1.0, 1, 1.0, np.asarray)
 
     def bin_counts(self, epsilon: float, n_bins: int = 15, temperature: float = 1.0) -> BinCounts:
         """Noisy per-bin numbers of correct and of incorrect predictions (histogram binning).
@@ -662,12 +825,19 @@ class DataSource:
         cell; pure ``epsilon``-DP.
         """
         eps = self._epsilon(epsilon, "bin_counts")
+        return self._release(self._bin_counts(n_bins, temperature), eps)
+
+    def _bin_counts(self, n_bins: Any = 15, temperature: Any = 1.0) -> _Statistic:
         m = self._n_bins(n_bins, "bin_counts")
         t = self._temperature(temperature, "bin_counts")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
         value = np.concatenate([stats.sum_correct, stats.counts - stats.sum_correct])
-        out = np.asarray(self._answer(f"bin_counts(T={t:.6g}, M={m})", value, 1.0, eps))
-        return BinCounts(out[:m], out[m:])
+
+        def finish(released: Any) -> BinCounts:
+            out = np.asarray(released, dtype=np.float64)
+            return BinCounts(out[:m], out[m:])
+
+        return _Statistic(f"bin_counts(T={t:.6g}, M={m})", value, 1.0, 1, 1.0, finish)
 
     def count(self, epsilon: float) -> float:
         """Noisy number of examples ``n`` (private under add/remove).
@@ -678,7 +848,10 @@ class DataSource:
         ``1 / epsilon``; pure ``epsilon``-DP.
         """
         eps = self._epsilon(epsilon, "count")
-        return float(self._answer("count", float(self._z.shape[0]), 1.0, eps))
+        return self._release(self._count(), eps)
+
+    def _count(self) -> _Statistic:
+        return _Statistic("count", float(self._z.shape[0]), 1.0, 1, 1.0, _scalar)
 
     # ------------------------------------------------------------------ ledger-backed sources
     @classmethod
@@ -853,21 +1026,45 @@ def check_disjoint(sources: list[DataSource], owner: str) -> None:
 
 
 def sources_report(
-    releases: list[Release], sources: list[DataSource], public: tuple[str, ...] = ()
+    releases: list[Release],
+    sources: list[DataSource],
+    public: tuple[str, ...] = (),
+    threat: tuple[str, ...] = (),
 ) -> PrivacyReport:
     """The report of a fit over ``sources``: add/remove one example of one source.
 
-    Public: :data:`SOURCE_PUBLIC`, the number of sources, and the fit's own ``public`` items.
-    The noise is ``"seeded"`` (not private) as soon as one source drew seeded noise.
+    Public: :data:`SOURCE_PUBLIC`, the number of sources, and the fit's own ``public`` items
+    (plus :data:`MAX_ROWS` when the answers went through a secure sum). The noise is
+    ``"seeded"`` (not private) as soon as one source drew seeded noise. ``threat`` is the
+    threat model (:func:`privacy.distributed.threat_model`).
     """
     seeded = any(not s.noise.secure for s in sources)
+    shared = any("distributed" in r.mechanism for r in releases)
+    rows = (f"each source holds at most MAX_ROWS={MAX_ROWS} rows (sizes the secure sum)",)
     return PrivacyReport(
         releases,
         unit="example",
         relation="add/remove",
-        public=(*SOURCE_PUBLIC, f"the number of sources ({len(sources)})", *public),
+        public=(
+            *SOURCE_PUBLIC,
+            f"the number of sources ({len(sources)})",
+            *public,
+            *(rows if shared else ()),
+        ),
         noise="seeded" if seeded else "secure",
+        threat=threat,
     )
+
+
+def check_share_rows(sources: list[DataSource], owner: str) -> None:
+    """Refuse, before any budget is spent, a source too large for the secure sum's bound."""
+    for s in sources:
+        if s._z.shape[0] > MAX_ROWS:
+            raise ValueError(
+                f"The 'sources' parameter of {owner}: source {s.name!r} holds more than "
+                f"MAX_ROWS={MAX_ROWS} rows, the public bound a secure sum is sized for; split it "
+                "into several sources."
+            )
 
 
 def check_budgets(sources: list[DataSource], epsilon: float) -> None:

@@ -103,9 +103,16 @@ from privcal.calibrators.search import (
 )
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, Release
+from privcal.privacy.distributed import (
+    AggregatorView,
+    SecureSum,
+    check_aggregation,
+    threat_model,
+)
 from privcal.private.source import (
     DataSource,
     check_budgets,
+    check_share_rows,
     check_sources,
     sources_report,
     split_budget,
@@ -250,22 +257,65 @@ def search_plan(
 
 
 class _Protocol:
-    """The calibrator side of seed 000's protocol: one query to every source, answers summed."""
+    """The calibrator side of seed 000's protocol: one query to every source, answers summed.
 
-    def __init__(self, sources: list[DataSource], labels: list[str], plan: SearchPlan) -> None:
+    ``aggregation="local"``: each source answers with its own Laplace release and the
+    calibrator sums the answers. ``"distributed"``: each source uploads its exact answer in
+    fixed point plus a discrete Laplace share sized for ``threshold`` sources to an in-process
+    :class:`~privcal.privacy.distributed.SecureSum`; the calibrator (the aggregator) sees only
+    the modular sum (kept in :attr:`views`) and decodes it. ``variances`` holds the public noise
+    variance of one coordinate of each summed answer.
+    """
+
+    def __init__(
+        self,
+        sources: list[DataSource],
+        labels: list[str],
+        plan: SearchPlan,
+        aggregation: str = "local",
+        threshold: int | None = None,
+    ) -> None:
         self.sources = sources
         self.labels = labels
         self.budgets = iter(plan.epsilons)
         self.releases: list[Release] = []
+        self.aggregation = aggregation
+        self.threshold = threshold
+        self.views: list[AggregatorView] = []
+        self.variances: list[float] = []
 
     def ask(self, method: str, **kwargs: Any) -> Any:
         eps = next(self.budgets)
+        if self.aggregation == "distributed":
+            return self._secure_ask(method, eps, kwargs)
         total: Any = 0.0
+        before_all = len(self.releases)
         for src, label in zip(self.sources, self.labels, strict=True):
             before = len(src.history)
             total = total + getattr(src, method)(epsilon=eps, **kwargs)
             self.record(src, label, before)
+        self.variances.append(_coordinate_variance(self.releases[before_all:]))
         return total
+
+    def _secure_ask(self, method: str, eps: float, kwargs: dict[str, Any]) -> Any:
+        """One query answered through the secure sum; returns the query's decoded total."""
+        k, t = len(self.sources), int(self.threshold or len(self.sources))
+        ring = SecureSum()
+        shares = []
+        for src, label in zip(self.sources, self.labels, strict=True):
+            before = len(src.history)
+            shares.append(src.share(method, eps, n_parties=k, threshold=t, ring=ring, **kwargs))
+            self.record(src, label, before)
+        plan = shares[0].plan
+        if any(s.plan != plan for s in shares[1:]):
+            raise ValueError(
+                f"The sources answered {method} with different public plans (scale, share law or "
+                "shape); a secure sum needs one plan for all of them."
+            )
+        view = ring.aggregate([s.upload for s in shares], t, plan.shape)
+        self.views.append(view)
+        self.variances.append(plan.law.variance(k) / plan.encoding.scale**2)
+        return shares[0].finish(plan.release(view))
 
     def record(self, src: DataSource, label: str, before: int) -> None:
         """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
@@ -291,6 +341,8 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
 
     epsilon: float
     noise: NoiseSource | None
+    aggregation: str
+    threshold: int | None
 
     def fit(
         self,
@@ -324,15 +376,32 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                     f"{owner}.fit takes either logits and labels or sources, not both."
                 )
             srcs = check_sources(sources, owner)
+        aggregation, threshold = check_aggregation(
+            self.aggregation, self.threshold, len(srcs), owner, allowed=("distributed", "local")
+        )
         check_budgets(srcs, float(self.epsilon))
+        if aggregation == "distributed":
+            check_share_rows(srcs, owner)
         labels_ = source_labels(srcs)
         with self._recording_fit_warnings():
-            self._fit_sources(srcs, labels_)
+            proto = self._fit_sources(srcs, labels_, aggregation, threshold)
+        self.privacy_report_ = sources_report(
+            proto.releases,
+            srcs,
+            self._public_terms(),
+            threat=threat_model(aggregation, len(srcs), threshold),
+        )
+        self.aggregator_views_ = proto.views
         self.n_classes_ = srcs[0].n_classes
         self.n_sources_ = len(srcs)
         return self
 
-    def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
+    def _fit_sources(
+        self, sources: list[DataSource], labels: list[str], aggregation: str, threshold: int | None
+    ) -> _Protocol:
+        raise NotImplementedError
+
+    def _public_terms(self) -> tuple[str, ...]:
         raise NotImplementedError
 
     def _jsonable_params(self) -> dict[str, Any]:
@@ -376,6 +445,16 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     noise : NoiseSource or None, default=None
         Noise of the source built by ``fit(logits, labels)``; ``None`` means ``SecureNoise()``.
         Ignored with ``sources=`` (each source draws its own noise).
+    aggregation : {"local", "distributed"}, default="local"
+        Who adds the noise (see :ref:`the threat models <docs/privacy.md>`). ``"local"``: each
+        source releases its own Laplace answer (sum of ``K`` releases' noise; no one is
+        trusted). ``"distributed"``: each source uploads its exact answer plus a discrete
+        Laplace share to a secure sum, so the total carries the noise of one release (``K/t``
+        of it); the calibrator sees only the sum (``aggregator_views_``), and the guarantee
+        holds while ``t`` sources are honest and survive. The default needs no trust in a
+        secure sum; with one source the two are the same release.
+    threshold : int or None, default=None
+        ``t`` for ``"distributed"`` (``None``: all ``K`` sources); refused otherwise.
 
     Attributes
     ----------
@@ -383,7 +462,11 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     t_range_ : (float, float)
         The range searched (after the locating query of ``search="golden"``).
     privacy_report_ : PrivacyReport
-        Every release of the fit; ``privacy_report_.epsilon == epsilon``.
+        Every release of the fit; ``privacy_report_.epsilon == epsilon``; its ``threat`` lines
+        say who is trusted with what.
+    aggregator_views_ : list of AggregatorView
+        With ``aggregation="distributed"``, what the aggregator saw of each query: the modular
+        sum of the uploads (and who dropped). Empty otherwise.
     fit_warnings_ : list of str
         :class:`NoiseDominatedWarning` messages: the curve and golden-section searches warn when
         their own release cannot tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise
@@ -426,6 +509,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         n_bins: int = 15,
         nll_bound: float = 10.0,
         noise: NoiseSource | None = None,
+        aggregation: str = "local",
+        threshold: int | None = None,
     ) -> None:
         self.objective = objective
         self.epsilon = epsilon
@@ -435,6 +520,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.n_bins = n_bins
         self.nll_bound = nll_bound
         self.noise = noise
+        self.aggregation = aggregation
+        self.threshold = threshold
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
@@ -446,9 +533,11 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         """The validated :class:`SearchPlan` of this estimator."""
         return search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search)
 
-    def _fit_sources(self, sources: list[DataSource], labels: list[str]) -> None:
+    def _fit_sources(
+        self, sources: list[DataSource], labels: list[str], aggregation: str, threshold: int | None
+    ) -> _Protocol:
         plan = self.plan()
-        proto = _Protocol(sources, labels, plan)
+        proto = _Protocol(sources, labels, plan, aggregation, threshold)
         if plan.search == "curve":
             assert plan.t_range is not None
             t = self._curve_search(plan, proto)
@@ -457,11 +546,10 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             t, (lo, hi) = self._iterative_search(plan, proto)
         self.temperature_ = t
         self.t_range_ = (lo, hi)
-        self.privacy_report_ = sources_report(
-            proto.releases,
-            sources,
-            ("t_range and the search plan (number of queries, the curve's grid and anchor)",),
-        )
+        return proto
+
+    def _public_terms(self) -> tuple[str, ...]:
+        return ("t_range and the search plan (number of queries, the curve's grid and anchor)",)
 
     def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> float:
         """One query per source on the public grid, then post-processing of the sum."""
@@ -471,14 +559,12 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
             curve = np.asarray(curve, dtype=np.float64)
             t = float(monotone_root(curve, grid))
             # the plan's only query, so every release so far is this curve's
-            _check_gap_at_identity(
-                curve, grid, plan.anchor, _coordinate_variance(proto.releases), t
-            )
+            _check_gap_at_identity(curve, grid, plan.anchor, proto.variances[-1], t)
             return t
         inc = proto.ask("clipped_nll_increments", temperatures=plan.grid, bound=self.nll_bound)
         inc = np.asarray(inc, dtype=np.float64)
         t = float(convex_argmin(inc, grid))
-        _check_nll_drop(inc, grid, _coordinate_variance(proto.releases), t)
+        _check_nll_drop(inc, grid, proto.variances[-1], t)
         return t
 
     def _objective(self, proto: _Protocol) -> Callable[[float], float]:
@@ -511,9 +597,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         seen: list[tuple[float, float, float]] = []
 
         def evaluate(u: float) -> float:
-            before = len(proto.releases)
             v = value(u)
-            seen.append((u, v, width * _coordinate_variance(proto.releases[before:])))
+            seen.append((u, v, width * proto.variances[-1]))
             return v
 
         t, _ = golden_section(evaluate, lo, hi, plan.evaluations)
