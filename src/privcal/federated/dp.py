@@ -61,13 +61,22 @@ import numpy as np
 
 from privcal._params import check_int, check_probability, check_real
 from privcal.privacy.accounting import ZCDPAccountant, zcdp_epsilon, zcdp_gaussian_sigma
+from privcal.privacy.distributed import (
+    AggregatorView,
+    DistributedPlan,
+    SecureSum,
+    check_aggregation,
+    threat_model,
+)
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind
 
 __all__ = [
     "DPConfig",
+    "NoiseGroup",
     "clip_l2",
     "clip_rows_l2",
+    "default_threshold",
     "expected_cohort",
     "federated_report",
     "noise_multiplier",
@@ -156,6 +165,34 @@ def noise_multiplier(
     return zcdp_gaussian_sigma(eps, dlt, sensitivity=1.0, rounds=t * m)
 
 
+@dataclass(frozen=True)
+class NoiseGroup:
+    """One Gaussian mechanism of a round: a block of the payload and its noise.
+
+    Attributes
+    ----------
+    index : ndarray of int
+        Flat indices of the block in the payload.
+    sensitivity : float
+        L2 norm bound of one client's clipped block (user-level add/remove).
+    sigma : float
+        Noise std per coordinate of the released sum (``sensitivity * ratio``).
+    bound : float
+        Bound on the absolute value of one entry of a client's clipped block (sizes the
+        secure sum under ``aggregation="distributed"``).
+    """
+
+    index: np.ndarray
+    sensitivity: float
+    sigma: float
+    bound: float
+
+    @property
+    def rho(self) -> float:
+        """zCDP of the block's continuous Gaussian mechanism: ``sensitivity^2 / (2 sigma^2)``."""
+        return self.sensitivity**2 / (2.0 * self.sigma**2)
+
+
 @dataclass
 class DPConfig:
     """User-level DP settings of one federated run and its single accountant.
@@ -173,6 +210,12 @@ class DPConfig:
     noise : NoiseSource
     accountant : ZCDPAccountant
         One per run; every noisy release steps it, so :meth:`spent_epsilon` is cumulative.
+    aggregation : {"trusted", "distributed"}
+        ``"trusted"``: the server adds the noise to the exact sum. ``"distributed"``: every
+        client adds a discrete Gaussian share to its fixed-point payload and a secure sum hands
+        the server only the noisy total (:meth:`client_uploads`, :meth:`secure_total`).
+    n_clients, threshold : int
+        ``K`` and ``t`` of the distributed shares (``threshold`` is ``None`` when trusted).
     """
 
     epsilon: float
@@ -183,6 +226,9 @@ class DPConfig:
     clip_pos: float = 10.0
     clip_neg: float = 50.0
     accountant: ZCDPAccountant = field(default_factory=ZCDPAccountant)
+    aggregation: str = "trusted"
+    n_clients: int = 1
+    threshold: int | None = None
 
     def __post_init__(self) -> None:
         owner = "DPConfig"
@@ -198,22 +244,81 @@ class DPConfig:
                 f"The 'noise' parameter of {owner} must be a privcal NoiseSource. "
                 f"Got {self.noise!r} instead."
             )
+        self.n_clients = check_int(self.n_clients, "n_clients", owner, low=1)
+        self.aggregation, self.threshold = check_aggregation(
+            self.aggregation,
+            default_threshold(self.n_clients)
+            if self.aggregation == "distributed" and self.threshold is None
+            else self.threshold,
+            self.n_clients,
+            owner,
+            allowed=("distributed", "trusted"),
+        )
 
     def multiplier(self, mechanisms_per_round: int = 1) -> float:
         return noise_multiplier(self.epsilon, self.delta, self.rounds, mechanisms_per_round)
 
-    def add_noise(self, total: np.ndarray, sensitivity: np.ndarray | float, s: float) -> np.ndarray:
-        """Release ``total + N(0, (sensitivity * s)^2)`` elementwise; steps the accountant.
+    def plan(self, group: NoiseGroup) -> DistributedPlan:
+        """The distributed plan of one noise group (public; the same on every client)."""
+        return _group_plan(
+            float(group.sensitivity),
+            float(group.sigma),
+            int(group.index.size),
+            int(self.n_clients),
+            int(self.threshold or self.n_clients),
+            float(group.bound),
+        )
 
-        ``sensitivity`` may be an array broadcast against ``total`` (rows of different clip
-        norms); the accountant records one mechanism per distinct row group at ratio ``s``.
+    def release(self, total: np.ndarray, groups: list[NoiseGroup]) -> np.ndarray:
+        """The released round total; steps the accountant once per group.
+
+        Trusted: adds ``N(0, sigma^2)`` per coordinate of each group to the exact sum and
+        records ``rho = sensitivity^2 / (2 sigma^2)``. Distributed: the secure total already
+        holds the clients' shares (:meth:`secure_total`); records the group's plan's
+        ``rho`` (Kairouz et al.'s bound with the rounding-inflated sensitivity, equal to the
+        trusted ``rho`` by construction of the plan).
         """
-        sens = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), total.shape)
-        out = np.empty_like(total, dtype=np.float64)
-        for value in np.unique(sens):
-            mask = sens == value
-            out[mask] = self.noise.add_gaussian(total[mask], float(value * s))
+        out = np.array(total, dtype=np.float64, copy=True)
+        flat = out.reshape(-1)
+        for g in groups:
+            if self.aggregation == "distributed":
+                plan = self.plan(g)
+                self.accountant.step_rho(plan.law.rho(plan.integer_sensitivity, g.index.size))
+            else:
+                flat[g.index] = self.noise.add_gaussian(flat[g.index], float(g.sigma))
+                self.accountant.step(sigma=float(g.sigma), sensitivity=float(g.sensitivity))
         return out
+
+    def client_uploads(
+        self, payload: np.ndarray, groups: list[NoiseGroup], ring: SecureSum
+    ) -> list[np.ndarray]:
+        """One client's uploads (one per group): fixed point plus a discrete Gaussian share."""
+        flat = np.asarray(payload, dtype=np.float64).reshape(-1)
+        return [self.plan(g).share(flat[g.index], self.noise, ring) for g in groups]
+
+    def secure_total(
+        self,
+        uploads: list[list[np.ndarray] | None],
+        groups: list[NoiseGroup],
+        shape: tuple[int, ...],
+        ring: SecureSum,
+        views: list[AggregatorView] | None = None,
+    ) -> np.ndarray:
+        """The server's side: one secure sum per group, lifted and decoded into a payload.
+
+        ``uploads[k]`` is client ``k``'s list (``None``: dropped or not sampled). Raises
+        :class:`~privcal.privacy.distributed.TooFewSurvivorsError` with fewer than ``t``.
+        """
+        t = int(self.threshold or self.n_clients)
+        out = np.zeros(int(np.prod(shape)))
+        for j, g in enumerate(groups):
+            view = ring.aggregate(
+                [None if u is None else u[j] for u in uploads], t, (g.index.size,)
+            )
+            if views is not None:
+                views.append(view)
+            out[g.index] = self.plan(g).release(view)
+        return out.reshape(shape)
 
     def spent_epsilon(self) -> float:
         """The accountant's epsilon at the run's delta (cumulative; 0 before any release)."""
@@ -259,6 +364,12 @@ def federated_report(
     terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
     what, sensitivity, mech = terms["what"], terms["sensitivity"], terms["mechanism"]
     clips, cohort = terms["clips"], terms["cohort"]
+    if dp.aggregation == "distributed":
+        mech = (
+            f"{mech}, as distributed discrete Gaussian shares (t={dp.threshold} of "
+            f"K={dp.n_clients}; Kairouz et al. 2021 Prop. 14, rounding included) summed by a "
+            "secure sum"
+        )
     release = Release(
         query=f"{method.name}: {t} round(s) of noisy sums of {what}",
         mechanism=f"{mech}; zCDP composition, rho={dp.accountant.rho:.6g}",
@@ -277,8 +388,34 @@ def federated_report(
         *public,
     )
     return PrivacyReport(
-        [release], unit="user", relation="add/remove", public=declared, noise=noise_kind(dp.noise)
+        [release],
+        unit="user",
+        relation="add/remove",
+        public=declared,
+        noise=noise_kind(dp.noise),
+        threat=threat_model(dp.aggregation, n_clients, dp.threshold),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _group_plan(
+    sensitivity: float, sigma: float, size: int, k: int, t: int, bound: float
+) -> DistributedPlan:
+    return DistributedPlan.gaussian(
+        sensitivity, sigma, n_parties=k, threshold=t, value_bound=bound, shape=(size,)
+    )
+
+
+def default_threshold(n_clients: int) -> int:
+    """``t`` when none is declared: ``K - max(1, floor(K / 5))`` (``K = 1``: 1).
+
+    Tolerates at least one dropout, so removing one client (the user-level neighbour) or one
+    client's failure still releases with the claimed noise, and about a fifth of the federation
+    for large ``K`` (100 clients: t = 80), at ``K / t`` of one release's noise variance when
+    everyone answers.
+    """
+    k = int(n_clients)
+    return 1 if k <= 1 else k - max(1, k // 5)
 
 
 @functools.lru_cache(maxsize=256)

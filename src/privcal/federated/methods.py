@@ -93,7 +93,7 @@ from privcal.federated.calibrators import (
     mlp_init,
     mlp_nll_and_grad,
 )
-from privcal.federated.dp import DPConfig, clip_l2, clip_rows_l2
+from privcal.federated.dp import DPConfig, NoiseGroup, clip_l2, clip_rows_l2
 from privcal.metrics.statistics import class_histograms, nll_terms, softmax
 
 __all__ = [
@@ -155,6 +155,15 @@ class FedMethod:
 
     def payload_bound(self, dp: DPConfig) -> float:
         """Largest absolute entry of a payload after :meth:`clip` (for SecAgg+ quantisation)."""
+        raise NotImplementedError
+
+    def noise_groups(self, dp: DPConfig, shape: tuple[int, ...]) -> list[NoiseGroup]:
+        """The round's Gaussian mechanisms: blocks of the payload, their L2 sensitivity and std.
+
+        The one description of a round's noise: the server adds it (``aggregation="trusted"``,
+        :meth:`DPConfig.release`) or the clients' shares make it up (``"distributed"``,
+        :meth:`DPConfig.client_uploads`), and the accountant records each block's ``rho``.
+        """
         raise NotImplementedError
 
     def report_terms(self, dp: DPConfig, c: int, cohort: float) -> dict[str, Any]:
@@ -352,21 +361,35 @@ class _Scaling(FedMethod):
     def split(self, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gradient and curvature parts of a Newton payload (its length implies ``c``)."""
         payload = np.asarray(payload, dtype=np.float64).ravel()
-        for c in range(2, payload.size + 2):
-            p, q = self.x0(c).size, self.curvature_size(c)
-            if p + q == payload.size:
-                return payload[:p], payload[p:]
-            if p + q > payload.size:
-                break
-        raise ValueError(
-            f"A {type(self).__name__} Newton payload cannot have {payload.size} entries."
-        )
+        p = self.x0(self.n_classes_of_payload(payload.size)).size
+        return payload[:p], payload[p:]
 
     def mechanisms_per_round(self, c: int) -> int:
         return 2 if self.newton else 1
 
     def payload_bound(self, dp: DPConfig) -> float:
         return max(self.clip_bounds()) if self.newton else dp.clip
+
+    def noise_groups(self, dp: DPConfig, shape: tuple[int, ...]) -> list[NoiseGroup]:
+        """Newton: the gradient block (``C_g``, std ``C_g s_g``) and the curvature block
+        (``C_h``, ``C_h s_h``); averaging: the whole update (``C``, ``C s_1``)."""
+        size = int(np.prod(shape))
+        if not self.newton:
+            return [NoiseGroup(np.arange(size), dp.clip, dp.clip * dp.multiplier(1), dp.clip)]
+        p = self.x0(self.n_classes_of_payload(size)).size
+        cg, ch = self.clip_bounds()
+        sg, sh = self.noise_ratios(dp)
+        return [
+            NoiseGroup(np.arange(p), cg, cg * sg, cg),
+            NoiseGroup(np.arange(p, size), ch, ch * sh, ch),
+        ]
+
+    def n_classes_of_payload(self, size: int) -> int:
+        """The number of classes ``c`` of a Newton payload of ``size`` entries."""
+        for c in range(2, size + 2):
+            if self.x0(c).size + self.curvature_size(c) == size:
+                return c
+        raise ValueError(f"A {type(self).__name__} Newton payload cannot have {size} entries.")
 
     def server_step(
         self,
@@ -390,9 +413,7 @@ class _Scaling(FedMethod):
     ) -> State:
         x = np.asarray(state["params"], dtype=np.float64)
         if dp is not None:
-            s = dp.multiplier(1)
-            noisy = dp.add_noise(total, dp.clip, s)
-            dp.accountant.step(sigma=dp.clip * s, sensitivity=dp.clip)
+            noisy = dp.release(total, self.noise_groups(dp, total.shape))
             if denominator is None or denominator <= 0:
                 raise ValueError("A DP scaling round needs the public denominator p * K > 0.")
             return {"params": self.project(x + noisy / denominator)}
@@ -431,12 +452,10 @@ class _Scaling(FedMethod):
         if dp is None:
             h_use, floor = h, 0.0
         else:
-            cg, ch = self.clip_bounds()
-            sg, sh = self.noise_ratios(dp)
-            g = np.asarray(dp.noise.add_gaussian(g, cg * sg), dtype=np.float64)
-            dp.accountant.step(sigma=cg * sg, sensitivity=cg)
-            h = np.asarray(dp.noise.add_gaussian(h, ch * sh), dtype=np.float64)
-            dp.accountant.step(sigma=ch * sh, sensitivity=ch)
+            noisy = dp.release(total, self.noise_groups(dp, total.shape))
+            g, h = noisy[: x.size], noisy[x.size :]
+            _, ch = self.clip_bounds()
+            _, sh = self.noise_ratios(dp)
             new["curv_sum"] = new["curv_sum"] + h
             h_use = new["curv_sum"] / t  # the curvature changes slowly: average the rounds
             floor = 2.0 * ch * sh / math.sqrt(t)  # twice the noise std of that mean
@@ -972,6 +991,21 @@ class _Binning(FedMethod):
     def payload_bound(self, dp: DPConfig) -> float:
         return max(dp.clip_pos, dp.clip_neg)
 
+    def noise_groups(self, dp: DPConfig, shape: tuple[int, ...]) -> list[NoiseGroup]:
+        """The positive and the negative histograms: ``c`` rows each, every row clipped to L2
+        ``C+`` (``C-``), so one client moves a block by at most ``sqrt(c) C+`` in L2; std
+        ``C+ s`` per coordinate (``2c`` row mechanisms per round, zCDP ``c / (2 s^2)`` a
+        block)."""
+        c = int(shape[1])
+        s = dp.multiplier(self.mechanisms_per_round(c))
+        half = int(np.prod(shape[1:]))
+        return [
+            NoiseGroup(np.arange(half), math.sqrt(c) * dp.clip_pos, dp.clip_pos * s, dp.clip_pos),
+            NoiseGroup(
+                np.arange(half, 2 * half), math.sqrt(c) * dp.clip_neg, dp.clip_neg * s, dp.clip_neg
+            ),
+        ]
+
     def report_terms(self, dp: DPConfig, c: int, cohort: float) -> dict[str, Any]:
         s = dp.multiplier(self.mechanisms_per_round(c))
         return {
@@ -1007,9 +1041,7 @@ class _Binning(FedMethod):
         if dp is not None:
             c = total.shape[1]
             s = dp.multiplier(self.mechanisms_per_round(c))
-            sens = np.array([dp.clip_pos, dp.clip_neg])[:, None, None]
-            total = dp.add_noise(total, sens, s)
-            dp.accountant.step_rho(self.mechanisms_per_round(c) / (2.0 * s * s))
+            total = dp.release(total, self.noise_groups(dp, total.shape))
             for key, clip in (("noise_std_pos", dp.clip_pos), ("noise_std_neg", dp.clip_neg)):
                 new[key] = np.sqrt(new[key] ** 2 + (clip * s) ** 2)
         new["hist"] = new["hist"] + total

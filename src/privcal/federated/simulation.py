@@ -25,6 +25,7 @@ from privcal.data.validation import check_labels, check_scores
 from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
 from privcal.federated.methods import FedMethod, FedTemp, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
+from privcal.privacy.distributed import AggregatorView, SecureSum
 from privcal.privacy.noise import NoiseSource, resolve_noise
 
 __all__ = ["evaluate", "simulate"]
@@ -83,6 +84,8 @@ def simulate(
     eval_every: int = 1,
     noise: NoiseSource | None = None,
     input: str = "logits",
+    aggregation: str = "distributed",
+    threshold: int | None = None,
     **method_params: Any,
 ) -> tuple[Calibrator, list[dict[str, Any]]]:
     """Simulate ``rounds`` rounds of federated calibration over clients ``parts``.
@@ -120,9 +123,22 @@ def simulate(
         guarantee: under DP the report lists the evaluation set as public.
     eval_every : int, default=1
     noise : NoiseSource, optional
-        The server's noise under DP. ``None`` (default): :class:`~privcal.privacy.SecureNoise`
-        (OpenDP). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
+        The noise under DP (the clients' shares, or the server's noise when trusted). ``None``
+        (default): :class:`~privcal.privacy.SecureNoise` (OpenDP's discrete Gaussian for the
+        shares). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
         ``InsecureNoiseWarning`` and marks the report "not private: seeded noise".
+    aggregation : {"distributed", "trusted"}, default="distributed"
+        Who adds the noise under DP. ``"distributed"``: each client adds a discrete Gaussian
+        share to its clipped payload in fixed point and an in-process secure sum
+        (:class:`~privcal.privacy.distributed.SecureSum`, what SecAgg+ hands a server) gives the
+        server only the noisy total; the server never sees a payload or an exact sum.
+        ``"trusted"``: clients send clipped payloads and the server adds the noise (seed 003).
+        Both spend the same zCDP per round. Ignored without DP.
+    threshold : int or None, default=None
+        ``t`` for ``"distributed"``: the shares are sized so that any ``t`` honest clients make
+        up the noise; a round with fewer than ``t`` answering clients raises
+        :class:`~privcal.privacy.distributed.TooFewSurvivorsError` and releases nothing.
+        ``None``: :func:`~privcal.federated.dp.default_threshold` (``K - max(1, K // 5)``).
     **method_params
         Passed to the method's constructor when ``method`` is a name (``update``,
         ``local_iters``, ``client_rows``, ``grad_clip``, ``hess_clip``, ``n_levels``,
@@ -178,7 +194,16 @@ def simulate(
             clip=clip,
             clip_pos=clip_pos,
             clip_neg=clip_neg,
+            aggregation=aggregation,
+            n_clients=len(clients),
+            threshold=threshold,
         )
+    elif threshold is not None:
+        raise ValueError(
+            f"The 'threshold' parameter of {owner} applies to DP runs with "
+            "aggregation='distributed'; pass epsilon and delta, or drop it."
+        )
+    views: list[AggregatorView] = []
     ez = ey = None
     if eval_logits is not None:
         ez = check_scores(eval_logits, input=input)  # type: ignore[arg-type]
@@ -199,7 +224,7 @@ def simulate(
         t0 = time.perf_counter()
         sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
         sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
-        total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape)
+        total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape, views)
         if dp is not None or n_ok > 0:
             state = fm.server_step(state, total, n_ok, dp=dp, denominator=cohort)
         scores = {}
@@ -219,6 +244,8 @@ def simulate(
         cal.privacy_report_ = federated_report(
             fm, dp, c, n_clients=k_total, sample_rate=p, public=evaluation
         )
+        if dp.aggregation == "distributed":
+            cal.aggregator_views_ = views
     return cal, history
 
 
@@ -242,8 +269,17 @@ def _round_total(
     owner_of: np.ndarray,
     dp: DPConfig | None,
     shape: tuple[int, ...],
+    views: list[AggregatorView],
 ) -> tuple[np.ndarray, int]:
-    """Sum of the sampled clients' (clipped) payloads and how many were accepted."""
+    """Sum of the sampled clients' (clipped) payloads and how many were accepted.
+
+    Distributed DP: each accepted client's clipped payload goes through
+    :meth:`DPConfig.client_uploads` (fixed point plus shares) and the server receives only
+    :meth:`DPConfig.secure_total` (the view is appended to ``views``); the others count as
+    dropped.
+    """
+    if dp is not None and dp.aggregation == "distributed":
+        return _secure_round_total(fm, state, z, y, clients, sampled, dp, shape, views)
     if sampled.size == 0:
         return np.zeros(shape), 0
     if fm.kind == "binning" and dp is None:
@@ -264,3 +300,26 @@ def _round_total(
             total += arr if dp is None else fm.clip(arr, dp)
             n_ok += 1
     return total, n_ok
+
+
+def _secure_round_total(
+    fm: FedMethod,
+    state: dict[str, np.ndarray],
+    z: np.ndarray,
+    y: np.ndarray,
+    clients: list[np.ndarray],
+    sampled: np.ndarray,
+    dp: DPConfig,
+    shape: tuple[int, ...],
+    views: list[AggregatorView],
+) -> tuple[np.ndarray, int]:
+    groups = fm.noise_groups(dp, shape)
+    ring = SecureSum()
+    uploads: list[list[np.ndarray] | None] = [None] * len(clients)
+    n_ok = 0
+    for k in sampled:
+        arr = validate_payload(fm.client_step(state, z[clients[k]], y[clients[k]]), shape, int(k))
+        if arr is not None:
+            uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)
+            n_ok += 1
+    return dp.secure_total(uploads, groups, shape, ring, views), n_ok

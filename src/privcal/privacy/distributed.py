@@ -222,7 +222,7 @@ class ShareLaw:
             q = probability / (2 * d)
             return int(stats.nbinom.isf(q, n_shares / self.threshold, 1.0 - self.parameter)) + 1
         v = n_shares * self.share_sigma**2
-        return int(math.ceil(math.sqrt(2.0 * v * math.log(2.0 * d / probability)))) + 1
+        return math.ceil(math.sqrt(2.0 * v * math.log(2.0 * d / probability))) + 1
 
     def tau(self, n_shares: int) -> float:
         """Kairouz et al.'s ``tau = 10 sum_{k=1}^{n-1} exp(-2 pi^2 sigma_p^2 k / (k + 1))``."""
@@ -383,6 +383,12 @@ class DistributedPlan:
     bits: int = 64
 
     @property
+    def entry_bound(self) -> float:
+        """``value_bound`` with a relative slack of ``2^-20`` (floating-point clipping lands an
+        ulp beyond its bound); both the modulus and the party's check use it."""
+        return self.value_bound * (1.0 + 2.0**-20)
+
+    @property
     def coordinates(self) -> int:
         return int(np.prod(self.shape)) if self.shape else 1
 
@@ -437,7 +443,7 @@ class DistributedPlan:
         shape: tuple[int, ...],
         bits: int = 64,
     ) -> DistributedPlan:
-        """zCDP equal to that of ``N(0, sigma^2)`` on an L2 ``l2_sensitivity`` (``C^2/(2 sigma^2)``).
+        """zCDP of ``N(0, sigma^2)`` on an L2 ``l2_sensitivity`` (``C^2 / (2 sigma^2)``).
 
         ``D2 = s C + sqrt(d)``; the target std of the sum of ``t`` shares is the ``sigma_Z`` that
         solves ``D2 / sigma_Z + tau sqrt(d) = C / sigma`` (Kairouz et al.'s bound equal to the
@@ -482,8 +488,8 @@ class DistributedPlan:
 
     def sum_bound(self) -> int:
         """Public bound on the lifted sum: ``K (s B + 1)`` plus the noise's tail."""
-        signal = self.n_parties * (self.encoding.scale * self.value_bound + 1.0)
-        return int(math.ceil(signal)) + self.law.tail(self.n_parties, self.coordinates)
+        signal = self.n_parties * (self.encoding.scale * self.entry_bound + 1.0)
+        return math.ceil(signal) + self.law.tail(self.n_parties, self.coordinates)
 
     def check_modulus(self) -> None:
         """Refuse a ring too small for :meth:`sum_bound` (a wrap would go unnoticed)."""
@@ -503,7 +509,7 @@ class DistributedPlan:
         an entry beyond it could wrap the sum.
         """
         x = np.asarray(value, dtype=np.float64).reshape(self.shape)
-        if x.size and (not np.isfinite(x).all() or float(np.abs(x).max()) > self.value_bound):
+        if x.size and (not np.isfinite(x).all() or float(np.abs(x).max()) > self.entry_bound):
             raise ValueError(
                 f"A party's value has an entry of {float(np.abs(x).max()):g}, beyond the public "
                 f"bound {self.value_bound:g} the secure sum was sized for."
