@@ -405,7 +405,7 @@ def test_server_rejects_bad_payloads_and_continues(caplog, data) -> None:  # typ
             return super().client_step(state, zz, yy)
 
     parts = [np.arange(100), np.arange(100, 150), np.arange(150, 800)]
-    kw = {"rounds": 1, "epsilon": 5.0, "delta": 1e-5}
+    kw = {"rounds": 1, "epsilon": 5.0, "delta": 1e-5, "aggregation": "trusted"}
     with caplog.at_level(logging.WARNING, logger="privcal.federated"):
         cal, hist = simulate(Broken(), z, y, parts, noise=SeededNoise(2), **kw)
     assert "NaN" in caplog.text and "shape (3,)" in caplog.text
@@ -471,6 +471,7 @@ def test_dp_average_divides_by_the_declared_expected_cohort(data) -> None:  # ty
             seed=seed,
             sample_rate=0.5,
             noise=SeededNoise(9),
+            aggregation="trusted",
         )
         rng = np.random.default_rng(seed)
         sampled = np.flatnonzero(rng.random(6) < 0.5)

@@ -187,6 +187,51 @@ for _method, _runs, _slow in (
     _register_simulate(_method, _runs, _slow)
 
 
+def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
+    """FedTemp with DP and its default distributed aggregation, read where the server reads it:
+    round 1's secure sum of the gradient block (the lifted modular sum), not the output."""
+    from privcal.federated import simulate
+
+    z, y = _data()
+
+    def call(side: int) -> Any:
+        cal, _ = simulate(
+            "fedtemp",
+            z,
+            y,
+            _parts(side),
+            rounds=ROUNDS,
+            epsilon=EPSILON,
+            delta=DELTA,
+            **PARAMS["fedtemp"],
+        )
+        return cal
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([float(call(side).aggregator_views_[0].lift()[0]) for _ in range(k)])
+
+    return audit_release(
+        "simulate-fedtemp-aggregator",
+        f'simulate("fedtemp", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
+        f"delta={DELTA:g}, grad_clip=1.0, hess_clip=1.0).aggregator_views_[0] (the secure sum "
+        "of round 1's gradients that the server sees)",
+        NEWTON_NEIGHBOURS,
+        draw,
+        call(0).privacy_report_,
+        runs=runs,
+        alpha=alpha,
+    )
+
+
+register(
+    "simulate-fedtemp-aggregator",
+    summary="The server's view (the secure sum of discrete Gaussian shares) of simulate('fedtemp')"
+    " with DP and aggregation='distributed' (the default)",
+    runs=1000,
+    slow=False,
+)(_aggregator_view_audit)
+
+
 # ------------------------------------------------------------------------------- Flower
 def _instruction(content: Any, node_id: int) -> Any:
     """A ``query`` message from the server to ``node_id``, built without a running SuperLink."""

@@ -277,3 +277,70 @@ register(
     runs=2500,
     slow=True,
 )(_histogram_binning_audit)
+
+
+# ------------------------------------------------------------------ the aggregator's view
+#: The other source of the distributed audits: fixed rows, identical on both neighbours.
+def _other_source_rows() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(2025)
+    z = 2.0 * rng.normal(size=(N_ROWS, _CLASSES))
+    return z, z.argmax(1)
+
+
+@functools.cache
+def _view_means() -> tuple[np.ndarray, np.ndarray]:
+    """The exact integer means of the aggregator's view on ``D`` and ``D'``: ``s`` times the
+    summed released vector of Acc-T's curve query (randomized rounding is unbiased)."""
+    from privcal.privacy.distributed import DistributedPlan
+    from privcal.private.source import MAX_ROWS
+
+    plan = DistributedPlan.laplace(
+        2.0, 1.0, _GRID.size, n_parties=2, threshold=2, value_bound=MAX_ROWS, shape=(_GRID.size,)
+    )
+    zo, yo = _other_source_rows()
+    other = curve_release(np.asarray(accuracy_gap_sum(zo, yo, _GRID)), _ANCHOR)
+    mu, mu2 = _curve_means()
+    s = plan.encoding.scale
+    return s * (mu + other), s * (mu2 + other)
+
+
+def view_loss(lifted: np.ndarray) -> float:
+    """``|x - mu|_1 - |x - mu'|_1`` of the aggregator's lifted sum ``x`` (the discrete Laplace
+    log-likelihood ratio times ``D / epsilon``): a fixed function of the view."""
+    mu, mu2 = _view_means()
+    x = np.asarray(lifted, dtype=np.float64)
+    return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
+
+
+def _aggregator_audit(runs: int, alpha: float) -> AuditReport:
+    """Acc-T over two sources with ``aggregation="distributed"``, read where the aggregator
+    reads it: the secure sum of the curve query (the lifted modular sum), not the output."""
+    data = neighbours()
+    other = _other_source_rows()
+
+    def fit(side: int) -> Any:
+        sources = [DataSource(*data[side], name="audited"), DataSource(*other, name="other")]
+        return PrivateTemperatureScaling(aggregation="distributed").fit(sources=sources)
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([view_loss(fit(side).aggregator_views_[0].lift()) for _ in range(k)])
+
+    return audit_release(
+        "private-temperature-aggregator",
+        'PrivateTemperatureScaling(aggregation="distributed").fit(sources=[a, b]).'
+        "aggregator_views_[0] (the secure sum the aggregator sees)",
+        f"source a: {_NEIGHBOURS}; source b fixed",
+        draw,
+        fit(0).privacy_report_,
+        runs=runs,
+        alpha=alpha,
+    )
+
+
+register(
+    "private-temperature-aggregator",
+    summary="The aggregator's view (the secure sum) of PrivateTemperatureScaling with "
+    "aggregation='distributed' over two sources (discrete Laplace shares)",
+    runs=2000,
+    slow=True,
+)(_aggregator_audit)

@@ -147,6 +147,7 @@ def against_central(
                 delta=delta,
                 seed=seed,
                 noise=SeededNoise(seed + 1000 + r),
+                aggregation="trusted",  # seed 003: client sampling, the server adds the noise
                 **method_params,
             )
             dp_rows.append(evaluate(cal_dp, ze, ye))
@@ -203,6 +204,7 @@ def _one(
         delta=None if epsilon is None else 1e-5,
         seed=seed,
         noise=None if epsilon is None else SeededNoise(seed + 1),  # simulated, reproducible
+        aggregation="trusted",  # seed 003: client sampling, the server adds the noise
         sample_rate=0.1,
         clip=0.5,
         clip_pos=10.0,

@@ -58,6 +58,7 @@ def run(ctx: DemoContext) -> list[str]:
                 delta=None if eps is None else 1e-5,
                 seed=ctx.seed,
                 noise=None if eps is None else SeededNoise(ctx.seed + 1),  # reproducible demo
+                aggregation="trusted",  # seed 003: client sampling, the server adds the noise
                 sample_rate=0.1,
                 eval_logits=z[test],
                 eval_labels=y[test],
