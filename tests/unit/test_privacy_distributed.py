@@ -93,9 +93,9 @@ def test_fewer_survivors_than_the_threshold_release_nothing() -> None:
 def test_secure_sum_refuses_malformed_uploads() -> None:
     ring = SecureSum(bits=32)
     good = np.zeros(3, dtype=np.uint64)
-    with pytest.raises(ValueError, match="party 1 .* shape"):
+    with pytest.raises(ValueError, match=r"party 1 .* shape"):
         ring.aggregate([good, np.zeros(2, dtype=np.uint64)], 2, (3,))
-    with pytest.raises(ValueError, match="party 0 .* integer"):
+    with pytest.raises(ValueError, match=r"party 0 .* integer"):
         ring.aggregate([np.zeros(3), good], 2, (3,))
     with pytest.raises(ValueError, match=r"party 1 .* outside \[0, 2\^32\)"):
         ring.aggregate([good, np.full(3, 2**33, dtype=np.uint64)], 2, (3,))
