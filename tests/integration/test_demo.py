@@ -35,14 +35,6 @@ def test_markdown_table() -> None:
     ]
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("demo")
-    console = Console(record=True, width=120)
-    report = run_demo(out, seed=0, console=console, quick=True)
-    return report, console.export_text()
-
-
 def test_demo_writes_report_figures_and_results(demo_run: tuple[Path, str]) -> None:
     report, printed = demo_run
     out = report.parent

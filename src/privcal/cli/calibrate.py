@@ -232,8 +232,50 @@ def fit(
         _print_fit_warnings(caught)
         data = estimator.to_dict()
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        summary = _write_fit_summary(
+            out, estimator, method, scores, private, list(sources or []), n_bins, caught, input
+        )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
-    console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out}")
+    console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out} ({summary.name})")
+
+
+def _write_fit_summary(
+    out: Path,
+    est: Any,
+    method: str,
+    scores: Scores | None,
+    private: bool,
+    sources: list[str],
+    n_bins: int,
+    caught: list[warnings.WarningMessage],
+    input: Path | None,
+) -> Path:
+    """``NAME.summary.json`` beside the calibrator, for ``privcal report``
+    (:func:`privcal.experiments.outputs.fit_summary`: no statistic of private data)."""
+    from privcal.experiments.outputs import fit_summary, summary_path, write_summary
+
+    logits = None if scores is None else scores.logits
+    labels = None if scores is None else scores.labels
+    metrics = None
+    if not private and logits is not None and labels is not None:
+        metrics = {
+            "Input scores": evaluate_metrics(logits, labels, n_bins, input="logits"),
+            "Calibrated": evaluate_metrics(est.predict_proba(logits), labels, n_bins),
+        }
+    data = fit_summary(
+        est,
+        method=method,
+        calibrator_file=out.name,
+        n_bins=n_bins,
+        logits=logits,
+        labels=labels,
+        metrics=metrics,
+        private=private,
+        sources=sources,
+        input_file=None if input is None else str(input),
+        warnings=[" ".join(str(w.message).split()) for w in caught],
+    )
+    return write_summary(summary_path(out), "fit", data)
 
 
 def apply(
@@ -306,6 +348,14 @@ def evaluate(
         typer.Option(help="Write a reliability diagram (before/after with --calibrator)."),
     ] = None,
     input_kind: Annotated[str, input_kind_option()] = "auto",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Also write the metrics and reliability data as JSON (for 'privcal report').",
+        ),
+    ] = None,
 ) -> None:
     """Print accuracy, ECE, classwise ECE, MCE, adaptive ECE, Brier and NLL.
 
@@ -315,17 +365,39 @@ def evaluate(
     with user_errors():
         if plot is not None:
             check_output_path(plot, "--plot", "privcal evaluate", (".png", ".pdf", ".svg"))
+        if out is not None:
+            check_output_path(out, "--out", "privcal evaluate", (".json",))
         kind: InputKind = input_kind  # type: ignore[assignment]
         scores = load_scores(input, kind, full=False)
         cal = load_calibrator(calibrator) if calibrator is not None else None
         columns, probs = _evaluate_columns(scores, cal, n_bins)
         if plot is not None:
             _plot(scores, probs, cal, n_bins, plot, input.name)
+        if out is not None:
+            from privcal.experiments.outputs import evaluate_summary, write_summary
+
+            write_summary(
+                out,
+                "evaluate",
+                evaluate_summary(
+                    columns,
+                    input_file=input.name,
+                    calibrator_file=None if calibrator is None else calibrator.name,
+                    n_bins=n_bins,
+                    n_samples=scores.n_samples,
+                    n_classes=None if scores.is_top_label else scores.n_classes,
+                    logits=scores.logits,
+                    probs=probs,
+                    labels=scores.labels,
+                ),
+            )
     classes = "top label" if scores.is_top_label else f"{scores.n_classes} classes"
     console.print(f"{input.name}: {scores.n_samples} examples, {classes}")
     console.print(_metrics_table(columns))
     if plot is not None:
         console.print(f"Reliability diagram -> {plot}")
+    if out is not None:
+        console.print(f"Metrics -> {out} (privcal report {out})")
 
 
 def _plot(

@@ -254,6 +254,7 @@ def conformal(
         summary = conformal_summary(est, sets, test_labels)
         if out is not None:
             write_columns(out, _set_columns(sets, test_labels))
+            _write_summary(out, summary, est, sets, test_labels, alpha, score, cal, test)
     kind = "Private conformal" if epsilon is not None else "Split conformal"
     title = (
         f"{kind} ({score}, alpha={alpha:g}): {cal_logits.shape[0]} calibration, "
@@ -262,7 +263,35 @@ def conformal(
     console.print(title, highlight=False)
     console.print(_summary_table(summary, alpha))
     if out is not None:
-        console.print(f"Sets -> {out}")
+        console.print(f"Sets -> {out} (summary for 'privcal report': {out.stem}.summary.json)")
+
+
+def _write_summary(
+    out: Path,
+    summary: dict[str, Any],
+    est: Any,
+    sets: np.ndarray,
+    labels: np.ndarray | None,
+    alpha: float,
+    score: str,
+    cal: Path,
+    test: Path,
+) -> Path:
+    """``NAME.summary.json`` beside the sets (:mod:`privcal.experiments.outputs`)."""
+    from privcal.experiments.outputs import conformal_summary_data, summary_path, write_summary
+
+    data = conformal_summary_data(
+        summary,
+        est,
+        sets,
+        labels,
+        alpha=alpha,
+        score=score,
+        sets_file=out.name,
+        cal_file=cal.name,
+        test_file=test.name,
+    )
+    return write_summary(summary_path(out), "conformal", data)
 
 
 def bench_angelopoulos2022(

@@ -1,4 +1,4 @@
-"""``privcal demo``: run every demo section and write a Markdown report."""
+"""``privcal demo``: run every demo section and write its reports (Markdown and HTML)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """Run the end-to-end demo (calibration, privacy, conformal, ...) and write report.md."""
+    """Run the end-to-end demo (calibration, privacy, conformal, ...); write report.md and
+    report.html (one self-contained page, the same as 'privcal report OUT')."""
     from privcal.experiments.demo import SECTIONS, DemoError, run_demo
 
     with user_errors():
@@ -40,7 +41,8 @@ def demo(
             report = run_demo(out, seed=seed, console=console, quick=quick, sections=sections)
         except DemoError as err:
             fail(str(err), code=1)
-    console.print(f"\n[bold green]Report:[/bold green] {report}")
+    html = report.with_name("report.html")
+    console.print(f"\n[bold green]Report:[/bold green] {report} and {html}")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.federate",
     "privcal.cli.audit",
     "privcal.cli.scoreboard",
+    "privcal.cli.report",
 )
 
 app = typer.Typer(

@@ -39,6 +39,8 @@ def scoreboard(
 ) -> None:
     """Score every method (defaults only) beside the uncalibrated model and its non-private twin.
 
+    Writes the Markdown table and, beside it, the same rows as JSON (for 'privcal report').
+
     Calibration (ECE, classwise ECE, accuracy), federated calibration and conformal prediction
     (coverage, set size) on every shared data set and digits_shift, at epsilon 0.5, 1, 4 and inf,
     with a mark wherever a method is worse than doing nothing, and a row per seed paper's
@@ -76,6 +78,7 @@ def scoreboard(
             )
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(sb.render(board, command) + "\n", encoding="utf-8")
+        sb.write_json(board, out.with_suffix(".json"), command)
     worse = board.worse()
     console.print(
         f"Scoreboard ({config.name}) in {time.perf_counter() - start:.0f} s -> {out}; "

@@ -69,6 +69,7 @@ __all__ = [
     "run",
     "toplabel_rows",
     "worse_than_nothing",
+    "write_json",
 ]
 
 #: Printed on every scoreboard: the private numbers are simulations.
@@ -974,6 +975,31 @@ def render(board: Scoreboard, command: str = "privcal bench scoreboard") -> str:
         lines += [f"- {k}: {v}" for k, v in board.skipped.items()]
         lines.append("")
     return "\n".join(lines)
+
+
+def write_json(board: Scoreboard, path: Any, command: str = "privcal bench scoreboard") -> Any:
+    """Write the scoreboard's rows, claims and settings as JSON (what ``privcal report`` reads;
+    errors as fractions, ``epsilon`` ``"inf"`` for the non-private twin)."""
+    from dataclasses import asdict
+
+    from privcal.experiments.outputs import write_summary
+
+    c = board.config
+    note = (
+        f"{c.name} configuration, seed {c.seed}, {board.seconds:.0f} s; every private number is "
+        f"a {SIMULATION_NOTE}. 'vs none' is the paired difference to the uncalibrated model "
+        "± its SE over splits (classwise ECE for federated methods); a row is marked when it "
+        "is above 2 SE."
+    )
+    data = {
+        "config": asdict(c),
+        "seconds": board.seconds,
+        "note": note,
+        "rows": board.rows,
+        "claims": [asdict(k) for k in board.claims],
+        "skipped": board.skipped,
+    }
+    return write_summary(path, "scoreboard", data)
 
 
 def quick_config(**changes: Any) -> Config:

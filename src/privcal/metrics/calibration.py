@@ -8,8 +8,9 @@ bin is ``[0, 1/M]``, and ``p = 0`` and ``p = 1`` fall in real bins.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -83,6 +84,29 @@ class Reliability:
     @property
     def centers(self) -> np.ndarray:
         return 0.5 * (self.edges[:-1] + self.edges[1:])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready lists (``None`` for the NaN of empty bins); :meth:`from_dict` inverts it."""
+
+        def listed(a: np.ndarray) -> list[float | None]:
+            return [None if np.isnan(v) else float(v) for v in np.asarray(a, dtype=np.float64)]
+
+        return {
+            "edges": listed(self.edges),
+            "counts": [int(c) for c in self.counts],
+            "accuracy": listed(self.accuracy),
+            "confidence": listed(self.confidence),
+            "ece": float(self.ece),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Reliability:
+        """The :class:`Reliability` of :meth:`to_dict`'s output."""
+
+        def arr(key: str) -> np.ndarray:
+            return np.array([np.nan if v is None else v for v in d[key]], dtype=np.float64)
+
+        return cls(arr("edges"), arr("counts"), arr("accuracy"), arr("confidence"), float(d["ece"]))
 
 
 def reliability(

@@ -1,8 +1,11 @@
 """The end-to-end demo behind ``privcal demo`` / ``make demo``.
 
 :func:`run_demo` runs every module named in :data:`SECTIONS` (modules of this package).  Each
-section module exposes ``run(ctx: DemoContext) -> list[str]`` returning Markdown lines for the
-report, and may set ``TITLE``.  Sections share one :class:`DemoContext`: the output folder, the
+section module exposes ``run(ctx: DemoContext) -> list[dict]`` returning
+:mod:`~privcal.experiments.document` blocks (raw numbers, never pre-formatted), and may set
+``TITLE``. The run writes the blocks to ``results.json`` and renders them twice, as
+``report.md`` and as the self-contained ``report.html`` (:mod:`privcal.experiments.html_report`,
+what ``privcal report`` writes).  Sections share one :class:`DemoContext`: the output folder, the
 seed, a Rich console and the digits distribution-shift data, built once on first use.  A section
 that raises is reported (console and report) and the others still run; :func:`run_demo` then
 raises :class:`DemoError` after writing the report.
@@ -26,7 +29,7 @@ import numpy as np
 from rich.console import Console
 
 from privcal._params import check_int
-from privcal.experiments.report import Section, write_report
+from privcal.experiments.report import Section, run_metadata, write_report, write_results
 from privcal.privacy import InsecureNoiseWarning
 
 if TYPE_CHECKING:
@@ -104,6 +107,14 @@ class DemoContext:
         path = save_figure(fig, self.figures_dir / f"{name}.png")
         return path.relative_to(self.out_dir).as_posix()
 
+    def figure(self, block: dict[str, Any], name: str) -> dict[str, Any]:
+        """Draw a figure block (:func:`~privcal.experiments.document.draw`), save it as
+        ``figures/<name>.png`` for ``report.md`` and record that path in the block."""
+        from privcal.experiments.document import draw
+
+        block["file"] = self.save_figure(draw(block), name)
+        return block
+
 
 def _run_section(name: str, ctx: DemoContext) -> Section:
     start = time.perf_counter()
@@ -112,8 +123,8 @@ def _run_section(name: str, ctx: DemoContext) -> Section:
         module: Any = importlib.import_module(f"{__name__}.{name}")
         title = getattr(module, "TITLE", title)
         ctx.console.rule(f"[bold]{title}")
-        lines = list(module.run(ctx))
-        return Section(name, title, lines, time.perf_counter() - start)
+        blocks = list(module.run(ctx))
+        return Section(name, title, blocks, time.perf_counter() - start)
     except Exception:  # a failing section must not hide the others
         tb = traceback.format_exc()
         ctx.console.print(f"[bold red]Section {name!r} failed:[/bold red]")
@@ -129,7 +140,7 @@ def run_demo(
     quick: bool = False,
     sections: tuple[str, ...] | None = None,
 ) -> Path:
-    """Run the demo sections and write ``out_dir/report.md``.
+    """Run the demo sections; write ``results.json``, ``report.md`` and ``report.html``.
 
     Parameters
     ----------
@@ -147,7 +158,7 @@ def run_demo(
     Returns
     -------
     pathlib.Path
-        The report's path.
+        The Markdown report's path (``report.html`` is beside it).
 
     Raises
     ------
@@ -177,7 +188,12 @@ def run_demo(
         if Path(sys.argv[0]).name == "privcal"
         else (f"run_demo({str(out)!r}, seed={seed}, quick={quick})")
     )
-    report = write_report(out, results, command=command, seed=seed, seconds=elapsed)
+    meta = run_metadata(command=command, seed=seed, seconds=elapsed)
+    write_results(out, results, meta)
+    report = write_report(out, results, command=command, seed=seed, seconds=elapsed, meta=meta)
+    from privcal.experiments.html_report import write_html
+
+    write_html(out, out / "report.html")
     failed = [s.name for s in results if s.error]
     if failed:
         raise DemoError(f"demo sections failed: {', '.join(failed)}; see {report}")

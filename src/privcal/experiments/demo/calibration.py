@@ -6,7 +6,7 @@ which accuracy, ECE and classwise ECE are measured before and after calibration.
 not apply (``platt`` is binary-only) and aliases (``temperature`` is ``nll-t``) are skipped.
 Outputs: a console table of means over corruptions, a per-corruption table in the report, the
 tidy results ``calibration.csv``, and before/after reliability diagrams for the clean set and
-the most miscalibrated corruption.
+the most miscalibrated corruption (from their per-bin data).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-from privcal.experiments.report import markdown_table
 
 if TYPE_CHECKING:
     from privcal.experiments.demo import DemoContext
@@ -83,10 +81,17 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:.2f}"
 
 
-def run(ctx: DemoContext) -> list[str]:
-    """Run the section; return its Markdown lines."""
+def run(ctx: DemoContext) -> list[dict[str, Any]]:
+    """Run the section; return its report blocks."""
     from privcal.calibrators import TemperatureScaling
-    from privcal.plots import before_after
+    from privcal.experiments.document import (
+        column,
+        reliability_figure,
+        table,
+        takeaway,
+        text,
+    )
+    from privcal.metrics import reliability
 
     data = ctx.data
     corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
@@ -144,7 +149,7 @@ def run(ctx: DemoContext) -> list[str]:
     base = means[UNCALIBRATED]
     cell = {(r["corruption"], r["method"]): r for r in rows}
 
-    table = Table(
+    console_table = Table(
         title=f"Mean over {len(corruptions)} corruptions (severity {SEVERITY}), test halves, %",
         title_justify="left",
     )
@@ -155,11 +160,11 @@ def run(ctx: DemoContext) -> list[str]:
         ("ΔECE", "right"),
         ("Classwise ECE", "right"),
     ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        console_table.add_column(col, justify=just)  # type: ignore[arg-type]
     for m in names:
         v = means[m]
         delta = "" if m == UNCALIBRATED else f"{100.0 * (v['ece'] - base['ece']):+.2f}"
-        table.add_row(
+        console_table.add_row(
             m,
             _pct(v["accuracy"]),
             _pct(v["ece"]),
@@ -167,81 +172,106 @@ def run(ctx: DemoContext) -> list[str]:
             _pct(v["classwise_ece"]),
             style="dim" if m == UNCALIBRATED else None,
         )
-    ctx.console.print(table)
+    ctx.console.print(console_table)
 
     # -- figures ---------------------------------------------------------------------------
     by_ece = {r["corruption"]: r["ece"] for r in rows if r["method"] == UNCALIBRATED}
     worst = max(by_ece, key=by_ece.__getitem__)
-    figures: list[tuple[str, str]] = []
     z_clean, y_clean = data.clean
     val_c, test_c = _halves(rng, y_clean.shape[0])
     z_worst, y_worst = data.shifted[(worst, SEVERITY)]
     val_w, test_w = splits[worst]
-    for label, z, y, val, test in (
-        ("clean", z_clean, y_clean, val_c, test_c),
-        (f"{worst} (severity {SEVERITY})", z_worst, y_worst, val_w, test_w),
+    figures = []
+    for label, stem, z, y, val, test in (
+        ("Clean test set", "calibration_clean", z_clean, y_clean, val_c, test_c),
+        (
+            f"{worst} (severity {SEVERITY})",
+            f"calibration_{worst}",
+            z_worst,
+            y_worst,
+            val_w,
+            test_w,
+        ),
     ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             after = TemperatureScaling("nll").fit(z[val], y[val]).predict_proba(z[test])
-        fig = before_after(
-            z[test],
-            after,
-            y[test],
-            (f"{label}: uncalibrated", f"{label}: temperature scaling"),
-            input_before="logits",
+        block = reliability_figure(
+            f"{label}: before and after temperature scaling (test half)",
+            [
+                ("uncalibrated", reliability(z[test], y[test], input="logits")),
+                ("temperature scaling", reliability(after, y[test])),
+            ],
         )
-        stem = "calibration_clean" if label == "clean" else f"calibration_{worst}"
-        figures.append((label, ctx.save_figure(fig, stem)))
+        figures.append(ctx.figure(block, stem))
 
     # -- report ----------------------------------------------------------------------------
-    lines = [
-        f"A small MLP trained on clean scikit-learn digits (train accuracy "
-        f"{100 * data.train_accuracy:.1f}%), evaluated on {len(corruptions)} corruptions at "
-        f"severity {SEVERITY}. Each shifted set is split into a validation half (fit) and a test "
-        f"half (measure); all numbers are percentages on the test halves, 15 equal-width bins.",
-        "",
-        "### Mean over corruptions",
-        "",
-        *markdown_table(
-            ["Method", "Accuracy", "ECE", "ΔECE", "Classwise ECE"],
-            [
-                [
-                    m,
-                    _pct(means[m]["accuracy"]),
-                    _pct(means[m]["ece"]),
-                    "" if m == UNCALIBRATED else f"{100 * (means[m]['ece'] - base['ece']):+.2f}",
-                    _pct(means[m]["classwise_ece"]),
-                ]
-                for m in names
-            ],
+    mean_rows = [
+        {
+            "method": m,
+            **means[m],
+            "delta": None if m == UNCALIBRATED else means[m]["ece"] - base["ece"],
+        }
+        for m in names
+    ]
+    per_rows = [
+        {
+            "corruption": c,
+            "accuracy": cell[c, UNCALIBRATED]["accuracy"],
+            **{m: cell[c, m]["ece"] for m in names},
+        }
+        for c in corruptions
+    ]
+    best = min(methods, key=lambda m: means[m]["ece"])
+    ts = means["temperature"]
+    blocks = [
+        takeaway(
+            f"Under distribution shift the network is over-confident: its mean ECE over "
+            f"{len(corruptions)} corruptions is {100 * base['ece']:.2f}% at "
+            f"{100 * base['accuracy']:.2f}% accuracy. Temperature scaling on a validation half "
+            f"brings it to {100 * ts['ece']:.2f}%; the lowest is {best} "
+            f"({100 * means[best]['ece']:.2f}%)."
         ),
-        "",
-        "### ECE per corruption",
-        "",
-        *markdown_table(
-            ["Corruption", "Accuracy", *names],
-            [
-                [
-                    c,
-                    _pct(cell[c, UNCALIBRATED]["accuracy"]),
-                    *(_pct(cell[c, m]["ece"]) for m in names),
-                ]
-                for c in corruptions
-            ],
+        text(
+            f"A small MLP trained on clean scikit-learn digits (train accuracy "
+            f"{100 * data.train_accuracy:.1f}%), evaluated on {len(corruptions)} corruptions at "
+            f"severity {SEVERITY}. Each shifted set is split into a validation half (fit) and a "
+            f"test half (measure); every number is measured on the test halves."
         ),
-        "",
+        table(
+            "Mean over corruptions",
+            [
+                column("method", "Method"),
+                column("accuracy", "Accuracy", "percent"),
+                column("ece", "ECE", "percent"),
+                column("delta", "ΔECE", "pp"),
+                column("classwise_ece", "Classwise ECE", "percent"),
+            ],
+            mean_rows,
+        ),
+        table(
+            "ECE per corruption",
+            [
+                column("corruption", "Corruption"),
+                column("accuracy", "Accuracy", "percent"),
+                *(column(m, m, "percent") for m in names),
+            ],
+            per_rows,
+            note="Accuracy is the uncalibrated model's; the other columns are ECE (%).",
+        ),
     ]
     if skipped:
-        lines += ["Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()) + ".", ""]
+        blocks.append(
+            text("Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()) + ".")
+        )
     if any(warned.values()):
-        lines += [
-            "Warnings while fitting: "
-            + ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
-            + ".",
-            "",
-        ]
-    lines += [f"Tidy results: [`{csv_path.name}`]({csv_path.name}).", ""]
-    lines += ["### Reliability diagrams (temperature scaling, fitted on the validation half)", ""]
-    lines += [f"![{label}]({path})" for label, path in figures]
-    return lines
+        blocks.append(
+            text(
+                "Warnings while fitting: "
+                + ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
+                + "."
+            )
+        )
+    blocks.append(text(f"Tidy results: `{csv_path.name}` (one row per corruption and method)."))
+    blocks += figures
+    return blocks

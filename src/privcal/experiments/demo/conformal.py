@@ -8,11 +8,10 @@ are split into ``n = 5000`` calibration and test points. At ``alpha = 0.1``:
 * private conformal (LAC, ``epsilon = 1``, ``m*`` and ``gamma*`` automatic,
   ``SeededNoise(ctx.seed)``) on the same probabilities;
 * private conformal on the *uncalibrated* softmax, to show why the scaling matters: the network
-  is over-confident on the shifted images, so a quarter of the true-label LAC scores ``1 - p_y``
-  sit within ``1/m*`` of 1 (more than ``1 - q~``) and Algorithm 5's small ``m*`` (256 at
-  ``n = 5000``, ``epsilon = 1``) can only release the last edge, 1: every set is the full set
-  (coverage 1, no information). The
-  temperature (about 5) spreads the scores over [0, 1] and the private sets become informative.
+  is over-confident on the shifted images, so many true-label LAC scores ``1 - p_y`` pile up
+  near 1, the released threshold sits near 1 and a share of the sets is the full label set
+  (the report gives the share). The temperature (about 5) spreads the scores over [0, 1] and
+  the private sets become informative.
 
 Coverage and mean set size on one split (the estimators themselves) and their distribution over
 ``R`` random splits (:class:`~privcal.conformal.simulate.SplitSimulator`, 200 splits, 50 with
@@ -27,11 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.table import Table
 
-from privcal.experiments.report import markdown_table
-
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from privcal.experiments.demo import DemoContext
 
 __all__ = ["ALPHA", "EPSILON", "TITLE", "run"]
@@ -45,40 +40,52 @@ EPSILON = 1.0
 N_FIT, N_CAL = 3000, 5000
 
 
-def _figure(sizes: dict[str, np.ndarray], coverage: dict[str, np.ndarray], C: int) -> Figure:
-    from matplotlib.figure import Figure
+def _figure(
+    sizes: dict[str, np.ndarray], coverage: dict[str, np.ndarray], C: int
+) -> dict[str, Any]:
+    """Set sizes on one split (fractions of test points) and coverage over splits (counts)."""
+    from privcal.experiments.document import bar_figure
 
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
-    ax_size, ax_cov = fig.subplots(1, 2)
-    labels = list(sizes)
-    width = 0.8 / len(labels)
-    for i, name in enumerate(labels):
-        freq = np.bincount(sizes[name], minlength=C + 1)[1:] / sizes[name].size
-        ax_size.bar(
-            np.arange(1, C + 1) + (i - (len(labels) - 1) / 2) * width, freq, width, label=name
-        )
-    ax_size.set_xticks(np.arange(1, C + 1))
-    ax_size.set_xlabel("set size (one split, test points)")
-    ax_size.set_ylabel("fraction of test points")
-    ax_size.legend(fontsize=8)
     lo = min(float(c.min()) for c in coverage.values())
     hi = max(float(c.max()) for c in coverage.values())
     edges = np.linspace(lo - 1e-3, hi + 1e-3, 31)
-    for name, c in coverage.items():
-        ax_cov.hist(c, bins=edges, histtype="step", linewidth=1.5, label=name)
-    ax_cov.axvline(1 - ALPHA, color="k", linestyle="--", linewidth=1)
-    ax_cov.set_xlabel("coverage (random splits)")
-    ax_cov.set_ylabel("splits")
-    ax_cov.legend(fontsize=8)
-    fig.suptitle(f"Prediction sets at alpha = {ALPHA}, digits pooled at severity 5")
-    return fig
+    x = np.arange(1, C + 1)
+    return bar_figure(
+        f"Prediction sets at alpha = {ALPHA}, digits pooled at severity 5",
+        [
+            {
+                "title": "Set sizes (one split)",
+                "xlabel": "set size",
+                "ylabel": "fraction of test points",
+                "series": [
+                    {
+                        "name": name,
+                        "x": x,
+                        "y": np.bincount(s, minlength=C + 1)[1:] / s.size,
+                    }
+                    for name, s in sizes.items()
+                ],
+            },
+            {
+                "title": f"Coverage over random splits (target {1 - ALPHA:g})",
+                "xlabel": "coverage",
+                "ylabel": "splits",
+                "vline": 1 - ALPHA,
+                "series": [
+                    {"name": name, "edges": edges, "counts": np.histogram(c, edges)[0]}
+                    for name, c in coverage.items()
+                ],
+            },
+        ],
+    )
 
 
-def run(ctx: DemoContext) -> list[str]:
-    """Run the section; return its Markdown lines."""
+def run(ctx: DemoContext) -> list[dict[str, Any]]:
+    """Run the section; return its report blocks."""
     from privcal.calibrators import TemperatureScaling
     from privcal.conformal import FullSetWarning, PrivateConformal, SplitConformal, lac_scores
     from privcal.conformal.simulate import SplitSimulator
+    from privcal.experiments.document import column, table, takeaway, text
     from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
 
@@ -107,7 +114,7 @@ def run(ctx: DemoContext) -> list[str]:
         k: SplitSimulator(lac_scores(p), y[rest], n=N_CAL, splits=R, seed=ctx.seed)
         for k, p in probs.items()
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
     sizes: dict[str, np.ndarray] = {}
     coverage: dict[str, np.ndarray] = {}
     for name, est in methods.items():
@@ -125,58 +132,87 @@ def run(ctx: DemoContext) -> list[str]:
         sizes[name], coverage[name] = size, res.coverage
         private = isinstance(est, PrivateConformal)
         rows.append(
-            [
-                name,
-                f"{sets[np.arange(test.size), y[test]].mean():.4f}",
-                f"{size.mean():.3f}",
-                f"{(size == C).mean():.3f}",
-                f"{est.threshold_:.4f}",
-                f"m={est.bins_}, q~={est.level_:.4f}" if private else f"k={est.rank_}",
-                f"{res.mean_coverage:.4f} ± {res.se_coverage:.4f}",
-                f"{res.mean_size:.3f}",
-            ]
+            {
+                "method": name,
+                "coverage": float(sets[np.arange(test.size), y[test]].mean()),
+                "size": float(size.mean()),
+                "full": float((size == C).mean()),
+                "threshold": float(est.threshold_),
+                "level": f"m={est.bins_}, q~={est.level_:.4f}" if private else f"k={est.rank_}",
+                "split_coverage": float(res.mean_coverage),
+                "split_coverage_se": float(res.se_coverage),
+                "split_size": float(res.mean_size),
+            }
         )
-    header = [
-        "Method",
-        "Coverage",
-        "Mean size",
-        "Full sets",
-        "Threshold",
-        "Level",
-        f"Coverage over {R} splits",
-        f"Size over {R} splits",
+    columns = [
+        column("method", "Method"),
+        column("coverage", "Coverage", "percent"),
+        column("size", "Mean size", "number"),
+        column("full", "Full sets", "percent"),
+        column("threshold", "Threshold", "fraction"),
+        column("level", "Level"),
+        column("split_coverage", f"Coverage over {R} splits", "percent", se="split_coverage_se"),
+        column("split_size", f"Size over {R} splits", "number"),
     ]
-    table = Table(
+    header = [c["label"] for c in columns]
+    console_table = Table(
         title=f"LAC prediction sets, alpha = {ALPHA}, n = {N_CAL} calibration, "
         f"{test.size} test points",
         title_justify="left",
     )
     for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        console_table.add_column(col, justify="left" if i == 0 else "right")
     for r in rows:
-        table.add_row(*r)
-    ctx.console.print(table)
-    path = ctx.save_figure(_figure(sizes, coverage, C), "conformal_sets")
+        console_table.add_row(
+            r["method"],
+            f"{100 * r['coverage']:.2f}%",
+            f"{r['size']:.3f}",
+            f"{100 * r['full']:.1f}%",
+            f"{r['threshold']:.4f}",
+            r["level"],
+            f"{100 * r['split_coverage']:.2f}% ± {100 * r['split_coverage_se']:.2f}",
+            f"{r['split_size']:.3f}",
+        )
+    ctx.console.print(console_table)
+    figure = ctx.figure(_figure(sizes, coverage, C), "conformal_sets")
     T = float(ts.temperature_)
     raw = sims["raw"].sorted_scores
     m_raw = methods[f"private ε={EPSILON:g} (uncalibrated)"].bins_
     last = float((raw > 1 - 1 / m_raw).mean())
+    by = {r["method"]: r for r in rows}
+    split_r = by["split (temperature-scaled)"]
+    priv_r = by[f"private ε={EPSILON:g} (temperature-scaled)"]
+    raw_r = by[f"private ε={EPSILON:g} (uncalibrated)"]
     return [
-        f"digits_shift pooled over {len(ctx.data.corruptions)} corruptions at severity 5 "
-        f"({y.size} rows, accuracy {(z.argmax(1) == y).mean():.1%}). {N_FIT} random rows fit "
-        f"a temperature (NLL, T = {T:.2f}); the other rows are split into n = {N_CAL} "
-        f"calibration and {test.size} test points. LAC scores, alpha = {ALPHA}; the private "
-        f"threshold is epsilon = {EPSILON:g}-DP with m* and gamma* chosen automatically "
-        f"(SeededNoise({ctx.seed}), a simulation).",
-        "",
-        *markdown_table(header, rows),
-        "",
-        "Without the temperature the network is over-confident on the shifted images: "
-        f"{last:.1%} of the true-label scores 1 - p_y lie in the last of Algorithm 5's "
-        f"m* = {m_raw} equal-width bins (above 1 - 1/m*), more than 1 - q~, so the mechanism "
-        "can only release the edge 1 and every private set is the full label set "
-        "(coverage 1, no information). Temperature scaling, fitted on separate rows, spreads the "
-        "scores and the private sets cost little more than the non-private ones.",
-        "",
-        f"![Prediction sets]({path})",
+        takeaway(
+            f"Private prediction sets (ε = {EPSILON:g}) on temperature-scaled scores cover "
+            f"{100 * priv_r['split_coverage']:.2f}% of test points on average over {R} splits "
+            f"(target {100 * (1 - ALPHA):g}%) with mean size {priv_r['split_size']:.2f}, against "
+            f"{split_r['split_size']:.2f} for non-private split conformal; on uncalibrated scores "
+            f"{100 * raw_r['full']:.1f}% of the private sets are the full label set."
+        ),
+        text(
+            f"digits_shift pooled over {len(ctx.data.corruptions)} corruptions at severity 5 "
+            f"({y.size} rows, accuracy {(z.argmax(1) == y).mean():.1%}). {N_FIT} random rows "
+            f"fit a temperature (NLL, T = {T:.2f}); the other rows are split into n = {N_CAL} "
+            f"calibration and {test.size} test points. LAC scores, alpha = {ALPHA}; the private "
+            f"threshold is epsilon = {EPSILON:g}-DP for substituting one calibration example "
+            f"(n public), with its grid chosen automatically (SeededNoise({ctx.seed}), a "
+            "simulation)."
+        ),
+        table(
+            f"LAC prediction sets, alpha = {ALPHA}, n = {N_CAL} calibration, {test.size} test "
+            "points",
+            columns,
+            rows,
+        ),
+        text(
+            "Without the temperature the network is over-confident on the shifted images: "
+            f"{last:.1%} of the true-label scores 1 - p_y lie above 1 - 1/m for the private "
+            f"grid's m = {m_raw} bins, so the released threshold sits near 1 and "
+            f"{100 * raw_r['full']:.1f}% of the sets are the full label set. Temperature "
+            "scaling, fitted on separate rows, spreads the "
+            "scores and the private sets cost little more than the non-private ones."
+        ),
+        figure,
     ]

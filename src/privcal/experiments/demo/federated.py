@@ -1,109 +1,135 @@
 """Demo section: federated calibration over 100 Dirichlet clients (seed 003), simulated.
 
 The digits_shift severity-5 pool is dealt to 100 clients with label skew beta = 0.1; each
-client keeps half its rows for calibration. FedTemp and weighted FedBBQ run T = 12 rounds with
-client sampling p = 0.1, without DP and with user-level (epsilon = 1, delta = 1e-5) DP.
-The table starts with the uncalibrated model on the same held-out rows, and every row gives
-its accuracy change against it: temperature scaling cannot change the argmax, but the binning
-methods (FedBBQ) map each class's score through its own binning, so the top class can change;
-under DP the noise on the bin counts makes those maps noisy and the argmax changes more often,
-which is what costs FedBBQ accuracy. A row that loses more than half a point of accuracy is
-marked and named under the table, never dropped silently, and so is a row whose cwECE is
-worse than the uncalibrated model's.
+client keeps half its rows for calibration and half for test. FedTemp and FedBBQ (weighted and
+unweighted) run T = 12 rounds with client sampling p = 0.1, without DP and with user-level
+(epsilon = 1, delta = 1e-5) DP, over :data:`DRAWS` independent draws of the partition and the
+split (3 with ``--quick``). The table starts with the uncalibrated model on the same held-out
+rows and gives the mean over draws of classwise ECE (the objective of seed 003), ECE and
+accuracy, and the paired difference to the uncalibrated model with its SE over draws.
+
+The worse-than-doing-nothing mark is the scoreboard's paired test
+(:func:`privcal.experiments.scoreboard.worse_than_nothing`, through the scoreboard's own row
+function): a row is marked when the mean per-draw difference of classwise ECE, or of the error
+rate 1 - accuracy, to the uncalibrated model is above 2 SE; the mark names which failed. The
+same test marks the demo's scoreboard, so the two never disagree. Temperature scaling cannot
+change the argmax; the binning methods map each class's score on its own, so the top class can
+change.
 Needs NumPy and SciPy only (Flower is not used for the simulation).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from privcal.experiments.demo import DemoContext
 
-__all__ = ["TITLE", "run"]
+__all__ = ["DRAWS", "METHODS", "TITLE", "run"]
 
 TITLE = "Federated calibration with user-level DP (simulated, 100 clients)"
+#: Independent draws of the partition and the calibration/test split.
+DRAWS = 5
+#: Row label -> federated method name.
+METHODS = {
+    "FedTemp": "fedtemp",
+    "FedBBQ (all weight)": "fedbbq-all",
+    "FedBBQ (unweighted)": "fedbbq",
+}
+_DELTA = 1e-5
 
 
-def run(ctx: DemoContext) -> list[str]:
-    """Run FedTemp / FedBBQ with and without DP; return a Markdown table."""
-    from privcal.experiments.report import markdown_table
+def run(ctx: DemoContext) -> list[dict[str, Any]]:
+    """Run FedTemp / FedBBQ with and without DP over several draws; return the report blocks."""
+    from privcal.experiments.document import column, table, takeaway, text
+    from privcal.experiments.scoreboard import _metrics, _row
     from privcal.federated import dirichlet_partition, simulate, split_clients
+    from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
 
     z, y = ctx.data.pool(5)[:2]
-    parts = dirichlet_partition(y, 100, 0.1, seed=ctx.seed)
-    cal_p, test_p = split_clients(parts, 0.5, seed=ctx.seed)
-    test = np.concatenate(test_p)
     rounds = 6 if ctx.quick else 12
-    rows: list[list[str]] = []
-    base = None
-    drops: list[str] = []
-    worse: list[str] = []
-    for label, method in (
-        ("FedTemp", "fedtemp"),
-        ("FedBBQ (all weight)", "fedbbq-all"),
-        ("FedBBQ (unweighted)", "fedbbq"),
-    ):
-        for eps in (None, 1.0):
-            _, hist = simulate(
-                method,
-                z,
-                y,
-                cal_p,
-                rounds=rounds,
-                epsilon=eps,
-                delta=None if eps is None else 1e-5,
-                seed=ctx.seed,
-                noise=None if eps is None else SeededNoise(ctx.seed + 1),  # reproducible demo
-                aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-                sample_rate=0.1,
-                eval_logits=z[test],
-                eval_labels=y[test],
-                eval_every=rounds,
+    draws = 3 if ctx.quick else DRAWS
+    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
+    for d in range(draws):
+        seed = ctx.seed + d
+        parts = dirichlet_partition(y, 100, 0.1, seed=seed)
+        cal_p, test_p = split_clients(parts, 0.5, seed=seed)
+        test = np.concatenate(test_p)
+        values.setdefault(("uncalibrated", np.inf), []).append(_metrics(softmax(z[test]), y[test]))
+        for label, method in METHODS.items():
+            for eps in (np.inf, 1.0):
+                dp: dict[str, Any] = {} if eps == np.inf else {"epsilon": eps, "delta": _DELTA}
+                cal, _ = simulate(
+                    method,
+                    z,
+                    y,
+                    cal_p,
+                    rounds=rounds,
+                    seed=seed,
+                    noise=SeededNoise(seed + 1),  # reproducible demo
+                    aggregation="trusted",  # seed 003: client sampling, the server adds the noise
+                    sample_rate=0.1,
+                    **dp,
+                )
+                values.setdefault((label, eps), []).append(
+                    _metrics(cal.predict_proba(z[test]), y[test])
+                )
+    base = np.array(values[("uncalibrated", np.inf)])
+    rows: list[dict[str, Any]] = []
+    for (label, eps), v in values.items():
+        r = _row("federated", "digits_shift", label, eps, label, np.array(v), base, key=1)
+        r["dp"] = "none" if eps == np.inf else f"({eps:g}, {_DELTA:g})"
+        r["accuracy_change"] = r["accuracy"] - float(base[:, 2].mean())
+        if r["worse"]:
+            r["_mark"] = f"WORSE ({r['why']})"
+        rows.append(r)
+        ctx.console.print(
+            f"{label:22s} DP={r['dp']:12s} cwECE {100 * r['cwece']:.2f}%  accuracy "
+            f"{100 * r['accuracy']:.2f}% ({100 * r['accuracy_change']:+.2f} pp)"
+            + (f"  WORSE ({r['why']})" if r["worse"] else "")
+        )
+    uncal = rows[0]
+    worse = [f"{r['method']} with DP {r['dp']}" for r in rows if r["worse"]]
+    private = [r for r in rows if r["dp"] != "none"]
+    best = min(private, key=lambda r: r["cwece"])
+    blocks = [
+        takeaway(
+            f"Federated over 100 clients with user-level (1, {_DELTA:g})-DP, {best['method']} has "
+            f"the lowest classwise ECE ({100 * best['cwece']:.2f}% vs {100 * uncal['cwece']:.2f}% "
+            f"uncalibrated, {100 * best['diff']:+.2f} ± {100 * best['diff_se']:.2f} pp over "
+            f"{draws} draws); "
+            + (
+                f"{len(worse)} row(s) worse than doing nothing: {', '.join(worse)}."
+                if worse
+                else "no row is worse than doing nothing (paired test over draws)."
             )
-            base = hist[0]  # round 0: the uncalibrated model on the held-out rows
-            if not rows:
-                rows.append(_row("uncalibrated", "-", base, base))
-            h = hist[-1]
-            dp_label = "none" if eps is None else f"({eps:g}, 1e-5)"
-            rows.append(_row(label, dp_label, h, base))
-            if h["cwece"] > base["cwece"]:
-                rows[-1][0] += " (x)"
-                worse.append(f"{label} with DP {dp_label}")
-            if h["accuracy"] < base["accuracy"] - 0.005:
-                rows[-1][0] += " (!)"
-                drops.append(f"{label} with DP {dp_label}")
-            ctx.console.print(
-                f"{rows[-1][0]:26s} DP={dp_label:12s} cwECE {rows[-1][2]}%  accuracy "
-                f"{rows[-1][3]}% ({rows[-1][4]} vs uncalibrated)"
-            )
-    assert base is not None
-    lines = [
-        f"digits_shift (severity 5, {z.shape[0]} rows) over 100 clients, Dirichlet beta = 0.1, "
-        f"p = 0.1, T = {rounds}; uncalibrated cwECE {100 * base['cwece']:.2f}%, accuracy "
-        f"{100 * base['accuracy']:.1f}% on the clients' held-out rows.",
-        "",
-        *markdown_table(
-            ["method", "user-level DP", "cwECE (%)", "accuracy (%)", "accuracy change (points)"],
+        ),
+        text(
+            f"digits_shift (severity 5, {z.shape[0]} rows) over 100 clients, Dirichlet beta = "
+            f"0.1, p = 0.1, T = {rounds} rounds, under DP a trusted server adding the Gaussian "
+            f"noise (seed 003); {draws} draws of the partition and of each "
+            "client's calibration/test halves. Means over draws on the clients' held-out rows; "
+            "'vs none' is the paired difference of classwise ECE to the uncalibrated model "
+            "± its SE over draws. **WORSE** marks a mean difference above 2 SE (classwise ECE, "
+            "or the error rate 1 - accuracy), the scoreboard's test."
+        ),
+        table(
+            f"Federated calibration on digits_shift, mean over {draws} draws",
+            [
+                column("method", "Method"),
+                column("dp", "User-level DP (ε, δ)"),
+                column("cwece", "Classwise ECE", "percent"),
+                column("diff", "vs none, classwise ECE", "pp", se="diff_se"),
+                column("ece", "ECE", "percent"),
+                column("accuracy", "Accuracy", "percent"),
+                column("accuracy_change", "Accuracy change", "pp"),
+            ],
             rows,
         ),
     ]
     if worse:
-        lines += ["", f"(x) cwECE worse than uncalibrated: {', '.join(worse)}."]
-    if drops:
-        lines += [
-            "",
-            f"(!) loses accuracy: {', '.join(drops)}. Binning maps each class's score on its "
-            "own, so the top class can change; DP noise on the bin counts makes that more "
-            "frequent. Temperature scaling keeps the argmax.",
-        ]
-    return lines
-
-
-def _row(label: str, dp: str, h: dict[str, float], base: dict[str, float]) -> list[str]:
-    """One table row: cwECE and accuracy (%) and the accuracy change against uncalibrated."""
-    change = 100 * (h["accuracy"] - base["accuracy"])
-    return [label, dp, f"{100 * h['cwece']:.2f}", f"{100 * h['accuracy']:.1f}", f"{change:+.1f}"]
+        blocks.append(text(f"Marked worse than doing nothing: {', '.join(worse)}."))
+    return blocks

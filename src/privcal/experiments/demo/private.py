@@ -10,11 +10,9 @@ on :class:`~privcal.private.DataSource` objects, with its privacy report.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
-
-from privcal.experiments.report import markdown_table
 
 if TYPE_CHECKING:
     from privcal.experiments.demo import DemoContext
@@ -25,7 +23,9 @@ TITLE = "Private recalibration across data sources (epsilon = 1)"
 N_SOURCES, N_SAMPLES, EPSILON, SEVERITY = 25, 12, 1.0, 5
 
 
-def run(ctx: DemoContext) -> list[str]:
+def run(ctx: DemoContext) -> list[dict[str, Any]]:
+    """Run the section; return its report blocks."""
+    from privcal.experiments.document import column, privacy_block, table, takeaway, text
     from privcal.experiments.luo2020 import GridPoint
     from privcal.experiments.luo2020 import run as luo_run
     from privcal.metrics import ece
@@ -39,13 +39,15 @@ def run(ctx: DemoContext) -> list[str]:
     res = luo_run(sets, trials=trials, grid=grid, seed=ctx.seed, progress=False)
     tab = res.table()
 
-    table = Table(title=f"Test ECE, median over {len(sets)} corruptions (severity {SEVERITY})")
-    table.add_column("method")
-    table.add_column("median ECE", justify="right")
-    table.add_column("mean ECE", justify="right")
+    console_table = Table(
+        title=f"Test ECE (%), median over {len(sets)} corruptions (severity {SEVERITY})"
+    )
+    console_table.add_column("method")
+    console_table.add_column("median ECE", justify="right")
+    console_table.add_column("mean ECE", justify="right")
     for m, (med, mean) in tab.items():
-        table.add_row(m, f"{med:.4f}", f"{mean:.4f}")
-    ctx.console.print(table)
+        console_table.add_row(m, f"{100 * med:.2f}", f"{100 * mean:.2f}")
+    ctx.console.print(console_table)
 
     # one end-to-end fit on DataSource objects (seeded noise: simulation only)
     z, y = sets["fog"]
@@ -71,25 +73,53 @@ def run(ctx: DemoContext) -> list[str]:
     after = ece(cal.predict_proba(z[test]), y[test], 15)
     ctx.console.print(
         f"fog: Acc-T over {N_SOURCES} sources -> T={cal.temperature_:.2f}, test ECE "
-        f"{before:.3f} -> {after:.3f}; {len(rep)} releases, epsilon={rep.epsilon:g} per source"
+        f"{100 * before:.2f}% -> {100 * after:.2f}%; {len(rep)} releases, "
+        f"epsilon={rep.epsilon:g} per source"
     )
-    rows = [[m, f"{med:.4f}", f"{mean:.4f}"] for m, (med, mean) in tab.items()]
     best = min(
         (m for m in tab if m not in ("No recalibration", "One source")), key=lambda m: tab[m][0]
     )
+    none = tab["No recalibration"][0]
+    ledgers = [
+        {"source": src.name, "budget": src.budget, "spent": src.spent, "remaining": src.remaining}
+        for src in sources
+    ]
     return [
-        f"{N_SOURCES} simulated sources x {N_SAMPLES} examples per corruption, epsilon = "
-        f"{EPSILON:g} per source (pure DP, Laplace; seeded simulation noise), {trials} random "
-        f"splits; per-corruption mean test ECE (15 bins), then median / mean over the "
-        f"{len(sets)} corruptions at severity {SEVERITY}.",
-        "",
-        *markdown_table(["method", "median ECE", "mean ECE"], rows),
-        "",
-        f"Best private method: **{best}** (median ECE {tab[best][0]:.4f} vs "
-        f"{tab['No recalibration'][0]:.4f} without recalibration).",
-        "",
-        f"End to end on `DataSource` objects (fog): Acc-T fitted T = {cal.temperature_:.2f}; "
-        f"test ECE {before:.3f} -> {after:.3f}; privacy report: {len(rep)} releases, "
-        f"epsilon = {rep.epsilon:g} per source (basic composition within a source, parallel "
-        "across sources).",
+        takeaway(
+            f"With {N_SOURCES} sources of {N_SAMPLES} examples each at ε = {EPSILON:g} per "
+            f"source, private {best} recalibration takes the median test ECE from "
+            f"{100 * none:.2f}% to {100 * tab[best][0]:.2f}% "
+            f"({100 * (tab[best][0] - none):+.2f} pp)."
+        ),
+        text(
+            f"{N_SOURCES} simulated sources x {N_SAMPLES} examples per corruption, epsilon = "
+            f"{EPSILON:g} per source (pure DP, Laplace; seeded simulation noise), {trials} random "
+            f"splits; per-corruption mean test ECE, then median / mean over the "
+            f"{len(sets)} corruptions at severity {SEVERITY}."
+        ),
+        table(
+            "Test ECE of private recalibration",
+            [
+                column("method", "Method"),
+                column("median", "Median ECE", "percent"),
+                column("mean", "Mean ECE", "percent"),
+            ],
+            [{"method": m, "median": med, "mean": mean} for m, (med, mean) in tab.items()],
+        ),
+        text(
+            f"Best private method: **{best}** (median ECE {100 * tab[best][0]:.2f}% vs "
+            f"{100 * none:.2f}% without recalibration)."
+        ),
+        text(
+            f"End to end on `DataSource` objects (fog): Acc-T fitted T = {cal.temperature_:.2f}; "
+            f"test ECE {100 * before:.2f}% -> {100 * after:.2f}%."
+        ),
+        privacy_block(
+            rep,
+            title="Privacy of the end-to-end fit",
+            trust="each source keeps its rows and its budget (a privacy odometer) and adds the "
+            "noise to its own answers; the party fitting the calibrator sees only noisy answers, "
+            "so no one is trusted with another source's data.",
+            ledgers=ledgers,
+        ),
     ]

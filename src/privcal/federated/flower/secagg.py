@@ -221,6 +221,7 @@ def _main(grid: Any, context: Context) -> None:
             dump_json(out_dir / "privacy_report.json", report.to_dict())
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", fm.calibrator(strategy.state, c).to_dict())
+        dump_json(out_dir / "config.json", cfg)
         dump_json(
             out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in strategy.state.items()}
         )

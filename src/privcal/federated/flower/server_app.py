@@ -18,7 +18,8 @@ also has ``n_clients``, ``sampled`` and ``seconds``, and a round with fewer than
 ``min-clients`` accepted updates stops the run. The operator running the SuperLink sees which
 nodes connect and reply (Flower shows it); that participation metadata is not released.
 Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``), ``history.json``,
-``state.json`` and, under DP, ``privacy_report.json``.
+``state.json``, ``config.json`` (the run configuration) and, under DP, ``privacy_report.json``;
+``privcal report`` reads the folder.
 """
 
 from __future__ import annotations
@@ -309,6 +310,7 @@ def _finish(
     if out_dir is None:
         return cal
     dump_json(out_dir / "calibrator.json", cal.to_dict())
+    dump_json(out_dir / "config.json", cfg)
     dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
     if report is not None:
         dump_json(out_dir / "privacy_report.json", report.to_dict())
@@ -390,6 +392,7 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
     _end(grid, nodes, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
+        dump_json(out_dir / "config.json", cfg)
         dump_json(
             out_dir / "history.json",
             [

@@ -213,14 +213,15 @@ def dump_json(path: Path, obj: Any) -> None:
 def compare_uncalibrated(
     cal: Any, z: np.ndarray, y: np.ndarray, n_bins: int = 15
 ) -> dict[str, Any]:
-    """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``.
+    """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``,
+    and both reliability diagrams' per-bin data (``reliability``, for ``privcal report``).
 
     ``worse`` is true when the calibrated ECE (equal-width, ``n_bins`` bins) exceeds the
     uncalibrated one on these rows; ``summary`` is a one-line account (with ``WARNING`` first
     when worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
     server's own split, or a client's own console).
     """
-    from privcal.metrics import accuracy, classwise_ece, ece
+    from privcal.metrics import accuracy, classwise_ece, ece, reliability
     from privcal.metrics.statistics import softmax
 
     before, after = softmax(z), cal.predict_proba(z)
@@ -229,6 +230,10 @@ def compare_uncalibrated(
         out[name] = [float(fn(before, y, n_bins)), float(fn(after, y, n_bins))]
     out["accuracy"] = [float(accuracy(before, y)), float(accuracy(after, y))]
     out["worse"] = bool(out["ece"][1] > out["ece"][0])
+    out["reliability"] = {
+        "before": reliability(before, y, n_bins).to_dict(),
+        "after": reliability(after, y, n_bins).to_dict(),
+    }
     line = (
         f"ECE {out['ece'][0]:.4f} -> {out['ece'][1]:.4f}, classwise ECE {out['cwece'][0]:.4f} -> "
         f"{out['cwece'][1]:.4f}, accuracy {out['accuracy'][0]:.4f} -> {out['accuracy'][1]:.4f} "

@@ -1,0 +1,218 @@
+"""The machine-readable summaries that ``privcal fit``, ``evaluate`` and ``conformal`` write.
+
+``privcal report`` builds its HTML from these files (and from the outputs of ``privcal demo``,
+``privcal federate server`` and ``privcal bench scoreboard``), never from the console output.
+Every summary is a JSON object with ``"privcal": <verb>``, the privcal version and the command
+line, then the verb's numbers as raw values (metrics as fractions; :func:`jsonable` turns
+``inf`` into ``"inf"`` and ``nan`` into ``null``).
+
+What each verb writes
+---------------------
+* ``privcal fit --out cal.json``: the calibrator and ``cal.summary.json``: method, class,
+  parameters, warnings; for a non-private fit the metrics and reliability data of the input
+  scores before and after the calibrator (on the data it was fitted on); for a private fit its
+  privacy report and, with ``--sources``, each ledger's state after the fit, and **no**
+  statistic of the private data (those would be releases nobody paid for).
+* ``privcal evaluate --out eval.json``: the metrics table and the reliability data before (and
+  after, with ``--calibrator``).
+* ``privcal conformal --out sets.csv``: the sets and ``sets.summary.json``: the summary the
+  command prints, the set-size counts, coverage by set size (with test labels) and the privacy
+  report of a private threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privcal import __version__
+from privcal.experiments.document import jsonable, reliability_data
+
+__all__ = [
+    "KINDS",
+    "conformal_summary_data",
+    "evaluate_summary",
+    "fit_summary",
+    "summary_path",
+    "write_summary",
+]
+
+#: Values of the ``"privcal"`` key of the files ``privcal report`` reads.
+KINDS = ("demo", "fit", "evaluate", "conformal", "scoreboard")
+
+
+def summary_path(out: str | Path) -> Path:
+    """The summary written beside an output file: ``cal.json`` -> ``cal.summary.json``."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.summary.json")
+
+
+def _command() -> str:
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).name == "privcal":
+        argv[0] = "privcal"
+    return " ".join(argv)
+
+
+def write_summary(path: str | Path, kind: str, data: Mapping[str, Any]) -> Path:
+    """Write ``{"privcal": kind, "version", "command", **data}`` as JSON to ``path``."""
+    if kind not in KINDS:
+        raise ValueError(
+            f"The 'kind' parameter of write_summary must be one of {', '.join(KINDS)}. Got "
+            f"{kind!r} instead."
+        )
+    path = Path(path)
+    body = {"privcal": kind, "version": __version__, "command": _command(), **data}
+    path.write_text(json.dumps(jsonable(body), indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _reliability_pair(
+    logits: np.ndarray, probs: np.ndarray | None, labels: np.ndarray, n_bins: int
+) -> dict[str, Any]:
+    from privcal.metrics import reliability
+
+    out = {"before": reliability_data(reliability(logits, labels, n_bins, input="logits"))}
+    if probs is not None:
+        out["after"] = reliability_data(reliability(probs, labels, n_bins))
+    return out
+
+
+def fit_summary(
+    est: Any,
+    *,
+    method: str,
+    calibrator_file: str,
+    n_bins: int,
+    logits: np.ndarray | None,
+    labels: np.ndarray | None,
+    metrics: Mapping[str, Mapping[str, float]] | None,
+    private: bool,
+    sources: Sequence[str] = (),
+    input_file: str | None = None,
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``fit`` summary (see the module docstring).
+
+    ``metrics`` are the ``evaluate`` metrics of the input scores and of the calibrated ones (the
+    CLI computes them; ``None`` for a private fit, whose data must not be summarised).
+    """
+    d = est.to_dict()
+    out: dict[str, Any] = {
+        "method": method,
+        "class": d.get("class"),
+        "params": d.get("params", {}),
+        "calibrator": calibrator_file,
+        "input": input_file,
+        "n_bins": n_bins,
+        "private": private,
+        "warnings": list(warnings),
+    }
+    if logits is not None and labels is not None:
+        out["n_samples"], out["n_classes"] = int(logits.shape[0]), int(logits.shape[1])
+    if not private and logits is not None and labels is not None and metrics is not None:
+        out["metrics"] = {k: dict(v) for k, v in metrics.items()}
+        out["reliability"] = _reliability_pair(logits, est.predict_proba(logits), labels, n_bins)
+    rep = getattr(est, "privacy_report_", None)
+    if private and rep is not None:
+        out["privacy_report"] = rep.to_dict()
+        if sources:
+            from privcal.privacy.odometer import read_ledger
+
+            out["ledgers"] = []
+            for p in sources:
+                rec = read_ledger(p)
+                out["ledgers"].append(
+                    {
+                        "source": rec.name,
+                        "path": str(p),
+                        "budget": rec.budget,
+                        "spent": rec.spent,
+                        "remaining": rec.remaining,
+                    }
+                )
+        out["trust"] = (
+            "each source keeps its rows and its ledger and adds the noise to its own answers; "
+            "'privcal fit' sees only the noisy answers."
+            if sources
+            else "the machine that ran 'privcal fit' read the raw validation scores (a trusted "
+            "curator); what is private is the calibrator it released."
+        )
+    return out
+
+
+def evaluate_summary(
+    columns: Mapping[str, Mapping[str, float]],
+    *,
+    input_file: str,
+    calibrator_file: str | None,
+    n_bins: int,
+    n_samples: int,
+    n_classes: int | None,
+    logits: np.ndarray | None,
+    probs: np.ndarray | None,
+    labels: np.ndarray,
+) -> dict[str, Any]:
+    """The ``evaluate`` summary: its metrics table and the reliability data (full score vectors
+    only; a top-label file has no logits to bin here)."""
+    out: dict[str, Any] = {
+        "input": input_file,
+        "calibrator": calibrator_file,
+        "n_bins": n_bins,
+        "n_samples": n_samples,
+        "n_classes": n_classes,
+        "metrics": {k: dict(v) for k, v in columns.items()},
+    }
+    if logits is not None:
+        out["reliability"] = _reliability_pair(logits, probs, labels, n_bins)
+    return out
+
+
+def conformal_summary_data(
+    summary: Mapping[str, Any],
+    est: Any,
+    sets: np.ndarray,
+    labels: np.ndarray | None,
+    *,
+    alpha: float,
+    score: str,
+    sets_file: str,
+    cal_file: str,
+    test_file: str,
+) -> dict[str, Any]:
+    """The ``conformal`` summary: what the command prints, the set-size counts (sizes 0..C) and,
+    with test labels, the coverage of the test points of each set size."""
+    sizes = sets.sum(axis=1).astype(np.int64)
+    C = int(sets.shape[1])
+    out: dict[str, Any] = {
+        **{k: v for k, v in summary.items()},
+        "alpha": alpha,
+        "score": score,
+        "n_classes": C,
+        "sets": sets_file,
+        "cal": cal_file,
+        "test": test_file,
+        "size_counts": np.bincount(sizes, minlength=C + 1),
+    }
+    if labels is not None:
+        covered = sets[np.arange(sets.shape[0]), labels]
+        counts = np.bincount(sizes, minlength=C + 1)
+        hits = np.bincount(sizes, weights=covered.astype(np.float64), minlength=C + 1)
+        out["coverage_by_size"] = [
+            {"size": k, "count": int(counts[k]), "coverage": float(hits[k] / counts[k])}
+            for k in range(C + 1)
+            if counts[k] > 0
+        ]
+    rep = getattr(est, "privacy_report_", None)
+    if rep is not None:
+        out["privacy_report"] = rep.to_dict()
+        out["trust"] = (
+            "the machine that ran 'privcal conformal' read the raw calibration scores (a "
+            "trusted curator); what is private is the released threshold."
+        )
+    return out
