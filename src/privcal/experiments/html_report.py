@@ -685,12 +685,12 @@ th:first-child, td:first-child { text-align: left; }
 tbody th { background: transparent; font-weight: 600; white-space: normal; }
 details { margin: 0.6em 0; } summary { cursor: pointer; color: var(--accent); }
 td { text-align: right; font-variant-numeric: tabular-nums; }
-td.text { text-align: left; }
+td.text, th.text { text-align: left; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 tr.marked { background: var(--badbg) !important; }
 tr.marked td:first-child { border-left: 4px solid var(--bad); }
-.badge { display: inline-block; margin-left: 6px; padding: 0 6px; border-radius: 8px;
-  background: var(--bad); color: #fff; font-size: 0.78em; font-weight: 600; }
+.badge { display: inline-block; white-space: nowrap; margin-left: 6px; padding: 0 6px;
+  border-radius: 8px; background: var(--bad); color: #fff; font-size: 0.78em; font-weight: 600; }
 .note { color: var(--muted); font-size: 0.88em; margin-top: 4px; }
 figure { margin: 1em 0 1.4em; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px;
@@ -733,10 +733,16 @@ def _alt(block: Mapping[str, Any]) -> str:
     return f"{block.get('title', 'Figure')}: " + "; ".join(p.get("title", "") for p in panels)
 
 
+_TEXT = ' class="text"'
+
+
 def _table_html(b: Mapping[str, Any]) -> str:
     cols = b["columns"]
     src = html.escape(str(b.get("source", "")), quote=True)
-    head = "".join(f'<th scope="col">{html.escape(header_text(c))}</th>' for c in cols)
+    head = "".join(
+        f'<th scope="col"{_TEXT if c["unit"] == "text" else ""}>{html.escape(header_text(c))}</th>'
+        for c in cols
+    )
     body = []
     for r in b["rows"]:
         cells = []
