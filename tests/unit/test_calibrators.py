@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from privcal.calibrators import (
     METHODS,
     BoundaryWarning,
     Calibrator,
+    FitWarning,
     HistogramBinning,
     IsotonicCalibration,
     MatrixScaling,
@@ -643,26 +645,92 @@ def test_float32_logits_fit_like_float64(overconfident: Any, objective: str) -> 
     assert t32 == pytest.approx(t64, rel=1e-9)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_nll_pass_is_the_shared_nll_statistic(overconfident: Any, dtype: type) -> None:
-    """The Newton pass's per-example NLL is :func:`nll_terms` (one statistic, one function) and
-    its derivative in beta matches a central difference of it."""
-    from privcal.calibrators.temperature import _NLLPass
-    from privcal.metrics.statistics import nll_terms
+def test_temperature_terms_are_the_shared_nll_statistic(
+    overconfident: Any, dtype: type, compiled: bool, monkeypatch: Any
+) -> None:
+    """The Newton pass (NumPy blocks or the compiled kernel) gives the per-example NLL of
+    :func:`nll_terms` (one statistic, one function), the bounded sum of
+    :func:`clipped_nll_sum`, and derivatives in beta that match central differences of them."""
+    from privcal.metrics import statistics
+    from privcal.metrics.statistics import clipped_nll_sum, nll_terms, temperature_terms
 
+    monkeypatch.setattr(statistics, "COMPILED_MIN_ENTRIES", 1 if compiled else 1 << 62)
     z, y = overconfident
     z = z.astype(dtype)
-    terms = _NLLPass(z, y)
+    z64 = z.astype(np.float64)
+    rows = np.arange(y.size) % 3 > 0
+    h = 1e-6
     for beta in (0.3, 1.0, 2.5):
-        t = terms(beta)
-        shared = nll_terms(z.astype(np.float64), y, 1.0 / beta)
-        np.testing.assert_allclose(t.nll, shared, rtol=1e-12, atol=1e-12)
-        h = 1e-6
+        t = temperature_terms(z, y, beta, active=rows, bound=3.0)
+        np.testing.assert_allclose(t.nll, nll_terms(z64, y, 1.0 / beta), rtol=1e-12, atol=1e-12)
+        assert t.bounded_sum == pytest.approx(clipped_nll_sum(z64, y, 1.0 / beta, 3.0), 1e-12)
         slope = (
-            nll_terms(z.astype(np.float64), y, 1.0 / (beta + h))
-            - nll_terms(z.astype(np.float64), y, 1.0 / (beta - h))
-        ) / (2 * h)
-        np.testing.assert_allclose(t.grad, slope, rtol=1e-6, atol=1e-7)
+            nll_terms(z64, y, 1.0 / (beta + h))[rows] - nll_terms(z64, y, 1.0 / (beta - h))[rows]
+        ).sum() / (2 * h)
+        assert t.grad == pytest.approx(slope, rel=1e-6, abs=1e-5)
+        up = temperature_terms(z, y, beta + h, active=rows)
+        down = temperature_terms(z, y, beta - h, active=rows)
+        assert t.curv == pytest.approx((up.grad - down.grad) / (2 * h), rel=1e-5)
+
+
+def _shared_logits(shared_data: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name == "synthetic":  # the benchmark's kind of data, smaller: T about 0.7
+        g = np.random.default_rng(1)
+        y = g.integers(0, 200, size=6000)
+        z = g.normal(size=(6000, 200))
+        z[np.arange(6000), y] += 3.5
+        return 2.5 * z, y
+    if name == "20news":
+        p = np.load(shared_data / "cleanlab-heldout" / "20news_probs.npy")
+        y = np.load(shared_data / "cleanlab-heldout" / "20news_labels.npy").astype(np.int64)
+    else:
+        d = np.load(shared_data / "netcal-cifar" / f"{name}.npz")
+        p, y = d["predictions"].astype(np.float64), d["ground_truth"]
+    return np.log(np.maximum(p, np.finfo(np.float64).tiny)), y  # 20news holds exact zeros
+
+
+def _nll_at_beta(z: np.ndarray, y: np.ndarray, beta: float) -> float:
+    from privcal.metrics.statistics import clipped_nll_sum
+
+    return float(clipped_nll_sum(z, y, 1.0 / beta, None))
+
+
+@pytest.mark.parametrize("name", ["wideresnet-16-4-cifar-100", "20news", "synthetic"])
+def test_compiled_temperature_fit_is_the_numpy_fit(
+    shared_data: Any, name: str, monkeypatch: Any
+) -> None:
+    """The compiled fit (kernel passes, subsample start, float32 rows in float32 for the first
+    steps) finds the temperature of the NumPy fit to 1e-6 relative on shared networks and on
+    synthetic logits, float64 and float32, bounded and plain; and that temperature minimises
+    the shared statistic (scipy's bounded scalar search on clipped_nll_sum)."""
+    from scipy.optimize import minimize_scalar
+
+    from privcal.calibrators import temperature
+    from privcal.metrics import statistics
+
+    z, y = _shared_logits(shared_data, name)
+    for dtype in (np.float64, np.float32):
+        zd = z.astype(dtype)
+        for bound in (20.0, None):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FitWarning)
+                monkeypatch.setattr(statistics, "COMPILED_MIN_ENTRIES", 1 << 62)
+                ref = TemperatureScaling(nll_bound=bound).fit(zd, y).temperature_
+                monkeypatch.setattr(statistics, "COMPILED_MIN_ENTRIES", 1)
+                monkeypatch.setattr(temperature, "_SUBSAMPLE_ENTRIES", zd.size // 16)
+                got = TemperatureScaling(nll_bound=bound).fit(zd, y).temperature_
+            assert got == pytest.approx(ref, rel=1e-6), (dtype, bound)
+            if bound is None and ref < 20.0:  # convex: the global minimum in beta = 1 / T
+                z64 = zd.astype(np.float64)
+                res = minimize_scalar(
+                    partial(_nll_at_beta, z64, y),
+                    bounds=(0.98 / ref, 1.02 / ref),
+                    method="bounded",
+                    options={"xatol": 1e-12},
+                )
+                assert 1.0 / res.x == pytest.approx(got, rel=1e-6)
 
 
 # -- vector and matrix scaling on saturated inputs --------------------------------------------

@@ -327,3 +327,47 @@ def test_metrics_validate_probs() -> None:
         brier(np.array([[0.5, 0.5]]), [2])
     with pytest.raises(ValueError, match="'logits' contains"):
         nll(np.array([[0.5, np.nan]]), [0], input="logits")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_pass_ece_equals_the_general_path_and_rejects_what_it_rejects(
+    monkeypatch: pytest.MonkeyPatch, dtype: type
+) -> None:
+    """Large arrays are validated and binned in one compiled read: the same ECE, MCE and
+    reliability as the validated NumPy path, and every input the validator refuses or repairs
+    (out of range, non-finite, rows not summing to 1, labels out of range, float32 values just
+    above 1) is refused or repaired with the same error or warning."""
+    from privcal.data.validation import RoundedProbabilityWarning
+    from privcal.metrics import statistics
+
+    rng = np.random.default_rng(8)
+    p = rng.dirichlet(np.full(6, 0.5), size=4000).astype(dtype)
+    y = rng.integers(0, 6, size=4000)
+    monkeypatch.setattr(statistics, "COMPILED_MIN_ROWS", 1 << 62)
+    ref = (ece(p, y), mce(p, y, 10), reliability(p, y).counts)
+    monkeypatch.setattr(statistics, "COMPILED_MIN_ROWS", 1)
+    got = (ece(p, y), mce(p, y, 10), reliability(p, y).counts)
+    assert got[0] == pytest.approx(ref[0], rel=1e-12, abs=1e-15)
+    assert got[1] == pytest.approx(ref[1], rel=1e-12, abs=1e-15)
+    np.testing.assert_array_equal(got[2], ref[2])
+
+    def broken(row: int, values: list[float]) -> np.ndarray:
+        q = p.copy()
+        q[row, : len(values)] = values
+        return q
+
+    for bad, match in [
+        (broken(7, [np.nan]), "non-finite"),
+        (broken(3999, [np.inf]), "non-finite"),
+        (broken(5, [-0.5, 1.5]), r"\[0, 1\]"),
+        (broken(9, [0.9, 0.9]), "sum to 1"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            ece(bad, y)
+    with pytest.raises(ValueError, match="labels"):
+        ece(p, np.where(np.arange(4000) == 17, 6, y))
+    with pytest.raises(ValueError, match="labels"):
+        ece(p, np.where(np.arange(4000) == 17, -1, y))
+    rounded = broken(11, [1.0 + 1e-6, 0.0, 0.0, 0.0, 0.0, 0.0])
+    with pytest.warns(RoundedProbabilityWarning):
+        ece(rounded, y)

@@ -206,3 +206,51 @@ def test_compiled_top_label_bins_equal_numpy_path(monkeypatch) -> None:
     np.testing.assert_array_equal(got.counts, ref.counts)
     np.testing.assert_array_equal(got.sum_correct, ref.sum_correct)
     np.testing.assert_allclose(got.sum_confidence, ref.sum_confidence, rtol=1e-12)
+
+
+def _temperature_case(seed: int, dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Logits with ties, exact-zero probabilities (log(tiny) = -708) on some true classes and
+    rows far from the bound; a boolean mask of about two thirds of the rows."""
+    rng = np.random.default_rng(seed)
+    n, c = 3000, 37
+    y = rng.integers(0, c, size=n)
+    z = 3.0 * rng.normal(size=(n, c))
+    z[np.arange(n), y] += 2.0
+    z[:40] = 1.5  # ties everywhere
+    zero = rng.random((n, c)) < 0.05
+    zero[np.arange(n), z.argmax(axis=1)] = False
+    z[zero] = np.log(np.finfo(np.float64).tiny)
+    return z.astype(dtype), y, rng.random(n) < 0.66
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_temperature_terms_equal_numpy_path(monkeypatch, dtype: type) -> None:  # type: ignore[no-untyped-def]
+    """The compiled kernel and the NumPy blocks compute the same statistic: per-row NLL (equal
+    to nll_terms), bounded sum (clipped_nll_sum), count above the bound, sums of the derivatives
+    over a row mask and the true-class gaps; float32 rows in float32 within 1e-5."""
+    from privcal.metrics import statistics
+
+    z, y, mask = _temperature_case(5, dtype)
+    z64 = z.astype(np.float64)
+    for beta, bound in ((0.3, 5.0), (1.0, 20.0), (2.7, None)):
+        monkeypatch.setattr(statistics, "COMPILED_MIN_ENTRIES", 1 << 62)
+        ref = statistics.temperature_terms(z, y, beta, active=mask, bound=bound, true_gap=True)
+        monkeypatch.setattr(statistics, "COMPILED_MIN_ENTRIES", 1)
+        got = statistics.temperature_terms(z, y, beta, active=mask, bound=bound, true_gap=True)
+        shared = nll_terms(z64, y, 1.0 / beta)
+        np.testing.assert_allclose(ref.nll, shared, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(got.nll, shared, rtol=1e-13, atol=1e-13)
+        assert got.bounded_sum == pytest.approx(clipped_nll_sum(z64, y, 1.0 / beta, bound), 1e-13)
+        assert got.n_above == ref.n_above == (0 if bound is None else int((shared > bound).sum()))
+        assert got.n_active == ref.n_active == int(mask.sum())
+        assert got.grad == pytest.approx(ref.grad, rel=1e-12, abs=1e-9)
+        assert got.curv == pytest.approx(ref.curv, rel=1e-12)
+        np.testing.assert_array_equal(got.true_gap, ref.true_gap)
+        np.testing.assert_array_equal(got.true_gap, z64.max(1) - z64[np.arange(y.size), y])
+        low = statistics.temperature_terms(z, y, beta, active=mask, low_precision=True)
+        scale = ref.curv + abs(ref.grad)
+        assert abs(low.grad - ref.grad) <= 1e-5 * scale
+        assert low.curv == pytest.approx(ref.curv, rel=1e-5)
+        np.testing.assert_allclose(
+            low.nll, shared, rtol=1e-13, atol=1e-13 if dtype == np.float64 else 1e-5
+        )

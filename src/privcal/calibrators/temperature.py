@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from scipy.optimize import brentq
 
-from privcal._blocks import n_threads
 from privcal._params import check_int, check_option, check_range, check_real
 from privcal.calibrators.base import Calibrator, FitWarning, register
 from privcal.calibrators.search import golden_section
+from privcal.metrics import statistics
 from privcal.metrics.statistics import (
+    TemperatureTerms,
     accuracy_gap_sum,
     calibration_bins,
+    nll_terms,
     softmax,
+    temperature_terms,
     top_confidence,
     top_correct,
-    top_label,
 )
 
 __all__ = [
@@ -44,15 +44,17 @@ Objective = Literal["nll", "ece", "acc"]
 
 #: Default bound ``B`` on each example's NLL in the NLL objective (see :func:`fit_temperature_nll`).
 NLL_BOUND = 20.0
-#: From this many matrix entries on, the NLL pass runs its blocks on a small thread pool.
-PARALLEL_MIN_ENTRIES = 1 << 20
-#: Matrix entries per block of the NLL pass: 64k float64 values (512 KiB) stay in cache.
-_BLOCK_ENTRIES = 1 << 16
-#: Up to this many columns the row maxima come from a column scan (see :class:`_NLLPass`).
-_SCAN_MAX_COLUMNS = 64
 _MAX_NEWTON = 100
 #: Newton stops when a step (or the bracket) is this small relative to beta.
 _NEWTON_RTOL = 1e-12
+#: float32 logits: Newton steps use float32 row sums while a step is larger than this relative
+#: to beta (see :func:`fit_temperature_nll`).
+_LOW_PRECISION_STEP = 1e-3
+#: From 8 times this many matrix entries on, the full-data Newton starts from a fit on every
+#: k-th row, about this many entries (2^21: ~4% of a 50 000 x 1000 matrix).
+_SUBSAMPLE_ENTRIES = 1 << 21
+#: The start's fit only needs to beat its own sampling error (~1e-2 relative).
+_SUBSAMPLE_RTOL = 1e-6
 _MAX_MM = 20
 
 
@@ -75,105 +77,74 @@ def _boundary(t: float, t_range: tuple[float, float], what: str) -> float:
     return t
 
 
-@dataclass(frozen=True)
-class _RowTerms:
-    """Per-example terms of the NLL at inverse temperature :math:`\\beta` (see below)."""
-
-    grad: np.ndarray  # E_p[d_i] - d_iy: derivative of NLL_i in beta
-    curv: np.ndarray  # Var_p[d_i] >= 0: second derivative
-    nll: np.ndarray  # NLL_i
+#: ``evaluate(beta, active, low_precision)``: :func:`temperature_terms` of the fitting data.
+Evaluate = Callable[[float, "np.ndarray | None", bool], TemperatureTerms]
 
 
-class _NLLPass:
-    """The NLL terms of every row at a given :math:`\\beta`, one cache-sized block at a time.
-
-    Built once per fit: the row maxima :math:`m_i = \\max_c z_{ic}` (a column scan,
-    :func:`~privcal.metrics.statistics.top_label`; NumPy's per-row ``max`` costs ~100 ns a row on
-    short rows) and :math:`d_{iy_i} = z_{iy_i} - m_i`. Each call then converts a block of rows to
-    float64 inside the cache and centres it, :math:`d = z - m \\le 0`, so float32 logits are read
-    once per pass and never copied whole. With :math:`e = e^{\\beta d}` and
-    :math:`s = \\sum_c e`: :math:`E_p[d] = \\sum_c e d / s`,
-    :math:`\\mathrm{Var}_p[d] = \\sum_c e d^2 / s - E_p[d]^2` and
-    :math:`\\mathrm{NLL} = \\log s - \\beta d_y`. Row sums are products with a vector of ones
-    (BLAS), the fastest row reduction for any row length.
-    """
-
-    def __init__(self, z: np.ndarray, y: np.ndarray) -> None:
-        self.z = z
-        # column scan on short rows; on long rows a column is too strided and max(1) is fast
-        wide = z.shape[1] > _SCAN_MAX_COLUMNS
-        self.row_max = z.max(axis=1).astype(np.float64) if wide else top_label(z)[0]
-        self.d_y = z[np.arange(z.shape[0]), y] - self.row_max
-        self.ones = np.ones(z.shape[1])
-        self.rows = max(1, _BLOCK_ENTRIES // z.shape[1])
-
-    def __call__(self, beta: float) -> _RowTerms:
-        n, c = self.z.shape
-        out = np.empty((3, n))
-
-        def block(lo: int) -> None:
-            hi = min(n, lo + self.rows)
-            d = self.z[lo:hi].astype(np.float64)  # float32: one fast cast of a cached block
-            d -= self.row_max[lo:hi, None]
-            e = np.multiply(d, beta)
-            np.exp(e, out=e)
-            s = e @ self.ones
-            e *= d
-            mean = (e @ self.ones) / s
-            e *= d
-            out[0, lo:hi] = mean - self.d_y[lo:hi]
-            out[1, lo:hi] = (e @ self.ones) / s - mean * mean
-            out[2, lo:hi] = np.log(s) - beta * self.d_y[lo:hi]
-
-        starts = range(0, n, self.rows)
-        if n * c < PARALLEL_MIN_ENTRIES or n_threads() == 1:
-            for lo in starts:
-                block(lo)
-        else:
-            with ThreadPoolExecutor(n_threads()) as pool:
-                list(pool.map(block, starts))
-        np.maximum(out[1:], 0.0, out=out[1:])  # both are >= 0 exactly; remove -1e-16 rounding
-        return _RowTerms(out[0], out[1], out[2])
+def _same_rows(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None:
+        return b is None or bool(b.all())
+    if b is None:
+        return bool(a.all())
+    return bool(np.array_equal(a, b))
 
 
 def _newton(
-    terms: Callable[[float], _RowTerms],
-    active: np.ndarray,
+    evaluate: Evaluate,
+    active: np.ndarray | None,
     lo: float,
     hi: float,
     beta: float,
-    current: _RowTerms,
-) -> tuple[float, _RowTerms, bool]:
-    """Minimise the mean NLL of the ``active`` rows over :math:`\\beta \\in [lo, hi]`.
+    current: TemperatureTerms,
+    *,
+    low: bool = False,
+    precise: bool = True,
+    rtol: float = _NEWTON_RTOL,
+) -> tuple[float, TemperatureTerms, bool]:
+    """Minimise the mean NLL of the ``active`` rows (all for ``None``) over
+    :math:`\\beta \\in [lo, hi]`.
 
     That NLL is convex in :math:`\\beta` (its second derivative is a mean of variances), so
     safeguarded Newton converges from any start: a step that leaves the bracket known to hold the
     minimum is replaced by bisection, or by the end of the range while that end is unexplored.
-    ``current`` holds the terms at ``beta``. Returns the minimiser, the terms at the last point
-    evaluated (within the tolerance of the minimiser) and whether the minimum lies on an end of
-    the range with the derivative pointing outwards.
+    ``current`` holds the terms at ``beta`` (re-evaluated if they were summed over other rows).
+    With ``low=True`` the steps use low-precision terms while they are larger than
+    :data:`_LOW_PRECISION_STEP` (relative), then, if ``precise``, float64 terms to the end: the
+    bracket is reset to the range at the switch, since low-precision signs of a near-zero
+    derivative are not to be trusted. Returns the minimiser, the terms at the last point
+    evaluated (within ``rtol`` of the minimiser) and whether the minimum lies on an end of the
+    range with the derivative pointing outwards.
     """
-    w = active.astype(np.float64)
-    total = w.sum()
-    if total == 0.0:  # every row is at the bound: the objective is flat
+    if active is not None and not active.any():  # every row is at the bound: the NLL is flat
         return beta, current, False
+    t = current if _same_rows(current.active, active) else evaluate(beta, active, low)
     a, b = lo, hi
     a_known = b_known = False
-    t = current
+
+    def to_float64(at: float) -> TemperatureTerms:
+        nonlocal low, a, b, a_known, b_known
+        low, a, b, a_known, b_known = False, lo, hi, False, False
+        return evaluate(at, active, False)
+
     for _ in range(_MAX_NEWTON):
-        g = float(w @ t.grad) / total
-        h = float(w @ t.curv) / total
-        if g == 0.0:
-            return beta, t, False
-        if (g > 0.0 and beta <= lo) or (g < 0.0 and beta >= hi):
-            return beta, t, True
+        g = t.grad / t.n_active
+        h = t.curv / t.n_active
+        edge = (g > 0.0 and beta <= lo) or (g < 0.0 and beta >= hi)
+        if g == 0.0 or edge:
+            if low and precise:
+                t = to_float64(beta)
+                continue
+            return beta, t, edge
         if g > 0.0:
             b, b_known = beta, True
         else:
             a, a_known = beta, True
         new = beta - g / h if h > 0.0 else np.nan
-        if abs(new - beta) <= _NEWTON_RTOL * beta:  # converged, inside the bracket or not:
-            return beta, t, False  # a step this small is rounding in the summed derivative
+        if abs(new - beta) <= rtol * beta:  # converged, inside the bracket or not:
+            if low and precise:  # a step this small is rounding in the summed derivative
+                t = to_float64(beta)
+                continue
+            return beta, t, False
         if not a < new < b:
             if new <= a and not a_known:
                 new = a
@@ -181,10 +152,18 @@ def _newton(
                 new = b
             else:
                 new = 0.5 * (a + b)
-        if a_known and b_known and b - a <= _NEWTON_RTOL * beta:
+        if a_known and b_known and b - a <= rtol * beta:
+            if low and precise:
+                t = to_float64(new)
+                beta = new
+                continue
             return new, t, False
+        if low and precise and abs(new - beta) <= _LOW_PRECISION_STEP * beta:
+            beta = new
+            t = to_float64(beta)
+            continue
         beta = new
-        t = terms(beta)
+        t = evaluate(beta, active, low)
     return beta, t, False
 
 
@@ -203,18 +182,14 @@ def warn_bounded_nll(clipped: int, n: int, bound: float, fitted: str) -> None:
         )
 
 
-def _bounded_objective(t: _RowTerms, bound: float | None) -> float:
-    return float(t.nll.sum() if bound is None else np.minimum(t.nll, bound).sum())
-
-
 def _majorise_minimise(
-    terms: Callable[[float], _RowTerms],
+    evaluate: Evaluate,
     lo: float,
     hi: float,
     beta: float,
-    current: _RowTerms,
+    current: TemperatureTerms,
     bound: float,
-) -> tuple[float, _RowTerms, bool]:
+) -> tuple[float, TemperatureTerms, bool]:
     """Minimise :math:`\\sum_i \\min(\\ell_i(\\beta), B)` from ``beta`` by majorise-minimise.
 
     With :math:`A` the rows below the bound at the current point,
@@ -226,10 +201,45 @@ def _majorise_minimise(
     edge = False
     for _ in range(_MAX_MM):
         active = t.nll <= bound
-        beta, t, edge = _newton(terms, active, lo, hi, beta, t)
+        beta, t, edge = _newton(evaluate, active, lo, hi, beta, t)
         if np.array_equal(t.nll <= bound, active):
             break
     return beta, t, edge
+
+
+def _reaches_bound(
+    z: np.ndarray, y: np.ndarray, beta: float, bound: float, true_gap: np.ndarray
+) -> bool:
+    """Whether some example's NLL at ``beta`` exceeds ``bound``, from the true-class gaps
+    :math:`g_i = \\max_c z_{ic} - z_{iy_i}` (:func:`temperature_terms`) without a pass over the
+    logits: :math:`\\beta g_i \\le \\ell_i(\\beta) \\le \\log C + \\beta g_i`, so only rows
+    whose interval holds ``bound`` need their NLL (:func:`nll_terms`, those rows only)."""
+    lower = beta * true_gap
+    if (lower > bound * (1.0 + 1e-12)).any():
+        return True
+    unsure = np.flatnonzero(lower + np.log(z.shape[1]) >= bound * (1.0 - 1e-12))
+    if unsure.size == 0:
+        return False
+    return bool((nll_terms(z[unsure], y[unsure], 1.0 / beta) > bound).any())
+
+
+def _subsample_start(
+    z: np.ndarray, y: np.ndarray, lo: float, hi: float, start: float, low: bool
+) -> float:
+    """The NLL minimiser over every k-th row (about :data:`_SUBSAMPLE_ENTRIES` entries), in low
+    precision for float32 logits: a start within sampling error (~1e-2) of the full minimum,
+    which Newton's quadratic convergence then reaches in three or four full passes."""
+    stride = (z.shape[0] * z.shape[1]) // _SUBSAMPLE_ENTRIES
+    zs, ys = np.ascontiguousarray(z[::stride]), np.ascontiguousarray(y[::stride])
+
+    def sub(beta: float, active: np.ndarray | None, low_: bool) -> TemperatureTerms:
+        return temperature_terms(zs, ys, beta, active=active, low_precision=low_)
+
+    first = sub(start, None, low)
+    beta, _, _ = _newton(
+        sub, None, lo, hi, start, first, low=low, precise=False, rtol=_SUBSAMPLE_RTOL
+    )
+    return beta
 
 
 def fit_temperature_nll(
@@ -245,8 +255,24 @@ def fit_temperature_nll(
     1/T`, the mean NLL is convex in :math:`\\beta` with derivative
     :math:`\\frac1N\\sum_i (E_{p_i}[d_i] - d_{iy_i})` and second derivative
     :math:`\\frac1N\\sum_i \\mathrm{Var}_{p_i}[d_i] \\ge 0`, all from one pass over the logits
-    (float32 or float64; computed in float64 block by block). Safeguarded Newton finds the
-    minimum in typically 5-8 passes.
+    (:func:`~privcal.metrics.statistics.temperature_terms`: a compiled kernel, parallel over
+    rows, on large inputs). Safeguarded Newton finds the minimum; on large inputs (from
+    :math:`2^{24}` entries) it starts from the minimum over every k-th row (about
+    :math:`2^{21}` entries), which leaves three or four full passes.
+
+    Precision. float32 logits are never copied to float64. The full passes of the first Newton
+    steps compute each row's exponentials and sums in float32 (twice as many SIMD lanes): their
+    relative error is about :math:`10^{-6}` (exponential 1 ulp; the rounding of :math:`\\beta d`,
+    :math:`|\\beta d|\\,2^{-24}` relative, on terms :math:`e^{\\beta d} \\le e^{-|\\beta d|}`,
+    at most :math:`2^{-24}/e` absolute per term; sums of up to ~30 terms per SIMD lane), so
+    the derivative they give is off by about :math:`10^{-6}\\max|d|` and the step by that over
+    the curvature: on the shared networks and the synthetic benchmark the float32 minimum is
+    1e-8 to 1e-7 (relative) from the float64 one. That is far below a step of
+    :data:`_LOW_PRECISION_STEP` = 1e-3, so such steps are the float64 steps to three digits and
+    converge as fast; from the first step below it on, every pass is float64 (row sums of the
+    float32 values in float64) and Newton converges to the same :math:`10^{-12}` as for float64
+    input. The float32 phase cannot move the answer: it only chooses where the float64 Newton
+    starts, and the float64 phase starts from a fresh bracket (the whole range).
 
     ``bound=B`` minimises :math:`\\sum_i \\min(\\ell_i, B)` instead, the objective of the private
     NLL-T (:func:`~privcal.metrics.statistics.clipped_nll_sum`). An example whose true class gets
@@ -256,22 +282,42 @@ def fit_temperature_nll(
     allowed (20 newsgroups: 61 of 7532 examples, T = 20, held-out ECE 0.20 -> 0.65). The bounded
     objective is not convex; it is minimised by majorise-minimise (:func:`_majorise_minimise`)
     from the plain NLL minimum and from :math:`T = 1`, keeping the lower value. When no example
-    reaches the bound at the plain minimum and at :math:`T = 1`, the result is the plain NLL fit.
-    A :class:`BoundedNLLWarning` says how many examples counted as ``B``; a
+    reaches the bound at the plain minimum and at :math:`T = 1` (decided from the true-class
+    gaps, :func:`_reaches_bound`, when no pass was made at :math:`T = 1`), the result is the
+    plain NLL fit. A :class:`BoundedNLLWarning` says how many examples counted as ``B``; a
     :class:`BoundaryWarning` says when the minimum lies on an end of ``t_range``.
     """
     lo, hi = 1.0 / t_range[1], 1.0 / t_range[0]
+    z = np.ascontiguousarray(z)
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    n, c = z.shape
+    low = z.dtype == np.float32 and n * c >= statistics.COMPILED_MIN_ENTRIES
 
-    terms = _NLLPass(z, y)
+    def evaluate(
+        beta: float, active: np.ndarray | None, low_: bool, gap: bool = False
+    ) -> TemperatureTerms:
+        return temperature_terms(
+            z, y, beta, active=active, bound=bound, low_precision=low_, true_gap=gap
+        )
+
     start = float(np.clip(1.0, lo, hi))
-    at_start = terms(start)
-    beta, t, edge = _newton(terms, np.ones(z.shape[0], bool), lo, hi, start, at_start)
+    first = start
+    if n * c >= 8 * _SUBSAMPLE_ENTRIES:
+        first = _subsample_start(z, y, lo, hi, start, low)
+    at_first = evaluate(first, None, low, bound is not None and first != start)
+    beta, t, edge = _newton(evaluate, None, lo, hi, first, at_first, low=low)
     if bound is not None:
-        found = [_majorise_minimise(terms, lo, hi, beta, t, bound)]
-        if (at_start.nll > bound).any():
-            found.append(_majorise_minimise(terms, lo, hi, start, at_start, bound))
-        beta, t, edge = min(found, key=lambda f: _bounded_objective(f[1], bound))
-        warn_bounded_nll(int((t.nll > bound).sum()), z.shape[0], bound, "temperature")
+        found = [_majorise_minimise(evaluate, lo, hi, beta, t, bound)]
+        if first == start and not low:
+            reaches = bool((at_first.nll > bound).any())
+        else:
+            gap = at_first.true_gap if at_first.true_gap is not None else t.nll * 0.0
+            reaches = _reaches_bound(z, y, start, bound, gap)
+        if reaches:
+            at_start = evaluate(start, None, False)
+            found.append(_majorise_minimise(evaluate, lo, hi, start, at_start, bound))
+        beta, t, edge = min(found, key=lambda f: f[1].bounded_sum)
+        warn_bounded_nll(t.n_above, n, bound, "temperature")
     temperature = 1.0 / beta
     if edge:
         return _boundary(temperature, t_range, "NLL-optimal")

@@ -15,7 +15,14 @@ from typing import Any, Literal
 import numpy as np
 
 from privcal._params import check_int, check_option
-from privcal.data.validation import check_labels, check_probs, check_scores, probs_to_logits
+from privcal.data.validation import (
+    check_labels,
+    check_probs,
+    check_scores,
+    probs_need_no_repair,
+    probs_to_logits,
+)
+from privcal.metrics import statistics
 from privcal.metrics.statistics import (
     Binning,
     BinStats,
@@ -66,6 +73,46 @@ def _top_bins(p: np.ndarray, y: np.ndarray, n_bins: int, binning: Binning) -> Bi
     if binning == "width":
         return top_label_bins(p, y, n_bins)
     return calibration_bins(*_top(p, y), n_bins=n_bins, binning=binning)
+
+
+def _one_pass_top_bins(probs: object, labels: object, n_bins: int) -> BinStats | None:
+    """Equal-width top-label bins of a large float32/float64 probability array and integer
+    labels, validated from the same compiled read
+    (:func:`~privcal.metrics.statistics.top_label_bins_checked`: range, row sums, finiteness,
+    label range), so that the metric costs one read of the array; ``None`` when the input is
+    of another kind or needs what :func:`~privcal.data.validation.check_probs` or
+    ``check_labels`` do beyond accepting it (then the general path runs and raises, warns or
+    repairs exactly as for small inputs)."""
+    if not isinstance(probs, np.ndarray) or probs.ndim != 2 or probs.shape[1] < 2:
+        return None
+    if probs.dtype not in (np.float32, np.float64):
+        return None
+    if probs.shape[0] < statistics.COMPILED_MIN_ROWS:
+        return None
+    y = np.asarray(labels)
+    if y.ndim != 1 or y.shape[0] != probs.shape[0] or not np.issubdtype(y.dtype, np.integer):
+        return None
+    stats, (lo, hi, worst, bad, y_lo, y_hi) = statistics.top_label_bins_checked(probs, y, n_bins)
+    # float32 row sums are float32: within C 2^-23 of check_probs' float64 sums, so a row sum
+    # that close to the tolerance is left to check_probs to judge
+    slack = probs.shape[1] * 2.0**-23 if probs.dtype == np.float32 else 0.0
+    if bad or not probs_need_no_repair(lo, hi, worst + slack):
+        return None
+    if y_lo < 0 or y_hi >= probs.shape[1]:
+        return None
+    return stats
+
+
+def _checked_top_bins(
+    probs: object, labels: object, n_bins: int, binning: Binning, input: Input, owner: str
+) -> BinStats:
+    """Validate (``input``: probabilities or logits) and bin the top label."""
+    if binning == "width" and input == "probs":
+        stats = _one_pass_top_bins(probs, labels, n_bins)
+        if stats is not None:
+            return stats
+    p, y = _probs_labels(probs, labels, input, owner)
+    return _top_bins(p, y, n_bins, binning)
 
 
 @dataclass(frozen=True)
@@ -119,8 +166,7 @@ def reliability(
 ) -> Reliability:
     """Top-label reliability data: per-bin accuracy, mean confidence and counts."""
     n_bins = check_int(n_bins, "n_bins", "reliability", low=1)
-    p, y = _probs_labels(probs, labels, input, "reliability")
-    stats = _top_bins(p, y, n_bins, binning)
+    stats = _checked_top_bins(probs, labels, n_bins, binning, input, "reliability")
     return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
 
 
@@ -148,8 +194,7 @@ def ece(
     """
     n_bins = check_int(n_bins, "n_bins", "ece", low=1)
     check_option(binning, "binning", "ece", ("width", "mass"))
-    p, y = _probs_labels(probs, labels, input, "ece")
-    return _top_bins(p, y, n_bins, binning).ece()
+    return _checked_top_bins(probs, labels, n_bins, binning, input, "ece").ece()
 
 
 def adaptive_ece(
@@ -173,8 +218,7 @@ def mce(
     non-empty bins."""
     n_bins = check_int(n_bins, "n_bins", "mce", low=1)
     check_option(binning, "binning", "mce", ("width", "mass"))
-    p, y = _probs_labels(probs, labels, input, "mce")
-    stats = _top_bins(p, y, n_bins, binning)
+    stats = _checked_top_bins(probs, labels, n_bins, binning, input, "mce")
     full = stats.counts > 0
     return float(np.max(np.abs(stats.gaps()[full]) / stats.counts[full]))
 

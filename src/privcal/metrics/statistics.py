@@ -38,6 +38,7 @@ from privcal._params import check_int, check_option
 
 __all__ = [
     "BinStats",
+    "TemperatureTerms",
     "accuracy_gap_sum",
     "accuracy_gap_terms",
     "bin_indices",
@@ -48,10 +49,12 @@ __all__ = [
     "mass_bin_edges",
     "nll_terms",
     "softmax",
+    "temperature_terms",
     "top_confidence",
     "top_correct",
     "top_label",
     "top_label_bins",
+    "top_label_bins_checked",
     "width_bin_edges",
 ]
 
@@ -61,6 +64,11 @@ Binning = Literal["width", "mass"]
 #: 10^5-10^6-row inputs users evaluate get it (at 10^6 x 10 it is several times NumPy's column
 #: scan, whose per-row reductions cap it near torchmetrics' speed; ``bench/bench_metrics.py``).
 COMPILED_MIN_ROWS = 1 << 16
+#: From this many matrix entries on, :func:`temperature_terms` uses the compiled kernel: a NumPy
+#: pass over 2^20 float64 entries takes ~10 ms, so a fit of 5-8 passes repays numba's import.
+COMPILED_MIN_ENTRIES = 1 << 20
+#: Matrix entries per block of the NumPy path of :func:`temperature_terms` (512 KiB of float64).
+_BLOCK_ENTRIES = 1 << 16
 
 
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -174,6 +182,139 @@ def clipped_nll_sum(
         terms = np.minimum(terms, bound)
     s = terms.sum(axis=-1)
     return float(s) if np.ndim(s) == 0 else s
+
+
+@dataclass(frozen=True)
+class TemperatureTerms:
+    """The NLL of every example at an inverse temperature and its derivatives, from one pass.
+
+    See :func:`temperature_terms`. ``grad`` and ``curv`` are sums over the rows of ``active``
+    (all rows when it is ``None``), ``n_active`` of them.
+    """
+
+    beta: float
+    nll: np.ndarray
+    bounded_sum: float
+    n_above: int
+    grad: float
+    curv: float
+    n_active: int
+    active: np.ndarray | None
+    true_gap: np.ndarray | None
+
+
+def _temperature_rows(
+    z: np.ndarray, labels: np.ndarray, beta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy path of :func:`temperature_terms`: per-row grad, curv, NLL and true-class gap.
+
+    A cache-sized block of rows at a time, converted to float64 inside the cache and centred,
+    :math:`d = z - m \\le 0`; row sums are products with a vector of ones (BLAS).
+    """
+    n, c = z.shape
+    out = np.empty((4, n))
+    ones = np.ones(c)
+    rows = max(1, _BLOCK_ENTRIES // c)
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        d = z[lo:hi].astype(np.float64)  # float32: one fast cast of a cached block
+        d -= d.max(axis=1, keepdims=True)
+        d_y = d[np.arange(hi - lo), labels[lo:hi]]
+        e = np.multiply(d, beta)
+        np.exp(e, out=e)
+        s = e @ ones
+        e *= d
+        mean = (e @ ones) / s
+        e *= d
+        out[0, lo:hi] = mean - d_y
+        out[1, lo:hi] = (e @ ones) / s - mean * mean
+        out[2, lo:hi] = np.log(s) - beta * d_y
+        out[3, lo:hi] = -d_y
+    np.maximum(out[1:3], 0.0, out=out[1:3])  # both are >= 0 exactly; remove -1e-16 rounding
+    return out[0], out[1], out[2], out[3]
+
+
+def temperature_terms(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    beta: float,
+    *,
+    active: np.ndarray | None = None,
+    bound: float | None = None,
+    low_precision: bool = False,
+    true_gap: bool = False,
+) -> TemperatureTerms:
+    """The NLL at inverse temperature :math:`\\beta = 1/T` and its first two derivatives in
+    :math:`\\beta`, in one pass over the logits (the statistic of the NLL temperature fit).
+
+    With :math:`d_i = z_i - \\max_c z_{ic} \\le 0` and :math:`p_i = \\mathrm{softmax}(\\beta
+    d_i)`, example ``i`` has NLL :math:`\\ell_i(\\beta) = \\log\\sum_c e^{\\beta d_{ic}} -
+    \\beta d_{iy_i}` (``nll``, equal to :func:`nll_terms` at :math:`T = 1/\\beta`), derivative
+    :math:`\\ell_i' = E_{p_i}[d_i] - d_{iy_i}` and second derivative :math:`\\ell_i'' =
+    \\mathrm{Var}_{p_i}[d_i] \\ge 0`. Returned: every ``nll``; ``bounded_sum``
+    :math:`= \\sum_i \\min(\\ell_i, B)` (:func:`clipped_nll_sum`; the plain sum for
+    ``bound=None``) and ``n_above`` :math:`= \\#\\{i: \\ell_i > B\\}`; ``grad``
+    :math:`= \\sum_{i \\in A} \\ell_i'` and ``curv`` :math:`= \\sum_{i \\in A} \\ell_i''` over the
+    rows ``A`` of the boolean mask ``active`` (all rows for ``None``); with ``true_gap=True``
+    also :math:`-d_{iy_i} = \\max_c z_{ic} - z_{iy_i} \\ge 0`, which bounds the NLL at every
+    :math:`\\beta`: :math:`\\beta(-d_{iy_i}) \\le \\ell_i(\\beta) \\le \\log C + \\beta(-d_{iy_i})`.
+
+    From :data:`COMPILED_MIN_ENTRIES` matrix entries on, the compiled kernel
+    :func:`privcal.metrics._kernels.temperature_sums` computes all of it in one parallel pass
+    (float32 logits are read as they are, never copied); below it, NumPy blocks. Rows are
+    float64 throughout, unless ``low_precision=True`` and the logits are float32: then each
+    row's exponentials and sums are float32 (8 SIMD lanes instead of 4; relative error of
+    ``grad`` and ``curv`` about ``1e-6``, see
+    :func:`~privcal.calibrators.temperature.fit_temperature_nll` for where that is enough), the
+    per-row results and the sums over rows float64. ``true_gap`` and the NLL's :math:`d_{iy}`
+    are float64 differences of the logits in either case.
+    """
+    z = np.ascontiguousarray(logits)
+    y = np.array(labels, dtype=np.int64)  # a copy: writable, so the kernel has one signature
+    n, c = z.shape
+    b = None if bound is None else float(bound)
+    if n * c >= COMPILED_MIN_ENTRIES:
+        from privcal.metrics._kernels import temperature_sums
+
+        nll = np.empty(n)
+        gap = np.empty(n if true_gap else 0)
+        low = low_precision and z.dtype == np.float32
+        sums = temperature_sums(
+            z,
+            y,
+            float(beta),
+            np.float32(beta) if low else float(beta),
+            np.zeros(0, dtype=bool) if active is None else np.ascontiguousarray(active, bool),
+            np.inf if b is None else b,
+            nll,
+            gap,
+            4 * n_threads(),
+        )
+        return TemperatureTerms(
+            float(beta),
+            nll,
+            float(sums[2]),
+            int(sums[3]),
+            float(sums[0]),
+            float(sums[1]),
+            int(sums[4]),
+            active,
+            gap if true_gap else None,
+        )
+    grad, curv, nll, gap_rows = _temperature_rows(z, y, float(beta))
+    above = np.zeros(n, dtype=bool) if b is None else nll > b
+    w = np.ones(n) if active is None else np.asarray(active, dtype=np.float64)
+    return TemperatureTerms(
+        float(beta),
+        nll,
+        float(nll.sum() if b is None else np.minimum(nll, b).sum()),
+        int(above.sum()),
+        float(w @ grad),
+        float(w @ curv),
+        int(w.sum()),
+        active,
+        gap_rows if true_gap else None,
+    )
 
 
 def width_bin_edges(n_bins: int) -> np.ndarray:
@@ -342,6 +483,23 @@ def top_label(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return conf, pred
 
 
+def top_label_bins_checked(
+    probs: np.ndarray, labels: np.ndarray, n_bins: int
+) -> tuple[BinStats, np.ndarray]:
+    """:func:`top_label_bins` by the compiled kernel, with what validation needs from the same
+    read: ``[min, max, max |row sum - 1|, rows with a non-finite sum, min label, max label]``
+    (:func:`privcal.metrics._kernels.top_label_sums`). float32 probabilities are read as they
+    are; confidences, bins and sums are float64 as on the NumPy path."""
+    from privcal.metrics._kernels import top_label_sums
+
+    p = np.ascontiguousarray(probs)
+    if p.dtype not in (np.float32, np.float64):
+        p = p.astype(np.float64)
+    y = np.ascontiguousarray(labels, dtype=np.int64)
+    sums, summary = top_label_sums(p, y, n_bins, 4 * n_threads())
+    return BinStats(width_bin_edges(n_bins), sums[0], sums[1], sums[2]), summary
+
+
 def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinStats:
     """:func:`calibration_bins` of the top-label confidence and correctness, equal-width bins.
 
@@ -353,12 +511,7 @@ def top_label_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> BinSta
     """
     n = probs.shape[0]
     if n >= COMPILED_MIN_ROWS:
-        from privcal.metrics._kernels import top_label_sums
-
-        sums = top_label_sums(
-            np.ascontiguousarray(probs), np.ascontiguousarray(labels), n_bins, 4 * n_threads()
-        )
-        return BinStats(width_bin_edges(n_bins), sums[0], sums[1], sums[2])
+        return top_label_bins_checked(probs, labels, n_bins)[0]
 
     def block(lo: int, hi: int) -> np.ndarray:
         conf = np.empty(hi - lo)
