@@ -1,4 +1,4 @@
-"""``privcal federate server|client`` (Flower deployment) and ``privcal bench maddock2025``.
+"""``privcal federate server|client|simulate`` (Flower) and ``privcal bench maddock2025``.
 
 Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federate``.
 """
@@ -16,14 +16,16 @@ import typer
 
 from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
 
-__all__ = ["client", "maddock2025", "register", "server"]
+__all__ = ["client", "maddock2025", "register", "server", "simulate"]
 
 _SERVER_OUT = Path("federated-out")
+_SIM_OUT = Path("federated-sim-out")
 _BENCH_OUT = Path("results/maddock2025")
 
 federate_app = typer.Typer(
-    help="Federated calibration over Flower: run a server (SuperLink + ServerApp) or a client "
-    "(SuperNode holding private logits and a privacy ledger).",
+    help="Federated calibration over Flower: run a server (SuperLink + ServerApp), a client "
+    "(SuperNode holding private logits and a privacy ledger), or a whole federation on "
+    "Flower's Simulation Engine (simulate).",
     no_args_is_help=True,
 )
 
@@ -369,6 +371,125 @@ def _follow(status: Path, log: Path, proc: Any) -> bool:
         if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):
             return False
         time.sleep(0.2)
+
+
+@federate_app.command("simulate")
+def simulate(
+    data: Annotated[
+        Path,
+        typer.Argument(
+            help="One score file holding every client's rows (split by "
+            "dirichlet_partition(labels, n_clients=N, beta=B, seed=S)), or a folder of N score "
+            "files, one per client (name order).",
+        ),
+    ],
+    num_nodes: int = typer.Option(
+        ..., "--num-nodes", help="N: simulated clients (the declared, public federation size)."
+    ),
+    beta: float = typer.Option(0.1, "--beta", help="Dirichlet concentration of the split."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the split and of the server's client sampling."
+    ),
+    method: str = typer.Option(
+        "fedtemp",
+        "--method",
+        help="fedtemp, fedvector, fedopvector, fedmatrix, their -averaging forms, fedcal, "
+        "fedbin, fedbbq, fedbbq-all or fedbbq-changed.",
+    ),
+    rounds: int = typer.Option(12, "--rounds", help="Rounds T (>= 1)."),
+    epsilon: float = typer.Option(
+        0.0, "--epsilon", help="User-level epsilon of the whole run (0 = no DP)."
+    ),
+    delta: float = typer.Option(1e-5, "--delta"),
+    sample_rate: float = typer.Option(1.0, "--sample-rate", help="Client sampling rate p."),
+    noise: str = typer.Option(
+        "secure",
+        "--noise",
+        help="secure (OpenDP), or seeded: SeededNoise(seed + 1), reproducible and not private.",
+    ),
+    ledgers: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledgers",
+            help="Folder of the clients' SQLite ledgers (client-K.sqlite): each charges "
+            "epsilon / T per round and refuses beyond --budget.",
+        ),
+    ] = None,
+    budget: float = typer.Option(1.0, "--budget", help="Each client's epsilon budget."),
+    num_cpus: int = typer.Option(
+        None, "--num-cpus", help="CPUs Ray may use here (default: all); one client actor each."
+    ),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Run the clients on a Ray cluster (HEAD:6379)."
+    ),
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SIM_OUT,
+    timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
+) -> None:
+    """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
+    partition of DATA; progress per round; writes the calibrator, history and privacy report."""
+    with user_errors():
+        _need_flwr()
+        from privcal.federated import METHODS
+        from privcal.federated.flower.simulation import (
+            federation_config,
+            run_simulation,
+            simulation_config,
+        )
+
+        if method not in METHODS:
+            raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
+        for name, v in (("num-nodes", num_nodes), ("rounds", rounds)):
+            if v < 1:
+                raise ValueError(f"--{name} must be >= 1. Got {v}.")
+        if not beta > 0:
+            raise ValueError(f"--beta must be > 0. Got {beta}.")
+        if seed < 0:
+            raise ValueError(f"--seed must be >= 0. Got {seed}.")
+        if epsilon < 0:
+            raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
+        if epsilon > 0 and not 0 < delta < 1:
+            raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
+        if not 0 < sample_rate <= 1:
+            raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
+        if noise not in ("secure", "seeded"):
+            raise ValueError(f"--noise must be secure or seeded. Got {noise!r}.")
+        if budget <= 0:
+            raise ValueError(f"--budget must be > 0. Got {budget}.")
+        if num_cpus is not None and num_cpus < 1:
+            raise ValueError(f"--num-cpus must be >= 1. Got {num_cpus}.")
+        if num_cpus is not None and ray_address:
+            raise ValueError("--num-cpus applies to this machine; a Ray cluster has its own.")
+        if timeout <= 0:
+            raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+        out = out.resolve()
+        cfg = simulation_config(
+            method,
+            data,
+            num_nodes,
+            rounds,
+            epsilon=epsilon if epsilon > 0 else None,
+            delta=delta,
+            beta=beta,
+            seed=seed,
+            sample_rate=sample_rate,
+            noise=noise,
+            ledgers=ledgers,
+            budget=budget,
+            out_dir=out,
+            timeout_s=timeout,
+            owner="privcal federate simulate",
+        )
+        fed = federation_config(num_nodes, num_cpus, ray_address)
+        out.mkdir(parents=True, exist_ok=True)
+        with _service() as work:
+            where = f"the Ray cluster at {ray_address}" if ray_address else "this machine"
+            err_console.print(
+                f"Simulating {num_nodes} clients on Flower's Simulation Engine ({where}); "
+                "starting Ray..."
+            )
+            with (out / "run.log").open("w") as log:
+                res = run_simulation(cfg, fed, work, _server_line(log), ray_address)
+    _server_end(res, out)
 
 
 def maddock2025(

@@ -28,3 +28,18 @@ def no_telemetry_by_default() -> None:
 
 
 no_telemetry_by_default()
+
+
+def _speed_up_simulation_engine() -> None:
+    """Inside Flower's Simulation Engine (``flwr-simulation``), which loads privcal's ClientApp
+    before it starts dispatching, replace the engine's quadratic dispatch loop
+    (:mod:`privcal.federated.flower.engine`); a no-op in every other process."""
+    import sys as _sys
+
+    if "flwr.server.superlink.fleet.vce.vce_api" in _sys.modules:
+        from privcal.federated.flower.engine import patch_dispatch
+
+        patch_dispatch()
+
+
+_speed_up_simulation_engine()

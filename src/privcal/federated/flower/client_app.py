@@ -38,8 +38,9 @@ from privcal.federated.flower.task import (
     DEFAULTS,
     array_of,
     charge_round,
+    client_data,
+    client_node,
     client_payload,
-    load_client_data,
     method_from_config,
     write_status,
 )
@@ -59,20 +60,20 @@ def _info_reply(msg: Message, info: dict[str, Any]) -> Message:
 @app.query()
 def query(msg: Message, context: Context) -> Message:
     cfg = {**DEFAULTS, **dict(msg.content["config"])}
-    node = dict(context.node_config)
+    node = client_node(context.node_config, context.run_config)
     task = str(cfg.get("task", "step"))
     if task == "source":  # seed 000 protocol: a remote DataSource
         from privcal.federated.flower.sources import answer_source_query
 
-        z, y = load_client_data(str(node["data"]))
+        z, y = client_data(node, context.run_config)
         return _info_reply(msg, answer_source_query(z, y, node, cfg))
     if task == "end":
-        _check_locally(node, str(cfg["calibrator"]))
+        _check_locally(node, context.run_config, str(cfg["calibrator"]))
         return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0 or node.get("ledger"):
             return _info_reply(msg, {"refused": "class counts are only sent in runs without DP"})
-        z, y = load_client_data(str(node["data"]))
+        z, y = client_data(node, context.run_config)
         return _payload_reply(msg, np.bincount(y, minlength=z.shape[1]).astype(np.float64))
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
@@ -82,7 +83,7 @@ def query(msg: Message, context: Context) -> Message:
     if refusal is not None:
         write_status(node, f"{rnd}: refused ({refusal})")
         return _info_reply(msg, {"refused": refusal})
-    z, y = load_client_data(str(node["data"]))
+    z, y = client_data(node, context.run_config)
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
     eps = float(cfg["epsilon"])
@@ -91,7 +92,7 @@ def query(msg: Message, context: Context) -> Message:
     return reply
 
 
-def _check_locally(node: dict[str, Any], calibrator_json: str) -> None:
+def _check_locally(node: dict[str, Any], run_config: Any, calibrator_json: str) -> None:
     """End of run: compare the calibrator with the uncalibrated model on this client's data."""
     import json
 
@@ -101,6 +102,6 @@ def _check_locally(node: dict[str, Any], calibrator_json: str) -> None:
     if not node.get("status"):
         return
     cal = calibrator_from_dict(json.loads(calibrator_json))
-    z, y = load_client_data(str(node["data"]))
+    z, y = client_data(node, run_config)
     write_status(node, f"check on this client's data: {compare_uncalibrated(cal, z, y)['summary']}")
     write_status(node, "end: the run is over")

@@ -125,6 +125,9 @@ class FlowerProcesses:
     insecure : bool, default=True
     certificates : (ca, cert, key) paths, optional
         TLS files for the SuperLink (``--ssl-*``) and ``--root-certificates`` for clients.
+    extra_env : dict, optional
+        Environment variables set for every process started (e.g. ``RAY_ADDRESS`` for a
+        simulation run on a Ray cluster).
     """
 
     workdir: Path
@@ -132,6 +135,7 @@ class FlowerProcesses:
     insecure: bool = True
     certificates: tuple[str, str, str] | None = None
     port: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     runtime: dict[str, str] = field(default_factory=dict)
     served: set[str] = field(default_factory=set)
@@ -153,6 +157,7 @@ class FlowerProcesses:
         # Flower's SuperExec polls its SuperNode for new ClientApp tasks once a second by
         # default; a shorter poll takes up to ~1 s off every message's round trip
         env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.05")
+        env.update(self.extra_env)
         return env
 
     @property
@@ -180,7 +185,10 @@ class FlowerProcesses:
         self.procs[name] = proc
         return proc
 
-    def start_superlink(self, wait_s: float = 60.0) -> None:
+    def start_superlink(self, wait_s: float = 60.0, simulation: bool = False) -> None:
+        """Start the SuperLink; ``simulation=True`` starts it in Flower's simulation mode (runs
+        go to Flower's Simulation Engine, ``flwr-simulation`` with the Ray backend, and no
+        SuperNode connects: the engine simulates them)."""
         self._spawn(
             "superlink",
             [
@@ -193,6 +201,7 @@ class FlowerProcesses:
                 "--database",
                 ":flwr-in-memory-state:",
                 "--disable-runtime-dependency-installation",
+                *(["--simulation"] if simulation else []),
             ],
         )
         conf = [
@@ -260,16 +269,25 @@ class FlowerProcesses:
         config: dict[str, Any],
         timeout_s: float = 300.0,
         on_line: Callable[[str], None] | None = None,
+        federation_config: dict[str, Any] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Submit a run (``flwr run APP privcal --stream``) and wait for it to end.
 
         ``on_line`` is called with each line of the run's log as it arrives (the ServerApp's
         ``privcal:`` progress lines among them). A run past ``timeout_s`` is stopped and
-        returns code 124.
+        returns code 124. ``federation_config`` (a SuperLink started with ``simulation=True``)
+        is passed as ``flwr run --federation-config``: Flower's simulation settings
+        (``num_supernodes``, ``client_resources_num_cpus``, ``init_args_num_cpus`` ...).
         """
         self.start_executor()  # SuperNodes started since the last run get their ClientApp
         app_dir = write_app(self.workdir / "app", config)
-        proc = self._spawn_piped([_bin("flwr"), "run", str(app_dir), "privcal", "--stream"])
+        cmd = [_bin("flwr"), "run", str(app_dir), "privcal", "--stream"]
+        if federation_config:
+            cmd += [
+                "--federation-config",
+                " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items()),
+            ]
+        proc = self._spawn_piped(cmd)
         lines: list[str] = []
         expired = threading.Event()
 

@@ -46,10 +46,11 @@ from privcal.federated.dp import DPConfig, expected_cohort, federated_report
 from privcal.federated.flower.task import (
     DEFAULTS,
     charge_round,
+    client_data,
+    client_node,
     client_payload,
     dp_from_config,
     dump_json,
-    load_client_data,
     method_from_config,
     server_noise,
 )
@@ -90,7 +91,7 @@ class _PrivcalClient(NumPyClient):
     """
 
     def __init__(self, context: Context) -> None:
-        self.node = dict(context.node_config)
+        self.node = client_node(context.node_config, context.run_config)
         self.run_config = dict(context.run_config)
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
@@ -99,7 +100,7 @@ class _PrivcalClient(NumPyClient):
         if refusal is not None:
             raise RuntimeError(f"privcal client refused the round: {refusal}")
         fm = method_from_config(cfg)
-        z, y = load_client_data(str(self.node["data"]))
+        z, y = client_data(self.node, self.run_config)
         state = fm.init(z.shape[1])
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)

@@ -7,8 +7,10 @@ charged, or, in a run without DP (which claims no privacy), its exact payload.
 
 from __future__ import annotations
 
+import functools
 import json
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ __all__ = [
     "DEFAULTS",
     "array_of",
     "charge_round",
+    "client_data",
+    "client_node",
     "client_payload",
     "compare_uncalibrated",
     "dp_from_config",
@@ -65,6 +69,15 @@ DEFAULTS: dict[str, Any] = {
     "secagg-bound": 1000.0,
     "out-dir": "",
     "val": "",  # the server's labelled validation split (checked against uncalibrated)
+    # Flower's Simulation Engine: a node's data is partition `partition-id` of `partitions`
+    # (one score file split by dirichlet_partition, or a folder of one file per partition)
+    "partitions": "",
+    "partition-beta": 0.1,
+    "partition-seed": 0,
+    # and, when `ledgers` names a folder, partition k keeps its ledger there (client-k.sqlite)
+    "ledgers": "",
+    "ledger-budget": 1.0,
+    "ledger-delta-budget": 1e-5,
 }
 
 
@@ -201,6 +214,127 @@ def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     z = check_scores(arrays["logits"], input="logits", name="logits")
     y = check_labels(arrays["labels"], z.shape[0], z.shape[1])
     return np.asarray(z, dtype=np.float64), np.asarray(y)
+
+
+def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The node configuration the ClientApp acts on (``data``, ``ledger``, ``budget`` ...).
+
+    A deployed SuperNode's own ``--node-config``, unchanged. A node of Flower's Simulation
+    Engine has only ``partition-id`` and ``num-partitions``; when the run config names a
+    ``ledgers`` folder, partition ``k`` keeps its SQLite ledger there
+    (``client-k.sqlite``, epsilon budget ``ledger-budget``, delta budget
+    ``ledger-delta-budget``) and charges it before each reply exactly as a deployed client
+    does (:func:`charge_round`); without ``ledgers`` a simulated client, like a deployed one
+    without ``--ledger``, keeps no budget of its own (the server's report still accounts for
+    every round).
+    """
+    node = dict(node_config)
+    folder = str(run_config.get("ledgers", ""))
+    if folder and "partition-id" in node and not node.get("ledger"):
+        k = int(node["partition-id"])
+        node["ledger"] = str(Path(folder) / f"client-{k}.sqlite")
+        node["budget"] = float(run_config.get("ledger-budget", DEFAULTS["ledger-budget"]))
+        node["delta-budget"] = float(
+            run_config.get("ledger-delta-budget", DEFAULTS["ledger-delta-budget"])
+        )
+        node.setdefault("name", f"client-{k}")
+    return node
+
+
+def client_data(
+    node: Mapping[str, Any], run_config: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration logits and labels of the client that a node is.
+
+    A deployed SuperNode names its own file (node config ``data``, read by
+    :func:`load_client_data`). A node of Flower's Simulation Engine carries only the
+    ``partition-id`` and ``num-partitions`` the engine gives it; its data is partition
+    ``partition-id`` of the run config's ``partitions`` (:func:`partition_data`). The node reads
+    its rows itself, as a deployed client does: the server never sends data, only the run
+    configuration.
+    """
+    if node.get("data"):
+        return load_client_data(str(node["data"]))
+    if "partition-id" in node:
+        return partition_data(
+            str(run_config.get("partitions", "")),
+            int(node["partition-id"]),
+            int(node["num-partitions"]),
+            float(run_config.get("partition-beta", DEFAULTS["partition-beta"])),
+            int(run_config.get("partition-seed", DEFAULTS["partition-seed"])),
+        )
+    raise ValueError(
+        "This node holds no data: its node config needs 'data' (a score file) or, under "
+        "Flower's Simulation Engine, a 'partition-id' with the run config's 'partitions'."
+    )
+
+
+def partition_data(
+    source: str | Path, partition_id: int, num_partitions: int, beta: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of partition ``partition_id`` out of ``num_partitions`` (Flower's Simulation Engine).
+
+    ``source`` is either
+
+    * a score file holding every client's rows, split by
+      ``dirichlet_partition(labels, n_clients=num_partitions, beta=beta, seed=seed)``
+      (:func:`privcal.federated.dirichlet_partition`; the same call gives
+      :func:`privcal.federated.simulate` the same clients), or
+    * a folder of score files, one per partition: partition ``k`` is the ``k``-th file in name
+      order, and there must be exactly ``num_partitions`` of them.
+
+    A process reads a file and draws its split once (cached on the file's path, size and
+    modification time), so a Ray actor that serves thousands of partitions pays for it once.
+    """
+    if not str(source):
+        raise ValueError(
+            "The 'partitions' run config of the privcal ClientApp must name a score file or a "
+            "folder of score files (one per partition). Got '' instead."
+        )
+    p = Path(source)
+    if not 0 <= partition_id < num_partitions:
+        raise ValueError(
+            f"The partition id of the privcal ClientApp must be in [0, {num_partitions}). "
+            f"Got {partition_id} instead."
+        )
+    if p.is_dir():
+        files = _partition_files(str(p))
+        if len(files) != num_partitions:
+            raise ValueError(
+                f"The 'partitions' folder {str(p)!r} must hold one score file per partition "
+                f"({num_partitions}). Got {len(files)} files instead."
+            )
+        return load_client_data(files[partition_id])
+    try:
+        st = p.stat()
+    except OSError as err:
+        raise ValueError(f"The 'partitions' file {str(p)!r} cannot be read ({err}).") from None
+    z, y, parts = _dirichlet_split(
+        str(p), st.st_mtime_ns, st.st_size, num_partitions, float(beta), int(seed)
+    )
+    rows = parts[partition_id]
+    return z[rows], y[rows]
+
+
+#: Files a ``partitions`` folder may hold (what :func:`load_client_data` reads).
+PARTITION_SUFFIXES = (".npz", ".csv", ".parquet", ".npy")
+
+
+@functools.lru_cache(maxsize=4)
+def _partition_files(folder: str) -> list[str]:
+    return sorted(
+        str(f) for f in Path(folder).iterdir() if f.is_file() and f.suffix in PARTITION_SUFFIXES
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _dirichlet_split(
+    path: str, _mtime: int, _size: int, k: int, beta: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    from privcal.federated.partition import dirichlet_partition
+
+    z, y = load_client_data(path)
+    return z, y, dirichlet_partition(y, n_clients=k, beta=beta, seed=seed)
 
 
 def dump_json(path: Path, obj: Any) -> None:
