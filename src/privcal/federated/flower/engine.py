@@ -76,7 +76,8 @@ def patch_dispatch() -> bool:
     module = sys.modules.get(_MODULE)
     if module is None or os.environ.get("PRIVCAL_STOCK_SIMULATION_ENGINE") == "1":
         return False
-    if module.__dict__.get("add_messages_to_queue") is not add_messages_to_queue:
-        module.__dict__.setdefault("_privcal_stock_dispatch", module.add_messages_to_queue)
-        module.add_messages_to_queue = add_messages_to_queue
+    names = module.__dict__
+    if names.get("add_messages_to_queue") is not add_messages_to_queue:
+        names.setdefault("_privcal_stock_dispatch", names["add_messages_to_queue"])
+        names["add_messages_to_queue"] = add_messages_to_queue
     return True
