@@ -80,13 +80,13 @@ def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
     node: dict[str, object], method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = []
-    real_load = client_app.load_client_data
+    real_load = client_app.client_data
 
-    def load(path):  # type: ignore[no-untyped-def]
+    def load(node_config, run_config):  # type: ignore[no-untyped-def]
         seen.append(_spent(node))  # the ledger's state when the client first reads its data
-        return real_load(path)
+        return real_load(node_config, run_config)
 
-    monkeypatch.setattr(client_app, "load_client_data", load)
+    monkeypatch.setattr(client_app, "client_data", load)
     cfg = {**task.DEFAULTS, **RUN, "method": method, "weighting": "none", "round": 1}
     fm = task.method_from_config(cfg)
     state = fm.init(C)
@@ -98,7 +98,7 @@ def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
     assert set(reply.content.keys()) == {"arrays"}
     assert set(reply.content["arrays"].keys()) == {"payload"}
     payload = task.array_of(reply.content["arrays"], "payload")
-    z, y = real_load(str(node["data"]))
+    z, y = task.load_client_data(str(node["data"]))
     dp = task.dp_from_config(cfg, task.server_noise(cfg, "test"))
     assert dp is not None
     np.testing.assert_array_equal(payload, fm.clip(fm.client_step(state, z, y), dp))

@@ -63,15 +63,18 @@ def _wait_nodes(grid: Grid, n: int, wait_s: float) -> list[int]:
 def _query(
     grid: Grid, nodes: list[int], state: dict[str, np.ndarray], cfg: dict[str, Any], timeout: float
 ) -> list[Message]:
-    msgs = []
-    for nid in nodes:
-        content = RecordDict(
-            {
-                "state": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()}),
-                "config": ConfigRecord(cfg),
-            }
+    # one serialisation of the state and config per round, shared by every node's message (the
+    # Grid sends each its own copy; thousands of clients would otherwise pay for it per node)
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    config = ConfigRecord(cfg)
+    msgs = [
+        Message(
+            RecordDict({"state": arrays, "config": config}),
+            dst_node_id=nid,
+            message_type=MessageType.QUERY,
         )
-        msgs.append(Message(content, dst_node_id=nid, message_type=MessageType.QUERY))
+        for nid in nodes
+    ]
     return send_and_receive(grid, msgs, timeout)
 
 
@@ -181,18 +184,26 @@ def _step(
 
 
 def progress_line(
-    t: int, rounds: int, replied: int, dropped: int, refused: int, eps: float, budget: float
+    t: int,
+    rounds: int,
+    replied: int,
+    dropped: int,
+    refused: int,
+    eps: float,
+    budget: float,
+    seconds: float | None = None,
 ) -> str:
     """The server's per-round progress line (what ``privcal federate server`` shows).
 
-    The counts are what the operator of the SuperLink sees anyway (Flower logs every reply);
-    they are printed on the operator's console only, never written to ``history.json`` of a DP
-    run.
+    The counts and the round's duration are what the operator of the SuperLink sees anyway
+    (Flower logs every reply); they are printed on the operator's console only, never written
+    to ``history.json`` of a DP run.
     """
     spent = f"epsilon spent {eps:.3g} of {budget:g}" if budget > 0 else "no DP"
+    took = "" if seconds is None else f"; {seconds:.2f} s"
     return (
         f"privcal: round {t}/{rounds}: {replied} replied, {dropped} dropped, "
-        f"{refused} refused; {spent}"
+        f"{refused} refused; {spent}{took}"
     )
 
 
@@ -267,7 +278,14 @@ def main(grid: Grid, context: Context) -> None:
         eps = 0.0 if dp is None else dp.spent_epsilon()
         print(
             progress_line(
-                t, rounds, n_ok, dropped + len(missing), len(refusals), eps, float(cfg["epsilon"])
+                t,
+                rounds,
+                n_ok,
+                dropped + len(missing),
+                len(refusals),
+                eps,
+                float(cfg["epsilon"]),
+                time.perf_counter() - t0,
             ),
             flush=True,
         )
