@@ -1,7 +1,8 @@
 """Federated calibration with user-level DP (seed 003), simulated or over Flower.
 
-The ``federated`` extra (``flwr``) is needed only for :mod:`privcal.federated.flower`; the
-partitioners, methods and simulator need NumPy and SciPy only.
+The ``federated`` extra (``flwr[simulation]``) is needed only for
+:mod:`privcal.federated.flower` and :func:`simulate_flower` (privcal's Flower apps on Flower's
+Simulation Engine); the partitioners, methods and simulator need NumPy and SciPy only.
 """
 
 from privcal.federated.dp import (
@@ -31,6 +32,7 @@ from privcal.federated.partition import (
     iid_partition,
     split_clients,
 )
+from privcal.federated.flower.simulation import simulate_flower
 from privcal.federated.simulation import evaluate, simulate
 
 __all__ = [
@@ -56,5 +58,6 @@ __all__ = [
     "iid_partition",
     "noise_multiplier",
     "simulate",
+    "simulate_flower",
     "split_clients",
 ]
