@@ -13,6 +13,7 @@ from privcal.federated.dp import (
     federated_report,
     noise_multiplier,
 )
+from privcal.federated.flower.simulation import simulate_flower
 from privcal.federated.methods import (
     METHODS,
     FedBBQ,
@@ -32,7 +33,6 @@ from privcal.federated.partition import (
     iid_partition,
     split_clients,
 )
-from privcal.federated.flower.simulation import simulate_flower
 from privcal.federated.simulation import evaluate, simulate
 
 __all__ = [
