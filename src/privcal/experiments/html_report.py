@@ -333,9 +333,17 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     else:
         found = (
             f"{d['input']} ({d['n_samples']} examples): ECE {100 * first['ECE']:.2f}% at "
-            f"{100 * first['Accuracy']:.2f}% accuracy, a confidence "
-            f"{'above' if first['ECE'] > 0.02 else 'close to'} the accuracy it achieves."
+            f"{100 * first['Accuracy']:.2f}% accuracy"
         )
+        rel = (d.get("reliability") or {}).get("before")
+        if rel:
+            conf = _mean_confidence(rel)
+            gap = conf - first["Accuracy"]
+            found += (
+                f"; the mean confidence is {100 * conf:.2f}%, "
+                f"{'over' if gap > 0 else 'under'}-confident by {100 * abs(gap):.2f} pp"
+            )
+        found += "."
     blocks: list[dict[str, Any]] = [
         takeaway(found),
         text(
@@ -354,6 +362,12 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     if d.get("reliability"):
         blocks.append(_reliability_block(d["reliability"], cols[0], cols[-1], d["input"]))
     return [_section(f"privcal evaluate: {d['input']}", _flatten(blocks), src)]
+
+
+def _mean_confidence(rel: Mapping[str, Any]) -> float:
+    """The mean top-label confidence, from a reliability diagram's per-bin data."""
+    pairs = [(n, c) for n, c in zip(rel["counts"], rel["confidence"], strict=True) if n]
+    return sum(n * c for n, c in pairs) / sum(n for n, _ in pairs)
 
 
 def _conformal(o: Output) -> list[dict[str, Any]]:
