@@ -38,8 +38,15 @@ from flwr.supernode.runtime.run_clientapp import (
 
 __all__ = ["serve", "serve_many"]
 
-#: Seconds between polls for a task while idle.
+#: Seconds between polls for a task right after one (a node's messages often come in bursts:
+#: seed 000's queries, SecAgg+'s stages).
 POLL_S = 0.05
+#: Longest wait between polls while idle: each empty poll doubles the wait up to this. The
+#: SuperNode itself fetches messages from the SuperLink every 0.25 s (``supernode.py``), so
+#: polling it faster buys little, while every poll is an HTTP request that the SuperNode's
+#: Python process serves: 20 nodes polled every 0.05 s are 400 requests a second, most of two
+#: cores (bench/RESULTS.md, real-process rounds).
+IDLE_POLL_S = 0.25
 
 
 def _client(address: str, token: str | None = None) -> RuntimeHttpClient:
@@ -93,6 +100,7 @@ def run_task(address: str, token: str) -> None:
 def serve(address: str, stop: threading.Event) -> None:
     """Acquire and run the ClientApp tasks of the SuperNode at ``address`` until ``stop``."""
     client = _client(address)
+    wait = POLL_S
     try:
         while not stop.is_set():
             try:
@@ -104,8 +112,10 @@ def serve(address: str, stop: threading.Event) -> None:
                 continue
             if res.HasField("task") and res.token:
                 run_task(address, res.token)
+                wait = POLL_S
                 continue
-            stop.wait(POLL_S)
+            stop.wait(wait)
+            wait = min(2.0 * wait, IDLE_POLL_S)
     finally:
         client.close()
 
