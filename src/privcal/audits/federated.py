@@ -30,6 +30,13 @@ releases have noise std ``C s / 2``; dividing by the *observed* number of client
 The Flower audit (``flower-server-round``) runs the ServerApp's default method (FedTemp,
 Newton, with the run config's default clip rule ``C_g = 2 sqrt(200)``): its second client's
 logits are ``+-20`` so that its gradient sum (about 320) is clipped to ``C_g``.
+The same audit covers Flower's Simulation Engine (``privcal federate simulate``,
+``simulate_flower``): the engine runs these very ServerApp and ClientApp objects, and a
+simulated node (a ``partition-id`` reading its rows from the run config's ``partitions``)
+sends, array for array, the reply the audited handler sends for a node holding the same rows
+(``tests/unit/test_federated_flower_simulation.py``); a full simulation run equals
+:func:`~privcal.federated.simulate` with the same noise seed
+(``tests/integration/test_flower_simulation.py``).
 """
 
 from __future__ import annotations
