@@ -198,8 +198,11 @@ class FlowerProcesses:
                 self.host,
                 "--port",
                 str(self.port),
+                # Flower's in-memory link state. (privcal passed ":flwr-in-memory-state:", a
+                # name Flower 1.41 no longer knows: it made an on-disk SQLite file of that name,
+                # whose write locks failed messages under 20 polling SuperNodes)
                 "--database",
-                ":flwr-in-memory-state:",
+                ":flwr-in-memory:",
                 "--disable-runtime-dependency-installation",
                 *(["--simulation"] if simulation else []),
             ],
