@@ -27,6 +27,8 @@ FAST = [
     "simulate-fedbbq",
     "simulate-fedbbq-all",
     "simulate-fedbbq-changed",
+    "simulate-fedtemp-trusted",
+    "simulate-fedtemp-averaging-trusted",
 ]
 
 
@@ -82,7 +84,9 @@ def observed_k(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("observed_k")
 def test_observed_k_denominator_fails_the_averaging_audit() -> None:
-    report = run_audit("simulate-fedtemp-averaging")
+    # the server's denominator is seed 003's trusted-server path; under the distributed
+    # default the noise grows with the participants (K / t shares), which masks half the defect
+    report = run_audit("simulate-fedtemp-averaging-trusted")
     assert not report.passed, str(report)  # epsilon_lower > the claimed 1 (1.4-2.0 measured)
 
 
@@ -99,7 +103,7 @@ def unclipped(monkeypatch: pytest.MonkeyPatch) -> None:
     # simulate: the unclipped gradient (30 C_g) moves T to its trust-region edge, 300 runs see
     # it; Flower (default C_g = 28.3, an unclipped sum of 320 against a noise std of 128 on the
     # sum) needs the audit's full 2000
-    [("simulate-fedtemp", 300), ("flower-server-round", 2000)],
+    [("simulate-fedtemp-trusted", 300), ("flower-server-round", 2000)],
 )
 def test_unclipped_newton_payload_fails_the_audit(name: str, runs: int) -> None:
     if name.startswith("flower"):
@@ -107,6 +111,14 @@ def test_unclipped_newton_payload_fails_the_audit(name: str, runs: int) -> None:
     report = run_audit(name, runs=runs)
     assert not report.passed, str(report)
     assert report.epsilon_lower > 1.0
+
+
+@pytest.mark.usefixtures("unclipped")
+def test_unclipped_payload_is_refused_by_the_distributed_default() -> None:
+    """Under distributed shares a client's payload beyond its public clip bound is refused
+    before any share is drawn (it could wrap the secure sum): nothing is released."""
+    with pytest.raises(ValueError, match="beyond the public bound"):
+        run_audit("simulate-fedtemp", runs=100)
 
 
 def test_seeded_noise_reused_fails_the_audit(monkeypatch: pytest.MonkeyPatch) -> None:

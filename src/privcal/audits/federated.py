@@ -118,12 +118,16 @@ def _probe_probability(cal: Any) -> float:
         return float(cal.predict_proba(PROBE)[0, 0])
 
 
-def _simulate_audit(method: str, runs: int, alpha: float) -> AuditReport:
+def _simulate_audit(
+    method: str, runs: int, alpha: float, aggregation: str | None = None
+) -> AuditReport:
     from privcal.federated import simulate
 
     z, y = _data()
     summary = _summary(method)
-    params = PARAMS.get(method, {})
+    params = dict(PARAMS.get(method, {}))
+    if aggregation is not None:  # None: simulate's own default, as a user calls it
+        params["aggregation"] = aggregation
 
     def call(side: int) -> Any:
         cal, _ = simulate(
@@ -147,7 +151,7 @@ def _simulate_audit(method: str, runs: int, alpha: float) -> AuditReport:
     events = None if fedtemp else PROBABILITY_EVENTS
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
     return audit_release(
-        f"simulate-{method}",
+        f"simulate-{method}" + (f"-{aggregation}" if aggregation else ""),
         f'simulate("{method}", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
         f"delta={DELTA:g}{extra}).{what}",
         NEWTON_NEIGHBOURS if method in ("fedtemp", "fedvector", "fedmatrix") else NEIGHBOURS,
@@ -159,13 +163,15 @@ def _simulate_audit(method: str, runs: int, alpha: float) -> AuditReport:
     )
 
 
-def _register_simulate(method: str, runs: int, slow: bool) -> None:
+def _register_simulate(method: str, runs: int, slow: bool, aggregation: str | None = None) -> None:
     def audit(runs: int, alpha: float) -> AuditReport:
-        return _simulate_audit(method, runs, alpha)
+        return _simulate_audit(method, runs, alpha, aggregation)
 
+    suffix = f"-{aggregation}" if aggregation else ""
+    how = f", aggregation='{aggregation}'" if aggregation else ""
     register(
-        f"simulate-{method}",
-        summary=f"simulate('{method}') with DP, K vs K+1 clients (user-level add/remove)",
+        f"simulate-{method}{suffix}",
+        summary=f"simulate('{method}'{how}) with DP, K vs K+1 clients (user-level add/remove)",
         runs=runs,
         slow=slow,
         extra=None,
@@ -192,6 +198,10 @@ for _method, _runs, _slow in (
     ("fedbbq-changed", 100, False),
 ):
     _register_simulate(_method, _runs, _slow)
+# the trusted server (aggregation="trusted", seed 003's protocol) is a path users call too; its
+# planted server-side defects (an observed-K denominator, an unclipped client) are caught here
+for _method, _runs in (("fedtemp", 1000), ("fedtemp-averaging", 2000)):
+    _register_simulate(_method, _runs, False, "trusted")
 
 
 def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
