@@ -42,6 +42,18 @@ def run(n: int = 10_000_000, c: int = 10, repeats: int = 5, n_bins: int = 15) ->
     rows: list[list[object]] = []
     t_priv, v_priv = best_of(lambda: ece(probs, labels, n_bins=n_bins), repeats)
     rows.append(["privcal `ece(probs, labels, n_bins=15)`", t_priv, 1.0, f"{v_priv:.12f}", "0"])
+    p32 = probs.astype(np.float32)
+    t32, v32 = best_of(lambda: ece(p32, labels, n_bins=n_bins), repeats)
+    rows.append(["privcal, the same probabilities as float32", t32, t32 / t_priv, f"{v32:.12f}",
+                 f"{v32 - v_priv:+.1e}"])  # fmt: skip
+    t_sum, _ = best_of(lambda: probs.sum(), repeats)
+    t_sum32, _ = best_of(lambda: p32.sum(), repeats)
+    rows.append(["one read: `probs.sum()`, float64", t_sum, t_sum / t_priv, "", ""])
+    rows.append(["one read: `probs.sum()`, float32", t_sum32, t_sum32 / t_priv, "", ""])
+    reads = (
+        f"ECE / one read of the same array: float64 {t_priv / t_sum:.2f}, "
+        f"float32 {t32 / t_sum32:.2f}"
+    )
 
     try:
         from netcal.metrics import ECE
@@ -82,7 +94,7 @@ def run(n: int = 10_000_000, c: int = 10, repeats: int = 5, n_bins: int = 15) ->
     )
     return (
         f"### ECE, {n:,} x {c} float64 probabilities, {n_bins} bins (best of {repeats})\n\n"
-        f"{table}\n"
+        f"{table}\n\n{reads}\n"
     )
 
 

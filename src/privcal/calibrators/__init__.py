@@ -8,6 +8,7 @@ from privcal.calibrators.base import (
     calibrator_from_dict,
 )
 from privcal.calibrators.binning import BBQ, HistogramBinning, IsotonicCalibration
+from privcal.calibrators.progress import FitProgress, fit_progress
 from privcal.calibrators.scaling import MatrixScaling, PlattScaling, VectorScaling
 from privcal.calibrators.temperature import BoundaryWarning, BoundedNLLWarning, TemperatureScaling
 
@@ -17,6 +18,7 @@ __all__ = [
     "BoundedNLLWarning",
     "Calibrator",
     "CrossFitWarning",
+    "FitProgress",
     "FitWarning",
     "HistogramBinning",
     "IsotonicCalibration",
@@ -26,6 +28,7 @@ __all__ = [
     "TemperatureScaling",
     "VectorScaling",
     "calibrator_from_dict",
+    "fit_progress",
 ]
 
 #: Calibrators by CLI name.

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -157,6 +159,43 @@ def _fit_public(
     return est.fit(scores.logits, scores.labels)
 
 
+#: ``privcal fit`` shows the iterations of a fit once it has run this many seconds.
+STATUS_AFTER_S = 2.0
+
+
+@contextmanager
+def _fit_status() -> Iterator[None]:
+    """A Rich status line on stderr (iteration, objective, seconds) for iterative fits that
+    run longer than :data:`STATUS_AFTER_S`; nothing for quick ones
+    (:func:`privcal.calibrators.progress.fit_progress`)."""
+    from rich.status import Status
+
+    from privcal.calibrators.progress import FitProgress, fit_progress
+
+    status: Status | None = None
+
+    def show(step: FitProgress) -> None:
+        nonlocal status
+        if step.elapsed < STATUS_AFTER_S:
+            return
+        text = (
+            f"{step.fit}: iteration {step.iteration}, objective {step.objective:.6g}, "
+            f"{step.elapsed:.0f} s"
+        )
+        if status is None:
+            status = Status(text, console=err_console)
+            status.start()
+        else:
+            status.update(text)
+
+    try:
+        with fit_progress(show):
+            yield
+    finally:
+        if status is not None:
+            status.stop()
+
+
 def fit(
     method: Annotated[str, typer.Option("--method", "-m", help="Calibrator name (listed above).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the calibrator .json.")],
@@ -228,7 +267,8 @@ def fit(
                     seed=seed, n_bins=n_bins, t_range=t_range,
                 )  # fmt: skip
             else:
-                estimator = _fit_public(method, scores, seed, t_range)
+                with _fit_status():
+                    estimator = _fit_public(method, scores, seed, t_range)
         _print_fit_warnings(caught)
         data = estimator.to_dict()
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
