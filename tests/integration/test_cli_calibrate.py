@@ -266,3 +266,41 @@ def test_budget_exceeded_exits_3(
     assert "Traceback" not in res.output
     assert "Privacy budget of odometer 'hospital' exceeded" in " ".join(res.output.split())
     assert not out.exists()
+
+
+def test_fit_shows_the_iterations_of_a_long_fit(
+    tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``privcal fit`` draws the fit's iterations on stderr once the fit has run
+    ``STATUS_AFTER_S`` seconds (0 here, so that a quick fit counts as long); the status line is
+    gone when the fit ends and stdout holds only the result line."""
+    from privcal.cli import calibrate
+
+    shown: list[str] = []
+
+    class Recorder:
+        def __init__(self, text: str, console: object) -> None:
+            shown.append(text)
+
+        def start(self) -> None:
+            pass
+
+        def update(self, text: str) -> None:
+            shown.append(text)
+
+        def stop(self) -> None:
+            shown.append("stopped")
+
+    monkeypatch.setattr(calibrate, "STATUS_AFTER_S", 0.0)
+    monkeypatch.setattr("rich.status.Status", Recorder)
+    cal = tmp_path / "m.json"
+    res = _invoke("fit", "--method", "matrix", "--input", files["val"], "--out", cal)
+    assert res.exit_code == 0, res.output
+    assert shown[0].startswith("matrix scaling: iteration 1, objective ")
+    assert shown[-1] == "stopped"
+    assert "objective" not in res.stdout
+    monkeypatch.setattr(calibrate, "STATUS_AFTER_S", 1e9)  # a quick fit shows nothing
+    shown.clear()
+    res = _invoke("fit", "--method", "matrix", "--input", files["val"], "--out", cal)
+    assert res.exit_code == 0, res.output
+    assert shown == []
