@@ -185,6 +185,15 @@ class PrivacyOdometer:
     def _init_ledger(self) -> None:
         assert self.ledger is not None
         self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open_ledger()
+        except sqlite3.OperationalError as err:
+            if _read_only(self.ledger):
+                raise ValueError(_read_only_message(self.ledger, err, spending=True)) from None
+            raise
+
+    def _open_ledger(self) -> None:
+        assert self.ledger is not None
         con = self._connect()
         try:
             # WAL is persistent in the file; switching needs no transaction.
@@ -418,6 +427,37 @@ class LedgerRecord:
         return max(0.0, self.budget - self.spent)
 
 
+def _read_only(path: Path) -> bool:
+    """Whether this process may not write the ledger file ``path`` or its folder.
+
+    SQLite keeps a privcal ledger in write-ahead-log mode, so even reading it creates or updates
+    the ``-wal`` and ``-shm`` files beside it: without write access to the file or its folder
+    SQLite fails with "attempt to write a readonly database" or "unable to open database file".
+    """
+    folder = path.resolve().parent
+    return (path.exists() and not os.access(path, os.W_OK)) or not os.access(folder, os.W_OK)
+
+
+def _read_only_message(path: Path, err: sqlite3.Error, *, spending: bool) -> str:
+    """The error of a ledger that SQLite cannot open because it is read-only (with the fix).
+
+    A copy is offered only for reading: spending from a copy would split the budget.
+    """
+    folder = path.resolve().parent
+    fix = (
+        "Give this user write access (chmod u+w on both, or run as the ledger's owner); a "
+        "ledger records every spend before the release, so it cannot be used read-only."
+        if spending
+        else "Give this user write access (chmod u+w on both, or run as the ledger's owner), "
+        "or copy the ledger with its -wal file to a writable folder to inspect it."
+    )
+    return (
+        f"The ledger {str(path)!r} is read-only for this user ({err}): SQLite needs write "
+        f"access to a ledger's file and its folder {str(folder)!r}, even to read it (its "
+        f"write-ahead log lives beside it). {fix}"
+    )
+
+
 def read_ledger(path: str | Path) -> LedgerRecord:
     """Read any privcal ledger (an odometer's SQLite file) without writing to it.
 
@@ -430,7 +470,9 @@ def read_ledger(path: str | Path) -> LedgerRecord:
     Raises
     ------
     ValueError
-        If there is no file at ``path``, or it is not a SQLite file with those tables.
+        If there is no file at ``path``, if it is not a SQLite file with those tables, or if
+        SQLite cannot open it because the file or its folder is read-only for this user (the
+        message says so and how to fix it).
     """
     path = Path(path)
     if not path.is_file():
@@ -446,6 +488,8 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
+        if isinstance(err, sqlite3.OperationalError) and _read_only(path):
+            raise ValueError(_read_only_message(path, err, spending=False)) from None
         raise ValueError(
             f"{str(path)!r} is not a privcal ledger ({err}); ledgers are the SQLite files "
             "written by 'privcal source init', DataSource(..., ledger=PATH) or "
