@@ -9,16 +9,27 @@ The error rule (every verb)
 * anything else is a bug: one ``Error: internal error ...`` line and exit 1;
 * no traceback, unless the global ``--debug`` option is given (then the exception propagates).
 
+The warning rule (every verb)
+-----------------------------
+A warning from library code (privcal's own, :class:`privcal.exceptions.PrivcalWarning` and its
+subclasses, or another package's) prints **one** ``Warning:`` line on stderr per kind, never
+Python's ``file:line`` form: :func:`collect_warnings` records the warnings of a block and
+groups them by category and message with the numbers left out, so 4,000 fits that each warn
+"gap 4.52 within 2 SDs" give one line ending ``(x4000, first shown)``. Deprecation, import and
+resource warnings stay hidden, as Python hides them by default.
+
 :class:`PrivcalGroup` (the root app's click group) applies the rule to every verb, so a verb
-needs no code for it; :func:`user_errors` applies the same rule to a block (kept for verbs built
-on their own Typer app, as the tests do).
+needs no code for it, and collects the warnings of every verb; :func:`user_errors` applies the
+error rule to a block (kept for verbs built on their own Typer app, as the tests do).
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -41,6 +52,7 @@ __all__ = [
     "NON_TTY_WIDTH",
     "PrivcalGroup",
     "check_output_path",
+    "collect_warnings",
     "console",
     "err_console",
     "fail",
@@ -48,8 +60,11 @@ __all__ = [
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
+    "print_warnings",
     "set_debug",
     "user_errors",
+    "warn",
+    "warning_kind",
     "write_probs",
 ]
 
@@ -117,6 +132,73 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """Print ``Warning: message`` (one line, yellow on a terminal) on stderr; the run goes on."""
+    line = " ".join(str(message).split())
+    err_console.print(
+        f"[bold yellow]Warning:[/bold yellow] {escape(line)}", soft_wrap=True, highlight=False
+    )
+
+
+#: A number in a warning's message (not part of a name such as ``float32`` or ``n_1``).
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w)")
+#: Categories Python hides by default; the CLI hides them too.
+_HIDDEN = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+def warning_kind(category: type[Warning], message: str) -> tuple[type[Warning], str]:
+    """The kind :func:`print_warnings` groups by: the category and the message with its numbers
+    replaced by ``#`` (``"gap 4.52 within 2 SDs"`` -> ``"gap # within # SDs"``)."""
+    return category, _NUMBER.sub("#", " ".join(str(message).split()))
+
+
+def print_warnings(
+    caught: Iterable[warnings.WarningMessage], hint: Callable[[str], str] | None = None
+) -> None:
+    """Print recorded warnings as one ``Warning:`` line per kind (:func:`warning_kind`), in the
+    order each kind first occurred.
+
+    A kind seen more than once ends in ``(xN)``, or ``(xN, first shown)`` when the messages
+    differ (in their numbers); ``hint`` may add a verb's fix to each line's text.
+    """
+    kinds: dict[tuple[type[Warning], str], list[Any]] = {}
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        kind = warning_kind(w.category, text)
+        if kind in kinds:
+            kinds[kind][1] += 1
+            kinds[kind][2] = kinds[kind][2] or text != kinds[kind][0]
+        else:
+            kinds[kind] = [text, 1, False]
+    for text, count, varied in kinds.values():
+        line = hint(text) if hint is not None else text
+        if count > 1:
+            line += f" (x{count}, first shown)" if varied else f" (x{count})"
+        warn(line)
+
+
+@contextmanager
+def collect_warnings(
+    hint: Callable[[str], str] | None = None,
+) -> Iterator[list[warnings.WarningMessage]]:
+    """Record the block's warnings, then print them with :func:`print_warnings` (also when the
+    block raises: the warnings come before the ``Error:`` line).
+
+    Yields the list of recorded warnings (for a verb that also saves them). Every occurrence is
+    recorded (so the counts are exact), except the categories Python hides by default.
+    :class:`PrivcalGroup` wraps every verb in one; a verb nests its own to print a step's
+    warnings where they belong (before its results).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for category in _HIDDEN:
+            warnings.simplefilter("ignore", category)
+        try:
+            yield caught
+        finally:
+            print_warnings(caught, hint)
+
+
 def _os_message(err: OSError) -> str:
     where = f" {str(err.filename)!r}" if err.filename else ""
     if isinstance(err, FileNotFoundError) and not err.filename:
@@ -173,15 +255,18 @@ def user_errors() -> Iterator[None]:
 
 
 class PrivcalGroup(TyperGroup):
-    """The root click group: applies the error rule to every verb, usage errors included.
+    """The root click group: applies the error rule and the warning rule to every verb, usage
+    errors included.
 
     A click usage error (a missing option, a value of the wrong type) becomes one line that
-    names the option and points at the verb's ``--help``.
+    names the option and points at the verb's ``--help``. A verb's warnings become one
+    ``Warning:`` line per kind (:func:`collect_warnings`), printed when it ends.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with collect_warnings():
+                return super().invoke(ctx)
         except Exception as err:
             if _passes_through(err) or _STATE["debug"]:
                 raise

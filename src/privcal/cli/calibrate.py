@@ -28,6 +28,7 @@ from rich.table import Table
 from privcal.cli._common import (
     InputKind,
     check_output_path,
+    collect_warnings,
     console,
     err_console,
     fail,
@@ -116,13 +117,11 @@ def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
     return table
 
 
-def _print_fit_warnings(caught: list[warnings.WarningMessage]) -> None:
-    """Show a fit's warnings as one line each; point bound warnings at ``--t-range``."""
-    for w in caught:
-        text = " ".join(str(w.message).split())
-        if "t_range" in text and "--t-range" not in text:
-            text += " (privcal fit --t-range LO HI)"
-        err_console.print(f"[yellow]Warning:[/yellow] {text}", soft_wrap=True, highlight=False)
+def _t_range_hint(text: str) -> str:
+    """Point a fit's bound warnings at ``--t-range`` (a ``hint`` of :func:`collect_warnings`)."""
+    if "t_range" in text and "--t-range" not in text:
+        text += " (privcal fit --t-range LO HI)"
+    return text
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -251,8 +250,7 @@ def fit(
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
         scores = load_scores(input, input_kind) if input is not None else None  # type: ignore[arg-type]
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with collect_warnings(_t_range_hint) as caught:
             if private:
                 from privcal.cli.private_fit import check_private_request, fit_private
 
@@ -269,7 +267,6 @@ def fit(
             else:
                 with _fit_status():
                     estimator = _fit_public(method, scores, seed, t_range)
-        _print_fit_warnings(caught)
         data = estimator.to_dict()
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         summary = _write_fit_summary(

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from rich.table import Table
 
 from privcal.cli._common import (
     check_output_path,
+    collect_warnings,
     console,
     err_console,
     fail,
@@ -245,11 +245,8 @@ def conformal(
                 f"--test has {test_logits.shape[1]} classes but --cal has "
                 f"{cal_logits.shape[1]}; both must come from the same model."
             )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with collect_warnings():
             est.fit(cal_logits, cal_labels)
-        for w in caught:
-            err_console.print(f"[yellow]Warning:[/yellow] {w.message}", soft_wrap=True)
         sets = est.predict_set(test_logits)
         summary = conformal_summary(est, sets, test_labels)
         if out is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.cli._common import err_console, fail
+from privcal.cli._common import err_console, fail, warn
 from privcal.data import Scores
 
 __all__ = ["PRIVATE_METHODS", "SEEDED_NOISE_WARNING", "fit_private"]
@@ -34,8 +34,8 @@ PRIVATE_METHODS: dict[str, dict[str, Any]] = {
     "dp-ts": {"kind": "dp-sgd", "class": "DPTemperatureScaling"},
     "dp-ps": {"kind": "dp-sgd", "class": "DPPlattScaling"},
 }
-#: Printed when ``--seed`` replaces secure noise.
-SEEDED_NOISE_WARNING = "[yellow]--seed: seeded noise (simulation only, not safe for real releases)"
+#: Printed (a ``Warning:`` line) when ``--seed`` replaces secure noise.
+SEEDED_NOISE_WARNING = "--seed: seeded noise (simulation only, not safe for real releases)"
 
 
 def check_private_request(
@@ -107,7 +107,7 @@ def _fit_luo(
     t_range: tuple[float, float] | None,
 ) -> Any:
     """Private temperature scaling or histogram binning, on sources or one private array."""
-    from privcal.privacy import SeededNoise
+    from privcal.privacy import InsecureNoiseWarning, SeededNoise
     from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 
     est: Any
@@ -121,9 +121,9 @@ def _fit_luo(
             t_range="auto" if t_range is None else t_range,
         )
     with warnings.catch_warnings():
-        if seed is not None:
-            warnings.simplefilter("ignore")  # the user asked for simulation noise explicitly
-            err_console.print(SEEDED_NOISE_WARNING)
+        if seed is not None:  # the user asked for simulation noise explicitly: said once
+            warnings.simplefilter("ignore", InsecureNoiseWarning)
+            warn(SEEDED_NOISE_WARNING)
         if sources:
             try:
                 srcs = [
@@ -177,7 +177,7 @@ def _fit_dp_sgd(
     if delta is not None:  # else the estimator's own default delta (1e-5)
         est.set_params(delta=delta)
     if seed is not None:
-        err_console.print(SEEDED_NOISE_WARNING)
+        warn(SEEDED_NOISE_WARNING)
         est.set_params(noise=SeededNoise(seed), seed=seed)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Optimal order is the")
