@@ -103,15 +103,19 @@ def server(
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result."""
     with user_errors():
-        _need_flwr()
         from privcal.federated import METHODS
-        from privcal.federated.flower.deploy import FlowerProcesses
 
         if method not in (*METHODS, "acc-t"):
             raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
-        for name, v in (("rounds", rounds), ("num-nodes", num_nodes), ("n-classes", n_classes)):
+        for name, v in (
+            ("rounds", rounds),
+            ("num-nodes", num_nodes),
+            ("min-clients", min_clients),
+            ("n-classes", n_classes),
+        ):
             if v < 1:
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
+        _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
         if not 0 < sample_rate <= 1:
             raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
         if secagg and sample_rate < 1:
@@ -123,6 +127,9 @@ def server(
             raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
         if epsilon > 0 and not 0 < delta < 1:
             raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
+        _need_flwr()  # after the checks that need no Flower: a typo is refused at once
+        from privcal.federated.flower.deploy import FlowerProcesses
+
         if val is not None:
             from privcal.federated.flower.task import load_client_data
 
@@ -170,6 +177,42 @@ def server(
             finally:
                 fp.stop()
     _server_end(res, out)
+
+
+def _check_federation(
+    method: str,
+    num_nodes: int,
+    min_clients: int,
+    epsilon: float,
+    secagg: bool,
+    weighting: str,
+    timeout: float,
+) -> None:
+    """Refuse federation settings that cannot run, before any process starts.
+
+    Otherwise the server would start a SuperLink and wait ``--timeout`` (an hour by default)
+    for clients that can never be enough, or for a run the ServerApp cannot start.
+    """
+    if min_clients > num_nodes:
+        raise ValueError(
+            f"--min-clients ({min_clients}) is larger than --num-nodes ({num_nodes}): the server "
+            f"waits for {num_nodes} clients, so the run could never start. Pass --min-clients "
+            f"<= {num_nodes}, or declare more clients with --num-nodes."
+        )
+    if method == "acc-t" and not epsilon > 0:
+        raise ValueError(
+            "--method acc-t is DP Acc-T (the clients answer as private data sources): it needs "
+            "--epsilon > 0, e.g. --epsilon 1."
+        )
+    if method == "acc-t" and secagg:
+        raise ValueError(
+            "--secagg sums scaling and binning payloads; --method acc-t queries each client as "
+            "a data source. Drop --secagg, or pick another --method."
+        )
+    if weighting not in ("none", "all", "changed"):
+        raise ValueError(f"--weighting must be none, all or changed. Got {weighting!r}.")
+    if not timeout > 0:
+        raise ValueError(f"--timeout must be > 0. Got {timeout}.")
 
 
 def _server_line(log: Any) -> Any:
