@@ -22,6 +22,7 @@ pytest.importorskip("flwr")
 from privcal.calibrators import calibrator_from_dict
 from privcal.federated import FedBBQ, dirichlet_partition, simulate
 from privcal.federated.flower.local import run_local
+from privcal.privacy import SeededNoise
 
 N_CLIENTS = 5
 
@@ -149,3 +150,103 @@ def test_client_crashing_mid_round_is_dropped(federation, capsys) -> None:  # ty
     assert cal_dict["class"] == "TemperatureScaling"
     out = capsys.readouterr().out
     assert f"round 1/1: {N_CLIENTS} replied, 1 dropped, 0 refused; no DP" in out
+
+
+def _round_one_secrets(z: np.ndarray, y: np.ndarray, parts: list, cfg: dict) -> list[np.ndarray]:
+    """Each client's noiseless round-1 FedTemp payload, its fixed-point encoding in every form
+    it could take on the wire (both rounding directions, as ring residues and as SecAgg+ wire
+    floats), and the trusted SecAgg+ wire form: what must never leave a client."""
+    from privcal.federated import FedTemp
+    from privcal.federated.flower.secagg import residues_to_wire
+    from privcal.federated.flower.task import DEFAULTS, RING_BITS, client_payload, dp_from_config
+    from privcal.privacy import SecureNoise
+
+    conf = {**DEFAULTS, "n-classes": 4, "num-nodes": len(parts), **cfg}
+    fm = FedTemp()
+    dp = dp_from_config(conf, SecureNoise())
+    assert dp is not None
+    out = []
+    for idx in parts:
+        x = client_payload(fm, fm.init(4), z[idx], y[idx], conf).ravel()
+        out.append(x)
+        for g in fm.noise_groups(dp, x.shape):
+            scaled = dp.plan(g).encoding.scale * x[g.index]
+            for enc in (np.floor(scaled), np.floor(scaled) + 1):
+                residues = np.mod(enc, 2.0**RING_BITS)
+                out += [residues, residues_to_wire(residues.astype(np.uint64), RING_BITS)]
+    return out
+
+
+def test_secaggplus_distributed_noise_never_leaves_a_client_noiseless(federation) -> None:  # type: ignore[no-untyped-def]
+    """SecAgg+ with distributed discrete Gaussian shares (the default under DP with secagg):
+    the run releases with the declared guarantee, the server's view is the noisy secure sum
+    only, and no reply any client sent (its transcript, read after SecAgg+'s masking) carries
+    its noiseless round-1 payload or its encoding. The same check finds the payload in the
+    transcripts of the trusted plain run, where the server receives it (the check has teeth)."""
+    from privcal.federated.flower.transcript import carries, read_transcript, reply_arrays
+
+    nodes, wd, z, y, parts = federation
+    dp_cfg = {"method": "fedtemp", "rounds": 2, "epsilon": 50.0}  # signal far above the noise
+
+    def transcripts(tag: str, **cfg: object) -> list[list[dict]]:
+        paths = [wd / f"{tag}-t{k}.jsonl" for k in range(len(nodes))]
+        tnodes = [{**n, "transcript": str(p)} for n, p in zip(nodes, paths, strict=True)]
+        _run(tnodes, wd, tag=tag, **dp_cfg, **cfg)
+        return [read_transcript(p) for p in paths]
+
+    dist = transcripts("dist", secagg=True, aggregation="distributed")
+    out = wd / "fedtemp" / "dist"
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["status"] == "private"
+    assert report["epsilon"] == pytest.approx(50.0, rel=1e-6)
+    assert any("aggregation=distributed" in s for s in report["threat"])
+    assert "distributed discrete Gaussian shares" in report["releases"][0]["mechanism"]
+    views = json.loads((out / "aggregator_view.json").read_text())
+    assert len(views) == 2 and all(len(v) == 2 for v in views)  # rounds x (gradient, curvature)
+    secrets = _round_one_secrets(z, y, parts, {**dp_cfg, "secagg": True})
+    for replies in dist:
+        assert len(replies) >= 8  # 4 SecAgg+ stages x 2 rounds
+        for entry in replies:
+            for arr in reply_arrays(entry):
+                for secret in secrets:
+                    assert not carries(arr, secret, tol=0.5), entry["message_type"]
+    plain = transcripts("plain")  # trusted, no secure sum: the server sees the payload
+    found = [
+        any(carries(arr, s, tol=1e-12) for e in replies for arr in reply_arrays(e))
+        for replies, s in zip(plain, secrets[:: len(secrets) // len(parts)], strict=True)
+    ]
+    assert all(found)
+
+
+def test_secaggplus_carries_the_shares_exactly(federation) -> None:  # type: ignore[no-untyped-def]
+    """The server's view of round 1 is exactly the sum modulo 2^31 of the uploads the clients
+    make with the in-process code (``DPConfig.client_uploads``, what ``simulate`` runs): seeded
+    client noise makes each upload reproducible, so SecAgg+'s transport is checked bit for bit."""
+    from privcal.federated import FedTemp
+    from privcal.federated.flower.task import (
+        DEFAULTS,
+        RING_BITS,
+        client_noise,
+        client_payload,
+        dp_from_config,
+    )
+    from privcal.privacy.distributed import SecureSum
+
+    nodes, wd, z, y, parts = federation
+    cfg = {"method": "fedtemp", "rounds": 2, "epsilon": 50.0, "secagg": True}
+    with pytest.warns(UserWarning, match="not private"):
+        _run(nodes, wd, tag="exact", aggregation="distributed", noise="seeded", seed=3, **cfg)
+    views = json.loads((wd / "fedtemp" / "exact" / "aggregator_view.json").read_text())
+    conf = {**DEFAULTS, **cfg, "n-classes": 4, "num-nodes": N_CLIENTS, "noise": "seeded"}
+    conf.update(aggregation="distributed", seed=3, round=1)
+    fm, ring = FedTemp(), SecureSum(RING_BITS)
+    total = None
+    for k, idx in enumerate(parts):  # LocalGrid's node ids are 2, 3, ...
+        with pytest.warns(UserWarning, match="not private"):
+            dp = dp_from_config(conf, client_noise(conf, k + 2, "test"))
+        assert dp is not None
+        x = client_payload(fm, fm.init(4), z[idx], y[idx], conf)
+        up = np.concatenate(dp.client_uploads(x, fm.noise_groups(dp, x.shape), ring))
+        total = up if total is None else (total + up) & np.uint64(2**RING_BITS - 1)
+    assert total is not None
+    assert np.concatenate(views[0]).astype(np.uint64).tolist() == total.tolist()

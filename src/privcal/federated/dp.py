@@ -216,6 +216,9 @@ class DPConfig:
         the server only the noisy total (:meth:`client_uploads`, :meth:`secure_total`).
     n_clients, threshold : int
         ``K`` and ``t`` of the distributed shares (``threshold`` is ``None`` when trusted).
+    bits : int
+        The secure sum's ring ``Z / 2^bits`` (64 in process; 31 over Flower's SecAgg+, which
+        quantises uploads to int32): every group's plan is sized and checked for it.
     """
 
     epsilon: float
@@ -229,6 +232,7 @@ class DPConfig:
     aggregation: str = "trusted"
     n_clients: int = 1
     threshold: int | None = None
+    bits: int = 64
 
     def __post_init__(self) -> None:
         owner = "DPConfig"
@@ -245,6 +249,12 @@ class DPConfig:
                 f"Got {self.noise!r} instead."
             )
         self.n_clients = check_int(self.n_clients, "n_clients", owner, low=1)
+        self.bits = check_int(self.bits, "bits", owner, low=2)
+        if self.bits > 64:
+            raise ValueError(
+                f"The 'bits' parameter of {owner} must be an int in [2, 64]. Got {self.bits} "
+                "instead."
+            )
         self.aggregation, self.threshold = check_aggregation(
             self.aggregation,
             default_threshold(self.n_clients)
@@ -267,6 +277,7 @@ class DPConfig:
             int(self.n_clients),
             int(self.threshold or self.n_clients),
             float(group.bound),
+            int(self.bits),
         )
 
     def release(self, total: np.ndarray, groups: list[NoiseGroup]) -> np.ndarray:
@@ -399,10 +410,10 @@ def federated_report(
 
 @functools.lru_cache(maxsize=256)
 def _group_plan(
-    sensitivity: float, sigma: float, size: int, k: int, t: int, bound: float
+    sensitivity: float, sigma: float, size: int, k: int, t: int, bound: float, bits: int = 64
 ) -> DistributedPlan:
     return DistributedPlan.gaussian(
-        sensitivity, sigma, n_parties=k, threshold=t, value_bound=bound, shape=(size,)
+        sensitivity, sigma, n_parties=k, threshold=t, value_bound=bound, shape=(size,), bits=bits
     )
 
 

@@ -44,8 +44,10 @@ from privcal.federated.flower.task import (
     method_from_config,
     write_status,
 )
+from privcal.federated.flower.transcript import transcript_mod
 
-app = ClientApp()
+#: Every reply goes out through :func:`~privcal.federated.flower.transcript.transcript_mod`.
+app = ClientApp(mods=[transcript_mod])
 
 
 def _payload_reply(msg: Message, payload: np.ndarray) -> Message:

@@ -24,6 +24,23 @@ Round trip (tested): each entry is quantised with step ``2R / Q`` in the scaled 
 recovered sum of ``n`` payloads is within ``n * (2R / Q) * bound / R = 2 n bound / Q`` of the
 plain sum, entrywise (plus float rounding). Entries above ``bound`` would be clipped by Flower,
 so clients refuse to send a payload that exceeds it.
+
+Distributed noise (``aggregation = "distributed"``, the default of ``privcal federate
+--secagg`` under DP): the server adds no noise and never sees a noiseless value. Each client
+encodes its clipped payload in fixed point and adds a discrete Gaussian share per noise group
+(:meth:`~privcal.federated.dp.DPConfig.client_uploads`, the code ``simulate`` runs), as residues
+``v`` modulo ``M = 2^31`` (:data:`~privcal.federated.flower.task.RING_BITS`). SecAgg+ then
+carries them *exactly*: with ``Q = M - 1``, ``R = Q / 2`` and ``max_weight = 1`` the client
+sends ``v - R`` (a half-integer below ``2^31``, exact in float64), Flower's quantiser maps it to
+``(v - R + R) * Q / (2R) = v`` (an integer, so its stochastic rounding is the identity, and it
+fits Flower's int32), masks it and sums modulo ``M``. The server's SecAgg+ workflow hands the
+strategy ``(S - n R) Q / (n Q mod M)`` for the modular sum ``S`` of ``n`` survivors, which
+:func:`wire_to_residues` inverts exactly (float64 error far below 1/2, checked) into the
+:class:`~privcal.privacy.distributed.AggregatorView` that the in-process
+:class:`~privcal.privacy.distributed.SecureSum` gives ``simulate``; the plan then lifts it,
+refuses a wrapped sum and decodes it, and the accountant records the plan's ``rho``. Fewer
+than ``threshold`` survivors release nothing. SecAgg+'s own reconstruction threshold is
+``max(2, min(t, K - 1))`` (Flower needs it below the number of shares).
 """
 
 from __future__ import annotations
@@ -48,16 +65,29 @@ from privcal.federated.flower.task import (
     charge_round,
     client_data,
     client_node,
+    client_noise,
     client_payload,
     dp_from_config,
     dump_json,
     method_from_config,
     server_noise,
 )
+from privcal.federated.flower.transcript import transcript_mod
 from privcal.federated.methods import FedMethod
 from privcal.privacy import SecureNoise
+from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
 
-__all__ = ["client", "from_wire", "payload_bound", "server", "to_wire"]
+__all__ = [
+    "client",
+    "from_wire",
+    "payload_bound",
+    "residues_to_wire",
+    "ring_ranges",
+    "secagg_threshold",
+    "server",
+    "to_wire",
+    "wire_to_residues",
+]
 
 log = logging.getLogger("privcal.federated")
 
@@ -81,6 +111,43 @@ def from_wire(mean: np.ndarray, n: int, bound: float, clipping_range: float) -> 
     return np.asarray(mean, dtype=np.float64) * n * (bound / clipping_range)
 
 
+def ring_ranges(bits: int) -> tuple[float, int, int]:
+    """SecAgg+'s ``(clipping_range, quantization_range, modulus_range)`` that carry residues
+    modulo ``2^bits`` exactly: ``R = (M - 1) / 2``, ``Q = M - 1``, ``M = 2^bits``."""
+    m = 1 << int(bits)
+    return (m - 1) / 2.0, m - 1, m
+
+
+def residues_to_wire(residues: np.ndarray, bits: int) -> np.ndarray:
+    """A client's ring residues as the floats SecAgg+ quantises back to them exactly."""
+    r, _, _ = ring_ranges(bits)
+    return np.asarray(residues, dtype=np.uint64).astype(np.float64) - r
+
+
+def wire_to_residues(mean: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """The modular sum ``S`` of ``n`` survivors' residues from SecAgg+'s aggregate.
+
+    SecAgg+ returns ``(S - n R) Q / (n Q mod M)`` (see the module docstring); this inverts it
+    and refuses a value that is not within ``1e-3`` of an integer (a transport that did not
+    carry the residues exactly: nothing is released).
+    """
+    r, q, m = ring_ranges(bits)
+    total_ratio = (n * q) % m
+    s = np.asarray(mean, dtype=np.float64) * (total_ratio / q) + n * r
+    rounded = np.rint(s)
+    if s.size and float(np.abs(s - rounded).max()) > 1e-3:
+        raise RuntimeError(
+            "privcal: SecAgg+ did not carry the distributed shares exactly (the recovered sum is "
+            "not an integer); nothing is released."
+        )
+    return (rounded.astype(np.int64) % m).astype(np.uint64)
+
+
+def secagg_threshold(t: int, n_nodes: int) -> int:
+    """SecAgg+'s reconstruction threshold for a noise threshold ``t`` of ``n_nodes`` clients."""
+    return max(2, min(int(t), int(n_nodes) - 1))
+
+
 class _PrivcalClient(NumPyClient):
     """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1``, no metrics.
 
@@ -93,6 +160,7 @@ class _PrivcalClient(NumPyClient):
     def __init__(self, context: Context) -> None:
         self.node = client_node(context.node_config, context.run_config)
         self.run_config = dict(context.run_config)
+        self.node_id = int(context.node_id)
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
         cfg = {**DEFAULTS, **self.run_config, **config}
@@ -105,6 +173,11 @@ class _PrivcalClient(NumPyClient):
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)
         payload = client_payload(fm, state, z, y, cfg)
+        dp = dp_from_config(cfg, client_noise(cfg, self.node_id, "the privcal SecAgg+ ClientApp"))
+        if dp is not None and dp.aggregation == "distributed":
+            groups = fm.noise_groups(dp, payload.shape)
+            uploads = dp.client_uploads(payload, groups, SecureSum(dp.bits))
+            return [residues_to_wire(np.concatenate(uploads), dp.bits)], 1, {}
         bound = payload_bound(cfg, fm)
         if np.abs(payload).max(initial=0.0) > bound:
             raise ValueError(
@@ -119,8 +192,9 @@ def _client_fn(context: Context) -> Any:
     return _PrivcalClient(context).to_client()
 
 
-#: Legacy ClientApp with Flower's SecAgg+ mod.
-client = ClientApp(client_fn=_client_fn, mods=[secaggplus_mod])
+#: Legacy ClientApp with Flower's SecAgg+ mod (inside the transcript mod: a transcript holds
+#: the masked uploads the server receives).
+client = ClientApp(client_fn=_client_fn, mods=[transcript_mod, secaggplus_mod])
 
 
 class _Strategy(FedAvg):
@@ -137,6 +211,7 @@ class _Strategy(FedAvg):
     ) -> None:
         self.fm, self.cfg, self.c, self.dp, self.out_dir = fm, cfg, c, dp, out_dir
         self.state = fm.init(c)
+        self.views: list[list[AggregatorView]] = []
         self.history: list[dict[str, Any]] = []
         self.n_nodes = n_nodes
         self.t0 = time.perf_counter()
@@ -153,14 +228,45 @@ class _Strategy(FedAvg):
     def _params(self) -> np.ndarray:
         return np.asarray(self.state.get("params", np.zeros(1)), dtype=np.float64)
 
+    def _distributed_total(self, mean: np.ndarray, n: int) -> np.ndarray:
+        """The released round total from the secure sum of the clients' shares (no server
+        noise): one :class:`AggregatorView` per noise group, lifted and decoded by its plan."""
+        dp = self.dp
+        assert dp is not None
+        t = int(dp.threshold or self.n_nodes)
+        if n < t:
+            raise TooFewSurvivorsError(
+                f"privcal: only {n} of {self.n_nodes} clients survived the SecAgg+ round, fewer "
+                f"than the threshold t={t} the noise shares were sized for; nothing is released."
+            )
+        shape = self.fm.payload_shape(self.c)
+        residues = wire_to_residues(mean, n, dp.bits)
+        out = np.zeros(int(np.prod(shape)))
+        views, start = [], 0
+        for g in self.fm.noise_groups(dp, shape):
+            view = AggregatorView(residues[start : start + g.index.size], (), dp.bits)
+            out[g.index] = dp.plan(g).release(view)
+            views.append(view)
+            start += g.index.size
+        self.views.append(views)
+        if self.out_dir is not None:  # the aggregator's whole view of the run
+            dump_json(
+                self.out_dir / "aggregator_view.json",
+                [[v.modular_sum.tolist() for v in vs] for vs in self.views],
+            )
+        return out.reshape(shape)
+
     def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
         if not results:
             raise RuntimeError(f"privcal: SecAgg+ round {server_round} has no results.")
         mean = parameters_to_ndarrays(results[0][1].parameters)[0]
-        bound = payload_bound(self.cfg, self.fm)
         n = len(results)
-        total = from_wire(mean, n, bound, float(self.cfg["secagg-clipping-range"]))
-        total = total.reshape(self.fm.payload_shape(self.c))
+        if self.dp is not None and self.dp.aggregation == "distributed":
+            total = self._distributed_total(mean, n)
+        else:
+            bound = payload_bound(self.cfg, self.fm)
+            total = from_wire(mean, n, bound, float(self.cfg["secagg-clipping-range"]))
+            total = total.reshape(self.fm.payload_shape(self.c))
         cohort = expected_cohort(1.0, self.n_nodes)  # every declared node, every round
         self.state = self.fm.server_step(self.state, total, n, dp=self.dp, denominator=cohort)
         if self.dp is not None:  # only public quantities (see server_app)
@@ -204,13 +310,23 @@ def _main(grid: Any, context: Context) -> None:
     legacy = LegacyContext(
         context=context, config=ServerConfig(num_rounds=int(cfg["rounds"])), strategy=strategy
     )
+    if dp is not None and dp.aggregation == "distributed":
+        for g in fm.noise_groups(dp, fm.payload_shape(c)):
+            dp.plan(g)  # refuses a ring too small for the bound before any round
+        clipping, quantization, modulus = ring_ranges(dp.bits)
+        reconstruction = secagg_threshold(int(dp.threshold or n_nodes), n_nodes)
+    else:
+        clipping = float(cfg["secagg-clipping-range"])
+        quantization, modulus = int(cfg["secagg-quantization-range"]), 1 << 32
+        reconstruction = max(2, n_nodes - 2)
     workflow = DefaultWorkflow(
         fit_workflow=SecAggPlusWorkflow(
             num_shares=n_nodes,
-            reconstruction_threshold=max(2, n_nodes - 2),
+            reconstruction_threshold=reconstruction,
             max_weight=1.0,  # num_examples = 1: full quantisation precision (see docstring)
-            clipping_range=float(cfg["secagg-clipping-range"]),
-            quantization_range=int(cfg["secagg-quantization-range"]),
+            clipping_range=clipping,
+            quantization_range=quantization,
+            modulus_range=modulus,
             timeout=float(cfg["round-timeout-s"]),
         )
     )

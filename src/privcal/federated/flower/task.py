@@ -33,6 +33,7 @@ __all__ = [
     "charge_round",
     "client_data",
     "client_node",
+    "client_noise",
     "client_payload",
     "compare_uncalibrated",
     "dp_from_config",
@@ -40,6 +41,10 @@ __all__ = [
     "method_from_config",
     "server_noise",
 ]
+
+#: SecAgg+'s ring for distributed noise shares: Flower quantises every upload to an int32 and
+#: sums modulo a power of two below 2^32, so privcal's residues live modulo 2^31.
+RING_BITS = 31
 
 #: Run configuration keys and defaults (``[tool.flwr.app.config]`` of the generated app).
 DEFAULTS: dict[str, Any] = {
@@ -64,6 +69,10 @@ DEFAULTS: dict[str, Any] = {
     "round-timeout-s": 60.0,
     "noise": "secure",  # "secure" (OpenDP) | "seeded" (tests; the report says not private)
     "secagg": False,
+    # who adds the noise of a DP run: "trusted" (the server, to the exact sum) or "distributed"
+    # (each client a discrete Gaussian share; needs secagg: the server sees only the sum)
+    "aggregation": "trusted",
+    "threshold": 0,  # t of distributed shares; 0 = default_threshold(num-nodes)
     "secagg-clipping-range": 8.0,
     "secagg-quantization-range": 4194304,
     "secagg-bound": 1000.0,
@@ -122,10 +131,40 @@ def server_noise(cfg: dict[str, Any], owner: str) -> NoiseSource:
     return resolve_noise(seeded, owner)
 
 
+def client_noise(cfg: dict[str, Any], node_id: int, owner: str) -> NoiseSource:
+    """A client's noise for its distributed shares: :class:`SecureNoise`, or (``noise =
+    "seeded"``, tests only) ``SeededNoise`` keyed by the run's seed, the node and the round, so
+    no two shares repeat a draw (warns ``InsecureNoiseWarning``; the report is "not private")."""
+    if cfg["noise"] not in ("secure", "seeded"):
+        raise ValueError(
+            f"The 'noise' run config of {owner} must be 'secure' or 'seeded'. "
+            f"Got {cfg['noise']!r} instead."
+        )
+    seeded = None
+    if cfg["noise"] == "seeded":
+        key = [int(cfg["seed"]) + 2, int(node_id) % 2**63, int(cfg.get("round", 0))]
+        seeded = SeededNoise(np.random.default_rng(key))
+    return resolve_noise(seeded, owner)
+
+
 def dp_from_config(cfg: dict[str, Any], noise: NoiseSource) -> DPConfig | None:
-    """The run's :class:`DPConfig` (``None`` when ``epsilon = 0``: no DP)."""
+    """The run's :class:`DPConfig` (``None`` when ``epsilon = 0``: no DP).
+
+    ``aggregation = "distributed"`` sizes the shares for ``threshold`` of ``num-nodes`` clients
+    (``0``: :func:`~privcal.federated.dp.default_threshold`) in SecAgg+'s ring
+    (:data:`RING_BITS` bits); it needs ``secagg``, the only transport here whose server sees
+    the sum alone.
+    """
     if float(cfg["epsilon"]) <= 0:
         return None
+    aggregation = str(cfg.get("aggregation", DEFAULTS["aggregation"]))
+    if aggregation == "distributed" and not bool(cfg.get("secagg", False)):
+        raise ValueError(
+            "aggregation = 'distributed' needs secagg = true: without a secure sum the server "
+            "would see each client's upload, which carries only a share of the noise "
+            "(privcal federate --secagg)."
+        )
+    threshold = int(cfg.get("threshold", 0)) or None
     return DPConfig(
         float(cfg["epsilon"]),
         float(cfg["delta"]),
@@ -134,6 +173,10 @@ def dp_from_config(cfg: dict[str, Any], noise: NoiseSource) -> DPConfig | None:
         clip=float(cfg["clip"]),
         clip_pos=float(cfg["clip-pos"]),
         clip_neg=float(cfg["clip-neg"]),
+        aggregation=aggregation,
+        n_clients=int(cfg["num-nodes"]),
+        threshold=threshold if aggregation == "distributed" else None,
+        bits=RING_BITS if aggregation == "distributed" else 64,
     )
 
 
@@ -177,7 +220,11 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any]) -> str | None:
             f"federated round {cfg['round']} ({cfg['method']})",
             eps / t,
             float(cfg["delta"]) / t,
-            mechanism="gaussian (server-side, zCDP)",
+            mechanism=(
+                "discrete gaussian shares (distributed, zCDP)"
+                if cfg.get("aggregation") == "distributed"
+                else "gaussian (server-side, zCDP)"
+            ),
         )
     except BudgetExceededError as err:
         return str(err)
