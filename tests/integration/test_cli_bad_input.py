@@ -46,6 +46,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     oob = y[:400].copy()
     oob[7] = 9  # 5 classes
     np.savez(f["labels_oob"], logits=z[:400], labels=oob)
+    soft = np.exp(z[:400]) / np.exp(z[:400]).sum(axis=1, keepdims=True)
+    f["probs_as_logits"] = d / "probs_as_logits.npz"
+    np.savez(f["probs_as_logits"], logits=soft, labels=y[:400])  # probabilities under 'logits'
+    f["toplabel"] = d / "toplabel.csv"
+    f["toplabel"].write_text(
+        "true_label,pred_label,confidence\n"
+        + "".join(
+            f"{t},{p},{c:.6f}\n" for t, p, c in zip(y, z.argmax(1), soft.max(1), strict=False)
+        )
+    )
     f["missing"] = d / "missing.npz"
     f["empty"] = d / "empty.npz"
     f["empty"].write_bytes(b"")
@@ -75,6 +85,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     f["a_file"].write_text("x")
     f["out"] = d / "out"  # every output goes below here; a case must leave it empty
     return f
+
+
+def _fragment(fragment: str, f: dict[str, Path]) -> str:
+    """A fragment may name a file as ``{name}``, as the argv templates do."""
+    return fragment.format(**{k: str(v) for k, v in f.items()}) if "{" in fragment else fragment
 
 
 def _args(template: list[str], f: dict[str, Path]) -> list[str]:
@@ -112,6 +127,7 @@ for verb, prefix in (
         CASES.append((f"{verb}-bad-csv", [*prefix, "{bad_csv}"], 2, "bad.csv"))
 for verb, prefix in (("fit", FIT), ("evaluate", EVAL), ("conformal-cal", CONF_CAL)):
     CASES.append((f"{verb}-unlabelled", [*prefix, "{unlabelled}"], 2, "unlabelled.npz"))
+    CASES.append((f"{verb}-unlabelled-says-so", [*prefix, "{unlabelled}"], 2, "has no labels"))
 CASES += [
     ("source-init-unlabelled", [*SOURCE, "{unlabelled}"], 2, "unlabelled.npz"),
     ("federate-client-unlabelled", [*FED_CLIENT, "{unlabelled}"], 2, "unlabelled.npz"),
@@ -173,6 +189,32 @@ CASES += [
                                        "{unwritable}/s.sqlite"], 2, "sub"),
     ("federate-server-out-unwritable", ["federate", "server", "--n-classes", "5", "--insecure",
                                         "--out", "{unwritable}/fed"], 2, "sub"),
+    # --n-bins: below 1, or with a method that has no bins (it would be ignored)
+    ("fit-n-bins-0", [*FIT[:2], "histogram", *FIT[3:], "{cal}", "--n-bins", "0"], 2,
+     "'--n-bins'"),
+    ("fit-n-bins-no-bins", [*FIT, "{cal}", "--n-bins", "7"], 2, "histogram, histogram-classwise"),
+    ("fit-private-n-bins-no-bins", [*FIT[:2], "acc-t", *FIT[3:], "{cal}", "--epsilon", "1",
+                                    "--n-bins", "7"], 2, "--n-bins"),
+    # probabilities stored under 'logits': refused unless --input-kind says which
+    ("fit-probs-as-logits", [*FIT, "{probs_as_logits}"], 2, "--input-kind probs"),
+    ("evaluate-probs-as-logits", [*EVAL, "{probs_as_logits}"], 2, "looks like probabilities"),
+    ("apply-probs-as-logits", [*APPLY, "{probs_as_logits}"], 2, "looks like probabilities"),
+    ("conformal-test-probs-as-logits", [*CONF_TEST, "{probs_as_logits}"], 2,
+     "--test '{probs_as_logits}'"),
+    # conformal: the option that holds the bad file
+    ("conformal-test-nan-names-option", [*CONF_TEST, "{nan}"], 2, "--test '{nan}'"),
+    ("conformal-cal-nan-names-option", [*CONF_CAL, "{nan}"], 2, "--cal '{nan}'"),
+    ("conformal-test-labels-names-option", [*CONF_TEST, "{labels_oob}"], 2,
+     "--test '{labels_oob}'"),
+    ("conformal-cal-labels-names-option", [*CONF_CAL, "{labels_oob}"], 2,
+     "--cal '{labels_oob}'"),
+    # top-label files: what needs whole score vectors says so
+    ("fit-toplabel-temperature", [*FIT, "{toplabel}"], 2, "only --method histogram"),
+    ("fit-toplabel-private", [*FIT[:2], "histogram", *FIT[3:], "{toplabel}", "--epsilon", "1"],
+     2, "private fits need the full"),
+    ("apply-toplabel-temperature", [*APPLY, "{toplabel}"], 2, "cannot be applied"),
+    ("evaluate-toplabel-temperature", [*EVAL, "{toplabel}", "-c", "{cal_json}"], 2,
+     "cannot be applied"),
     # usage errors from click itself
     ("fit-missing-option", ["fit", "-i", "{cal}", "-o", "{out}/c.json"], 2, "'--method'"),
     ("conformal-score", [*CONF_TEST, "{test}", "--score", "nonsense"], 2, "'--score'"),
@@ -208,7 +250,7 @@ def _check_one_error_line(stderr: str, code: int, exit_code: int, fragment: str)
 @pytest.mark.parametrize(("argv", "code", "fragment"), _params())
 def test_bad_input(files: dict[str, Path], argv: list[str], code: int, fragment: str) -> None:
     result = runner.invoke(app, _args(argv, files))
-    _check_one_error_line(result.stderr, code, result.exit_code, fragment)
+    _check_one_error_line(result.stderr, code, result.exit_code, _fragment(fragment, files))
     assert not files["out"].exists() or not any(files["out"].rglob("*.*")), "wrote an output"
     assert files["ledger"].exists()
 

@@ -977,3 +977,26 @@ def test_fit_progress_reports_each_iteration_only_when_asked(overconfident: Any)
     before = len(seen)
     MatrixScaling().fit(*overconfident)  # outside the block: nothing more is reported
     assert len(seen) == before
+
+
+def test_top_label_binning_fits_from_confidences_alone() -> None:
+    """``fit_top_label`` on (confidence, correct) gives the map ``fit`` learns from logits, and
+    ``predict_confidence`` is the top entry of ``predict_proba``."""
+    from scipy.special import softmax
+
+    from privcal.calibrators import HistogramBinning
+
+    gen = np.random.default_rng(5)
+    z = 2.0 * gen.normal(size=(400, 5))
+    y = (z + gen.normal(size=z.shape)).argmax(axis=1)
+    p = softmax(z, axis=1)
+    conf, correct = p.max(axis=1), p.argmax(axis=1) == y
+    full = HistogramBinning(n_bins=8).fit(z, y)
+    top = HistogramBinning(n_bins=8).fit_top_label(conf, correct, n_classes=5)
+    np.testing.assert_allclose(top.bin_values_, full.bin_values_, equal_nan=True)
+    np.testing.assert_allclose(top.predict_confidence(conf), full.predict_proba(z).max(axis=1))
+    assert HistogramBinning.from_dict(top.to_dict()).n_classes_ == 5
+    with pytest.raises(ValueError, match="mode='top'"):
+        HistogramBinning(mode="classwise").fit_top_label(conf, correct, 5)
+    with pytest.raises(ValueError, match="'correct'"):
+        HistogramBinning().fit_top_label(conf, correct[:-1], 5)

@@ -408,3 +408,72 @@ def test_output_path_checks(tmp_path: Path) -> None:
     assert nested.parent.is_dir()
     with pytest.raises(ValueError, match="path suffix"):
         write_columns(tmp_path / "x.txt", {"a": np.arange(2)})
+
+
+# -- probabilities stored as logits; files without labels -------------------------------------
+
+
+def _softmax_rows(n: int = 20, c: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    z = np.random.default_rng(1).normal(size=(n, c))
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    return p, z.argmax(axis=1)
+
+
+def test_probabilities_under_logits_are_refused_unless_the_kind_is_stated(tmp_path: Path) -> None:
+    p, y = _softmax_rows()
+    npz = tmp_path / "p.npz"
+    np.savez(npz, logits=p, labels=y)
+    csv = tmp_path / "p.csv"
+    header = "label," + ",".join(f"logit_{c}" for c in range(p.shape[1]))
+    np.savetxt(csv, np.column_stack([y, p]), delimiter=",", header=header, comments="")
+    for path, where in ((npz, "the array 'logits'"), (csv, "the logit_\\* columns")):
+        with pytest.raises(ValueError, match=f"{where} looks like probabilities") as err:
+            read_scores(path)
+        assert str(path) in str(err.value) and "input='probs'" in str(err.value)
+        # Stated explicitly, either kind is taken as said.
+        np.testing.assert_allclose(read_scores(path, input="probs").logits, np.log(p), atol=1e-12)
+        np.testing.assert_allclose(read_scores(path, input="logits").logits, p, atol=1e-12)
+    # Real logits that happen to be non-negative but do not sum to 1 are fine.
+    np.savez(npz, logits=p * 2, labels=y)
+    assert read_scores(npz).logits is not None
+
+
+@pytest.mark.parametrize(
+    ("make", "holds", "fix"),
+    [
+        (lambda d, p: np.savez(d / "u.npz", logits=p), "array 'logits' only", "'labels'"),
+        (lambda d, p: np.savez(d / "u.npz", probs=p), "array 'probs' only", "'labels'"),
+        (lambda d, p: np.savez(d / "u.npz", predictions=p), "'predictions' only", "ground_truth"),
+    ],
+)
+def test_unlabelled_npz_says_it_has_no_labels(tmp_path: Path, make, holds, fix) -> None:  # type: ignore[no-untyped-def]
+    p, _ = _softmax_rows()
+    make(tmp_path, p)
+    with pytest.raises(ValueError, match="has no labels") as err:
+        read_scores(tmp_path / "u.npz")
+    text = str(err.value)
+    assert holds in text and fix in text and "Recognised layouts" not in text
+    assert len(text.replace(str(tmp_path / "u.npz"), "")) < 150, text  # not the layout list
+
+
+def test_unlabelled_csv_and_npy_say_they_have_no_labels(tmp_path: Path) -> None:
+    p, _ = _softmax_rows()
+    csv = tmp_path / "u.csv"
+    np.savetxt(csv, p, delimiter=",", header="prob_0,prob_1,prob_2,prob_3", comments="")
+    with pytest.raises(ValueError, match=r"has no labels .*'label' column"):
+        read_scores(csv)
+    np.save(tmp_path / "m_probs.npy", p)
+    with pytest.raises(ValueError, match=r"has no labels .*'m_labels\.npy'"):
+        read_scores(tmp_path / "m_probs.npy")
+    np.save(tmp_path / "k_labels.npy", np.zeros(3, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"labels only.*'k_probs\.npy'"):
+        read_scores(tmp_path / "k_labels.npy")
+
+
+def test_validation_errors_name_the_file(tmp_path: Path) -> None:
+    p, y = _softmax_rows()
+    bad = np.log(p)
+    bad[2, 1] = np.nan
+    np.savez(tmp_path / "nan.npz", logits=bad, labels=y)
+    with pytest.raises(ValueError, match=r"nan\.npz.*non-finite"):
+        read_scores(tmp_path / "nan.npz")

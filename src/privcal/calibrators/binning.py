@@ -35,6 +35,7 @@ from privcal.calibrators.base import (
     fitted_field_error,
     register,
 )
+from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import bin_indices, calibration_bins, class_histograms, softmax
 
 __all__ = [
@@ -74,7 +75,7 @@ def bin_frequencies(positives: np.ndarray, totals: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, positives / np.where(totals > 0, totals, 1.0), np.nan)
 
 
-class UnnormalisableRowsWarning(UserWarning):
+class UnnormalisableRowsWarning(PrivcalWarning):
     """Some rows had zero calibrated mass in every class and kept their input probabilities."""
 
 
@@ -253,6 +254,63 @@ class HistogramBinning(Calibrator):
             self.set_counts(stats.sum_correct, stats.counts - stats.sum_correct)
         else:
             self.set_counts(*class_histograms(p, y, self.n_bins))
+
+    def fit_top_label(
+        self, confidence: ArrayLike, correct: ArrayLike, n_classes: int
+    ) -> HistogramBinning:
+        """Fit ``mode="top"`` binning from top-label data alone.
+
+        Parameters
+        ----------
+        confidence : array-like of shape (N,)
+            Top-label confidence of each validation example, in [0, 1].
+        correct : array-like of shape (N,)
+            Whether the predicted class was right (bool or 0/1).
+        n_classes : int
+            Number of classes ``C >= 2`` of the model, kept as ``n_classes_`` (the width of the
+            full vectors :meth:`predict_proba` accepts); a top-label file gives a lower bound.
+
+        The counts are those :meth:`fit` computes from logits (``calibration_bins`` of the
+        confidence and the correctness), so both fits agree on the same rows. The map takes a
+        confidence to its bin's accuracy; :meth:`predict_confidence` applies it to confidences.
+        """
+        from privcal.data.validation import check_labels, check_probs
+
+        self._validate_params()
+        if self.mode != "top":
+            raise ValueError(
+                f"HistogramBinning.fit_top_label needs mode='top'; got mode={self.mode!r} (the "
+                "classwise mode bins every class probability, which top-label data lacks)."
+            )
+        conf = np.asarray(confidence, dtype=np.float64)
+        if conf.ndim != 1:
+            raise ValueError(f"'confidence' must be 1-D; got shape {conf.shape}.")
+        conf = check_probs(conf, "confidence")[:, 1]
+        hits = check_labels(correct, conf.shape[0], 2, name="correct")
+        c = check_int(n_classes, "n_classes", "HistogramBinning.fit_top_label", low=2)
+        stats = calibration_bins(conf, hits.astype(bool), self.n_bins)
+        self.set_counts(stats.sum_correct, stats.counts - stats.sum_correct)
+        self.n_classes_ = c
+        return self
+
+    def predict_confidence(self, confidence: ArrayLike) -> np.ndarray:
+        """Calibrated top-label confidence of each confidence in ``confidence`` (``mode="top"``).
+
+        What :meth:`predict_proba` puts in the predicted class's place, without the rest of the
+        probability vector: for top-label data (confidence and predicted class only).
+        """
+        from privcal.data.validation import check_probs
+
+        self._check_fitted()
+        if self.mode != "top":
+            raise ValueError(
+                "HistogramBinning.predict_confidence needs mode='top'; a classwise calibrator "
+                "maps every class probability, which top-label data lacks."
+            )
+        conf = np.asarray(confidence, dtype=np.float64)
+        if conf.ndim != 1:
+            raise ValueError(f"'confidence' must be 1-D; got shape {conf.shape}.")
+        return np.asarray(self._calibrated(check_probs(conf, "confidence")[:, 1]))
 
     def set_counts(
         self, pos: np.ndarray, neg: np.ndarray, noise_std: tuple[float, float] = (0.0, 0.0)

@@ -42,7 +42,13 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from privcal.data import Scores, check_labels, check_scores, read_scores
-from privcal.data.io import check_output_path, load_npy, load_npz, write_columns
+from privcal.data.io import (
+    check_output_path,
+    load_npy,
+    load_npz,
+    refuse_probs_as_logits,
+    write_columns,
+)
 
 __all__ = [
     "EXIT_BUDGET",
@@ -304,22 +310,31 @@ def load_unlabelled(
     """
     path = Path(path)
     suffix = path.suffix.lower()
-    if path.is_file() and suffix == ".npz":
-        npz = load_npz(path)
-        keys = set(npz)
-        if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
-            key = "logits" if "logits" in keys else "probs"
-            kind: Literal["logits", "probs"] = (
-                key if input_kind == "auto" else input_kind  # type: ignore[assignment]
-            )
-            return check_scores(npz[key], input=kind, name=key), None
-    elif (
-        path.is_file()
-        and suffix == ".npy"
-        and not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy"))
-    ):
-        lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
-        return check_scores(load_npy(path), input=lone, name=lone), None
+    source = str(path)
+    try:
+        if path.is_file() and suffix == ".npz":
+            npz = load_npz(path)
+            keys = set(npz)
+            if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
+                key = "logits" if "logits" in keys else "probs"
+                kind: Literal["logits", "probs"] = (
+                    key if input_kind == "auto" else input_kind  # type: ignore[assignment]
+                )
+                if input_kind == "auto" and key == "logits":
+                    refuse_probs_as_logits(npz[key], source, "the array 'logits'")
+                return check_scores(npz[key], input=kind, name=key), None
+        elif (
+            path.is_file()
+            and suffix == ".npy"
+            and not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy"))
+        ):
+            lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
+            array = load_npy(path)
+            if input_kind == "auto":
+                refuse_probs_as_logits(array, source, "the lone .npy array (read as logits)")
+            return check_scores(array, input=lone, name=lone), None
+    except ValueError as err:
+        raise ValueError(str(err) if source in str(err) else f"{source!r}: {err}") from None
     scores = load_scores(path, input_kind)
     assert scores.logits is not None
     return scores.logits, scores.labels

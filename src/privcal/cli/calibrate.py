@@ -136,10 +136,66 @@ def _check_t_range(t_range: tuple[float, float] | None) -> tuple[float, float] |
     return t_range
 
 
+#: Methods whose fit bins (``--n-bins`` sets their bins), without and with ``--epsilon``.
+BINNED_METHODS: tuple[str, ...] = ("histogram", "histogram-classwise", "ece-t")
+PRIVATE_BINNED_METHODS: tuple[str, ...] = ("histogram", "ece-t")
+#: Bins of ``fit`` and of its summary's metrics when ``--n-bins`` is not given.
+DEFAULT_N_BINS = 15
+
+
+def _check_n_bins(n_bins: int | None, method: str, private: bool) -> int:
+    """``--n-bins``: refused below 1 and for a method that does not bin (it would be ignored)."""
+    if n_bins is None:
+        return DEFAULT_N_BINS
+    if n_bins < 1:
+        fail(f"The '--n-bins' parameter of privcal fit must be an integer >= 1. Got {n_bins}.")
+    binned = PRIVATE_BINNED_METHODS if private else BINNED_METHODS
+    if private:
+        from privcal.cli.private_fit import PRIVATE_METHODS
+
+        if method not in PRIVATE_METHODS:
+            return n_bins  # check_private_request names the allowed methods
+    if method not in binned:
+        kind = "private " if private else ""
+        fail(
+            f"--n-bins applies to the {kind}methods that bin ({', '.join(binned)}); "
+            f"--method {method} has no bins. Drop --n-bins (privcal evaluate --n-bins sets the "
+            "bins of the metrics)."
+        )
+    return n_bins
+
+
+def _check_top_label_fit(method: str, scores: Scores | None, private: bool) -> None:
+    """A top-label file (confidence and predicted class) can train top-label binning only."""
+    if scores is None or not scores.is_top_label:
+        return
+    what = f"{scores.source!r} holds top-label scores only (true_label, pred_label, confidence)"
+    if private:
+        fail(
+            f"{what}; the private fits need the full N x C logits or probabilities (a data "
+            "source answers queries about whole score vectors)."
+        )
+    if method != "histogram":
+        fail(
+            f"{what}: only --method histogram (top-label histogram binning, confidence -> "
+            f"calibrated confidence) can be fitted on them; {method} needs the full N x C "
+            "logits or probabilities."
+        )
+
+
 def _fit_public(
-    method: str, scores: Scores | None, seed: int | None, t_range: tuple[float, float] | None
+    method: str,
+    scores: Scores | None,
+    seed: int | None,
+    t_range: tuple[float, float] | None,
+    n_bins: int = DEFAULT_N_BINS,
 ) -> Any:
-    """A non-private calibrator from :data:`privcal.calibrators.METHODS`, fitted on ``scores``."""
+    """A non-private calibrator from :data:`privcal.calibrators.METHODS`, fitted on ``scores``.
+
+    ``n_bins`` sets the bins of the :data:`BINNED_METHODS`; a top-label file fits top-label
+    histogram binning from its confidences
+    (:meth:`~privcal.calibrators.HistogramBinning.fit_top_label`).
+    """
     from privcal.calibrators import METHODS
 
     if seed is not None:
@@ -154,6 +210,12 @@ def _fit_public(
         if "t_range" not in est.get_params():
             fail(f"--t-range applies to the temperature methods, not to --method {method}.")
         est.set_params(t_range=t_range)
+    if method in BINNED_METHODS:
+        est.set_params(n_bins=n_bins)
+    if scores.is_top_label:
+        assert scores.confidence is not None and scores.predicted is not None
+        n_classes = max(2, 1 + int(max(scores.labels.max(), scores.predicted.max())))
+        return est.fit_top_label(scores.confidence, scores.predicted == scores.labels, n_classes)
     assert scores.logits is not None
     return est.fit(scores.logits, scores.labels)
 
@@ -229,7 +291,14 @@ def fit(
             "Refused without --epsilon: a non-private fit draws no noise."
         ),
     ] = None,
-    n_bins: Annotated[int, typer.Option(help="Bins for binned objectives.")] = 15,
+    n_bins: Annotated[
+        int | None,
+        typer.Option(
+            help="Bins of the methods that bin: histogram, histogram-classwise, ece-t (and the "
+            "summary's metrics); default 15. Refused for the other methods.",
+            show_default=False,
+        ),
+    ] = None,
     t_range: Annotated[
         tuple[float, float] | None,
         typer.Option(
@@ -249,7 +318,9 @@ def fit(
         private = epsilon is not None or bool(sources) or delta is not None
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
-        scores = load_scores(input, input_kind) if input is not None else None  # type: ignore[arg-type]
+        bins = _check_n_bins(n_bins, method, private)
+        scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
+        _check_top_label_fit(method, scores, private)
         with collect_warnings(_t_range_hint) as caught:
             if private:
                 from privcal.cli.private_fit import check_private_request, fit_private
@@ -262,15 +333,15 @@ def fit(
                 assert epsilon is not None
                 estimator = fit_private(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
-                    seed=seed, n_bins=n_bins, t_range=t_range,
+                    seed=seed, n_bins=bins, t_range=t_range,
                 )  # fmt: skip
             else:
                 with _fit_status():
-                    estimator = _fit_public(method, scores, seed, t_range)
+                    estimator = _fit_public(method, scores, seed, t_range, bins)
         data = estimator.to_dict()
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         summary = _write_fit_summary(
-            out, estimator, method, scores, private, list(sources or []), n_bins, caught, input
+            out, estimator, method, scores, private, list(sources or []), bins, caught, input
         )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
     console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out} ({summary.name})")
@@ -333,30 +404,89 @@ def apply(
     ],
     input_kind: Annotated[str, input_kind_option()] = "auto",
 ) -> None:
-    """Apply a saved calibrator; write calibrated probabilities (and labels if present)."""
+    """Apply a saved calibrator; write calibrated probabilities (and labels if present).
+
+    A top-label file (true_label, pred_label, confidence) takes a top-label histogram binning
+    calibrator ('fit -m histogram') and gets the same columns back, with calibrated confidences.
+    """
     from privcal.data.io import OUTPUT_SUFFIXES
 
     with user_errors():
         check_output_path(out, "--out", "privcal apply", OUTPUT_SUFFIXES)
         cal = load_calibrator(calibrator)
-        logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
+        labels: np.ndarray | None
+        if input.suffix.lower() in (".csv", ".parquet"):  # may be a top-label file
+            scores = load_scores(input, input_kind, full=False)  # type: ignore[arg-type]
+            if scores.is_top_label:
+                top = _calibrated_top_label(scores, cal, "--calibrator")
+                _write_top_label(out, top)
+                console.print(
+                    f"Calibrated {top.n_samples} top-label confidences -> {out} "
+                    "(true_label, pred_label, confidence)"
+                )
+                return
+            assert scores.logits is not None
+            logits, labels = scores.logits, scores.labels
+        else:
+            logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
         probs = cal.predict_proba(logits)
         write_probs(out, probs, labels)
     extra = " and labels" if labels is not None else ""
     console.print(f"Calibrated {probs.shape[0]} x {probs.shape[1]} probabilities{extra} -> {out}")
 
 
+def _is_top_label_binning(cal: Any) -> bool:
+    from privcal.calibrators import HistogramBinning
+
+    return isinstance(cal, HistogramBinning) and cal.mode == "top"
+
+
+def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
+    """Top-label scores with their confidences mapped by a top-label binning calibrator; any
+    other calibrator is refused (it maps whole score vectors, which the file lacks)."""
+    if not _is_top_label_binning(cal):
+        raise ValueError(
+            f"{scores.source!r} holds top-label scores only (confidence and predicted class); "
+            f"{option} {type(cal).__name__} maps whole N x C score vectors, so it cannot be "
+            "applied to them. Only top-label histogram binning ('privcal fit -m histogram') "
+            "maps confidences; otherwise give the full logits or probabilities."
+        )
+    assert scores.confidence is not None and scores.predicted is not None
+    return Scores(
+        labels=scores.labels,
+        confidence=cal.predict_confidence(scores.confidence),
+        predicted=scores.predicted,
+        source=scores.source,
+    )
+
+
+def _write_top_label(out: Path, scores: Scores) -> Path:
+    """Write top-label scores with the columns of the top-label layout (``.csv`` / ``.parquet``
+    files are top-label score files again, readable by ``privcal evaluate``)."""
+    from privcal.data.io import write_columns
+
+    return write_columns(
+        out,
+        {
+            "true_label": scores.labels,
+            "pred_label": scores.predicted,  # type: ignore[dict-item]
+            "confidence": scores.confidence,  # type: ignore[dict-item]
+        },
+    )
+
+
 def _evaluate_columns(
     scores: Scores, cal: Any, n_bins: int
-) -> tuple[dict[str, dict[str, float]], np.ndarray | None]:
-    """The table's columns (input, and calibrated with a calibrator) and the calibrated probs."""
+) -> tuple[dict[str, dict[str, float]], np.ndarray | Scores | None]:
+    """The table's columns (input, and calibrated with a calibrator) and the calibrated scores:
+    probabilities, or top-label scores for a top-label file."""
     if scores.is_top_label:
-        if cal is not None:
-            raise ValueError(
-                f"{scores.source!r} holds top-label scores only; --calibrator needs the full "
-                "N x C logits or probabilities."
-            )
-        return {"Input scores": toplabel_metrics(scores, n_bins)}, None
+        columns = {"Input scores": toplabel_metrics(scores, n_bins)}
+        if cal is None:
+            return columns, None
+        calibrated = _calibrated_top_label(scores, cal, "--calibrator")
+        columns["Calibrated"] = toplabel_metrics(calibrated, n_bins)
+        return columns, calibrated
     assert scores.logits is not None
     columns = {
         "Input scores": evaluate_metrics(scores.logits, scores.labels, n_bins, input="logits")
@@ -407,9 +537,10 @@ def evaluate(
         kind: InputKind = input_kind  # type: ignore[assignment]
         scores = load_scores(input, kind, full=False)
         cal = load_calibrator(calibrator) if calibrator is not None else None
-        columns, probs = _evaluate_columns(scores, cal, n_bins)
+        columns, after = _evaluate_columns(scores, cal, n_bins)
         if plot is not None:
-            _plot(scores, probs, cal, n_bins, plot, input.name)
+            _plot(scores, after, cal, n_bins, plot, input.name)
+        probs = after if isinstance(after, np.ndarray) else None
         if out is not None:
             from privcal.experiments.outputs import evaluate_summary, write_summary
 
@@ -437,14 +568,40 @@ def evaluate(
         console.print(f"Metrics -> {out} (privcal report {out})")
 
 
-def _plot(
-    scores: Scores, probs: np.ndarray | None, cal: Any, n_bins: int, path: Path, title: str
-) -> None:
-    """Write the reliability diagram of ``evaluate --plot``."""
-    from privcal.plots import before_after, reliability_diagram, save_figure
+def _toplabel_reliability(scores: Scores, n_bins: int) -> Any:
+    """:class:`privcal.metrics.Reliability` of top-label scores: the bins of
+    :func:`toplabel_metrics` (confidence against correctness)."""
+    from privcal.metrics import Reliability
+    from privcal.metrics.statistics import calibration_bins
 
-    if scores.logits is None:
-        raise ValueError("--plot needs full score vectors; this file is top-label only.")
+    assert scores.confidence is not None and scores.predicted is not None
+    correct = (scores.predicted == scores.labels).astype(np.float64)
+    stats = calibration_bins(scores.confidence, correct, n_bins, "width")
+    return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
+
+
+def _plot(
+    scores: Scores,
+    after: np.ndarray | Scores | None,
+    cal: Any,
+    n_bins: int,
+    path: Path,
+    title: str,
+) -> None:
+    """Write the reliability diagram of ``evaluate --plot`` (top-label files: the top-label
+    diagram of their confidences)."""
+    from privcal.plots import before_after, reliability_diagram, reliability_panels, save_figure
+
+    if scores.is_top_label:
+        rels = [_toplabel_reliability(scores, n_bins)]
+        titles = [title]
+        if isinstance(after, Scores):
+            rels.append(_toplabel_reliability(after, n_bins))
+            titles = ["Input scores", f"Calibrated ({type(cal).__name__})"]
+        save_figure(reliability_panels(rels, titles), path)
+        return
+    assert scores.logits is not None
+    probs = after if isinstance(after, np.ndarray) else None
     if probs is None:
         fig = reliability_diagram(scores.logits, scores.labels, n_bins, input="logits", title=title)
     else:

@@ -233,13 +233,13 @@ def conformal(
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
         est = _estimator(score, alpha, epsilon, bins, seed, method, localize)
-        cal_logits, cal_labels = load_unlabelled(cal)
+        cal_logits, cal_labels = _load(cal, "--cal")
         if cal_labels is None:
             fail(
                 f"--cal {str(cal)!r} has no labels; calibration needs labelled scores (e.g. an "
                 ".npz with arrays 'logits' and 'labels')."
             )
-        test_logits, test_labels = load_unlabelled(test)
+        test_logits, test_labels = _load(test, "--test")
         if test_logits.shape[1] != cal_logits.shape[1]:
             fail(
                 f"--test has {test_logits.shape[1]} classes but --cal has "
@@ -261,6 +261,23 @@ def conformal(
     console.print(_summary_table(summary, alpha))
     if out is not None:
         console.print(f"Sets -> {out} (summary for 'privcal report': {out.stem}.summary.json)")
+
+
+def _load(path: Path, option: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`load_unlabelled`, with the option (``--cal`` / ``--test``) in front of an error,
+    so that a problem is placed in the right one of the two files."""
+    try:
+        return load_unlabelled(path)
+    except (ValueError, FileNotFoundError) as err:
+        text = str(err)
+        where = repr(str(path))
+        if text.startswith(where):
+            text = f"{option} {text}"
+        elif str(path) in text:
+            text = f"{option}: {text}"
+        else:
+            text = f"{option} {where}: {text}"
+        raise ValueError(text) from None
 
 
 def _write_summary(

@@ -42,7 +42,7 @@ import numpy as np
 from scipy.special import softmax as _softmax
 
 from privcal._params import check_option
-from privcal.data.validation import check_labels, check_probs, check_scores
+from privcal.data.validation import check_labels, check_probs, check_scores, looks_like_probs
 
 __all__ = [
     "LAYOUTS",
@@ -52,6 +52,7 @@ __all__ = [
     "load_npy",
     "load_npz",
     "read_scores",
+    "refuse_probs_as_logits",
     "write_columns",
     "write_scores",
 ]
@@ -156,10 +157,55 @@ def _resolve_kind(
     return layout_kind if input == "auto" else input
 
 
-def _full(scores: object, labels: object, kind: Literal["logits", "probs"], source: str) -> Scores:
-    logits = check_scores(scores, input=kind, name=kind)
-    y = check_labels(labels, logits.shape[0], logits.shape[1])
+def _naming(source: str, err: ValueError) -> ValueError:
+    """``err`` with the file ``source`` in front (validation messages name only the array)."""
+    text = str(err)
+    return ValueError(text if not source or source in text else f"{source!r}: {text}")
+
+
+def _full(
+    scores: object,
+    labels: object,
+    kind: Literal["logits", "probs"],
+    source: str,
+    *,
+    guessed: str | None = None,
+) -> Scores:
+    """Validated full-vector scores; ``guessed`` names the array or columns when the layout,
+    not the caller, said they hold logits (then probabilities there are refused)."""
+    try:
+        if guessed is not None and kind == "logits":
+            refuse_probs_as_logits(scores, source, guessed)
+        logits = check_scores(scores, input=kind, name=kind)
+        y = check_labels(labels, logits.shape[0], logits.shape[1])
+    except ValueError as err:
+        raise _naming(source, err) from None
     return Scores(labels=y, logits=logits, source=source)
+
+
+def refuse_probs_as_logits(scores: object, source: str, where: str) -> None:
+    """Refuse ``N x C`` (``C >= 2``) "logits" whose rows are all non-negative and sum to 1.
+
+    Called when only the layout (an array ``logits``, ``logit_*`` columns, a lone ``.npy``)
+    says that the scores are logits: probabilities stored there would otherwise be fitted as
+    logits without a word. ``input="logits"`` / ``input="probs"`` (``--input-kind``) states the
+    kind and skips the check.
+    """
+    arr = np.asarray(scores)
+    if (
+        arr.ndim != 2
+        or arr.shape[1] < 2
+        or arr.shape[0] == 0
+        or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer))
+    ):
+        return
+    if looks_like_probs(arr):
+        raise ValueError(
+            f"{source!r}: {where} looks like probabilities, not logits (every row is "
+            "non-negative and sums to 1). Store them as probabilities ('probs' array or "
+            "prob_* columns), or state the kind: input='probs' (privcal: --input-kind probs) "
+            "converts them with log; input='logits' (--input-kind logits) keeps them as logits."
+        )
 
 
 def _top_label(true: object, pred: object, conf: object, input: InputKind, source: str) -> Scores:
@@ -168,15 +214,18 @@ def _top_label(true: object, pred: object, conf: object, input: InputKind, sourc
             f"{source!r} holds top-label confidences, which are probabilities; pass "
             "input='auto' or input='probs', not input='logits'."
         )
-    confidence = check_probs(np.asarray(conf, dtype=np.float64), "confidence")[:, 1]
-    n = confidence.shape[0]
-    true_arr = np.asarray(true)
-    pred_arr = np.asarray(pred)
-    # The number of classes is unknown; bound the check by the largest index seen so that it
-    # still rejects negative, fractional and mis-sized labels.
-    hi = 1 + int(max(np.max(true_arr, initial=0), np.max(pred_arr, initial=0)))
-    labels = check_labels(true_arr, n, hi, name="true_label")
-    predicted = check_labels(pred_arr, n, hi, name="pred_label")
+    try:
+        confidence = check_probs(np.asarray(conf, dtype=np.float64), "confidence")[:, 1]
+        n = confidence.shape[0]
+        true_arr = np.asarray(true)
+        pred_arr = np.asarray(pred)
+        # The number of classes is unknown; bound the check by the largest index seen so that it
+        # still rejects negative, fractional and mis-sized labels.
+        hi = 1 + int(max(np.max(true_arr, initial=0), np.max(pred_arr, initial=0)))
+        labels = check_labels(true_arr, n, hi, name="true_label")
+        predicted = check_labels(pred_arr, n, hi, name="pred_label")
+    except ValueError as err:
+        raise _naming(source, err) from None
     return Scores(labels=labels, confidence=confidence, predicted=predicted, source=source)
 
 
@@ -195,6 +244,8 @@ def _from_columns(
         if match:
             vector[match.group(1)][int(match.group(2))] = name
     kinds = [k for k, cols in vector.items() if cols]
+    if "label" not in present and len(kinds) == 1:
+        raise no_labels(path, f"columns {kinds[0]}_* only", "a 'label' column of class indices")
     if "label" not in present or len(kinds) != 1:
         raise _unknown(path, f"columns {list(names)} match no layout")
     prefix = kinds[0]
@@ -208,7 +259,10 @@ def _from_columns(
         )
     scores = np.column_stack([column(cols[c]) for c in range(n_classes)])
     layout_kind: Literal["logits", "probs"] = "logits" if prefix == "logit" else "probs"
-    return _full(scores, column("label"), _resolve_kind(input, layout_kind), source)
+    guessed = "the logit_* columns" if input == "auto" else None
+    return _full(
+        scores, column("label"), _resolve_kind(input, layout_kind), source, guessed=guessed
+    )
 
 
 def _read_table(path: Path, input: InputKind, reader: str) -> Scores:
@@ -284,10 +338,25 @@ def _read_npz(path: Path, input: InputKind) -> Scores:
         kind = _resolve_kind(input, "probs")
         return _full(npz["predictions"], npz["ground_truth"], kind, source)
     if {"logits", "labels"} <= keys and "probs" not in keys:
-        return _full(npz["logits"], npz["labels"], _resolve_kind(input, "logits"), source)
+        guessed = "the array 'logits'" if input == "auto" else None
+        kind = _resolve_kind(input, "logits")
+        return _full(npz["logits"], npz["labels"], kind, source, guessed=guessed)
     if {"probs", "labels"} <= keys and "logits" not in keys:
         return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
+    for scores_key, labels_key in (("logits", "labels"), ("probs", "labels")):
+        if keys == {scores_key}:
+            raise no_labels(path, f"array {scores_key!r} only", f"an array {labels_key!r}")
+    if keys == {"predictions"}:
+        raise no_labels(path, "array 'predictions' only", "an array 'ground_truth'")
     raise _unknown(path, f"arrays {sorted(keys)} match no layout")
+
+
+def no_labels(path: str | Path, holds: str, fix: str) -> ValueError:
+    """``FILE has no labels`` and the one-line fix, for a scores file read where labels are
+    needed (``holds``: what the file has; ``fix``: what to add)."""
+    return ValueError(
+        f"{str(path)!r} has no labels ({holds}); this needs labelled scores: add {fix} to it."
+    )
 
 
 def _npy_pair(path: Path) -> tuple[Path, Path] | None:
@@ -354,7 +423,18 @@ def read_scores(path: str | Path, input: InputKind = "auto") -> Scores:
     if suffix == ".parquet":
         return _read_table(path, input, "parquet")
     if suffix == ".npy":
-        raise _unknown(path, "a lone .npy file needs its '<stem>_probs.npy' / '_labels.npy' twin")
+        name = path.name
+        if name.endswith("_labels.npy"):
+            raise ValueError(
+                f"{str(path)!r} holds labels only: save the scores beside it as its twin "
+                f"'{name[: -len('_labels.npy')]}_probs.npy'."
+            )
+        if name.endswith("_probs.npy"):
+            twin = f"its twin '{name[: -len('_probs.npy')]}_labels.npy' beside it"
+        else:
+            stem = name[: -len(".npy")]
+            twin = f"the twin '{stem}_labels.npy' and save the scores as '{stem}_probs.npy'"
+        raise no_labels(path, "a lone .npy array", twin)
     raise _unknown(
         path, f"the suffix {suffix or '(none)'!r} is not one of .npz, .npy, .csv, .parquet"
     )

@@ -25,6 +25,7 @@ import numpy as np
 
 from privcal._blocks import map_blocks
 from privcal._params import check_option
+from privcal.exceptions import PrivcalWarning
 
 __all__ = [
     "PROBS_ATOL",
@@ -33,6 +34,7 @@ __all__ = [
     "check_labels",
     "check_probs",
     "check_scores",
+    "looks_like_probs",
     "probs_need_no_repair",
     "probs_to_logits",
 ]
@@ -45,11 +47,11 @@ PROBS_ATOL = 1e-3
 _TINY = np.finfo(np.float64).tiny
 
 
-class ZeroProbabilityWarning(UserWarning):
+class ZeroProbabilityWarning(PrivcalWarning):
     """Exact zero probabilities were replaced by the smallest positive float before ``log``."""
 
 
-class RoundedProbabilityWarning(UserWarning):
+class RoundedProbabilityWarning(PrivcalWarning):
     """Probabilities outside [0, 1] by at most ``PROBS_ATOL`` (rounding) were clipped to [0, 1]."""
 
 
@@ -126,6 +128,20 @@ def probs_need_no_repair(lo: float, hi: float, worst_sum: float) -> bool:
     one-pass kernel (:func:`privcal.metrics.statistics.top_label_bins_checked`)."""
     finite = bool(np.isfinite(lo) and np.isfinite(hi) and np.isfinite(worst_sum))
     return finite and lo >= 0.0 and hi <= 1.0 and worst_sum <= PROBS_ATOL
+
+
+def looks_like_probs(scores: object) -> bool:
+    """Whether an ``N x C`` (``C >= 2``) array could only be probabilities: every entry finite
+    and in [0, 1], every row summing to 1 within :data:`PROBS_ATOL` (the rule of
+    :func:`probs_need_no_repair`). Readers use it to refuse probabilities stored as logits."""
+    arr = np.asarray(scores)
+    if arr.ndim != 2 or arr.shape[1] < 2 or arr.shape[0] == 0:
+        return False
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = arr.astype(np.float64)
+    elif not np.issubdtype(arr.dtype, np.floating):
+        return False
+    return probs_need_no_repair(*_range_and_row_sums(arr))
 
 
 def check_probs(probs: object, name: str = "probs") -> np.ndarray:

@@ -5,8 +5,16 @@ from privcal.plots.reliability import (
     ReliabilityDisplay,
     before_after,
     reliability_diagram,
+    reliability_panels,
     save_figure,
     subplots,
 )
 
-__all__ = ["ReliabilityDisplay", "before_after", "reliability_diagram", "save_figure", "subplots"]
+__all__ = [
+    "ReliabilityDisplay",
+    "before_after",
+    "reliability_diagram",
+    "reliability_panels",
+    "save_figure",
+    "subplots",
+]

@@ -302,9 +302,28 @@ def before_after(
         probs_before, labels, n_bins=n_bins, binning=binning, input=input_before
     )
     rel_after = reliability(probs_after, labels, n_bins=n_bins, binning=binning, input=input_after)
-    fig, pairs = _new_figure(2)
-    for rel, name, pair in zip((rel_before, rel_after), names, pairs, strict=True):
-        ReliabilityDisplay(rel, name=name).plot(ax=pair)
+    return reliability_panels((rel_before, rel_after), names)
+
+
+def reliability_panels(reliabilities: Sequence[Reliability], titles: Sequence[str]) -> Figure:
+    """Side-by-side reliability diagrams of precomputed :class:`~privcal.metrics.Reliability`
+    data (one panel pair per entry), e.g. of top-label confidences before and after a
+    top-label calibrator.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two Axes per entry: the reliability panels on top, their histograms below.
+    """
+    rels, names = tuple(reliabilities), tuple(titles)
+    if not rels or len(names) != len(rels):
+        raise ValueError(
+            "The 'titles' parameter of reliability_panels must name each reliability "
+            f"({len(rels)}). Got {len(names)} titles instead."
+        )
+    fig, pairs = _new_figure(len(rels))
+    for rel, name, pair in zip(rels, names, pairs, strict=True):
+        ReliabilityDisplay.from_reliability(rel, name=name, ax=pair)
     return fig
 
 
