@@ -22,7 +22,6 @@ pytest.importorskip("flwr")
 from privcal.calibrators import calibrator_from_dict
 from privcal.federated import FedBBQ, dirichlet_partition, simulate
 from privcal.federated.flower.local import run_local
-from privcal.privacy import SeededNoise
 
 N_CLIENTS = 5
 

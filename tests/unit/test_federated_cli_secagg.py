@@ -32,7 +32,28 @@ def test_commands_are_registered(apps: typer.Typer) -> None:
         (["--sample-rate", "0"], "--sample-rate must be in (0, 1]"),
         (["--clip", "0"], "--clip must be > 0"),
         (["--method", "nope"], "Unknown --method"),
-        (["--secagg", "--sample-rate", "0.5"], "--sample-rate must be 1"),
+        (["--secagg", "--num-nodes", "4", "--sample-rate", "0.5"], "--sample-rate must be 1"),
+        (["--secagg", "--epsilon", "1", "--num-nodes", "2"], "needs --num-nodes >= 3"),
+        (["--aggregation", "distributed", "--epsilon", "1", "--num-nodes", "4"], "needs --secagg"),
+        (["--aggregation", "distributed", "--secagg", "--num-nodes", "4"], "needs a DP run"),
+        (["--aggregation", "local", "--num-nodes", "4"], "'distributed' or 'trusted'"),
+        (["--threshold", "3", "--epsilon", "1", "--num-nodes", "4"], "--threshold sizes"),
+        (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "5"], "in [2,"),
+        (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "1"], "in [2,"),
+        (  # the clients' bound plus the noise tail overflow SecAgg+'s ring (2^31)
+            [
+                "--secagg",
+                "--epsilon",
+                "1",
+                "--num-nodes",
+                "4000",
+                "--method",
+                "fedbbq",
+                "--clip-neg",
+                "1e6",
+            ],
+            "modulus of 2^31 is too small",
+        ),
     ],
 )
 def test_server_bad_input(apps: typer.Typer, args: list[str], msg: str) -> None:
@@ -119,3 +140,27 @@ def test_server_exit_status_follows_the_run_log(
     assert exit_info.value.exit_code == code
     err = capsys.readouterr().err
     assert err.count("Error:") == 1 and msg in err
+
+
+def test_secaggplus_ring_round_trip_is_exact() -> None:
+    """Ring residues cross Flower's own SecAgg+ arithmetic (quantise with the ring ranges, sum
+    modulo M, dequantise, the workflow's offset and ratio) and come back exactly."""
+    from flwr.common.secure_aggregation.quantization import dequantize, quantize
+
+    from privcal.federated.flower.secagg import residues_to_wire, ring_ranges, wire_to_residues
+
+    bits = 31
+    r, q, m = ring_ranges(bits)
+    rng = np.random.default_rng(0)
+    n = 7
+    residues = rng.integers(0, m, size=(n, 5), dtype=np.int64).astype(np.uint64)
+    residues[0, :2] = [0, m - 1]  # the ring's edges
+    quantised = [quantize([residues_to_wire(v, bits)], r, q)[0] for v in residues]
+    assert all(
+        np.array_equal(a, v.astype(np.int64)) for a, v in zip(quantised, residues, strict=True)
+    )
+    modular = np.sum(quantised, axis=0, dtype=np.int64) % m
+    ratio = (n * q) % m  # the weight factors' modular sum (num_examples = max_weight = 1)
+    mean = (dequantize([modular], r, q)[0] - (n - 1) * r) * (q / ratio)
+    expected = residues.astype(np.int64).sum(axis=0) % m
+    assert wire_to_residues(mean, n, bits).tolist() == expected.tolist()

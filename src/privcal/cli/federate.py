@@ -84,6 +84,20 @@ def server(
     sample_rate: float = typer.Option(1.0, "--sample-rate", help="Client sampling rate p."),
     weighting: str = typer.Option("all", "--weighting", help="none, all or changed (binning)."),
     secagg: bool = typer.Option(False, "--secagg", help="Sum payloads with Flower SecAgg+."),
+    aggregation: str = typer.Option(
+        None,
+        "--aggregation",
+        help="Who adds the noise of a DP run: 'distributed' (each client adds a discrete "
+        "Gaussian share; the server sees only the SecAgg+ sum; the default with --secagg) or "
+        "'trusted' (the server adds it to the exact sum; the default without --secagg).",
+    ),
+    threshold: int = typer.Option(
+        None,
+        "--threshold",
+        help="t of --aggregation distributed: the shares are sized so that any t honest "
+        "surviving clients make up the noise; fewer survivors release nothing (default: "
+        "num-nodes minus a fifth, at least one dropout).",
+    ),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(9092, "--port"),
     insecure: bool = typer.Option(False, "--insecure", help="Plaintext transport (local tests)."),
@@ -116,6 +130,7 @@ def server(
             if v < 1:
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
         _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
+        aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
         if not 0 < sample_rate <= 1:
             raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
         if secagg and sample_rate < 1:
@@ -127,6 +142,9 @@ def server(
             raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
         if epsilon > 0 and not 0 < delta < 1:
             raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
+        if aggregation == "distributed":
+            _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
+                        clip_pos, clip_neg, weighting)  # fmt: skip
         _need_flwr()  # after the checks that need no Flower: a typo is refused at once
         from privcal.federated.flower.deploy import FlowerProcesses
 
@@ -151,6 +169,8 @@ def server(
             "sample-rate": sample_rate,
             "weighting": weighting,
             "secagg": secagg,
+            "aggregation": aggregation,
+            "threshold": threshold or 0,
             "out-dir": str(out),
             "wait-nodes-s": timeout,
             "val": "" if val is None else str(val.resolve()),
@@ -213,6 +233,78 @@ def _check_federation(
         raise ValueError(f"--weighting must be none, all or changed. Got {weighting!r}.")
     if not timeout > 0:
         raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+
+
+def _check_aggregation(
+    aggregation: str | None, threshold: int | None, secagg: bool, epsilon: float, num_nodes: int
+) -> str:
+    """``--aggregation`` and ``--threshold``, checked against each other and the transport;
+    returns the aggregation the run uses (default: distributed with --secagg, else trusted)."""
+    if aggregation is None:
+        aggregation = "distributed" if secagg and epsilon > 0 else "trusted"
+    if aggregation not in ("distributed", "trusted"):
+        raise ValueError(
+            f"--aggregation must be 'distributed' or 'trusted'. Got {aggregation!r}. (The data "
+            "sources' 'local' aggregation belongs to privcal fit --sources.)"
+        )
+    if aggregation == "distributed":
+        if not secagg:
+            raise ValueError(
+                "--aggregation distributed needs --secagg: without a secure sum the server "
+                "would see each client's upload, which carries only a share of the noise."
+            )
+        if not epsilon > 0:
+            raise ValueError(
+                "--aggregation distributed adds noise shares, so it needs a DP run: pass "
+                "--epsilon > 0, or drop --aggregation."
+            )
+    if secagg and num_nodes < 3:
+        raise ValueError(
+            f"--secagg needs --num-nodes >= 3 (Flower's SecAgg+ splits each key into more than "
+            f"two shares). Got {num_nodes}."
+        )
+    if threshold is not None:
+        if aggregation != "distributed":
+            raise ValueError(
+                "--threshold sizes distributed noise shares: pass it with --aggregation "
+                "distributed (and --secagg), or drop it."
+            )
+        if not 2 <= threshold <= num_nodes:
+            raise ValueError(
+                f"--threshold must be in [2, --num-nodes = {num_nodes}] (SecAgg+ needs at least "
+                f"2 survivors to unmask a sum; more than num-nodes can never survive). Got "
+                f"{threshold}."
+            )
+    return aggregation
+
+
+def _check_ring(
+    method: str,
+    n_classes: int,
+    num_nodes: int,
+    threshold: int | None,
+    rounds: int,
+    epsilon: float,
+    delta: float,
+    clip: float,
+    clip_pos: float,
+    clip_neg: float,
+    weighting: str,
+) -> None:
+    """Build the run's distributed plans as the ServerApp will: a SecAgg+ ring (2^31) too small
+    for the clients' bound and the noise is refused here, before any process starts."""
+    from privcal.federated.flower.task import DEFAULTS, dp_from_config, method_from_config
+    from privcal.privacy import SecureNoise
+
+    cfg = {**DEFAULTS, "method": method, "n-classes": n_classes, "num-nodes": num_nodes,
+           "threshold": threshold or 0, "rounds": rounds, "epsilon": epsilon, "delta": delta,
+           "clip": clip, "clip-pos": clip_pos, "clip-neg": clip_neg, "weighting": weighting,
+           "secagg": True, "aggregation": "distributed"}  # fmt: skip
+    fm = method_from_config(cfg)
+    dp = dp_from_config(cfg, SecureNoise())
+    assert dp is not None
+    for g in fm.noise_groups(dp, fm.payload_shape(n_classes)):
+        dp.plan(g)
 
 
 def _server_line(log: Any) -> Any:
@@ -313,6 +405,14 @@ def client(
         "--retry-s",
         help="Seconds the client keeps trying to reach the server before it gives up.",
     ),
+    transcript: Annotated[
+        Path | None,
+        typer.Option(
+            "--transcript",
+            help="Append every reply this client sends to the server to FILE (JSON lines, as "
+            "the server receives it: after SecAgg+'s masking).",
+        ),
+    ] = None,
 ) -> None:
     """Run a SuperNode that answers privcal rounds from DATA, within its own ledger budget."""
     with user_errors():
@@ -323,6 +423,11 @@ def client(
 
         load_client_data(data)  # a bad file is an Error line here, not a failed round later
         node: dict[str, object] = {"data": str(data.resolve())}
+        if transcript is not None:
+            from privcal.data.io import check_output_path
+
+            check_output_path(transcript, "--transcript", "privcal federate client", (".jsonl",))
+            node["transcript"] = str(transcript.resolve())
         if ledger is not None:
             from privcal.privacy import PrivacyOdometer
 
