@@ -106,6 +106,8 @@ CONF_CAL = ["conformal", "--test", "{test}", "--cal"]
 CONF_TEST = ["conformal", "--cal", "{cal}", "--test"]
 SOURCE = ["source", "init", "--ledger", "{out}/s.sqlite", "--data"]
 FED_CLIENT = ["federate", "client", "--data"]
+SPLIT_OUT = ["--out-cal", "{out}/a.npz", "--out-test", "{out}/b.npz"]
+SPLIT = ["split", *SPLIT_OUT]
 FED_SERVER = ["federate", "server", "--n-classes", "5", "--out", "{out}/fed"]
 
 CASES: list[tuple[str, list[str], int, str]] = []
@@ -117,15 +119,21 @@ for verb, prefix in (
     ("conformal-test", CONF_TEST),
     ("source-init", SOURCE),
     ("federate-client", FED_CLIENT),
+    ("split", SPLIT),
 ):
     for damage in DAMAGED:
         CASES.append((f"{verb}-{damage}", [*prefix, f"{{{damage}}}"], 2, f"{damage}.npz"))
     CASES.append((f"{verb}-nan", [*prefix, "{nan}"], 2, "non-finite"))
     if verb != "conformal-test":  # test labels are optional there
         CASES.append((f"{verb}-labels-out-of-range", [*prefix, "{labels_oob}"], 2, "label"))
-    if verb not in ("apply", "conformal-test", "federate-client"):
+    if verb not in ("apply", "conformal-test", "federate-client", "split"):
         CASES.append((f"{verb}-bad-csv", [*prefix, "{bad_csv}"], 2, "bad.csv"))
-for verb, prefix in (("fit", FIT), ("evaluate", EVAL), ("conformal-cal", CONF_CAL)):
+for verb, prefix in (
+    ("fit", FIT),
+    ("evaluate", EVAL),
+    ("conformal-cal", CONF_CAL),
+    ("split", SPLIT),
+):
     CASES.append((f"{verb}-unlabelled", [*prefix, "{unlabelled}"], 2, "unlabelled.npz"))
     CASES.append((f"{verb}-unlabelled-says-so", [*prefix, "{unlabelled}"], 2, "has no labels"))
 CASES += [
@@ -215,6 +223,28 @@ CASES += [
     ("apply-toplabel-temperature", [*APPLY, "{toplabel}"], 2, "cannot be applied"),
     ("evaluate-toplabel-temperature", [*EVAL, "{toplabel}", "-c", "{cal_json}"], 2,
      "cannot be applied"),
+    # split: sizes, outputs, what stratification needs
+    ("split-bad-csv", [*SPLIT, "{bad_csv}"], 2, "bad.csv"),
+    ("split-unlabelled-stratifies", [*SPLIT, "{unlabelled}"], 2, "stratifies by label"),
+    ("split-test-size-0", [*SPLIT, "{cal}", "--test-size", "0"], 2, "'--test-size'"),
+    ("split-test-size-1", [*SPLIT, "{cal}", "--test-size", "1"], 2, "'--test-size'"),
+    ("split-cal-size-0", [*SPLIT, "{cal}", "--cal-size", "0"], 2, "'--cal-size'"),
+    ("split-both-sizes", [*SPLIT, "{cal}", "--cal-size", "10", "--test-size", "0.5"], 2,
+     "not both"),
+    ("split-cal-size-all", [*SPLIT, "{cal}", "--cal-size", "400"], 2, "test part empty"),
+    ("split-test-size-all", [*SPLIT, "{cal}", "--test-size", "0.999"], 2,
+     "calibration part empty"),
+    ("split-class-missing", [*SPLIT, "{cal}", "--cal-size", "3"], 2, "a class would be missing"),
+    ("split-same-outputs", ["split", "--out-cal", "{out}/a.npz", "--out-test", "{out}/a.npz",
+                            "{cal}"], 2, "same file"),
+    ("split-over-data", ["split", "--out-cal", "{cal}", "--out-test", "{out}/b.npz", "{cal}"], 2,
+     "is DATA itself"),
+    ("split-out-suffix", ["split", "--out-cal", "{out}/a.json", "--out-test", "{out}/b.npz",
+                          "{cal}"], 2, "'--out-cal'"),
+    ("split-out-unwritable", ["split", "--out-cal", "{out}/a.npz", "--out-test",
+                              "{unwritable}/b.npz", "{cal}"], 2, "'--out-test'"),
+    ("split-toplabel-npz", [*SPLIT, "{toplabel}"], 2, "must end in .csv or .parquet"),
+    ("split-missing-out", ["split", "--out-cal", "{out}/a.npz", "{cal}"], 2, "'--out-test'"),
     # usage errors from click itself
     ("fit-missing-option", ["fit", "-i", "{cal}", "-o", "{out}/c.json"], 2, "'--method'"),
     ("conformal-score", [*CONF_TEST, "{test}", "--score", "nonsense"], 2, "'--score'"),

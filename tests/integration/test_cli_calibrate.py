@@ -247,7 +247,8 @@ def test_apply_writes_the_format_of_the_suffix(tmp_path: Path, files: dict[str, 
 def test_help_lists_commands() -> None:
     res = _invoke("--help")
     assert res.exit_code == 0
-    for verb in ("fit", "apply", "evaluate", "conformal", "source", "audit", "federate", "demo"):
+    verbs = ("fit", "apply", "evaluate", "split", "conformal", "source", "audit", "federate")
+    for verb in (*verbs, "demo"):
         assert verb in res.output
     assert _invoke("--version").output.strip().startswith("privcal ")
 

@@ -22,6 +22,7 @@ __all__ = ["VERB_MODULES", "app", "bench_app"]
 #: Modules that add commands, each with ``register(app: Typer, bench_app: Typer) -> None``.
 VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.calibrate",
+    "privcal.cli.split",
     "privcal.cli.demo_cmd",
     "privcal.cli.conformal",
     "privcal.cli.training",
