@@ -204,48 +204,108 @@ for _method, _runs in (("fedtemp", 1000), ("fedtemp-averaging", 2000)):
     _register_simulate(_method, _runs, False, "trusted")
 
 
+#: Clients of the aggregator-view audit: the audited one and ``VIEW_CLIENTS - 1`` colluders.
+VIEW_CLIENTS = 16
+#: The threshold the audited run declares: its report claims the guarantee with up to
+#: ``VIEW_CLIENTS - VIEW_THRESHOLD`` clients revealing their shares.
+VIEW_THRESHOLD = 1
+VIEW_NEIGHBOURS = (
+    f"K = {VIEW_CLIENTS} declared clients, t = {VIEW_THRESHOLD}; D: client 0 enrolled without "
+    "data (it uploads a zero payload and its share), client 1 under-confident, mostly right, "
+    f"clients 2-{VIEW_CLIENTS - 1} enrolled without data; D': client 0 holds over-confident, "
+    "often wrong rows (federated Newton: its gradient and curvature sums clipped to L2 norms "
+    f"C_g and C_h); clients 1-{VIEW_CLIENTS - 1} collude with the server"
+)
+
+
+def _view_parts(side: int) -> list[np.ndarray]:
+    empty = np.array([], dtype=np.int64)
+    audited = np.arange(ROWS, 2 * ROWS) if side else empty
+    return [audited, np.arange(ROWS)] + [empty] * (VIEW_CLIENTS - 2)
+
+
 def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
-    """FedTemp with DP and its default distributed aggregation, read where the server reads it:
-    round 1's secure sum of the gradient block (the lifted modular sum), not the output."""
+    """FedTemp with DP and distributed aggregation over ``K = 16`` clients with ``threshold=1``,
+    read where the server reads it, with the worst case its report allows.
+
+    The run's report claims the guarantee against a server joined by up to ``S - t = 15``
+    clients that reveal their shares. The audit plays that adversary: clients 1-15 collude,
+    and the server subtracts their uploads to round 1's secure sum of the gradient block
+    modulo ``2^64`` (:func:`privcal.audits.private.honest_residual`), leaving the audited client
+    0's upload, which must carry the whole release's noise. The colluders' uploads are read
+    from the uploads the server's secure sum receives (``DPConfig.secure_total``, wrapped for
+    the run: the colluding clients hand over what they sent; honest uploads are not read).
+    The neighbour removes client 0's rows while it stays enrolled (it then uploads a zero
+    payload with its share: :func:`~privcal.federated.simulation._secure_round_total`).
+
+    ``t = 1`` of ``K = 16`` makes shares sized for ``K`` instead of ``t`` visible (the honest
+    share's std falls 4-fold); with the default ``t = K - max(1, K // 5)`` that defect costs
+    at most ``K / t = 1.25`` in variance, beyond what any feasible number of runs can resolve
+    for a Gaussian at ``delta = 1e-5``. Caught (``tests/statistical/
+    test_deployed_audits_distributed.py``): shares sized for ``K``, a client uploading its
+    encoded payload without its share, every share drawn from one reused seed.
+    """
+    from privcal.audits.private import honest_residual
+    from privcal.federated import dp as dp_module
     from privcal.federated import simulate
 
     z, y = _data()
+    seen: list[list[Any]] = []
+    real = dp_module.DPConfig.secure_total
+
+    def secure_total(self: Any, uploads: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(list(uploads))
+        return real(self, uploads, *args, **kwargs)
 
     def call(side: int) -> Any:
+        seen.clear()
         cal, _ = simulate(
             "fedtemp",
             z,
             y,
-            _parts(side),
+            _view_parts(side),
             rounds=ROUNDS,
             epsilon=EPSILON,
             delta=DELTA,
+            threshold=VIEW_THRESHOLD,
             **PARAMS["fedtemp"],
         )
         return cal
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([float(call(side).aggregator_views_[0].lift()[0]) for _ in range(k)])
+    def read(side: int) -> float:
+        cal = call(side)
+        colluders = [u[0] for u in seen[0][1:] if u is not None]  # the gradient block's uploads
+        return float(honest_residual(cal.aggregator_views_[0], colluders)[0])
 
-    return audit_release(
-        "simulate-fedtemp-aggregator",
-        f'simulate("fedtemp", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
-        f"delta={DELTA:g}, grad_clip=1.0, hess_clip=1.0).aggregator_views_[0] (the secure sum "
-        "of round 1's gradients that the server sees)",
-        NEWTON_NEIGHBOURS,
-        draw,
-        call(0).privacy_report_,
-        runs=runs,
-        alpha=alpha,
-    )
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([read(side) for _ in range(k)])
+
+    dp_module.DPConfig.secure_total = secure_total  # type: ignore[method-assign]
+    try:
+        report = call(0).privacy_report_
+        return audit_release(
+            "simulate-fedtemp-aggregator",
+            f'simulate("fedtemp", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
+            f"delta={DELTA:g}, threshold={VIEW_THRESHOLD}, grad_clip=1.0, hess_clip=1.0)."
+            "aggregator_views_[0] (the secure sum of round 1's gradients that the server sees) "
+            f"less the uploads of the colluding clients 1-{VIEW_CLIENTS - 1}",
+            VIEW_NEIGHBOURS,
+            draw,
+            report,
+            runs=runs,
+            alpha=alpha,
+        )
+    finally:
+        dp_module.DPConfig.secure_total = real  # type: ignore[method-assign]
 
 
 register(
     "simulate-fedtemp-aggregator",
     summary="The server's view (the secure sum of discrete Gaussian shares) of simulate('fedtemp')"
-    " with DP and aggregation='distributed' (the default)",
+    f" with DP and aggregation='distributed', K={VIEW_CLIENTS} clients, t={VIEW_THRESHOLD}, "
+    f"{VIEW_CLIENTS - VIEW_THRESHOLD} colluding",
     runs=1000,
-    slow=False,
+    slow=True,
 )(_aggregator_view_audit)
 
 

@@ -280,58 +280,144 @@ register(
 
 
 # ------------------------------------------------------------------ the aggregator's view
-#: The other source of the distributed audits: fixed rows, identical on both neighbours.
+#: Sources of the distributed audit: the audited one and ``AGGREGATOR_PARTIES - 1`` colluders.
+AGGREGATOR_PARTIES = 4
+#: The threshold the audited fit declares: its report then claims the guarantee with up to
+#: ``AGGREGATOR_PARTIES - AGGREGATOR_THRESHOLD`` sources revealing their shares.
+AGGREGATOR_THRESHOLD = 1
+
+
 def _other_source_rows() -> tuple[np.ndarray, np.ndarray]:
+    """The colluding sources' rows: fixed, identical on both neighbours."""
     rng = np.random.default_rng(2025)
     z = 2.0 * rng.normal(size=(N_ROWS, _CLASSES))
     return z, z.argmax(1)
 
 
+class _Colluder(DataSource):
+    """A source that reveals every upload it sends to the aggregator (the threat model's
+    colluding party): the library's own answer, kept in :attr:`uploads`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.uploads: list[np.ndarray] = []
+
+    def share(self, *args: Any, **kwargs: Any) -> Any:
+        answer = super().share(*args, **kwargs)
+        self.uploads.append(answer.upload)
+        return answer
+
+
+def honest_residual(view: Any, colluders: list[np.ndarray]) -> np.ndarray:
+    """The aggregator's view less the colluders' uploads (modulo ``2^bits``), lifted: what the
+    aggregator and the colluders know about the honest parties' sum (post-processing)."""
+    from privcal.privacy.distributed import AggregatorView
+
+    total = np.asarray(view.modular_sum, dtype=np.uint64).copy()
+    with np.errstate(over="ignore"):
+        for upload in colluders:
+            total = total - np.asarray(upload, dtype=np.uint64)
+    if view.bits < 64:
+        total &= np.uint64((1 << view.bits) - 1)
+    return AggregatorView(total, view.dropped, view.bits).lift()
+
+
 @functools.cache
 def _view_means() -> tuple[np.ndarray, np.ndarray]:
-    """The exact integer means of the aggregator's view on ``D`` and ``D'``: ``s`` times the
-    summed released vector of Acc-T's curve query (randomized rounding is unbiased)."""
+    """The exact integer means of the honest residual on ``D`` and ``D'``: ``s`` times the audited
+    source's released vector of Acc-T's curve query (randomized rounding is unbiased)."""
     from privcal.privacy.distributed import DistributedPlan
     from privcal.private.source import MAX_ROWS
 
     plan = DistributedPlan.laplace(
-        2.0, 1.0, _GRID.size, n_parties=2, threshold=2, value_bound=MAX_ROWS, shape=(_GRID.size,)
+        2.0,
+        1.0,
+        _GRID.size,
+        n_parties=AGGREGATOR_PARTIES,
+        threshold=AGGREGATOR_THRESHOLD,
+        value_bound=MAX_ROWS,
+        shape=(_GRID.size,),
     )
-    zo, yo = _other_source_rows()
-    other = curve_release(np.asarray(accuracy_gap_sum(zo, yo, _GRID)), _ANCHOR)
     mu, mu2 = _curve_means()
     s = plan.encoding.scale
-    return s * (mu + other), s * (mu2 + other)
+    return s * mu, s * mu2
 
 
 def view_loss(lifted: np.ndarray) -> float:
-    """``|x - mu|_1 - |x - mu'|_1`` of the aggregator's lifted sum ``x`` (the discrete Laplace
+    """``|x - mu|_1 - |x - mu'|_1`` of the honest residual ``x`` (the discrete Laplace
     log-likelihood ratio times ``D / epsilon``): a fixed function of the view."""
     mu, mu2 = _view_means()
     x = np.asarray(lifted, dtype=np.float64)
     return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
 
 
+#: Steps of the read likelihood ratio: ``1/64`` of the encoded shift's L1 norm (its range).
+_LOSS_STEPS = 64
+
+
+def view_read(lifted: np.ndarray) -> float:
+    """The scalar the audit reads: :func:`view_loss` in 64ths of its range (so an output that
+    is deterministic up to its rounding offsets lands in one bucket, not spread over many),
+    ties broken by the coordinate the added row moves most, in half-steps of the encoded
+    shift, times ``1e-3`` (the likelihood ratio alone cannot tell two outputs apart whose
+    noise is one fixed vector far larger than the shift). A fixed function of the view:
+    post-processing, so a correct release still passes."""
+    mu, mu2 = _view_means()
+    x = np.asarray(lifted, dtype=np.float64)
+    d = float(np.abs(mu2 - mu).sum())  # |encoded shift|_1 <= D
+    j = int(np.argmax(np.abs(mu2 - mu)))
+    half = abs(float(mu2[j] - mu[j])) / 2.0
+    steps = round(_LOSS_STEPS * view_loss(x) / d)
+    return float(steps + 1e-3 * round((x[j] - (mu[j] + mu2[j]) / 2.0) / half))
+
+
 def _aggregator_audit(runs: int, alpha: float) -> AuditReport:
-    """Acc-T over two sources with ``aggregation="distributed"``, read where the aggregator
-    reads it: the secure sum of the curve query (the lifted modular sum), not the output."""
+    """Acc-T over ``K = 4`` sources with ``aggregation="distributed"`` and ``threshold=1``, read
+    where the aggregator reads it, with the worst case its report allows.
+
+    The fit's report claims the guarantee against an aggregator joined by up to ``S - t = 3``
+    sources that reveal their shares. The audit plays that adversary: the three other sources
+    collude (:class:`_Colluder`: the library's own ``DataSource.share``, its uploads revealed),
+    and the aggregator subtracts their uploads from the secure sum of the curve query modulo
+    ``2^64`` (:func:`honest_residual`), leaving the audited source's upload, which must carry
+    the whole release's noise. The residual is read through the discrete Laplace likelihood
+    ratio (:func:`view_read`). The in-process protocol has no dropouts (every source answers),
+    so collusion is how the worst case is reached. Caught (``tests/statistical/
+    test_deployed_audits_distributed.py``): shares sized for ``K`` instead of ``t``, a party
+    uploading its encoded value without its share, every share drawn from one reused seed.
+    """
     data = neighbours()
     other = _other_source_rows()
+    parties = AGGREGATOR_PARTIES
 
-    def fit(side: int) -> Any:
-        sources = [DataSource(*data[side], name="audited"), DataSource(*other, name="other")]
-        return PrivateTemperatureScaling(aggregation="distributed").fit(sources=sources)
+    def fit(side: int) -> tuple[Any, list[_Colluder]]:
+        colluders = [
+            _Colluder(other[0][i :: parties - 1], other[1][i :: parties - 1], name=f"c{i + 1}")
+            for i in range(parties - 1)
+        ]
+        est = PrivateTemperatureScaling(
+            aggregation="distributed", threshold=AGGREGATOR_THRESHOLD
+        ).fit(sources=[DataSource(*data[side], name="audited"), *colluders])
+        return est, colluders
+
+    def read(side: int) -> float:
+        est, colluders = fit(side)
+        residual = honest_residual(est.aggregator_views_[0], [c.uploads[0] for c in colluders])
+        return view_read(residual)
 
     def draw(side: int, k: int) -> np.ndarray:
-        return np.array([view_loss(fit(side).aggregator_views_[0].lift()) for _ in range(k)])
+        return np.array([read(side) for _ in range(k)])
 
     return audit_release(
         "private-temperature-aggregator",
-        'PrivateTemperatureScaling(aggregation="distributed").fit(sources=[a, b]).'
-        "aggregator_views_[0] (the secure sum the aggregator sees)",
-        f"source a: {_NEIGHBOURS}; source b fixed",
+        f'PrivateTemperatureScaling(aggregation="distributed", threshold='
+        f"{AGGREGATOR_THRESHOLD}).fit(sources=[a, c1, c2, c3]).aggregator_views_[0] (the "
+        "secure sum the aggregator sees) less the uploads of the colluding sources c1-c3",
+        f"source a: {_NEIGHBOURS}; sources c1-c3 fixed, colluding with the aggregator "
+        f"(K={parties}, t={AGGREGATOR_THRESHOLD}: S - t = {parties - AGGREGATOR_THRESHOLD} "
+        "colluders)",
         draw,
-        fit(0).privacy_report_,
+        fit(0)[0].privacy_report_,
         runs=runs,
         alpha=alpha,
     )
@@ -340,7 +426,7 @@ def _aggregator_audit(runs: int, alpha: float) -> AuditReport:
 register(
     "private-temperature-aggregator",
     summary="The aggregator's view (the secure sum) of PrivateTemperatureScaling with "
-    "aggregation='distributed' over two sources (discrete Laplace shares)",
-    runs=2000,
+    "aggregation='distributed', K=4 sources, t=1, three colluding (discrete Laplace shares)",
+    runs=1000,
     slow=True,
 )(_aggregator_audit)

@@ -103,8 +103,10 @@ def simulate(
     parts : list of index arrays
         Client ``k`` holds rows ``parts[k]`` (e.g. from :func:`dirichlet_partition`). The number
         of partitions is the *declared* size ``K`` of the federation (public); a client with an
-        empty index array is enrolled but holds no data, so it never sends anything (that is how
-        a federation with one client removed is written).
+        empty index array is enrolled but holds no data (that is how a federation with one
+        client removed is written): it sends nothing, except under distributed DP, where it
+        uploads a zero payload with its noise share (the aggregator sees who drops, so a
+        client's silence must not reveal that it holds no data).
     rounds : int
         ``T >= 1``.
     epsilon, delta : float or None
@@ -223,7 +225,8 @@ def simulate(
     for t in range(1, t_rounds + 1):
         t0 = time.perf_counter()
         sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
-        sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
+        if dp is None or dp.aggregation != "distributed":
+            sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
         total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape, views)
         if dp is not None or n_ok > 0:
             state = fm.server_step(state, total, n_ok, dp=dp, denominator=cohort)
@@ -313,11 +316,27 @@ def _secure_round_total(
     shape: tuple[int, ...],
     views: list[AggregatorView],
 ) -> tuple[np.ndarray, int]:
+    """The server's secure total of one round under distributed DP (see :func:`_round_total`).
+
+    Every sampled enrolled client uploads, a client without rows a zero payload (neutral in
+    every method's sum) with its share. Were it to stay silent, the view's ``dropped`` would
+    tell the aggregator whether a client holds data, and the add/remove neighbours would carry
+    ``t`` honest shares against ``t + 1``: the ``t + 1``-share sum is not within the claimed
+    ``(epsilon, delta)`` of the ``t``-share one (its variance is ``(t + 1) / t`` times larger,
+    so the privacy-loss ratio is unbounded in the tails; ``delta`` is about 6% at ``t = 1``
+    and ``epsilon = 1``). The audit ``simulate-fedtemp-aggregator`` compares such neighbours.
+    """
     groups = fm.noise_groups(dp, shape)
     ring = SecureSum()
     uploads: list[list[np.ndarray] | None] = [None] * len(clients)
     n_ok = 0
     for k in sampled:
+        if clients[k].size == 0:
+            # an enrolled client without rows uploads a zero payload and its share: who drops is
+            # seen by the aggregator, so it must not depend on whether a client holds data, and
+            # both neighbours' sums then carry the same shares (see the docstring)
+            uploads[int(k)] = dp.client_uploads(np.zeros(shape), groups, ring)
+            continue
         arr = validate_payload(fm.client_step(state, z[clients[k]], y[clients[k]]), shape, int(k))
         if arr is not None:
             uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)

@@ -1,0 +1,167 @@
+"""The aggregator-view audits of distributed noise, and the defects they must catch.
+
+``private-temperature-aggregator`` (K = 4 sources, t = 1) and ``simulate-fedtemp-aggregator``
+(K = 16 clients, t = 1) call the public entry points with SecureNoise and play the adversary
+their reports allow: the aggregator with ``S - t`` colluding parties, who subtract their own
+uploads from the secure sum, so exactly ``t`` honest shares remain. Planted into the real code
+path, each defect makes the same audit fail:
+
+* shares sized for ``K`` where the threshold ``t`` belongs (the ``ShareLaw`` built with
+  ``n_parties``);
+* one party uploading its encoded value without its share;
+* every share drawn from ``SeededNoise`` with the same seed on every fit.
+
+Biased rounding (``floor(s x)``, round-half-up) is not planted: it is no privacy defect. The
+sensitivity ``D = ceil(s Delta) + m`` holds for every fixed rounding offset ``u`` in ``[0, 1)``
+(``|floor(a + u) - floor(b + u)| <= ceil(|a - b|)``), and ``floor(s x)`` is ``u = 0``,
+round-half-up ``u = 1/2``; even an offset chosen from the data moves a coordinate by at most one
+more step, ``m`` steps of ``D ~ 3.3e4`` here (``epsilon`` off by 5e-4). It biases the decoded sum
+by at most ``K / s`` per coordinate (accuracy, not privacy), which no privacy audit can see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privcal.audits import available_audits, run_audit
+from privcal.federated import dp as dp_module
+from privcal.federated import simulation
+from privcal.privacy import SeededNoise
+from privcal.privacy import distributed as distributed_module
+from privcal.private import source as source_module
+
+AUDITS = ("private-temperature-aggregator", "simulate-fedtemp-aggregator")
+
+
+def test_both_aggregator_audits_are_listed() -> None:
+    audits = available_audits()
+    for name in AUDITS:
+        assert name in audits
+    assert "three colluding" in audits["private-temperature-aggregator"].summary
+    assert "15 colluding" in audits["simulate-fedtemp-aggregator"].summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AUDITS)
+def test_aggregator_audit_passes_with_default_noise(name: str) -> None:
+    report = run_audit(name)
+    assert report.passed, str(report)
+    assert report.epsilon == pytest.approx(1.0, rel=1e-6)  # read from the entry point's report
+    assert "colluding" in report.entry_point
+
+
+def test_private_audit_reads_its_claim_from_the_fit() -> None:
+    """The claim is the distributed fit's own report: t = 1 of K = 4, three colluders allowed."""
+    from privcal.audits.private import AGGREGATOR_PARTIES, _other_source_rows, neighbours
+    from privcal.private import DataSource, PrivateTemperatureScaling
+
+    (z, y), _ = neighbours()
+    zo, yo = _other_source_rows()
+    k = AGGREGATOR_PARTIES
+    others = [DataSource(zo[i :: k - 1], yo[i :: k - 1], name=f"c{i}") for i in range(k - 1)]
+    est = PrivateTemperatureScaling(aggregation="distributed", threshold=1).fit(
+        sources=[DataSource(z, y, name="a"), *others]
+    )
+    report = est.privacy_report_
+    assert report.epsilon == pytest.approx(1.0) and report.status == "private"
+    assert any("up to 3 parties" in line for line in report.threat)
+
+
+def test_simulate_audit_reads_its_claim_from_the_run() -> None:
+    from privcal.audits.federated import _data, _view_parts
+
+    z, y = _data()
+    cal, _ = simulation.simulate(
+        "fedtemp",
+        z,
+        y,
+        _view_parts(0),
+        rounds=1,
+        epsilon=1.0,
+        delta=1e-5,
+        threshold=1,
+        grad_clip=1.0,
+        hess_clip=1.0,
+    )
+    report = cal.privacy_report_
+    assert report.epsilon == pytest.approx(1.0, rel=1e-6) and report.status == "private"
+    assert any("up to 15 parties" in line for line in report.threat)
+    # the enrolled client without data uploads (zero payload and share): nobody dropped
+    assert cal.aggregator_views_[0].dropped == ()
+
+
+# ------------------------------------------------------------------ planted defects
+@pytest.fixture()
+def sized_for_k(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Plant shares sized for K: the ShareLaw gets ``n_parties`` where ``threshold`` belongs."""
+    plan_cls = distributed_module.DistributedPlan
+    real_laplace, real_gaussian = plan_cls.laplace, plan_cls.gaussian
+
+    def for_k(real: Any) -> Any:
+        def build(*args: Any, **kwargs: Any) -> Any:
+            plan = real(*args, **kwargs)
+            law = dataclasses.replace(plan.law, threshold=plan.n_parties)
+            return dataclasses.replace(plan, law=law)
+
+        return staticmethod(build)
+
+    monkeypatch.setattr(plan_cls, "laplace", for_k(real_laplace))
+    monkeypatch.setattr(plan_cls, "gaussian", for_k(real_gaussian))
+    dp_module._group_plan.cache_clear()  # plans built before the plant are cached
+    yield
+    dp_module._group_plan.cache_clear()
+
+
+@pytest.fixture()
+def first_party_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a party that skips its share: the first upload to each secure sum (party 0, the
+    audited one) is its encoded value alone, as a loop over parties starting at 1 would draw."""
+    real = distributed_module.DistributedPlan.share
+    rings: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def share(self: Any, value: Any, noise: Any, ring: Any) -> np.ndarray:
+        if ring in rings:
+            return real(self, value, noise, ring)
+        rings.add(ring)
+        x = np.asarray(value, dtype=np.float64).reshape(self.shape)
+        return ring.to_ring(self.encoding.encode(x, noise))
+
+    monkeypatch.setattr(distributed_module.DistributedPlan, "share", share)
+
+
+@pytest.fixture()
+def reused_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a fixed seed: every share of every fit is drawn from ``SeededNoise(0)``."""
+    monkeypatch.setattr(source_module, "resolve_noise", lambda noise, owner: SeededNoise(0))
+    monkeypatch.setattr(simulation, "resolve_noise", lambda noise, owner: SeededNoise(0))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sized_for_k")
+@pytest.mark.parametrize(("name", "runs"), [("private-temperature-aggregator", 2000)])
+def test_shares_sized_for_k_fail_the_audit(name: str, runs: int) -> None:
+    report = run_audit(name, runs=runs)
+    assert not report.passed, str(report)
+    assert report.epsilon_lower > 1.0
+
+
+@pytest.mark.usefixtures("first_party_skips")
+@pytest.mark.parametrize("name", AUDITS)
+def test_a_party_skipping_its_share_fails_the_audit(name: str) -> None:
+    report = run_audit(name, runs=100)
+    assert not report.passed, str(report)
+    assert report.epsilon_lower > 1.0
+
+
+@pytest.mark.usefixtures("reused_seed")
+@pytest.mark.parametrize("name", AUDITS)
+def test_reused_seed_fails_the_audit(name: str) -> None:
+    report = run_audit(name, runs=100)
+    assert not report.passed, str(report)
+    assert report.epsilon_lower > 1.0
