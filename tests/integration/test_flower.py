@@ -249,3 +249,35 @@ def test_secaggplus_carries_the_shares_exactly(federation) -> None:  # type: ign
         total = up if total is None else (total + up) & np.uint64(2**RING_BITS - 1)
     assert total is not None
     assert np.concatenate(views[0]).astype(np.uint64).tolist() == total.tolist()
+
+
+def test_data_source_queries_take_one_message_round_each(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Seed 000 over Flower: every query of DP Acc-T goes to all sources in one push (the
+    nodes answer in parallel), so a fit of Q queries over K sources is Q rounds, not Q x K."""
+    from privcal.federated.flower.local import LocalGrid
+
+    rng = np.random.default_rng(2)
+    z = 3.0 * rng.normal(size=(600, 4))
+    y = np.argmax(z + 2.0 * rng.normal(size=z.shape), axis=1)
+    k = 3
+    nodes = []
+    for i in range(k):
+        np.savez(tmp_path / f"s{i}.npz", logits=z[i::k], labels=y[i::k])
+        nodes.append(
+            {"data": str(tmp_path / f"s{i}.npz"), "ledger": str(tmp_path / f"l{i}.sqlite")}
+        )
+    pushes: list[int] = []
+    real = LocalGrid.push_messages
+
+    def counting(self, messages):  # type: ignore[no-untyped-def]
+        messages = list(messages)
+        if all("source" == str(m.content["config"].get("task", "")) for m in messages):
+            pushes.append(len(messages))
+        return real(self, messages)
+
+    monkeypatch.setattr(LocalGrid, "push_messages", counting)
+    _cal, releases = _run(nodes, tmp_path, method="acc-t", epsilon=0.6, iterations=1)
+    queries = len(releases) // k  # every query is answered once by every source
+    assert queries >= 1 and len(releases) == queries * k
+    # the status probe, the budget check, then one push per query
+    assert pushes == [k] * (queries + 2)

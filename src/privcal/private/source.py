@@ -61,7 +61,7 @@ import hashlib
 import math
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,7 @@ __all__ = [
     "DataSource",
     "InsecureNoiseWarning",
     "Share",
+    "answer_all",
     "curve_from_release",
     "curve_release",
     "data_fingerprint",
@@ -470,6 +471,10 @@ class DataSource:
     @property
     def remaining(self) -> float:
         return self.odometer.remaining
+
+    def can_spend(self, epsilon: float) -> bool:
+        """Whether the ledger can pay ``epsilon`` now (public metadata; spends nothing)."""
+        return bool(self.odometer.can_spend(epsilon))
 
     def __repr__(self) -> str:
         return (
@@ -953,6 +958,29 @@ class DataSource:
 
     from_ledger = open
 
+    @classmethod
+    def answer_together(
+        cls, sources: Sequence[DataSource], method: str, **kwargs: Any
+    ) -> list[Any]:
+        """Every source's answer to one query of the vocabulary, in order.
+
+        In process the sources answer one after the other; a transport where the round trip
+        costs (:class:`~privcal.federated.flower.sources.RemoteSource`) sends one query to all
+        of its sources at once. Each source charges its own ledger exactly as a single call
+        does.
+        """
+        return [getattr(src, method)(**kwargs) for src in sources]
+
+
+def answer_all(sources: Sequence[DataSource], method: str, **kwargs: Any) -> list[Any]:
+    """Every source's answer to one query: sources of one kind answer together
+    (:meth:`DataSource.answer_together`, e.g. one message round over Flower), mixed kinds one
+    after the other. The answers and the ledgers' records are those of single calls."""
+    kinds = {type(src) for src in sources}
+    if len(kinds) == 1:
+        return kinds.pop().answer_together(list(sources), method, **kwargs)
+    return [getattr(src, method)(**kwargs) for src in sources]
+
 
 def check_sources(sources: Any, owner: str) -> list[DataSource]:
     """Validate a non-empty list of distinct DataSources with one class count."""
@@ -1069,8 +1097,8 @@ def check_share_rows(sources: list[DataSource], owner: str) -> None:
 
 def check_budgets(sources: list[DataSource], epsilon: float) -> None:
     """Refuse to start when a source cannot pay ``epsilon`` (nothing is spent anywhere)."""
-    for s in sources:
-        if not s.odometer.can_spend(epsilon):
+    for s, ok in zip(sources, answer_all(sources, "can_spend", epsilon=epsilon), strict=True):
+        if not ok:
             spent = s.spent
             raise BudgetExceededError(s.name, "fit", s.budget, spent, epsilon)
 

@@ -111,6 +111,7 @@ from privcal.privacy.distributed import (
 )
 from privcal.private.source import (
     DataSource,
+    answer_all,
     check_budgets,
     check_share_rows,
     check_sources,
@@ -290,10 +291,11 @@ class _Protocol:
             return self._secure_ask(method, eps, kwargs)
         total: Any = 0.0
         before_all = len(self.releases)
-        for src, label in zip(self.sources, self.labels, strict=True):
-            before = len(src.history)
-            total = total + getattr(src, method)(epsilon=eps, **kwargs)
-            self.record(src, label, before)
+        before = [len(src.history) for src in self.sources]
+        for answer in answer_all(self.sources, method, epsilon=eps, **kwargs):
+            total = total + answer
+        for src, label, b in zip(self.sources, self.labels, before, strict=True):
+            self.record(src, label, b)
         self.variances.append(_coordinate_variance(self.releases[before_all:]))
         return total
 

@@ -12,16 +12,23 @@ Privacy is the DataSource's: add/remove one example of one source, pure epsilon-
 basic composition in each source's own SQLite ledger (which refuses queries beyond its budget),
 parallel composition across sources. Only the noisy answers and their release records leave a
 node.
+
+One message round per query: the estimators ask every source through
+:func:`privcal.private.source.answer_all`, and :meth:`RemoteSource.answer_together` pushes the
+query to all the sources' nodes at once and collects the replies (the nodes answer in
+parallel), instead of one round trip per source.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
+from privcal.federated.flower.messaging import send_and_receive
 from privcal.privacy import BudgetExceededError, Release, SecureNoise
 from privcal.private import DataSource
 
@@ -72,6 +79,25 @@ def answer_source_query(
         "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
         "releases": json.dumps(releases),
     }
+
+
+def _plain(value: Any) -> Any:
+    """JSON for query parameters: NumPy arrays and scalars as lists and numbers."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"query parameter {value!r} is not JSON")
+
+
+def _typed(value: Any) -> Any:
+    """A node's answer as the in-process DataSource method returns it: curves and bin
+    vectors as float arrays, sums and counts as floats, budget checks as booleans."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        return np.asarray(value, dtype=np.float64)
+    return float(value)
 
 
 class _RemoteOdometer:
@@ -132,24 +158,23 @@ class RemoteSource(DataSource):
     def __repr__(self) -> str:
         return f"RemoteSource(node_id={self.node_id}, name={self.name!r})"
 
-    def _call(self, query: str, **kwargs: Any) -> Any:
+    def _message(self, query: str, kwargs: dict[str, Any]) -> Message:
         cfg: dict[str, Any] = {
             "task": "source",
             "query": query,
-            "kwargs": json.dumps(kwargs),
+            "kwargs": json.dumps(kwargs, default=_plain),
             "round": 0,
         }
-        msg = Message(
+        return Message(
             RecordDict({"config": ConfigRecord(cfg)}),
             dst_node_id=self.node_id,
             message_type=MessageType.QUERY,
         )
-        from privcal.federated.flower.server_app import send_and_receive
 
-        replies = send_and_receive(self._grid, [msg], self.timeout)
-        if not replies:
+    def _answer(self, query: str, reply: Message | None) -> Any:
+        """The value of a node's reply (its releases go into :attr:`history`)."""
+        if reply is None:
             raise RuntimeError(f"{self!r} did not answer {query!r} within {self.timeout:g} s.")
-        reply = replies[0]
         if reply.has_error():
             raise RuntimeError(f"{self!r} failed on {query!r}: {reply.error.reason}")
         info = dict(reply.content["info"])
@@ -158,6 +183,30 @@ class RemoteSource(DataSource):
         for q, mech, sens, eps, dlt in json.loads(str(info.get("releases", "[]"))):
             self.history.append(Release(q, mech, sens, eps, dlt, self.name))
         return json.loads(str(info["value"]))
+
+    def _call(self, query: str, **kwargs: Any) -> Any:
+        replies = send_and_receive(self._grid, [self._message(query, kwargs)], self.timeout)
+        return self._answer(query, replies[0] if replies else None)
+
+    @classmethod
+    def answer_together(
+        cls, sources: Sequence[DataSource], method: str, **kwargs: Any
+    ) -> list[Any]:
+        """One message round: the query goes to every source's node at once, and each node
+        answers from its own ledger-backed DataSource (see the module docstring).
+
+        Sources on different grids (or not remote) answer one after the other. A node that
+        errs, refuses or times out raises, naming it, once every reply of the round is in.
+        """
+        remote = [s for s in sources if isinstance(s, RemoteSource)]
+        grids = {id(s._grid) for s in remote}
+        if len(remote) != len(sources) or len(grids) != 1 or method not in QUERIES:
+            return super().answer_together(sources, method, **kwargs)
+        msgs = [s._message(method, kwargs) for s in remote]
+        timeout = max(s.timeout for s in remote)
+        replies = send_and_receive(remote[0]._grid, msgs, timeout)
+        by_node = {int(r.metadata.src_node_id): r for r in replies}
+        return [_typed(s._answer(method, by_node.get(s.node_id))) for s in remote]
 
     def accuracy_gap_sum(self, temperature: float, epsilon: float) -> float:
         return float(
@@ -207,6 +256,9 @@ class RemoteSource(DataSource):
                 n_bins=int(n_bins),
             )
         )
+
+    def can_spend(self, epsilon: float) -> bool:
+        return bool(self._call("can_spend", epsilon=float(epsilon)))
 
     def count(self, epsilon: float) -> float:
         return float(self._call("count", epsilon=float(epsilon)))
