@@ -144,3 +144,39 @@ def test_cli_writes_scoreboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "worse than doing nothing" in res.output
     bad = CliRunner().invoke(app, ["bench", "scoreboard", "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code == 2 and "must be a .md path" in bad.output
+
+
+def test_cli_refuses_an_unwritable_out_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run takes minutes: an --out that cannot be written is refused before it starts."""
+    from privcal.cli.scoreboard import register
+
+    def run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the scoreboard ran before its output path was checked")
+
+    monkeypatch.setattr(sb, "run", run)
+    app, bench = typer.Typer(), typer.Typer()
+    app.add_typer(bench, name="bench")
+    register(app, bench)
+    (tmp_path / "ro").write_text("a file, not a folder")  # unwritable as a folder, even by root
+    res = CliRunner().invoke(app, ["bench", "scoreboard", "--out", str(tmp_path / "ro" / "s.md")])
+    assert res.exit_code == 2, res.output
+    assert "Error:" in res.output and "'--out'" in res.output and "AssertionError" not in res.output
+
+
+def test_render_labels_each_table_and_its_vs_none_metric() -> None:
+    """The federated table has its own title, and its 'vs none' column says it is classwise."""
+    base = {"dataset": "d", "twin": "uncalibrated", "worse": False, "ratio": math.nan}
+    base.update(ece=0.1, cwece=0.01, accuracy=0.9, diff=0.01, diff_se=0.001, warnings=0)
+    rows = [
+        {**base, "task": task, "method": "uncalibrated", "epsilon": math.inf}
+        for task in ("calibration", "federated")
+    ]
+    text = sb.render(sb.Scoreboard(replace(sb.QUICK), rows=rows, claims=[]))
+    titles = [line for line in text.splitlines() if line.startswith("## ")]
+    assert len(titles) == len(set(titles))
+    fed = next(t for t in titles if t.startswith("## Federated calibration"))
+    assert "classwise ECE" in fed
+    assert text.count("| vs none, ECE (pp) ± SE |") == 1
+    assert text.count("| vs none, cwECE (pp) ± SE |") == 1

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from privcal.cli._common import console, err_console, fail, user_errors
+from privcal.cli._common import check_output_path, console, err_console, fail, user_errors
 
 __all__ = ["register", "scoreboard"]
 
@@ -57,6 +57,9 @@ def scoreboard(
         if seed < 0 or jobs < 1:
             name, value = ("--seed", seed) if seed < 0 else ("--jobs", jobs)
             fail(f"The '{name}' parameter must be >= {int(name == '--jobs')}. Got {value} instead.")
+        # before the run (minutes): the Markdown file and the JSON beside it must be writable
+        check_output_path(out, "--out", "privcal bench scoreboard", (".md",))
+        check_output_path(out.with_suffix(".json"), "--out", "privcal bench scoreboard", (".json",))
         config = sb.QUICK if quick else sb.FULL
         config = replace(config, seed=seed, torch=config.torch and not no_torch)
         command = "privcal bench scoreboard" + (" --quick" if quick else "")
@@ -76,7 +79,6 @@ def scoreboard(
                 on_step=lambda what: progress.update(task, advance=1, description=what),
                 jobs=jobs,
             )
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(sb.render(board, command) + "\n", encoding="utf-8")
         sb.write_json(board, out.with_suffix(".json"), command)
     worse = board.worse()
