@@ -245,7 +245,7 @@ def _from_columns(
             vector[match.group(1)][int(match.group(2))] = name
     kinds = [k for k, cols in vector.items() if cols]
     if "label" not in present and len(kinds) == 1:
-        raise no_labels(path, f"columns {kinds[0]}_* only", "a 'label' column of class indices")
+        raise no_labels(path, f"columns {kinds[0]}_* only", "add a 'label' column of class indices")
     if "label" not in present or len(kinds) != 1:
         raise _unknown(path, f"columns {list(names)} match no layout")
     prefix = kinds[0]
@@ -345,18 +345,16 @@ def _read_npz(path: Path, input: InputKind) -> Scores:
         return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
     for scores_key, labels_key in (("logits", "labels"), ("probs", "labels")):
         if keys == {scores_key}:
-            raise no_labels(path, f"array {scores_key!r} only", f"an array {labels_key!r}")
+            raise no_labels(path, f"array {scores_key!r} only", f"add an array {labels_key!r}")
     if keys == {"predictions"}:
-        raise no_labels(path, "array 'predictions' only", "an array 'ground_truth'")
+        raise no_labels(path, "array 'predictions' only", "add an array 'ground_truth'")
     raise _unknown(path, f"arrays {sorted(keys)} match no layout")
 
 
 def no_labels(path: str | Path, holds: str, fix: str) -> ValueError:
     """``FILE has no labels`` and the one-line fix, for a scores file read where labels are
-    needed (``holds``: what the file has; ``fix``: what to add)."""
-    return ValueError(
-        f"{str(path)!r} has no labels ({holds}); this needs labelled scores: add {fix} to it."
-    )
+    needed (``holds``: what the file has; ``fix``: what to do)."""
+    return ValueError(f"{str(path)!r} has no labels ({holds}); this needs labelled scores: {fix}.")
 
 
 def _npy_pair(path: Path) -> tuple[Path, Path] | None:
@@ -430,11 +428,11 @@ def read_scores(path: str | Path, input: InputKind = "auto") -> Scores:
                 f"'{name[: -len('_labels.npy')]}_probs.npy'."
             )
         if name.endswith("_probs.npy"):
-            twin = f"its twin '{name[: -len('_probs.npy')]}_labels.npy' beside it"
+            fix = f"save the labels beside it as its twin '{name[: -len('_probs.npy')]}_labels.npy'"
         else:
             stem = name[: -len(".npy")]
-            twin = f"the twin '{stem}_labels.npy' and save the scores as '{stem}_probs.npy'"
-        raise no_labels(path, "a lone .npy array", twin)
+            fix = f"save the scores as '{stem}_probs.npy' and the labels as '{stem}_labels.npy'"
+        raise no_labels(path, "a lone .npy array", fix)
     raise _unknown(
         path, f"the suffix {suffix or '(none)'!r} is not one of .npz, .npy, .csv, .parquet"
     )
