@@ -35,6 +35,7 @@ from sklearn.exceptions import NotFittedError
 
 from privcal import __version__
 from privcal.data.validation import check_labels, check_scores
+from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import softmax, top_label_bins
 from privcal.privacy import PrivacyReport
 
@@ -67,7 +68,7 @@ _REGISTERING_MODULES = (
 )
 
 
-class FitWarning(UserWarning):
+class FitWarning(PrivcalWarning):
     """A fit diagnostic: the fit succeeded, and the message says how to read or improve it."""
 
 

@@ -35,6 +35,7 @@ from privcal.calibrators.base import (
     fitted_field_error,
     register,
 )
+from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import bin_indices, calibration_bins, class_histograms, softmax
 
 __all__ = [
@@ -74,7 +75,7 @@ def bin_frequencies(positives: np.ndarray, totals: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, positives / np.where(totals > 0, totals, 1.0), np.nan)
 
 
-class UnnormalisableRowsWarning(UserWarning):
+class UnnormalisableRowsWarning(PrivcalWarning):
     """Some rows had zero calibrated mass in every class and kept their input probabilities."""
 
 

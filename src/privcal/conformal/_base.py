@@ -9,12 +9,13 @@ from sklearn.base import BaseEstimator
 
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
+from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import softmax
 
 __all__ = ["ConformalBase", "FullSetWarning", "NotFittedError"]
 
 
-class FullSetWarning(UserWarning):
+class FullSetWarning(PrivcalWarning):
     """The calibration set is too small for the requested level: every set is the full set."""
 
 

@@ -243,6 +243,7 @@ from privcal.conformal.quantile import (
     rank_quantile_release,
 )
 from privcal.conformal.split import conformal_rank
+from privcal.exceptions import PrivcalWarning
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
@@ -1034,7 +1035,7 @@ class PrivateConformal(ConformalBase):
                 f"{eps * loc.n1:g} < {LOCALIZE_MIN_EPS_N1:g}: a window found from so few points "
                 "is often wide or misses the quantile, and the sets grow (on some fits to the "
                 "full label set). Coverage still holds. localize='auto' would use one stage here.",
-                UserWarning,
+                PrivcalWarning,
                 stacklevel=2,
             )
         if loc is not None:

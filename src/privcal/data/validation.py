@@ -25,6 +25,7 @@ import numpy as np
 
 from privcal._blocks import map_blocks
 from privcal._params import check_option
+from privcal.exceptions import PrivcalWarning
 
 __all__ = [
     "PROBS_ATOL",
@@ -46,11 +47,11 @@ PROBS_ATOL = 1e-3
 _TINY = np.finfo(np.float64).tiny
 
 
-class ZeroProbabilityWarning(UserWarning):
+class ZeroProbabilityWarning(PrivcalWarning):
     """Exact zero probabilities were replaced by the smallest positive float before ``log``."""
 
 
-class RoundedProbabilityWarning(UserWarning):
+class RoundedProbabilityWarning(PrivcalWarning):
     """Probabilities outside [0, 1] by at most ``PROBS_ATOL`` (rounding) were clipped to [0, 1]."""
 
 

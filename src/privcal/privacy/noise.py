@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import check_int, check_real
+from privcal.exceptions import PrivcalWarning
 
 __all__ = [
     "InsecureNoiseWarning",
@@ -455,7 +456,7 @@ def _discrete_gaussian(rng: np.random.Generator, sigma: float, n: int) -> np.nda
     return out[:n]
 
 
-class InsecureNoiseWarning(UserWarning):
+class InsecureNoiseWarning(PrivcalWarning):
     """A private release draws its noise from a non-secure source (e.g. ``SeededNoise``).
 
     Fine for simulation and tests; never for releasing real data (floating-point attacks, seeded
