@@ -480,10 +480,13 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             )
             ended = _follow(work / "status.log", work / "supernode.log", proc)
         finally:
+            # the executor threads first (each ends its task, if any, within a poll), then the
+            # SuperNode: a thread must not talk to a SuperNode that is gone (a long
+            # httpx.ConnectError traceback on Ctrl-C)
             stop.set()
-            fp.stop()
             for t in threads:
                 t.join(timeout=5)
+            fp.stop()
     if not ended:
         fail(
             f"Lost the server at {superlink}: no connection for {retry_s:g} s (--retry-s); "

@@ -109,6 +109,7 @@ __all__ = [
     "FedTemperature",
     "FedVector",
     "get_method",
+    "noise_dominance",
     "temperature_moments",
     "temperature_newton",
 ]
@@ -222,6 +223,9 @@ class _Scaling(FedMethod):
     updates: ClassVar[tuple[str, ...]] = UPDATES
     #: Under DP, add a ridge toward the identity map (``x0``) equal to the curvature floor.
     dp_ridge: ClassVar[bool] = True
+    #: Under DP (Newton), keep each round's noisy gradient and the parameters it was taken at
+    #: in the state (``trace_g``, ``trace_x``), for the noise-dominance check of the release.
+    evidence: ClassVar[bool] = False
     #: Per-example scales of the default clip rule (:meth:`clip_bounds`).
     grad_scale: ClassVar[float] = 2.0
     hess_scale: ClassVar[float] = 1.5
@@ -459,6 +463,11 @@ class _Scaling(FedMethod):
             new["curv_sum"] = new["curv_sum"] + h
             h_use = new["curv_sum"] / t  # the curvature changes slowly: average the rounds
             floor = 2.0 * ch * sh / math.sqrt(t)  # twice the noise std of that mean
+            if self.evidence:  # released values only: the noisy gradient and where it was
+                new["trace_x"] = np.append(new.get("trace_x", np.zeros(0)), x)
+                new["trace_g"] = np.append(new.get("trace_g", np.zeros(0)), g)
+                new["grad_sd"] = np.array([self.clip_bounds()[0] * self.noise_ratios(dp)[0]])
+                new["dp_rounds"] = np.array([float(dp.rounds)])
             if self.dp_ridge:  # shrink toward the identity map where the noise dominates
                 g = g + floor * (x - self.x0(self.n_classes_of(x)))
         x_new = self.project(x + self.direction(x, g, h_use, floor))
@@ -618,6 +627,7 @@ class FedTemp(_Scaling):
 
     name: ClassVar[str] = "fedtemp"
     dp_ridge: ClassVar[bool] = False
+    evidence: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -646,11 +656,22 @@ class FedTemp(_Scaling):
     def stats_many(
         self, x: np.ndarray, z: np.ndarray, y: np.ndarray, groups: np.ndarray, n_groups: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`stats` of ``n_groups`` clients at once (``(n_groups, 1)`` each)."""
+        """:meth:`stats` of ``n_groups`` clients at once (``(n_groups, 1)`` each).
+
+        Like :class:`~privcal.calibrators.TemperatureScaling` (``nll_bound``) and the other
+        Newton methods (:func:`within_nll_bound`), the sums run over the rows whose NLL at the
+        current ``beta`` is at most :data:`~privcal.calibrators.temperature.NLL_BOUND` (the
+        majorise step of the bounded NLL): a true-class probability of 0 (20 newsgroups) would
+        otherwise drive ``T`` to the end of its range. The clip bounds do not depend on it.
+        """
+        beta = float(x[0])
         d = z - z.max(axis=1, keepdims=True)
-        ed, var = temperature_moments(d, float(x[0]))
-        g = np.bincount(groups, weights=ed - d[np.arange(d.shape[0]), y], minlength=n_groups)
-        h = np.bincount(groups, weights=var, minlength=n_groups)
+        d_y = d[np.arange(d.shape[0]), y]
+        ed, var = temperature_moments(d, beta)
+        nll = np.log(np.exp(beta * d).sum(axis=1)) - beta * d_y
+        keep = nll <= NLL_BOUND
+        g = np.bincount(groups, weights=np.where(keep, ed - d_y, 0.0), minlength=n_groups)
+        h = np.bincount(groups, weights=np.where(keep, var, 0.0), minlength=n_groups)
         return g[:, None], h[:, None]
 
     def direction(self, x: np.ndarray, g: np.ndarray, h: np.ndarray, floor: float) -> np.ndarray:
@@ -683,10 +704,104 @@ class FedTemp(_Scaling):
         return self.payload_many(state, z, y, np.zeros(z.shape[0], dtype=np.int64), 1)[0]
 
     def calibrator(self, state: State, c: int) -> Calibrator:
+        """The fitted :class:`~privcal.calibrators.TemperatureScaling`.
+
+        Under DP (Newton) the release falls back to ``T = 1`` (the uncalibrated model) when
+        the noise dominates (:func:`noise_dominance`): then, once the run's last round is in,
+        it warns :class:`~privcal.private.NoiseDominatedWarning` and keeps the message in
+        ``fit_warnings_``. Post-processing of released values: no budget is spent.
+        """
+        beta = float(self.fitted_params(state)[0])
+        check = noise_dominance(state, beta)
         cal = TemperatureScaling(objective="nll", t_range=self.t_range)
-        cal.temperature_ = float(1.0 / self.fitted_params(state)[0])
+        cal.fit_warnings_ = []
+        if check is not None and check["dominated"]:
+            if check["final"]:
+                import warnings
+
+                from privcal.private.temperature import NoiseDominatedWarning
+
+                msg = check["message"]
+                cal.fit_warnings_ = [msg]
+                warnings.warn(msg, NoiseDominatedWarning, stacklevel=2)
+            beta = 1.0
+        cal.temperature_ = float(1.0 / beta)
         cal.n_classes_ = c
         return cal
+
+
+#: FedTemp under DP keeps its fitted temperature only when the released gradients show, by at
+#: least this many noise standard deviations, that moving from ``T = 1`` toward it lowers the
+#: NLL (the data-source protocol's ``NOISE_Z``).
+FED_NOISE_Z = 2.0
+
+
+def noise_dominance(state: State, beta: float) -> dict[str, Any] | None:
+    """Whether a DP FedTemp release can tell its temperature from ``T = 1`` (no calibration).
+
+    ``beta = 1/T`` is the released inverse temperature; ``state`` holds, for every DP Newton
+    round ``t``, the released noisy gradient sum :math:`G_t` and the iterate :math:`\\beta_t` it
+    was taken at (``trace_g``, ``trace_x``), and the public noise std :math:`\\sigma_g = C_g
+    s_g` of each :math:`G_t` (``grad_sd``).
+
+    Derivation. The summed NLL is convex in :math:`\\beta`, so its derivative :math:`g` is
+    non-decreasing. Let :math:`d = \\mathrm{sign}(1 - \\beta)` (``+1`` when the release
+    softens the model, :math:`T > 1`). Moving from :math:`\\beta = 1` toward the release
+    lowers the NLL at first iff :math:`d\\,g(1) > 0`, and every iterate :math:`\\beta_t` between
+    1 and the release (1 included: the first round's) has :math:`d\\,g(\\beta_t) \\le d\\,g(1)`
+    by monotonicity. So for the set :math:`S` of those rounds, :math:`\\sum_{t\\in S} d\\,G_t`
+    is a noisy lower bound of :math:`|S|\\,d\\,g(1)` (of its clipped version), with independent
+    Gaussian noise of std :math:`\\sigma_g\\sqrt{|S|}`. The check asks
+    :math:`Z = \\sum_{t\\in S} d\\,G_t / (\\sigma_g \\sqrt{|S|}) \\ge` :data:`FED_NOISE_Z`;
+    below it the released gradients cannot tell the direction of the calibration from the
+    noise, and the release falls back to :math:`\\beta = 1`. (:math:`d` is read from the same
+    release, so under pure noise :math:`Z` is close to :math:`|N(0, 1)|`: the check keeps a
+    noise-fitted temperature about 5 % of the time, as the data-source protocol's 2-SD rule
+    does.)
+
+    Privacy: only released values (the noisy sums the accountant charged for, the iterates
+    and the tail average computed from them) and public constants (``C_g``, ``s_g``, ``T``)
+    enter, so the check and the fallback are post-processing; the guarantee is unchanged and
+    no budget is spent.
+
+    Returns
+    -------
+    dict or None
+        ``None`` without a DP trace (no DP, parameter averaging, or a state from before this
+        check); else ``z``, ``rounds_used``, ``dominated`` (``z <`` :data:`FED_NOISE_Z`),
+        ``final`` (the run's last round is in) and ``message``.
+    """
+    if "trace_g" not in state or "grad_sd" not in state:
+        return None
+    gs = np.asarray(state["trace_g"], dtype=np.float64).ravel()
+    xs = np.asarray(state["trace_x"], dtype=np.float64).ravel()
+    sd = float(np.asarray(state["grad_sd"]).ravel()[0])
+    final = float(np.asarray(state["rounds"]).ravel()[0]) >= float(
+        np.asarray(state.get("dp_rounds", state["rounds"])).ravel()[0]
+    )
+    d = float(np.sign(1.0 - beta))
+    if gs.size == 0 or d == 0.0 or not sd > 0:
+        z, used = 0.0, 0
+    else:
+        lo, hi = min(1.0, beta), max(1.0, beta)
+        between = (xs >= lo - 1e-12) & (xs <= hi + 1e-12)
+        used = int(between.sum())
+        z = float(d * gs[between].sum() / (sd * math.sqrt(used))) if used else 0.0
+    dominated = z < FED_NOISE_Z
+    t = 1.0 / beta
+    message = (
+        f"FedTemp under DP: the released gradients favour T = {t:.4g} over T = 1 by only "
+        f"{z:.2f} noise standard deviations (fewer than {FED_NOISE_Z:g}); the noise dominates "
+        "the clients' signal, so the release falls back to T = 1 (the uncalibrated model). "
+        "Use more clients, a larger epsilon, or fewer rounds."
+    )
+    return {
+        "z": z,
+        "rounds_used": used,
+        "dominated": dominated,
+        "final": final,
+        "message": message,
+    }
 
 
 FedTemperature = FedTemp

@@ -88,8 +88,14 @@ def query(msg: Message, context: Context) -> Message:
     z, y = client_data(node, context.run_config)
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
-    eps = float(cfg["epsilon"])
-    charged = f"charged epsilon {eps / int(cfg['rounds']):.3g}" if node.get("ledger") else "sent"
+    eps, rounds = float(cfg["epsilon"]), int(cfg["rounds"])
+    # the ledger's bookkeeping: epsilon / T per round (the server shows the zCDP-composed total)
+    charged = (
+        f"charged epsilon {eps / rounds:.3g} to the ledger: this round's share, 1/{rounds}, "
+        f"of the run's epsilon {eps:g}"
+        if node.get("ledger")
+        else "sent"
+    )
     write_status(node, f"{rnd}: answered ({charged})")
     return reply
 

@@ -98,7 +98,11 @@ def run_task(address: str, token: str) -> None:
 
 
 def serve(address: str, stop: threading.Event) -> None:
-    """Acquire and run the ClientApp tasks of the SuperNode at ``address`` until ``stop``."""
+    """Acquire and run the ClientApp tasks of the SuperNode at ``address`` until ``stop``.
+
+    A task whose SuperNode disappears under it (the client was stopped) ends quietly: the
+    thread returns once ``stop`` is set, and otherwise goes on polling.
+    """
     client = _client(address)
     wait = POLL_S
     try:
@@ -111,7 +115,14 @@ def serve(address: str, stop: threading.Event) -> None:
                 stop.wait(10 * POLL_S)
                 continue
             if res.HasField("task") and res.token:
-                run_task(address, res.token)
+                try:
+                    run_task(address, res.token)
+                except Exception:  # the SuperNode went away mid-task (httpx.ConnectError)
+                    # Ctrl-C or SIGTERM stops the SuperNode: the task is lost with it, and the
+                    # server counts this client as dropped for the round. No traceback.
+                    if stop.is_set():
+                        return
+                    stop.wait(10 * POLL_S)
                 wait = POLL_S
                 continue
             stop.wait(wait)

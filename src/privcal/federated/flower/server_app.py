@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from privcal.calibrators import Calibrator
 from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
+from privcal.federated.flower.messaging import exchange, send_and_receive
 from privcal.federated.flower.task import (
     DEFAULTS,
     array_of,
@@ -78,40 +80,48 @@ def _query(
     return send_and_receive(grid, msgs, timeout)
 
 
-#: Seconds between the server's polls for replies (Flower's ``Grid.send_and_receive`` waits
-#: 3 s between polls, which would dominate a round).
-POLL_S = 0.05
+def _query_nodes(
+    grid: Grid, nodes: list[int], state: dict[str, np.ndarray], cfg: dict[str, Any], timeout: float
+) -> tuple[dict[str, int], list[Message]]:
+    """:func:`_query`, also returning the node each pushed message went to (by message id).
 
-
-def send_and_receive(grid: Grid, msgs: list[Message], timeout: float) -> list[Message]:
-    """Push ``msgs`` and collect the replies that arrive within ``timeout`` seconds.
-
-    Polls every :data:`POLL_S` seconds, or, when a poll itself takes long (a pull checks every
-    outstanding message: with thousands of clients in Flower's Simulation Engine it costs tens
-    of milliseconds and holds the link state's lock), waits twice the last poll's duration, so
-    that polling takes at most a third of the round.
+    A reply tells which node it answers through the message it replies to: an error reply
+    that the SuperLink makes for a node that went away (Flower's ``NODE_UNAVAILABLE``) comes
+    from the SuperLink's own node id, not the client's.
     """
-    ids = set(grid.push_messages(msgs)) - {None}
-    deadline = time.monotonic() + timeout
-    replies: list[Message] = []
-    while ids:
-        t0 = time.monotonic()
-        got = list(grid.pull_messages(ids))
-        replies += got
-        ids -= {m.metadata.reply_to_message_id for m in got}
-        if not ids or time.monotonic() > deadline:
-            break
-        time.sleep(max(POLL_S, 2.0 * (time.monotonic() - t0)))
-    return replies
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    config = ConfigRecord(cfg)
+    msgs = [
+        Message(
+            RecordDict({"state": arrays, "config": config}),
+            dst_node_id=nid,
+            message_type=MessageType.QUERY,
+        )
+        for nid in nodes
+    ]
+    return exchange(grid, msgs, timeout)
 
 
 def _accepted(
-    replies: list[Message], shape: tuple[int, ...], rnd: int
+    replies: list[Message],
+    shape: tuple[int, ...],
+    rnd: int,
+    dst: dict[str, int] | None = None,
 ) -> tuple[list[np.ndarray], int, list[str]]:
-    """The valid payloads of a round, the number dropped, and the clients' refusal reasons."""
+    """The valid payloads of a round, the number dropped, and the clients' refusal reasons.
+
+    ``dst`` maps each pushed message id to its node, so that a reply is counted for the node
+    it answers (an error reply of the SuperLink for a node that left carries the SuperLink's
+    id); at most one reply counts per message.
+    """
     out, dropped, refusals = [], 0, []
+    seen: set[str] = set()
     for r in replies:
-        nid = r.metadata.src_node_id
+        answered = r.metadata.reply_to_message_id
+        if answered in seen:
+            continue
+        seen.add(answered)
+        nid = (dst or {}).get(answered, r.metadata.src_node_id)
         if r.has_error():
             log.warning("Round %d: client %s failed (%s); dropped.", rnd, nid, r.error.reason)
             print(
@@ -175,9 +185,10 @@ def _step(
     rnd: int,
     dp: DPConfig | None,
     cohort: float,
+    dst: dict[str, int] | None = None,
 ) -> tuple[dict[str, np.ndarray], int, int, list[str]]:
     """:func:`release_round`, also returning the dropped count and the refusal reasons."""
-    payloads, dropped, refusals = _accepted(replies, shape, rnd)
+    payloads, dropped, refusals = _accepted(replies, shape, rnd, dst)
     total = np.sum(payloads, axis=0) if payloads else np.zeros(shape)
     new_state = fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
     return new_state, len(payloads), dropped, refusals
@@ -197,9 +208,17 @@ def progress_line(
 
     The counts and the round's duration are what the operator of the SuperLink sees anyway
     (Flower logs every reply); they are printed on the operator's console only, never written
-    to ``history.json`` of a DP run.
+    to ``history.json`` of a DP run. ``eps`` is the run's accountant: the privacy loss of
+    rounds ``1..t`` together, composed in zCDP and converted to ``(epsilon, delta)``, which
+    reaches ``budget`` after the last round (a client's ledger is charged ``budget / T`` per
+    round instead, and holds ``budget`` after the last round as well; docs/federated.md).
     """
-    spent = f"epsilon spent {eps:.3g} of {budget:g}" if budget > 0 else "no DP"
+    spent = (
+        f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed: "
+        "zCDP -> (epsilon, delta))"
+        if budget > 0
+        else "no DP"
+    )
     took = "" if seconds is None else f"; {seconds:.2f} s"
     return (
         f"privcal: round {t}/{rounds}: {replied} replied, {dropped} dropped, "
@@ -267,14 +286,20 @@ def main(grid: Grid, context: Context) -> None:
         t0 = time.perf_counter()
         live = sorted(grid.get_node_ids())
         sampled = live if p >= 1.0 else [n for n in live if rng.random() < p]
-        replies = _query(grid, sampled, state, {**cfg, "round": t}, timeout)
-        missing = set(sampled) - {r.metadata.src_node_id for r in replies}
+        dst, replies = _query_nodes(grid, sampled, state, {**cfg, "round": t}, timeout)
+        # a client counts once: it replied (a payload, a refusal or an error), or it did not
+        answered = {
+            dst[r.metadata.reply_to_message_id]
+            for r in replies
+            if r.metadata.reply_to_message_id in dst
+        }
+        missing = set(sampled) - answered
         for nid in sorted(missing):
             print(
                 f"privcal: round {t}: no reply from client {nid} within {timeout:g} s; dropped",
                 flush=True,
             )
-        state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort)
+        state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort, dst)
         eps = 0.0 if dp is None else dp.spent_epsilon()
         print(
             progress_line(
@@ -331,7 +356,11 @@ def _finish(
     report = None if dp is None else run_report(fm, dp, c, cfg)
     if report is not None:
         print(f"privcal report:\n{report}", flush=True)  # the CLI prints it at the end
-    cal = fm.calibrator(state, c)
+    with warnings.catch_warnings(record=True) as seen:  # e.g. FedTemp's noise-dominance check
+        warnings.simplefilter("always")
+        cal = fm.calibrator(state, c)
+    for w in seen:
+        print(f"privcal: WARNING: {w.message}", flush=True)
     if out_dir is None:
         return cal
     dump_json(out_dir / "calibrator.json", cal.to_dict())
