@@ -1,10 +1,11 @@
 """``privcal federate`` as docs/cli.md gives it: real SuperLink, SuperNodes and CLI processes.
 
-Runs the documented two-client block, then the five-client block, each exactly as written in
-docs/cli.md (synthetic over-confident logits in the files they name), and checks the server's
-per-round progress lines, the clients' status lines and end, that the calibrator is not worse
-than the uncalibrated model on the clients' data, that a spent ledger refuses with exit status
-3, and that no process or temporary folder is left after the run and after SIGTERM.
+Runs the documented two-client block (no DP), then the five-client block (ledgers, user-level
+DP), each exactly as written in docs/cli.md (synthetic over-confident logits in the files they
+name), and checks the server's per-round progress lines, the clients' status lines and end,
+that the calibrator is not worse than the uncalibrated model on the clients' data, that a spent
+ledger refuses with exit status 3, and that no process or temporary folder is left after the
+run and after SIGTERM.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _alive(pids: list[int]) -> list[int]:
     return out
 
 
-def _run_block(block: str, wd: Path, k: int, out: str) -> str:
+def _run_block(block: str, wd: Path, k: int, out: str, epsilon: float | None) -> str:
     before = _tmp_dirs()
     proc = _start(block, wd)
     seen: list[int] = []
@@ -131,17 +132,28 @@ def _run_block(block: str, wd: Path, k: int, out: str) -> str:
     assert proc.returncode == 0, output
     # progress: one line per round with the counts and the spend; every client ends
     for t in range(1, 4):
-        assert re.search(rf"round {t}/3: {k} replied, 0 dropped, 0 refused; epsilon spent", output)
-    assert "epsilon spent 1 of 1" in output and "Traceback" not in output
+        spent = (
+            "no DP" if epsilon is None else rf"epsilon spent so far \S+ of {epsilon:g} \({t} of 3"
+        )
+        assert re.search(rf"round {t}/3: {k} replied, 0 dropped, 0 refused; {spent}", output)
+    assert "Traceback" not in output
     assert output.count("end: the run is over") == k
-    assert output.count("round 3/3: answered (charged epsilon 0.333)") == k
+    if epsilon is None:  # no ledger: nothing is charged
+        assert output.count("round 3/3: answered (sent)") == k
+    else:  # the server's composed total and each ledger's share agree after the last round
+        assert f"epsilon spent so far {epsilon:g} of {epsilon:g} (3 of 3 rounds composed" in output
+        share = (
+            f"round 3/3: answered (charged epsilon {epsilon / 3:.3g} to the ledger: this "
+            f"round's share, 1/3, of the run's epsilon {epsilon:g})"
+        )
+        assert output.count(share) == k
     # the calibrator is not worse than the uncalibrated model on the clients' data
     cal = calibrator_from_dict(json.loads((wd / out / "calibrator.json").read_text()))
     z = np.concatenate([np.load(p)["logits"] for p in sorted(wd.glob("*.npz"))])
     y = np.concatenate([np.load(p)["labels"] for p in sorted(wd.glob("*.npz"))])
-    # (user-level DP over K clients: with K = 2 the noisy Newton steps barely move, so "not
-    # worse" is up to the ECE's sampling error, SE <= sqrt(e (1 - e) / n); a client warns
-    # exactly when its own check is worse)
+    # ("not worse" is up to the ECE's sampling error, SE <= sqrt(e (1 - e) / n): under DP a
+    # noise-dominated FedTemp release is T = 1; a client warns exactly when its own check is
+    # worse)
     e_uncal, e_cal = ece(softmax(z), y), ece(cal.predict_proba(z), y)
     assert e_cal <= e_uncal + 3 * np.sqrt(e_uncal * (1 - e_uncal) / len(y))
     for line in output.splitlines():
@@ -162,16 +174,19 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     wd5.mkdir()
     _write_clients(wd2, ["client0", "client1"])
     _write_clients(wd5, [f"site{k}" for k in range(5)])
-    _run_block(two, wd2, 2, "federated-out")
+    assert "--epsilon" not in two and "--ledger" not in two  # two clients: no DP
+    _run_block(two, wd2, 2, "federated-out", None)
+    epsilon = float(re.findall(r"--epsilon (\S+)", five)[0])
+    _run_block(five, wd5, 5, "federated-out-5", epsilon)
     # a client whose ledger is spent refuses at once: exit status 3, one Error line
-    again = two.splitlines()[0].rstrip(" &")
+    line = next(ln for ln in five.splitlines() if "federate client" in ln)
+    again = line.strip().rstrip(" &").replace("$k", "0")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     res = subprocess.run(
-        ["bash", "-c", again], cwd=wd2, env=env, capture_output=True, text=True, timeout=120
+        ["bash", "-c", again], cwd=wd5, env=env, capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 3, res.stdout + res.stderr
     assert res.stderr.count("Error:") == 1 and "Traceback" not in res.stderr
-    _run_block(five, wd5, 5, "federated-out-5")
 
 
 def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Path) -> None:
