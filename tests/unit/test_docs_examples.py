@@ -109,6 +109,8 @@ def test_the_pages_have_examples() -> None:
         "docs/private.md",
         "docs/integrations.md",
         "docs/report.md",
+        "docs/angelopoulos2022.md",
+        "docs/luo2020.md",
     }
     found = set(pages())
     assert expected <= found, f"pages without a python block: {sorted(expected - found)}"

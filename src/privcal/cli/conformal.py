@@ -329,6 +329,14 @@ def bench_angelopoulos2022(
     quick: Annotated[
         bool, typer.Option("--quick", help="Smoke run: <= 50 splits, 3 bin counts.")
     ] = False,
+    m_grid: Annotated[
+        str,
+        typer.Option(
+            "--m-grid",
+            help="How m* is chosen: paper-text (App. C: 1e2-1e6, expected threshold) or "
+            "authors-code (1e4-1e6, one noisy draw; what made the paper's figures).",
+        ),
+    ] = "paper-text",
 ) -> None:
     """Angelopoulos et al. (2022)'s protocol: coverage and set sizes, private vs split conformal."""
     from privcal.experiments import angelopoulos2022
@@ -343,6 +351,7 @@ def bench_angelopoulos2022(
             seed=seed,
             quick=quick,
             console=err_console,
+            m_grid=m_grid,
         )
     console.print(res.table_markdown(), markup=False, highlight=False)
     console.print(f"{res.n_rows} rows in {res.seconds:.1f} s -> {out}", markup=False)

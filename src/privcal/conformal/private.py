@@ -248,9 +248,11 @@ from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
+    "AUTHORS_CODE_BINS",
     "CANDIDATE_BINS",
     "DEFAULT_LOGIT_BINS",
     "METHODS",
+    "M_GRIDS",
     "Plan",
     "PrivateConformal",
     "adjusted_level",
@@ -269,6 +271,15 @@ __all__ = [
 CANDIDATE_BINS: tuple[int, ...] = tuple(
     int(v) for v in np.unique(np.round(np.logspace(2, 6, 50)).astype(np.int64))
 )
+#: The candidates of the authors' code (``get_optimal_gamma_m`` in
+#: ``core/private_conformal_utils.py`` of github.com/aangelopoulos/private_prediction_sets, from
+#: the 2021-09-22 "code finalized" commit on): ``np.logspace(4, 6, 50).astype(int)``.
+AUTHORS_CODE_BINS: tuple[int, ...] = tuple(
+    int(v) for v in np.unique(np.logspace(4, 6, 50).astype(np.int64))
+)
+#: Named rules of :func:`optimal_bins` (``m_grid=``): the paper's text (App. C: 1e2..1e6, smallest
+#: expected threshold) or the authors' code (1e4..1e6, smallest threshold of one noisy draw).
+M_GRIDS: tuple[str, ...] = ("paper-text", "authors-code")
 
 _GAMMA_FLOOR = 1e-12
 
@@ -381,14 +392,49 @@ def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> f
     return float(np.sum(p * edge_sum) / np.sum(p * count))
 
 
+def _sampled_threshold(
+    u_sorted: np.ndarray, q: float, eps: float, m: int, rng: np.random.Generator
+) -> float:
+    """One draw ``e_J`` of the mechanism for sorted scores and ``m`` equal-width bins.
+
+    The same grouping as :func:`_expected_threshold`: a group is drawn with probability
+    ``count * weight``, then a bin uniformly within it (the bins of a group share one weight).
+    """
+    n = u_sorted.size
+    b = np.minimum(np.maximum(np.ceil(u_sorted * m).astype(np.int64) - 1, 0), m - 1)
+    start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+    occ = b[start]
+    before = start
+    upto = np.concatenate((start[1:], [n]))
+    prev = np.concatenate(([-1], occ[:-1]))
+    gap = occ - prev - 1
+    last = m - 1 - occ[-1]
+    w = np.concatenate(
+        (
+            np.maximum(before / q, (n - upto) / (1.0 - q)),
+            np.maximum(before / q, (n - before) / (1.0 - q)),
+            [n / q],
+        )
+    )
+    count = np.concatenate((np.ones(occ.size), gap, [last])).astype(np.float64)
+    first = np.concatenate((occ, prev + 1, [occ[-1] + 1]))  # first bin of each group
+    lw = w * (-eps / (2.0 * quantile_sensitivity(q)))
+    lw -= lw.max()
+    p = np.exp(lw) * count
+    g = int(rng.choice(p.size, p=p / p.sum()))
+    j = int(first[g] + rng.integers(int(count[g])))
+    return (j + 1) / m
+
+
 def optimal_bins(
     n: int,
     alpha: float,
     epsilon: float,
     candidates: Any = None,
     seed: int = 0,
+    m_grid: str = "paper-text",
 ) -> int:
-    """``m*`` of Algorithm 5: the number of bins with the smallest expected private threshold.
+    """``m*`` of Algorithm 5: the number of bins with the smallest private threshold on U(0, 1).
 
     Parameters
     ----------
@@ -399,9 +445,24 @@ def optimal_bins(
     epsilon : float
         In ``(0, inf)``.
     candidates : iterable of int or None, default=None
-        ``None`` means :data:`CANDIDATE_BINS` (50 values log-spaced from 1e2 to 1e6).
+        ``None`` means the grid of ``m_grid``.
     seed : int, default=0
-        Seeds the simulated U(0, 1) scores (``numpy.random.default_rng(seed)``).
+        Seeds the simulated U(0, 1) scores (``numpy.random.default_rng(seed)``) and, for
+        ``"authors-code"``, the draws.
+    m_grid : {"paper-text", "authors-code"}, default="paper-text"
+        Which reading of Algorithm 5 (both use only public quantities):
+
+        * ``"paper-text"``: App. C's grid, :data:`CANDIDATE_BINS` (50 values log-spaced from
+          ``10^2`` to ``10^6``); each candidate scored by its **expected** threshold, computed
+          exactly (deterministic given ``seed``).
+        * ``"authors-code"``: the grid of the authors' public code, :data:`AUTHORS_CODE_BINS`
+          (``np.logspace(4, 6, 50).astype(int)``, ``10^4`` to ``10^6``); each candidate scored
+          by **one draw** of the mechanism on the simulated scores, as their
+          ``get_optimal_gamma_m`` does. The paper's figures were made by that code
+          (``docs/angelopoulos2022.md``). Differences kept from the authors' code: privcal's
+          ``gamma*`` (Eq. 10) and mechanism (the one :class:`PrivateConformal` deploys) are
+          used, ``m`` counts bins (their ``np.linspace(0, 1, m)`` has ``m - 1``), and the
+          draws are seeded.
 
     Returns
     -------
@@ -415,7 +476,9 @@ def optimal_bins(
 
     Examples
     --------
-    >>> optimal_bins(5000, 0.1, 1.0) in CANDIDATE_BINS
+    >>> optimal_bins(5000, 0.1, 1.0)
+    256
+    >>> optimal_bins(5000, 0.1, 1.0, m_grid="authors-code") in AUTHORS_CODE_BINS
     True
     """
     owner = "optimal_bins"
@@ -423,17 +486,22 @@ def optimal_bins(
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     seed = check_int(seed, "seed", owner, low=0)
-    grid = CANDIDATE_BINS if candidates is None else tuple(candidates)
+    m_grid = check_option(m_grid, "m_grid", owner, M_GRIDS)
+    default = CANDIDATE_BINS if m_grid == "paper-text" else AUTHORS_CODE_BINS
+    grid = default if candidates is None else tuple(candidates)
     if not grid:
         raise ValueError(f"The 'candidates' parameter of {owner} must not be empty.")
     grid = tuple(check_int(m, "candidates", owner, low=2) for m in grid)
-    return _optimal_bins(n, a, eps, grid, seed)
+    return _optimal_bins(n, a, eps, grid, seed, m_grid == "authors-code")
 
 
 @functools.lru_cache(maxsize=256)
-def _optimal_bins(n: int, a: float, eps: float, grid: tuple[int, ...], seed: int) -> int:
+def _optimal_bins(
+    n: int, a: float, eps: float, grid: tuple[int, ...], seed: int, one_draw: bool = False
+) -> int:
     """Algorithm 5 on validated arguments; cached (a pure function of public quantities)."""
-    u = np.sort(np.random.default_rng(seed).random(n))
+    rng = np.random.default_rng(seed)
+    u = np.sort(rng.random(n))
     best: tuple[float, int] | None = None
     fallback: tuple[float, int] | None = None
     for m in grid:
@@ -443,7 +511,8 @@ def _optimal_bins(n: int, a: float, eps: float, grid: tuple[int, ...], seed: int
             fallback = (q, m)
         if q >= 1.0:
             continue
-        value = (_expected_threshold(u, q, eps, m), m)
+        score = _sampled_threshold(u, q, eps, m, rng) if one_draw else None
+        value = (_expected_threshold(u, q, eps, m) if score is None else score, m)
         if best is None or value < best:
             best = value
     assert fallback is not None

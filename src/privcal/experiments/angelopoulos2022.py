@@ -7,7 +7,8 @@ evaluated under
 * ``split``: non-private split conformal (:class:`~privcal.conformal.SplitConformal`);
 * the **epsilon sweep** (Fig. 6 analogue): :class:`~privcal.conformal.PrivateConformal` with
   ``method="angelopoulos2022"`` (the paper's Algorithms 3-5, not privcal's default), the
-  automatic ``m*`` (Algorithm 5) and ``gamma*`` (Eq. 9-10) for each ``epsilon``;
+  automatic ``m*`` (Algorithm 5; ``m_grid="paper-text"`` or ``"authors-code"``, see
+  :func:`~privcal.conformal.optimal_bins`) and ``gamma*`` (Eq. 9-10) for each ``epsilon``;
 * the **bins sweep** (Fig. 5 analogue): ``PrivateConformal`` at ``epsilon = bins_epsilon``
   (1, as in Fig. 5) for each fixed ``m`` (``gamma*`` for that ``m``).
 
@@ -42,8 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privcal._params import check_int, check_probability, check_real
-from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores
+from privcal._params import check_int, check_option, check_probability, check_real
+from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores, optimal_bins
+from privcal.conformal.private import M_GRIDS
 from privcal.conformal.simulate import SimulationResult, SplitSimulator
 from privcal.metrics.statistics import bin_indices, softmax
 from privcal.privacy import SeededNoise
@@ -223,6 +225,7 @@ def run(
     quick: bool = False,
     progress: bool = True,
     console: Any = None,
+    m_grid: str = "paper-text",
 ) -> Angelopoulos2022Result:
     """Run seed 002's evaluation protocol (see the module docstring).
 
@@ -251,12 +254,18 @@ def run(
         default).
     progress : bool
         Show a Rich progress bar (on ``console``).
+    m_grid : {"paper-text", "authors-code"}, default="paper-text"
+        How the epsilon sweep's ``m*`` is chosen (:func:`~privcal.conformal.optimal_bins`):
+        the paper's text (App. C: 50 values from ``10^2`` to ``10^6``, smallest expected
+        threshold) or the authors' code, which made the paper's figures (``10^4`` to ``10^6``,
+        smallest threshold of one noisy draw, seeded by ``seed``).
 
     Returns
     -------
     Angelopoulos2022Result
     """
     owner = "angelopoulos2022.run"
+    m_grid = check_option(m_grid, "m_grid", owner, M_GRIDS)
     R = check_int(R, "R", owner, low=2)
     n_cal = check_int(n_cal, "n_cal", owner, low=1)
     seed = check_int(seed, "seed", owner, low=0)
@@ -327,6 +336,8 @@ def run(
                                 res = sim.split(alpha)
                             else:
                                 noise = SeededNoise(_seed(seed, di, si, ai, pi))
+                                if m == "auto" and m_grid != "paper-text":
+                                    m = optimal_bins(n, alpha, eps, seed=seed, m_grid=m_grid)
                                 res = sim.private(
                                     alpha, eps, bins=m, noise=noise, method="angelopoulos2022"
                                 )
@@ -380,7 +391,8 @@ def run(
             "",
             f"- Splits per data set: R = {R}; calibration points n = min({n_cal}, N // 2); "
             f"seed {seed}; {seconds:.1f} s.",
-            f"- Bins sweep at epsilon = {bins_epsilon:g}; epsilon sweep with m* (Algorithm 5).",
+            f"- Bins sweep at epsilon = {bins_epsilon:g}; epsilon sweep with m* (Algorithm 5, "
+            f"m_grid={m_grid!r}).",
             "- bound: Theorem 3's upper bound on the coverage (private; p_max from the pool's "
             "true-label scores) or 1 - alpha + 1/(n+1) (split). full: fraction of test sets that "
             "hold every label.",

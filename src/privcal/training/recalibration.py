@@ -2,10 +2,12 @@
 
 :class:`DPTemperatureScaling` and :class:`DPPlattScaling` are privcal calibrators
 (:class:`~privcal.calibrators.base.Calibrator`) that fit on validation logits alone, by DP-SGD on
-the NLL of the recalibrated logits (seed 001 Sec. 3.5; its App. B.2 settings, temperature
-initialised at 1, 100 epochs, learning rate 0.1 linearly decayed, clipping norm 10, are
-:data:`PAPER_SETTINGS`; the defaults are full-batch steps with averaged iterates and a clipping
-norm set by :func:`auto_clip`), with ``n`` kept private: a
+the NLL of the recalibrated logits (seed 001 Sec. 3.5; the settings of its text, App. B.2,
+temperature initialised at 1, 100 epochs, learning rate 0.1 linearly decayed, clipping norm 10,
+are :data:`PAPER_SETTINGS`; the defaults of the authors' code, 20 full-batch epochs, learning
+rate 0.1 linearly decayed, clipping norm 1, are :data:`AUTHORS_CODE_SETTINGS`; both are in
+:data:`DP_TS_SETTINGS` by source; privcal's defaults are full-batch steps with averaged iterates
+and a clipping norm set by :func:`auto_clip`), with ``n`` kept private: a
 Laplace count sets the step schedule, and every logit row is bounded. The per-example gradients of
 these tiny maps are computed in closed form; clipping, noise and accounting are Opacus's
 (:class:`opacus.optimizers.DPOptimizer` with an accountant hook), the noise drawn from a privcal
@@ -47,6 +49,8 @@ from privcal.privacy import (
 from privcal.training._torch import require_torch
 
 __all__ = [
+    "AUTHORS_CODE_SETTINGS",
+    "DP_TS_SETTINGS",
     "PAPER_SETTINGS",
     "DPPlattScaling",
     "DPRecalibration",
@@ -182,8 +186,9 @@ def bounded_logits(z: np.ndarray, bound: float) -> np.ndarray:
     return np.clip(centred, -bound, 0.0)
 
 
-#: Seed 001's App. B.2 settings for DP-TS / DP-PS (``DPTemperatureScaling(eps, **PAPER_SETTINGS)``):
-#: 100 epochs of batches of 64, lr 0.1 decayed linearly, clipping 10, last iterate.
+#: Seed 001's **paper text** (App. B.2) for DP-TS / DP-PS
+#: (``DPTemperatureScaling(eps, **PAPER_SETTINGS)``): 100 epochs, lr 0.1 decayed linearly,
+#: clipping 10, last iterate. The text gives no batch size for recalibration; 64 is privcal's.
 PAPER_SETTINGS: dict[str, Any] = {
     "epochs": 100,
     "lr": 0.1,
@@ -191,6 +196,26 @@ PAPER_SETTINGS: dict[str, Any] = {
     "batch_size": 64,
     "schedule": "linear",
     "average": 0.0,
+}
+#: The defaults of seed 001's **authors' code** (``main`` of ``calibration/calibration.py`` in
+#: github.com/hlzhang109/dp-calibration): 20 epochs of full-batch steps (their loader's batch is
+#: the whole validation set), lr 0.1 decayed linearly to 0 (``get_linear_schedule_with_warmup``,
+#: no warm-up), clipping norm 1, plain SGD, last iterate. Not reproduced: their
+#: parameterisation (``1/T = softplus(theta)``, privcal's is ``log T``), their
+#: ``delta = n^-1.1`` (privcal's ``delta`` is an argument) and their exact ``n`` (privcal spends
+#: :data:`COUNT_SHARE` of epsilon on a noisy count).
+AUTHORS_CODE_SETTINGS: dict[str, Any] = {
+    "epochs": 20,
+    "lr": 0.1,
+    "max_grad_norm": 1.0,
+    "batch_size": None,
+    "schedule": "linear",
+    "average": 0.0,
+}
+#: Both, by source: ``DPTemperatureScaling(eps, **DP_TS_SETTINGS["authors-code"])``.
+DP_TS_SETTINGS: dict[str, dict[str, Any]] = {
+    "paper-text": PAPER_SETTINGS,
+    "authors-code": AUTHORS_CODE_SETTINGS,
 }
 #: :func:`auto_clip`'s constants: ``C = clip(AUTO_CLIP_KAPPA n / sigma_1, *AUTO_CLIP_RANGE)``.
 AUTO_CLIP_KAPPA = 0.03
@@ -459,8 +484,10 @@ class DPTemperatureScaling(_DPScaling):
     the same map is applied in ``predict_proba``).
 
     Defaults (issue 13) differ from seed 001's App. B.2 (:data:`PAPER_SETTINGS`, e.g.
-    ``DPTemperatureScaling(8.0, **PAPER_SETTINGS)``): full-batch steps, constant ``lr``, the
-    iterate average over the last half and a clipping norm from :func:`auto_clip`. On the
+    ``DPTemperatureScaling(8.0, **PAPER_SETTINGS)``) and from the authors' code
+    (:data:`AUTHORS_CODE_SETTINGS`: 20 full-batch epochs, ``C = 1``): full-batch steps,
+    constant ``lr``, the iterate average over the last half and a clipping norm from
+    :func:`auto_clip`. On the
     80-142-row recalibration splits of ``privcal bench bu2023`` (digits MLPs) the median
     ``|log T - log T_nonprivate|`` falls from 0.30 to 0.08 at epsilon 3 and from 0.22 to 0.10 at
     epsilon 8 (5 noise draws per split): with 10 as the clipping norm the noise
@@ -590,7 +617,8 @@ class DPPlattScaling(_DPScaling):
     mode : {"auto", "platt", "vector", "matrix"}, default="auto"
     epsilon, delta, epochs, lr, max_grad_norm, batch_size, schedule, average, logit_bound
     accountant, noise, seed
-        As :class:`DPTemperatureScaling` (:data:`PAPER_SETTINGS` for seed 001's).
+        As :class:`DPTemperatureScaling` (:data:`PAPER_SETTINGS` for seed 001's text,
+        :data:`AUTHORS_CODE_SETTINGS` for its code's defaults).
 
     Attributes
     ----------
