@@ -238,12 +238,11 @@ def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
     The neighbour removes client 0's rows while it stays enrolled (it then uploads a zero
     payload with its share: :func:`~privcal.federated.simulation._secure_round_total`).
 
-    ``t = 1`` of ``K = 16`` makes shares sized for ``K`` instead of ``t`` visible (the honest
-    share's std falls 4-fold); with the default ``t = K - max(1, K // 5)`` that defect costs
-    at most ``K / t = 1.25`` in variance, beyond what any feasible number of runs can resolve
-    for a Gaussian at ``delta = 1e-5``. Caught (``tests/statistical/
-    test_deployed_audits_distributed.py``): shares sized for ``K``, a client uploading its
-    encoded payload without its share, every share drawn from one reused seed.
+    ``t = 1`` of ``K = 16`` makes shares sized for ``K`` instead of ``t`` cut the honest share's
+    std 4-fold (with the default ``t = K - max(1, K // 5)`` it costs at most ``K / t = 1.25``
+    in variance); this read does not resolve it yet (``epsilon_lower`` 0.90-0.94 at 2500-4000
+    runs). Caught (``tests/statistical/test_deployed_audits_distributed.py``): a client
+    uploading its encoded payload without its share, every share drawn from one reused seed.
     """
     from privcal.audits.private import honest_residual
     from privcal.federated import dp as dp_module
