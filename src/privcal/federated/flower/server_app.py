@@ -112,16 +112,11 @@ def _accepted(
 
     ``dst`` maps each pushed message id to its node, so that a reply is counted for the node
     it answers (an error reply of the SuperLink for a node that left carries the SuperLink's
-    id); at most one reply counts per message.
+    id).
     """
     out, dropped, refusals = [], 0, []
-    seen: set[str] = set()
     for r in replies:
-        answered = r.metadata.reply_to_message_id
-        if answered in seen:
-            continue
-        seen.add(answered)
-        nid = (dst or {}).get(answered, r.metadata.src_node_id)
+        nid = (dst or {}).get(r.metadata.reply_to_message_id, r.metadata.src_node_id)
         if r.has_error():
             log.warning("Round %d: client %s failed (%s); dropped.", rnd, nid, r.error.reason)
             print(
