@@ -101,7 +101,7 @@ def unclipped(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("name", "runs"),
     # simulate: the unclipped gradient (30 C_g) moves T to its trust-region edge, 300 runs see
-    # it; Flower (default C_g = 28.3, an unclipped sum of 320 against a noise std of 128 on the
+    # it; Flower (default C_g = 28.3, an unclipped sum of 340 against a noise std of 128 on the
     # sum) needs the audit's full 2000
     [("simulate-fedtemp-trusted", 300), ("flower-server-round", 2000)],
 )

@@ -28,8 +28,9 @@ releases have noise std ``C s / 2``; dividing by the *observed* number of client
 ``epsilon = 1`` (planted in the tests).
 
 The Flower audit (``flower-server-round``) runs the ServerApp's default method (FedTemp,
-Newton, with the run config's default clip rule ``C_g = 2 sqrt(200)``): its second client's
-logits are ``+-20`` so that its gradient sum (about 320) is clipped to ``C_g``.
+Newton, with the run config's default clip rule ``C_g = 2 sqrt(200)``): its second client has
+45 rows with logits ``+-9.5`` (within the bounded NLL's 20 nats) so that its gradient sum
+(about 340) is clipped to ``C_g``.
 The same audit covers Flower's Simulation Engine (``privcal federate simulate``,
 ``simulate_flower``): the engine runs these very ServerApp and ClientApp objects, and a
 simulated node (a ``partition-id`` reading its rows from the run config's ``partitions``)
@@ -73,8 +74,12 @@ NEWTON_NEIGHBOURS = (
 )
 #: Method parameters of the audited calls: Newton FedTemp with clip bounds its data exceeds.
 PARAMS: dict[str, dict[str, Any]] = {"fedtemp": {"grad_clip": 1.0, "hess_clip": 1.0}}
-#: Client 2's logit scale in the Flower audit: a gradient sum of about 320 > C_g = 28.3.
-FLOWER_LOGIT = 20.0
+#: Client 2 of the Flower audit: ``FLOWER_ROWS`` rows with logits +-``FLOWER_LOGIT``, 60% right.
+#: Each wrong row adds about ``2 x 9.5 = 19`` to the gradient sum, about 340 in all > C_g = 28.3,
+#: and its NLL (about 19) stays within the bounded NLL's 20 nats, so it counts (with logits
+#: +-20 the wrong rows' NLL of 40 would be left out, as the central fit leaves them out).
+FLOWER_LOGIT = 9.5
+FLOWER_ROWS = 45
 
 
 def _client(rows: int, logit: float, right: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +96,7 @@ def _data(logit2: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     +2.5 from 1, clipped to +C). Client 2: logits +-2 (``logit2``), 60% right: about 0.1
     (update -0.9, clipped to -C). Both optima are interior, so the local Newton fits converge
     quickly. For Newton at ``beta = 1``: client 1 sends about (-1.6, 0.8), client 2 about
-    (+30, 5.7) (+-2) or (+320, 0) (+-20).
+    (+30, 5.7) (+-2); the Flower audit's client 2 (:data:`FLOWER_ROWS`) about (+340, 0).
     """
     z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
     z2, y2 = _client(ROWS, logit2, int(0.6 * ROWS))
@@ -103,10 +108,19 @@ def _parts(side: int) -> list[np.ndarray]:
     return [np.arange(ROWS), client2]
 
 
+def _temperature(cal: Any) -> float:
+    """FedTemp's released temperature before its noise-dominance fallback to T = 1
+    (``release_temperature_``): the fallback is post-processing, so a claim that holds for the
+    value before it holds after, and the value before it keeps what a planted defect changes
+    (after the fallback most runs of these small federations read T = 1)."""
+    return float(getattr(cal, "release_temperature_", cal.temperature_))
+
+
 def _summary(method: str) -> Callable[[Any], float]:
-    """The scalar read from a calibrator: FedTemp's temperature, else P(class 0 | PROBE)."""
+    """The scalar read from a calibrator: FedTemp's temperature (before its noise-dominance
+    fallback, :func:`_temperature`), else P(class 0 | PROBE)."""
     if method.startswith("fedtemp"):
-        return lambda cal: float(cal.temperature_)
+        return _temperature
     return _probe_probability
 
 
@@ -130,23 +144,27 @@ def _simulate_audit(
         params["aggregation"] = aggregation
 
     def call(side: int) -> Any:
-        cal, _ = simulate(
-            method,
-            z,
-            y,
-            _parts(side),
-            rounds=ROUNDS,
-            epsilon=EPSILON,
-            delta=DELTA,
-            **params,
-        )
+        from privcal.private import NoiseDominatedWarning
+
+        with warnings.catch_warnings():  # FedTemp's fallback: the audit reads the value before
+            warnings.simplefilter("ignore", NoiseDominatedWarning)
+            cal, _ = simulate(
+                method,
+                z,
+                y,
+                _parts(side),
+                rounds=ROUNDS,
+                epsilon=EPSILON,
+                delta=DELTA,
+                **params,
+            )
         return cal
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([summary(call(side)) for _ in range(k)])
 
     fedtemp = method.startswith("fedtemp")
-    what = "temperature_" if fedtemp else "predict_proba(probe)[0, 0]"
+    what = "release_temperature_" if fedtemp else "predict_proba(probe)[0, 0]"
     # a probability lives in [0, 1]: fixed buckets, no pilot runs (the slow methods' runs)
     events = None if fedtemp else PROBABILITY_EVENTS
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
@@ -335,9 +353,11 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
 
     from privcal.federated.flower.client_app import query
 
-    z, y = _data(FLOWER_LOGIT)
+    z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
+    z2, y2 = _client(FLOWER_ROWS, FLOWER_LOGIT, int(0.6 * FLOWER_ROWS))
+    z, y = np.vstack([z1, z2]), np.concatenate([y1, y2])
     replies = []
-    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, 2 * ROWS))):
+    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, ROWS + FLOWER_ROWS))):
         path = folder / f"client{node_id}.npz"
         np.savez(path, logits=z[rows], labels=y[rows])
         arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
@@ -400,7 +420,9 @@ def flower_server_round(runs: int, alpha: float) -> AuditReport:
         state, _ = srv.release_round(
             fm, state0, sides[side], shape, 1, dp, srv.declared_cohort(cfg)
         )
-        return float(fm.calibrator(state, 2).temperature_), dp
+        with warnings.catch_warnings():  # the noise-dominance fallback's warning
+            warnings.simplefilter("ignore")
+            return _temperature(fm.calibrator(state, 2)), dp
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([release(side)[0] for _ in range(k)])
