@@ -9,7 +9,8 @@ Part 2, federated: 100 Dirichlet(0.1) clients, 12 rounds, epsilon = 1, delta = 1
 weighted FedBBQ, trusted server vs distributed shares with t = 80; mean classwise ECE over
 ``--draws`` noise draws (secure noise), accuracy.
 
-    python -m bench.bench_distributed [--splits 20] [--draws 10]
+    python -m bench.bench_distributed [--splits 20] [--draws 10] [--networks NAME ...]
+                                      [--part sources|federated|both]
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ def _load(name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.log(d["predictions"].astype(np.float64)), d["ground_truth"].astype(np.int64)
 
 
-def data_sources(splits: int) -> None:
+def data_sources(splits: int, networks: tuple[str, ...] = NETWORKS) -> None:
     print("| network | method | local (100 sources) | distributed (t = K = 100) | one source |")
     print("|---|---|---|---|---|")
-    for net in NETWORKS:
+    for net in networks:
         z, y = _load(net)
         scores: dict[tuple[str, str], list[float]] = {}
         base = []
@@ -108,9 +109,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=20)
     ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
+    ap.add_argument("--part", choices=("sources", "federated", "both"), default="both")
     args = ap.parse_args()
-    federated(args.draws)
-    data_sources(args.splits)
+    if args.part in ("federated", "both"):
+        federated(args.draws)
+    if args.part in ("sources", "both"):
+        data_sources(args.splits, tuple(args.networks))
 
 
 if __name__ == "__main__":
