@@ -185,13 +185,15 @@ def test_bin_edges() -> None:
     assert mass_bin_edges(np.array([0.3]), 3).shape == (4,)
 
 
-def test_compiled_top_label_bins_equal_numpy_path(monkeypatch) -> None:
+@pytest.mark.parametrize("n", [50_000, 50_001, 1001])
+def test_compiled_top_label_bins_equal_numpy_path(monkeypatch, n: int) -> None:
     """The compiled kernel and the NumPy blocks compute the same statistic: same counts, sums
-    equal up to addition order, including ties (lowest index wins) and values on bin edges."""
+    equal up to addition order, including ties (lowest index wins), values on bin edges, and
+    chunks of odd length (the kernel reads rows in pairs)."""
     from privcal.metrics import statistics
 
     rng = np.random.default_rng(3)
-    n, c, m = 50_000, 7, 15
+    c, m = 7, 15
     p = rng.dirichlet(np.full(c, 0.4), size=n)
     p[:500] = 1.0 / c  # ties in every column: argmax picks column 0
     k = rng.integers(0, m + 1, size=500)

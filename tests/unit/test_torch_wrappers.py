@@ -227,3 +227,31 @@ def test_sklearn_wrapper_to_module(logits: Any) -> None:
         cc.predict_proba(X[1200:] / 16),
         atol=TOL,
     )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_collect_logits_and_module_on_cuda(logits: Any) -> None:
+    """On a GPU: collect_logits runs a CUDA model on CPU batches (moved to the model's device)
+    and returns CPU arrays equal to the CPU pass; a calibrator's module moved to the GPU gives
+    predict_proba on CUDA logits, and so does its export."""
+    torch.manual_seed(0)
+    net = _Net().double()
+    x = torch.randn(70, 6, dtype=torch.float64)
+    labels = torch.randint(0, 4, (70,))
+    loader = DataLoader(TensorDataset(x, labels), batch_size=16)
+    z_cpu, y_cpu = collect_logits(net, loader)
+    z_gpu, y_gpu = collect_logits(net.cuda(), loader)
+    assert next(net.parameters()).is_cuda and isinstance(z_gpu, np.ndarray)
+    np.testing.assert_allclose(z_gpu, z_cpu, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(y_gpu, y_cpu)
+    z, y, z_test = logits
+    for name in ("temperature", "vector", "matrix", "histogram-top"):
+        cal = _fit(name, z, y)
+        module = to_module(cal).cuda()
+        zt = torch.from_numpy(z_test).cuda()
+        got = module(zt)
+        assert got.is_cuda
+        expected = cal.predict_proba(z_test)
+        np.testing.assert_allclose(got.cpu().numpy(), expected, rtol=0, atol=TOL)
+        exported = torch.export.export(module, (zt,))
+        np.testing.assert_allclose(exported.module()(zt).cpu().numpy(), expected, rtol=0, atol=TOL)
