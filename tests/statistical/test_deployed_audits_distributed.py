@@ -1,13 +1,13 @@
 """The aggregator-view audits of distributed noise, and the defects they must catch.
 
 ``private-temperature-aggregator`` (K = 4 sources, t = 1) and ``simulate-fedtemp-aggregator``
-(K = 16 clients, t = 1) call the public entry points with SecureNoise and play the adversary
+(K = 64 clients, t = 1) call the public entry points with SecureNoise and play the adversary
 their reports allow: the aggregator with ``S - t`` colluding parties, who subtract their own
 uploads from the secure sum, so exactly ``t`` honest shares remain. Planted into the real code
 path, each defect makes the same audit fail:
 
 * shares sized for ``K`` where the threshold ``t`` belongs (the ``ShareLaw`` built with
-  ``n_parties``);
+  ``n_parties``): the honest share's std is ``sqrt(K)`` times too small (2-fold and 8-fold);
 * one party uploading its encoded value without its share;
 * every share drawn from ``SeededNoise`` with the same seed on every fit.
 
@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from privcal.audits import available_audits, run_audit
+from privcal.audits.federated import VIEW_CLIENTS, VIEW_THRESHOLD
 from privcal.federated import dp as dp_module
 from privcal.federated import simulation
 from privcal.privacy import SeededNoise
@@ -44,7 +45,8 @@ def test_both_aggregator_audits_are_listed() -> None:
     for name in AUDITS:
         assert name in audits
     assert "three colluding" in audits["private-temperature-aggregator"].summary
-    assert "15 colluding" in audits["simulate-fedtemp-aggregator"].summary
+    colluders = VIEW_CLIENTS - VIEW_THRESHOLD
+    assert f"{colluders} colluding" in audits["simulate-fedtemp-aggregator"].summary
 
 
 @pytest.mark.slow
@@ -91,9 +93,42 @@ def test_simulate_audit_reads_its_claim_from_the_run() -> None:
     )
     report = cal.privacy_report_
     assert report.epsilon == pytest.approx(1.0, rel=1e-6) and report.status == "private"
-    assert any("up to 15 parties" in line for line in report.threat)
+    assert any(f"up to {VIEW_CLIENTS - 1} parties" in line for line in report.threat)
     # the enrolled client without data uploads (zero payload and share): nobody dropped
     assert cal.aggregator_views_[0].dropped == ()
+    assert len(cal.aggregator_views_) == 2  # one round: the gradient and the curvature sums
+
+
+def test_simulate_audit_reads_the_claimed_privacy_loss() -> None:
+    """The read's means and stds: D's residual mean is 0 (a zero payload), D' moves each block
+    by its clipped sum (norm 1) in grid units, and the round's loss has the ``mu`` of the run's
+    zCDP budget (``rho = mu^2 / 2``, to within the rounding overhead of 0.1%)."""
+    from privcal.audits.federated import PARAMS, ViewLoss, _data, _view_loss
+    from privcal.federated import get_method
+    from privcal.federated.dp import DPConfig
+    from privcal.privacy import SecureNoise
+    from privcal.privacy.accounting import zcdp_rho
+
+    z, y = _data()
+    dp = DPConfig(
+        1.0,
+        1e-5,
+        1,
+        SecureNoise(),
+        aggregation="distributed",
+        n_clients=VIEW_CLIENTS,
+        threshold=VIEW_THRESHOLD,
+    )
+    fm = get_method("fedtemp", **PARAMS["fedtemp"])
+    groups = fm.noise_groups(dp, fm.payload_shape(2))
+    loss = _view_loss(dp, groups, z, y)
+    assert isinstance(loss, ViewLoss)
+    for g, m0, m1 in zip(groups, loss.low, loss.high, strict=True):
+        assert np.all(m0 == 0.0)
+        assert float(np.linalg.norm(m1)) == pytest.approx(dp.plan(g).encoding.scale, rel=1e-6)
+    mu = 2.0 * float(loss(list(loss.high))[-1])  # at D''s mean the loss is +mu / 2
+    assert mu == pytest.approx(np.sqrt(2.0 * zcdp_rho(1.0, 1e-5)), rel=2e-3)
+    assert loss(list(loss.low))[-1] == pytest.approx(-mu / 2.0)
 
 
 # ------------------------------------------------------------------ planted defects
@@ -144,7 +179,10 @@ def reused_seed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("sized_for_k")
-@pytest.mark.parametrize(("name", "runs"), [("private-temperature-aggregator", 2000)])
+@pytest.mark.parametrize(
+    ("name", "runs"),
+    [("private-temperature-aggregator", 2000), ("simulate-fedtemp-aggregator", 500)],
+)
 def test_shares_sized_for_k_fail_the_audit(name: str, runs: int) -> None:
     report = run_audit(name, runs=runs)
     assert not report.passed, str(report)
