@@ -273,14 +273,19 @@ def test_status_reads_a_flower_client_ledger(cli: typer.Typer, tmp_path: Path) -
 
     led = tmp_path / "client0.sqlite"
     node = {"ledger": str(led), "budget": 1.0, "delta-budget": 1e-5, "name": "client0"}
+    from privcal.federated.flower.task import composed_epsilon
+
     for rnd in (1, 2):
         cfg = {"epsilon": 1.0, "delta": 1e-5, "rounds": 4, "round": rnd, "method": "fedtemp"}
-        assert charge_round(node, cfg) is None
+        assert charge_round(node, cfg, run_id=7) is None
     led.chmod(0o444)  # a read-only ledger can still be inspected
     r = _status(cli, led)
     assert r.exit_code == 0, r.output
-    assert "federated round 2 (fedtemp)" in r.output
-    assert "spent=0.5  remaining=0.5  delta budget=1e-05  delta spent=5e-06" in r.output
+    assert "federated run 7, round 2 of 4 (fedtemp)" in r.output
+    spent = composed_epsilon(cfg, 2)  # the ledger holds the composed epsilon after round 2
+    assert f"spent={spent:g}  remaining={1 - spent:g}  delta budget=1e-05  delta spent=1e-05" in (
+        r.output
+    )
 
 
 def test_status_of_a_file_that_is_no_ledger(cli: typer.Typer, tmp_path: Path) -> None:

@@ -59,16 +59,20 @@ def _query(content: RecordDict) -> Message:
     return Message(content, metadata=meta)
 
 
-def _context(node: dict[str, object], run_config: dict[str, object] | None = None) -> Context:
+def _context(
+    node: dict[str, object], run_config: dict[str, object] | None = None, run_id: int = 1
+) -> Context:
     return Context(
-        run_id=1, node_id=7, node_config=node, state=RecordDict(), run_config=run_config or {}
+        run_id=run_id, node_id=7, node_config=node, state=RecordDict(), run_config=run_config or {}
     )
 
 
-def _step(node: dict[str, object], cfg: dict[str, object], state: dict[str, np.ndarray]) -> Message:
+def _step(
+    node: dict[str, object], cfg: dict[str, object], state: dict[str, np.ndarray], run_id: int = 1
+) -> Message:
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
     msg = _query(RecordDict({"state": arrays, "config": ConfigRecord(cfg)}))
-    return client_app.query(msg, _context(node))
+    return client_app.query(msg, _context(node, run_id=run_id))
 
 
 def _spent(node: dict[str, object]) -> float:
@@ -92,8 +96,11 @@ def test_a_dp_round_sends_only_the_clipped_payload_after_charging(
     state = fm.init(C)
     reply = _step(node, cfg, state)
 
-    assert seen == [pytest.approx(0.25)]  # charged epsilon / T before the data was read
-    assert _spent(node) == pytest.approx(0.25)
+    # charged the run's composed epsilon after round 1 of 4 before the data was read
+    first = task.composed_epsilon(cfg, 1)
+    assert 0.25 < first < 1.0
+    assert seen == [pytest.approx(first)]
+    assert _spent(node) == pytest.approx(first)
     # every field of the reply: one ArrayRecord with one entry, nothing else
     assert set(reply.content.keys()) == {"arrays"}
     assert set(reply.content["arrays"].keys()) == {"payload"}
@@ -113,11 +120,26 @@ def test_spent_budget_refuses_with_a_reason_only(node: dict[str, object]) -> Non
     cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "rounds": 1, "round": 1}
     state = {"params": np.array([1.0])}
     assert set(_step(node, cfg, state).content.keys()) == {"arrays"}  # spends the whole 1.0
-    reply = _step(node, {**cfg, "round": 2}, state)
+    reply = _step(node, cfg, state, run_id=2)  # the next run
     assert set(reply.content.keys()) == {"info"}
     assert set(reply.content["info"].keys()) == {"refused"}
     assert "budget" in str(reply.content["info"]["refused"]).lower()
     assert _spent(node) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("rnd", "reason"), [(1, "already answered round 1"), (3, "not a round")])
+def test_a_round_is_answered_once_and_only_within_the_run(
+    node: dict[str, object], rnd: int, reason: str
+) -> None:
+    """A server that asks a round again (or one beyond T) gets a refusal, not a second release
+    the ledger did not plan for; nothing more is charged."""
+    cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "rounds": 2, "round": 1}
+    state = {"params": np.array([1.0])}
+    assert set(_step(node, cfg, state).content.keys()) == {"arrays"}
+    spent = _spent(node)
+    reply = _step(node, {**cfg, "round": rnd}, state)
+    assert reason in str(reply.content["info"]["refused"])
+    assert _spent(node) == spent
 
 
 def test_ledger_client_refuses_runs_without_dp(node: dict[str, object]) -> None:
@@ -152,7 +174,7 @@ def test_secagg_client_charges_and_sends_a_public_weight(node: dict[str, object]
     client = secagg._PrivcalClient(_context(node, run))
     fm = task.method_from_config(run)
     params, num_examples, metrics = client.fit([fm.init(C)["params"]], {"round": 1})
-    assert _spent(node) == pytest.approx(0.25)
+    assert _spent(node) == pytest.approx(task.composed_epsilon(run, 1))
     assert num_examples == 1 and metrics == {}  # a public constant, never the client's size
     assert len(params) == 1 and np.abs(params[0]).max() <= run["secagg-clipping-range"]
     with pytest.raises(RuntimeError, match="only joins DP runs"):

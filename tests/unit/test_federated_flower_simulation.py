@@ -29,7 +29,12 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
 from privcal.audits import federated as audit
 from privcal.federated import dirichlet_partition
 from privcal.federated.flower.client_app import query
-from privcal.federated.flower.task import DEFAULTS, client_data, method_from_config
+from privcal.federated.flower.task import (
+    DEFAULTS,
+    client_data,
+    composed_epsilon,
+    method_from_config,
+)
 
 CFG = {**DEFAULTS, "rounds": 2, "n-classes": 2, "num-nodes": 2, "epsilon": 1.0, "round": 1}
 
@@ -50,16 +55,14 @@ def test_simulated_node_replies_as_the_audited_client(tmp_path: Path) -> None:
     fm = method_from_config(CFG)
     state = fm.init(2)
     deployed = audit._client_replies(CFG, state, tmp_path)  # the audit's ClientApp replies
-    z, y = audit._data(audit.FLOWER_LOGIT)
     folder = tmp_path / "parts"
     folder.mkdir()
-    rows = audit.ROWS
-    for k in range(2):
-        np.savez(
-            folder / f"client{k}.npz",
-            logits=z[k * rows : (k + 1) * rows],
-            labels=y[k * rows : (k + 1) * rows],
-        )
+    clients = (  # the audit's two clients, as _client_replies builds them
+        audit._client(audit.ROWS, 0.2, int(0.8 * audit.ROWS)),
+        audit._client(audit.FLOWER_ROWS, audit.FLOWER_LOGIT, int(0.6 * audit.FLOWER_ROWS)),
+    )
+    for k, (zk, yk) in enumerate(clients):
+        np.savez(folder / f"client{k}.npz", logits=zk, labels=yk)
     run_config = {**CFG, "partitions": str(folder)}
     for k in range(2):
         reply = query(_message(state, CFG, k + 1), _simulated(k, 2, run_config))
@@ -100,7 +103,7 @@ def test_simulated_ledger_charges_then_refuses(tmp_path: Path) -> None:
         **CFG,
         "partitions": str(tmp_path / "all.npz"),
         "ledgers": str(tmp_path / "ledgers"),
-        "ledger-budget": 0.5,  # one of the two rounds of an epsilon = 1 run
+        "ledger-budget": composed_epsilon(CFG, 1),  # round 1 of the run's two, composed
     }
     (tmp_path / "ledgers").mkdir()
     ctx = _simulated(0, 2, run_config)
@@ -110,8 +113,11 @@ def test_simulated_ledger_charges_then_refuses(tmp_path: Path) -> None:
     assert "refused" in dict(second.content["info"])
     from privcal.privacy import PrivacyOdometer
 
-    odo = PrivacyOdometer(0.5, ledger=tmp_path / "ledgers" / "client-0.sqlite", delta_budget=1e-5)
-    assert odo.spent == pytest.approx(0.5)
+    budget = composed_epsilon(CFG, 1)
+    odo = PrivacyOdometer(
+        budget, ledger=tmp_path / "ledgers" / "client-0.sqlite", delta_budget=1e-5
+    )
+    assert odo.spent == pytest.approx(budget)
 
 
 def test_bad_partition_settings_name_the_setting(tmp_path: Path) -> None:

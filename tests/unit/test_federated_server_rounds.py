@@ -124,10 +124,10 @@ def test_server_and_client_epsilon_lines_say_what_they_count(
     eps = [float(e) for e, _ in spent]
     assert eps[0] < eps[1] < eps[2] == pytest.approx(1.0)
     status = Path(nodes[0]["status"]).read_text()
-    for t in (1, 2, 3):
+    for t, (charge, total) in enumerate(((0.551, 0.551), (0.251, 0.802), (0.198, 1)), 1):
         assert (
-            f"round {t}/3: answered (charged epsilon 0.333 to the ledger: this round's share, "
-            "1/3, of the run's epsilon 1)"
+            f"round {t}/3: answered (charged epsilon {charge:.3g} to the ledger: the run's "
+            f"composed epsilon is {total:.3g} of 1 after round {t}/3)"
         ) in status, status
 
 

@@ -41,6 +41,7 @@ from privcal.federated.flower.task import (
     client_data,
     client_node,
     client_payload,
+    composed_epsilon,
     method_from_config,
     write_status,
 )
@@ -80,7 +81,7 @@ def query(msg: Message, context: Context) -> Message:
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
         raise RuntimeError(f"die-at-round={die_at}: this client crashes in round {die_at}")
-    refusal = charge_round(node, cfg)  # before the data is read
+    refusal = charge_round(node, cfg, int(context.run_id))  # before the data is read
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
     if refusal is not None:
         write_status(node, f"{rnd}: refused ({refusal})")
@@ -88,11 +89,10 @@ def query(msg: Message, context: Context) -> Message:
     z, y = client_data(node, context.run_config)
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
-    eps, rounds = float(cfg["epsilon"]), int(cfg["rounds"])
-    # the ledger's bookkeeping: epsilon / T per round (the server shows the zCDP-composed total)
     charged = (
-        f"charged epsilon {eps / rounds:.3g} to the ledger: this round's share, 1/{rounds}, "
-        f"of the run's epsilon {eps:g}"
+        f"charged epsilon {node['charged']:.3g} to the ledger: the run's composed epsilon is "
+        f"{composed_epsilon(cfg, int(cfg['round'])):.3g} of {float(cfg['epsilon']):g} after "
+        f"{rnd}"
         if node.get("ledger")
         else "sent"
     )

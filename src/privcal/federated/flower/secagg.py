@@ -152,19 +152,20 @@ class _PrivcalClient(NumPyClient):
     """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1``, no metrics.
 
     Same rule as the plain ClientApp (:func:`~privcal.federated.flower.task.charge_round`): a
-    client with a ledger refuses runs without DP and charges ``(epsilon / T, delta / T)`` before
-    it reads its data; a refusal raises, which SecAgg+ treats as a dropout. ``num_examples`` is
-    the public constant 1 (never the client's size).
+    client with a ledger refuses runs without DP and brings its ledger up to the run's composed
+    epsilon so far before it reads its data; a refusal raises, which SecAgg+ treats as a
+    dropout. ``num_examples`` is the public constant 1 (never the client's size).
     """
 
     def __init__(self, context: Context) -> None:
         self.node = client_node(context.node_config, context.run_config)
         self.run_config = dict(context.run_config)
         self.node_id = int(context.node_id)
+        self.run_id = int(context.run_id)
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
         cfg = {**DEFAULTS, **self.run_config, **config}
-        refusal = charge_round(self.node, cfg)
+        refusal = charge_round(self.node, cfg, self.run_id)
         if refusal is not None:
             raise RuntimeError(f"privcal client refused the round: {refusal}")
         fm = method_from_config(cfg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "client_noise",
     "client_payload",
     "compare_uncalibrated",
+    "composed_epsilon",
     "dp_from_config",
     "load_client_data",
     "method_from_config",
@@ -191,16 +193,34 @@ def client_payload(
     return np.asarray(payload, dtype=np.float64)
 
 
-def charge_round(node: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+def composed_epsilon(cfg: dict[str, Any], rounds_done: int) -> float:
+    """The run's epsilon after ``rounds_done`` of its ``T`` rounds: ``zcdp_epsilon(r rho / T,
+    delta)`` with ``rho = zcdp_rho(epsilon, delta)`` the run's whole zCDP budget (each round's
+    noise is sized for ``rho / T`` or less), so ``composed_epsilon(cfg, T) <= epsilon``. Public:
+    it reads the run configuration only."""
+    from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+
+    if rounds_done <= 0:
+        return 0.0
+    eps, dlt, t = float(cfg["epsilon"]), float(cfg["delta"]), int(cfg["rounds"])
+    return zcdp_epsilon(min(rounds_done, t) * zcdp_rho(eps, dlt) / t, dlt)
+
+
+def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
     """Charge this client's ledger for one round *before* it computes its reply.
 
     Returns ``None`` when the client may reply, or the reason it refuses. A client with a
-    ``ledger`` (node config) refuses runs without DP and, in a DP run, records
-    ``(epsilon / T, delta / T)`` in its SQLite :class:`~privcal.privacy.PrivacyOdometer` (a
-    bookkeeping share of the run's zCDP-composed guarantee: after ``T`` rounds the ledger holds
-    the run's ``(epsilon, delta)``); once its budget is spent it refuses. A client without a
-    ledger keeps no budget of its own and always replies (the server's report still accounts
-    for every round).
+    ``ledger`` (node config) refuses runs without DP and, in a DP run, keeps its ledger at or
+    above the loss it has taken on: before answering round ``r`` it records
+    ``composed_epsilon(r) - (what this run has already charged)`` and, the first time, the run's
+    ``delta`` (:func:`composed_epsilon`: the zCDP composition of ``r`` rounds converted at the
+    run's ``delta``, the number the server shows after round ``r``). The charges of a run are
+    found in the ledger by the run's id, so a client first sampled in round 3 pays for rounds
+    1-3 at once; after the last round the ledger holds the run's ``(epsilon, delta)``. The
+    amount charged is left in ``node["charged"]``. A client answers each round of a run at most
+    once, and refuses a round number outside ``1..T``. Once the budget is spent it refuses. A
+    client without a ledger keeps no budget of its own and always replies (the server's report
+    still accounts for every round).
     """
     ledger = node.get("ledger")
     if not ledger:
@@ -214,20 +234,33 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any]) -> str | None:
         delta_budget=float(node.get("delta-budget", 1e-5)),
         name=str(node.get("name", "client")),
     )
-    t = int(cfg["rounds"])
+    label = f"federated run {run_id}, "
+    before = [r for r in odo.releases if r.query.startswith(label)]
+    rnd, t = int(cfg["round"]), int(cfg["rounds"])
+    if not 1 <= rnd <= t:
+        return f"round {rnd} is not a round of this run (1 to {t}); nothing was charged"
+    if any(r.query.startswith(f"{label}round {rnd} of ") for r in before):
+        return (
+            f"this client already answered round {rnd} of run {run_id}; a second answer would "
+            "be a release its ledger did not plan for"
+        )
+    charged = math.fsum(r.epsilon for r in before)
+    charge = composed_epsilon(cfg, rnd) - charged  # > 0: composed_epsilon increases with r
+    delta = 0.0 if before else float(cfg["delta"])
     try:
         odo.spend(
-            f"federated round {cfg['round']} ({cfg['method']})",
-            eps / t,
-            float(cfg["delta"]) / t,
+            f"{label}round {cfg['round']} of {cfg['rounds']} ({cfg['method']})",
+            charge,
+            delta,
             mechanism=(
-                "discrete gaussian shares (distributed, zCDP)"
+                "discrete gaussian shares (distributed, zCDP composed over rounds)"
                 if cfg.get("aggregation") == "distributed"
-                else "gaussian (server-side, zCDP)"
+                else "gaussian (server-side, zCDP composed over rounds)"
             ),
         )
     except BudgetExceededError as err:
         return str(err)
+    node["charged"] = charge
     return None
 
 
