@@ -168,7 +168,7 @@ def _run_block(block: str, wd: Path, k: int, out: str, epsilon: float | None) ->
 
 
 def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
-    two, five = _blocks()
+    two, five, _ = _blocks()
     wd2, wd5 = tmp_path / "two", tmp_path / "five"
     wd2.mkdir()
     wd5.mkdir()
@@ -187,6 +187,46 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     )
     assert res.returncode == 3, res.stdout + res.stderr
     assert res.stderr.count("Error:") == 1 and "Traceback" not in res.stderr
+
+
+def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
+    """The documented SecAgg+ block with distributed noise, as written: the run ends like the
+    others (progress, ledgers, every client's end, nothing left behind), the report says the
+    server saw only the secure sum, and no reply in any client's transcript (every SecAgg+
+    stage, after masking) carries the client's noiseless round-1 payload or its encoding."""
+    from privcal.federated import FedTemp
+    from privcal.federated.flower.task import DEFAULTS, client_payload, dp_from_config
+    from privcal.federated.flower.transcript import (
+        carries,
+        noiseless_forms,
+        read_transcript,
+        reply_arrays,
+    )
+    from privcal.privacy import SecureNoise
+
+    block = _blocks()[2]
+    assert "--secagg" in block and "--transcript" in block
+    names = [f"site{k}" for k in range(5)]
+    _write_clients(tmp_path, names)
+    epsilon = float(re.findall(r"--epsilon (\S+)", block)[0])
+    _run_block(block, tmp_path, 5, "federated-secagg", epsilon)
+    out = tmp_path / "federated-secagg"
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert any("aggregation=distributed" in s for s in report["threat"])
+    assert len(json.loads((out / "aggregator_view.json").read_text())) == 3  # one per round
+    conf = {**DEFAULTS, "method": "fedtemp", "rounds": 3, "n-classes": 10, "num-nodes": 5}
+    conf.update(epsilon=epsilon, delta=1e-5, secagg=True, aggregation="distributed")
+    fm = FedTemp()
+    dp = dp_from_config(conf, SecureNoise())
+    for name in names:
+        data = np.load(tmp_path / f"{name}.npz")
+        x = client_payload(fm, fm.init(10), data["logits"], data["labels"], conf)
+        forms = noiseless_forms(x, dp, fm)
+        replies = read_transcript(tmp_path / f"{name}.jsonl")
+        arrays = [a for e in replies for a in reply_arrays(e)]
+        assert len(replies) >= 12 and arrays  # 4 SecAgg+ stages x 3 rounds, then the end
+        for arr in arrays:
+            assert not any(carries(arr, f, tol=0.5) for f in forms), name
 
 
 def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Path) -> None:

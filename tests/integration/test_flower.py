@@ -152,27 +152,19 @@ def test_client_crashing_mid_round_is_dropped(federation, capsys) -> None:  # ty
 
 
 def _round_one_secrets(z: np.ndarray, y: np.ndarray, parts: list, cfg: dict) -> list[np.ndarray]:
-    """Each client's noiseless round-1 FedTemp payload, its fixed-point encoding in every form
-    it could take on the wire (both rounding directions, as ring residues and as SecAgg+ wire
-    floats), and the trusted SecAgg+ wire form: what must never leave a client."""
+    """Each client's noiseless round-1 FedTemp payload in every form it could take on the wire
+    (:func:`~privcal.federated.flower.transcript.noiseless_forms`): what must never leave it."""
     from privcal.federated import FedTemp
-    from privcal.federated.flower.secagg import residues_to_wire
-    from privcal.federated.flower.task import DEFAULTS, RING_BITS, client_payload, dp_from_config
+    from privcal.federated.flower.task import DEFAULTS, client_payload, dp_from_config
+    from privcal.federated.flower.transcript import noiseless_forms
     from privcal.privacy import SecureNoise
 
     conf = {**DEFAULTS, "n-classes": 4, "num-nodes": len(parts), **cfg}
     fm = FedTemp()
     dp = dp_from_config(conf, SecureNoise())
-    assert dp is not None
     out = []
     for idx in parts:
-        x = client_payload(fm, fm.init(4), z[idx], y[idx], conf).ravel()
-        out.append(x)
-        for g in fm.noise_groups(dp, x.shape):
-            scaled = dp.plan(g).encoding.scale * x[g.index]
-            for enc in (np.floor(scaled), np.floor(scaled) + 1):
-                residues = np.mod(enc, 2.0**RING_BITS)
-                out += [residues, residues_to_wire(residues.astype(np.uint64), RING_BITS)]
+        out += noiseless_forms(client_payload(fm, fm.init(4), z[idx], y[idx], conf), dp, fm)
     return out
 
 

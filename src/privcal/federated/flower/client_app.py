@@ -71,7 +71,7 @@ def query(msg: Message, context: Context) -> Message:
         z, y = client_data(node, context.run_config)
         return _info_reply(msg, answer_source_query(z, y, node, cfg))
     if task == "end":
-        _check_locally(node, context.run_config, str(cfg["calibrator"]))
+        check_locally(node, context.run_config, str(cfg["calibrator"]))
         return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0 or node.get("ledger"):
@@ -89,18 +89,25 @@ def query(msg: Message, context: Context) -> Message:
     z, y = client_data(node, context.run_config)
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
-    charged = (
-        f"charged epsilon {node['charged']:.3g} to the ledger: the run's composed epsilon is "
-        f"{composed_epsilon(cfg, int(cfg['round'])):.3g} of {float(cfg['epsilon']):g} after "
-        f"{rnd}"
-        if node.get("ledger")
-        else "sent"
+    write_status(
+        node, answered_line(node, cfg) if node.get("ledger") else f"{rnd}: answered (sent)"
     )
-    write_status(node, f"{rnd}: answered ({charged})")
     return reply
 
 
-def _check_locally(node: dict[str, Any], run_config: Any, calibrator_json: str) -> None:
+def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
+    """A ledger client's status line for a round it answered: what its ledger was charged
+    (``node["charged"]``, set by :func:`~privcal.federated.flower.task.charge_round`) and the
+    run's composed epsilon so far."""
+    rnd = f"round {cfg['round']}/{cfg['rounds']}"
+    return (
+        f"{rnd}: answered (charged epsilon {node['charged']:.3g} to the ledger: the run's "
+        f"composed epsilon is {composed_epsilon(cfg, int(cfg['round'])):.3g} of "
+        f"{float(cfg['epsilon']):g} after {rnd})"
+    )
+
+
+def check_locally(node: dict[str, Any], run_config: Any, calibrator_json: str) -> None:
     """End of run: compare the calibrator with the uncalibrated model on this client's data."""
     import json
 

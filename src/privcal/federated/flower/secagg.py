@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import Context
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.client import ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
@@ -59,7 +59,14 @@ from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
-from privcal.federated.dp import DPConfig, expected_cohort, federated_report
+from privcal.federated.dp import DPConfig, expected_cohort
+from privcal.federated.flower.client_app import answered_line, check_locally
+from privcal.federated.flower.server_app import (
+    check_on_server,
+    end_run,
+    finish_run,
+    progress_line,
+)
 from privcal.federated.flower.task import (
     DEFAULTS,
     charge_round,
@@ -71,6 +78,7 @@ from privcal.federated.flower.task import (
     dump_json,
     method_from_config,
     server_noise,
+    write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
 from privcal.federated.methods import FedMethod
@@ -174,6 +182,10 @@ class _PrivcalClient(NumPyClient):
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)
         payload = client_payload(fm, state, z, y, cfg)
+        if self.node.get("ledger"):
+            write_status(self.node, answered_line(self.node, cfg))
+        else:
+            write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: answered (sent)")
         dp = dp_from_config(cfg, client_noise(cfg, self.node_id, "the privcal SecAgg+ ClientApp"))
         if dp is not None and dp.aggregation == "distributed":
             groups = fm.noise_groups(dp, payload.shape)
@@ -193,9 +205,22 @@ def _client_fn(context: Context) -> Any:
     return _PrivcalClient(context).to_client()
 
 
+def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
+    """Answer the server's end-of-run message (``task = "end"``) as the plain ClientApp does:
+    check the calibrator on this client's own data, show it on its own console, reply empty.
+    Every other message goes on to SecAgg+."""
+    if str(msg.metadata.message_type) == MessageType.QUERY and "config" in msg.content:
+        cfg = dict(msg.content["config"])
+        if cfg.get("task") == "end":
+            node = client_node(context.node_config, context.run_config)
+            check_locally(node, context.run_config, str(cfg["calibrator"]))
+            return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
+    return call_next(msg, context)
+
+
 #: Legacy ClientApp with Flower's SecAgg+ mod (inside the transcript mod: a transcript holds
-#: the masked uploads the server receives).
-client = ClientApp(client_fn=_client_fn, mods=[transcript_mod, secaggplus_mod])
+#: the masked uploads the server receives; the end mod answers the end of the run).
+client = ClientApp(client_fn=_client_fn, mods=[transcript_mod, end_mod, secaggplus_mod])
 
 
 class _Strategy(FedAvg):
@@ -281,6 +306,11 @@ class _Strategy(FedAvg):
                 "epsilon_spent": 0.0,
             }
         self.history.append(row)
+        budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
+        eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
+        seconds = time.perf_counter() - self.t0
+        rounds = int(self.cfg["rounds"])
+        print(progress_line(server_round, rounds, n, len(failures), 0, eps, budget, seconds))
         self.t0 = time.perf_counter()
         if self.out_dir is not None:
             dump_json(self.out_dir / "history.json", self.history)
@@ -332,14 +362,7 @@ def _main(grid: Any, context: Context) -> None:
         )
     )
     workflow(grid, legacy)
-    if dp is not None:
-        report = federated_report(fm, dp, c, n_clients=n_nodes, sample_rate=1.0)
-        print(f"privcal: {report}", flush=True)
-        if out_dir is not None:
-            dump_json(out_dir / "privacy_report.json", report.to_dict())
-    if out_dir is not None:
-        dump_json(out_dir / "calibrator.json", fm.calibrator(strategy.state, c).to_dict())
-        dump_json(out_dir / "config.json", cfg)
-        dump_json(
-            out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in strategy.state.items()}
-        )
+    # the plain ServerApp's end of run: report, calibrator, check, and the clients' end message
+    cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir)
+    check_on_server(cal, cfg, out_dir)
+    end_run(grid, sorted(grid.get_node_ids()), cal, cfg)

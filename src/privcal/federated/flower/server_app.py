@@ -334,12 +334,12 @@ def main(grid: Grid, context: Context) -> None:
             )
         if out_dir is not None:
             dump_json(out_dir / "history.json", history)
-    cal = _finish(fm, state, c, dp, cfg, out_dir)
+    cal = finish_run(fm, state, c, dp, cfg, out_dir)
     check_on_server(cal, cfg, out_dir)
-    _end(grid, sorted(grid.get_node_ids()), cal, cfg)
+    end_run(grid, sorted(grid.get_node_ids()), cal, cfg)
 
 
-def _finish(
+def finish_run(
     fm: FedMethod,
     state: dict[str, np.ndarray],
     c: int,
@@ -391,7 +391,7 @@ def check_on_server(cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None) 
         dump_json(out_dir / "check.json", check)
 
 
-def _end(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) -> None:
+def end_run(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) -> None:
     """Tell every node that the run is over, with the calibrator it may check locally."""
     content = {**cfg, "task": "end", "round": 0, "calibrator": json.dumps(cal.to_dict())}
     _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
@@ -438,7 +438,7 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
     est.fit(sources=sources)
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
     print(f"privcal: DP Acc-T over {len(sources)} sources: T = {est.temperature_:.4g}", flush=True)
-    _end(grid, nodes, est, cfg)
+    end_run(grid, nodes, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
         dump_json(out_dir / "config.json", cfg)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Context, Message
 
-__all__ = ["carries", "read_transcript", "reply_arrays", "transcript_mod"]
+__all__ = ["carries", "noiseless_forms", "read_transcript", "reply_arrays", "transcript_mod"]
 
 
 def _value(v: Any) -> Any:
@@ -104,3 +104,21 @@ def carries(arr: np.ndarray, secret: np.ndarray, tol: float = 1e-9) -> bool:
     i = np.clip(np.searchsorted(a, s), 1, a.size - 1) if a.size > 1 else np.zeros(s.size, int)
     near = np.minimum(np.abs(a[i] - s), np.abs(a[i - 1] - s)) if a.size > 1 else np.abs(a[0] - s)
     return bool(np.all(near <= tol))
+
+
+def noiseless_forms(payload: np.ndarray, dp: Any, fm: Any) -> list[np.ndarray]:
+    """Every form in which a client's noiseless ``payload`` could appear on the wire of a
+    distributed run: the payload itself, and per noise group its fixed-point encoding rounded
+    either way, as residues modulo the ring and as the floats SecAgg+ carries them
+    (:func:`~privcal.federated.flower.secagg.residues_to_wire`). What :func:`carries` must
+    never find in a transcript of ``aggregation = "distributed"``."""
+    from privcal.federated.flower.secagg import residues_to_wire
+
+    x = np.asarray(payload, dtype=np.float64).ravel()
+    out = [x]
+    for g in fm.noise_groups(dp, x.shape):
+        scaled = dp.plan(g).encoding.scale * x[g.index]
+        for enc in (np.floor(scaled), np.floor(scaled) + 1):
+            residues = np.mod(enc, 2.0**dp.bits)
+            out += [residues, residues_to_wire(residues.astype(np.uint64), dp.bits)]
+    return out
