@@ -317,3 +317,35 @@ def test_fit_on_a_read_only_ledger_is_one_error_line(
         assert r.exit_code == 0 and "spent=0" in r.output
     finally:
         subprocess.run([chattr, "-i", str(led)], check=True)
+
+
+def test_fit_on_sources_with_distributed_noise(
+    cli: typer.Typer, files: Any, tmp_path: Path
+) -> None:
+    """``privcal fit --sources ... --aggregation distributed``: each source pays its epsilon,
+    the report says who is trusted with what, and bad combinations are refused before any
+    ledger is touched."""
+    ledgers = []
+    for i in range(3):
+        led = tmp_path / f"d{i}.sqlite"
+        r = invoke(
+            cli, "source", "init", "--data", files[f"val{i}"], "--budget", 1, "--ledger", led
+        )
+        assert r.exit_code == 0, r.output
+        ledgers.append(led)
+    srcs = [a for led in ledgers for a in ("--sources", led)]
+    base = ["fit", "--method", "acc-t", "--epsilon", 0.5, "--out", tmp_path / "d.json", *srcs]
+    for extra, fragment in (
+        (["--aggregation", "trusted"], "'--aggregation' parameter of privcal fit"),
+        (["--threshold", 2], "--threshold sizes distributed noise shares"),
+        (["--aggregation", "distributed", "--threshold", 4], "--threshold must be in [1, 3]"),
+    ):
+        r = invoke(cli, *base, *extra)
+        assert r.exit_code == 2 and fragment in r.output, r.output
+    assert all(DataSource.open(led).spent == 0 for led in ledgers)
+    r = invoke(cli, *base, "--aggregation", "distributed", "--threshold", 2)
+    assert r.exit_code == 0, r.output
+    assert "Trust: aggregation=distributed" in r.output and "threshold t=2 of K=3" in r.output
+    cal = json.loads((tmp_path / "d.json").read_text())
+    assert cal["fitted"]["privacy_report_"]["epsilon"] == pytest.approx(0.5)
+    assert all(DataSource.open(led).spent == pytest.approx(0.5) for led in ledgers)

@@ -43,3 +43,18 @@ def test_node_answers_clipped_nll_increments(tmp_path: Path) -> None:
     (release,) = json.loads(reply["releases"])
     assert release[0].startswith("clipped_nll_increments(")
     assert release[3] == pytest.approx(0.25)
+
+
+def test_a_distributed_fit_refuses_remote_sources_before_asking_anything() -> None:
+    """A RemoteSource answers with its own noise: mixing it into a distributed fit is refused
+    before any message (no budget check, no query) reaches a node."""
+    from privcal.federated.flower.sources import RemoteSource
+    from privcal.private import PrivateTemperatureScaling
+
+    class NoGrid:
+        def push_messages(self, messages):  # type: ignore[no-untyped-def]
+            raise AssertionError("a message was sent")
+
+    sources = [RemoteSource(NoGrid(), node, 4, name=f"n{node}") for node in (2, 3)]
+    with pytest.raises(ValueError, match=r"cannot upload shares.*aggregation='local'"):
+        PrivateTemperatureScaling(aggregation="distributed").fit(sources=sources)

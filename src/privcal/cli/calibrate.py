@@ -307,6 +307,23 @@ def fit(
             "method's own range).",
         ),
     ] = None,
+    aggregation: Annotated[
+        str,
+        typer.Option(
+            "--aggregation",
+            help="How --sources add their noise: 'local' (each its own full noise; no one is "
+            "trusted) or 'distributed' (each a discrete Laplace share through a secure sum: "
+            "the noise of one release, trusting the sum and --threshold honest sources).",
+        ),
+    ] = "local",
+    threshold: Annotated[
+        int | None,
+        typer.Option(
+            "--threshold",
+            help="t of --aggregation distributed: the shares of any t sources make the noise "
+            "(default: all --sources).",
+        ),
+    ] = None,
 ) -> None:
     """Fit a calibrator on validation scores and save it as JSON."""
     from privcal._params import check_option
@@ -315,7 +332,13 @@ def fit(
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
         _check_t_range(t_range)
-        private = epsilon is not None or bool(sources) or delta is not None
+        private = (
+            epsilon is not None
+            or bool(sources)
+            or delta is not None
+            or aggregation != "local"
+            or threshold is not None
+        )
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
         bins = _check_n_bins(n_bins, method, private)
@@ -328,12 +351,13 @@ def fit(
                 srcs = list(sources or [])
                 check_private_request(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
-                    t_range=t_range,
+                    t_range=t_range, aggregation=aggregation, threshold=threshold,
                 )  # fmt: skip
                 assert epsilon is not None
                 estimator = fit_private(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
-                    seed=seed, n_bins=bins, t_range=t_range,
+                    seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
+                    threshold=threshold,
                 )  # fmt: skip
             else:
                 with _fit_status():

@@ -46,6 +46,8 @@ def check_private_request(
     delta: float | None,
     sources: list[str],
     t_range: tuple[float, float] | None,
+    aggregation: str = "local",
+    threshold: int | None = None,
 ) -> None:
     """Refuse inconsistent private options before anything is read from a source or spent."""
     if method not in PRIVATE_METHODS:
@@ -72,6 +74,23 @@ def check_private_request(
         )
     if t_range is not None and kind != "temperature":
         fail(f"--t-range applies to the temperature methods, not to --method {method}.")
+    if aggregation not in ("local", "distributed"):
+        fail(
+            f"The '--aggregation' parameter of privcal fit must be 'local' (each source adds its "
+            f"own noise) or 'distributed' (noise shares through a secure sum). Got "
+            f"{aggregation!r} instead."
+        )
+    if (aggregation != "local" or threshold is not None) and not sources:
+        fail("--aggregation and --threshold say how several --sources add their noise; pass "
+             "--sources, or drop them.")  # fmt: skip
+    if threshold is not None and aggregation != "distributed":
+        fail("--threshold sizes distributed noise shares: pass --aggregation distributed, or "
+             "drop --threshold.")  # fmt: skip
+    if threshold is not None and not 1 <= threshold <= len(sources):
+        fail(
+            f"--threshold must be in [1, {len(sources)}] (the number of --sources: more "
+            f"sources than exist can never survive). Got {threshold}."
+        )
 
 
 def fit_private(
@@ -84,6 +103,8 @@ def fit_private(
     seed: int | None,
     n_bins: int,
     t_range: tuple[float, float] | None,
+    aggregation: str = "local",
+    threshold: int | None = None,
 ) -> Any:
     """Fit the private calibrator ``method`` and print its privacy report on stderr.
 
@@ -94,7 +115,7 @@ def fit_private(
     if spec["kind"] == "dp-sgd":
         assert scores is not None
         return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed)
-    return _fit_luo(spec, scores, epsilon, sources, seed, n_bins, t_range)
+    return _fit_luo(spec, scores, epsilon, sources, seed, n_bins, t_range, aggregation, threshold)
 
 
 def _fit_luo(
@@ -105,6 +126,8 @@ def _fit_luo(
     seed: int | None,
     n_bins: int,
     t_range: tuple[float, float] | None,
+    aggregation: str = "local",
+    threshold: int | None = None,
 ) -> Any:
     """Private temperature scaling or histogram binning, on sources or one private array."""
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
@@ -112,13 +135,17 @@ def _fit_luo(
 
     est: Any
     if spec["kind"] == "histogram":
-        est = PrivateHistogramBinning(epsilon=epsilon, n_bins=n_bins)
+        est = PrivateHistogramBinning(
+            epsilon=epsilon, n_bins=n_bins, aggregation=aggregation, threshold=threshold
+        )
     else:
         est = PrivateTemperatureScaling(
             objective=spec["objective"],
             epsilon=epsilon,
             n_bins=n_bins,
             t_range="auto" if t_range is None else t_range,
+            aggregation=aggregation,
+            threshold=threshold,
         )
     with warnings.catch_warnings():
         if seed is not None:  # the user asked for simulation noise explicitly: said once
@@ -152,6 +179,9 @@ def _fit_luo(
         f"({len(rep.per_source())} source(s), parallel composition); {rep.unit}-level "
         f"{rep.relation}, n private; {rep.status}"
     )
+    if sources:
+        for line in rep.threat:  # who is trusted with what
+            err_console.print(f"Trust: {line}", soft_wrap=True, highlight=False)
     return est
 
 

@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -409,6 +409,10 @@ class DataSource:
     >>> src.spent, src.remaining
     (0.5, 0.5)
     """
+
+    #: Whether the source can upload a fixed-point answer plus a noise share to an in-process
+    #: secure sum (:meth:`share`); sources answered over a transport add their own noise.
+    uploads_shares: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -1085,8 +1089,17 @@ def sources_report(
 
 
 def check_share_rows(sources: list[DataSource], owner: str) -> None:
-    """Refuse, before any budget is spent, a source too large for the secure sum's bound."""
+    """Refuse, before any budget is spent, a source that cannot upload shares to an in-process
+    secure sum (one answered over a transport, such as Flower's ``RemoteSource``, adds its own
+    noise: mixing it into a distributed fit would release its answer with a share's noise
+    only), or one too large for the secure sum's bound."""
     for s in sources:
+        if not s.uploads_shares:
+            raise ValueError(
+                f"The 'sources' parameter of {owner}: source {s.name!r} ({type(s).__name__}) "
+                "answers with its own noise and cannot upload shares to a secure sum; fit "
+                "with aggregation='local', or give only in-process DataSources."
+            )
         if s._z.shape[0] > MAX_ROWS:
             raise ValueError(
                 f"The 'sources' parameter of {owner}: source {s.name!r} holds more than "

@@ -381,9 +381,9 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         aggregation, threshold = check_aggregation(
             self.aggregation, self.threshold, len(srcs), owner, allowed=("distributed", "local")
         )
-        check_budgets(srcs, float(self.epsilon))
         if aggregation == "distributed":
             check_share_rows(srcs, owner)
+        check_budgets(srcs, float(self.epsilon))
         labels_ = source_labels(srcs)
         with self._recording_fit_warnings():
             proto = self._fit_sources(srcs, labels_, aggregation, threshold)

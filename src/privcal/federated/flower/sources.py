@@ -138,6 +138,10 @@ class RemoteSource(DataSource):
         Seconds to wait for each answer.
     """
 
+    #: A node answers with its own noise (``aggregation="local"``); the distributed form of the
+    #: protocol over SecAgg+ is not built yet, and a distributed fit refuses remote sources.
+    uploads_shares = False
+
     def __init__(
         self, grid: Any, node_id: int, n_classes: int, name: str = "", timeout: float = 60.0
     ) -> None:  # no super().__init__: the data is remote
