@@ -40,6 +40,10 @@ from privcal.metrics.statistics import softmax
 from privcal.privacy import NOT_PRIVATE, InsecureNoiseWarning, PrivacyReport, SeededNoise
 from privcal.privacy.mechanisms import exponential_log_weights
 
+# seeded noise throughout (reproducible tests); test_private_conformal_report_states_relation_
+# public_n_and_noise and tests/unit/test_private_noise_warning.py assert the warning itself
+pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")
+
 
 def test_utilities_hand_computed() -> None:
     # m = 4 bins on [0,1]: scores 0.1 (bin 1), 0.3, 0.3 (bin 2), 1.0 (bin 4)

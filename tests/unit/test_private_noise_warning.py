@@ -26,6 +26,9 @@ from privcal.private.temperature import (
     _identity_index,
 )
 
+# seeded noise throughout (reproducible fits); tests/unit/test_private_source.py asserts its warning
+pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")
+
 
 def _calibrated(n: int, seed: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Labels drawn from softmax(z), calibrated at T = 1; ``scale > 1`` makes z over-confident."""
