@@ -216,7 +216,8 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     ``delta`` (:func:`composed_epsilon`: the zCDP composition of ``r`` rounds converted at the
     run's ``delta``, the number the server shows after round ``r``). The charges of a run are
     found in the ledger by the run's id, so a client first sampled in round 3 pays for rounds
-    1-3 at once; after the last round the ledger holds the run's ``(epsilon, delta)``. The
+    1-3 at once; the last round brings the ledger to the run's declared ``(epsilon, delta)``
+    exactly (at least the composed figure). The
     amount charged is left in ``node["charged"]``. A client answers each round of a run at most
     once, and refuses a round number outside ``1..T``. Once the budget is spent it refuses. A
     client without a ledger keeps no budget of its own and always replies (the server's report
@@ -245,7 +246,10 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             "be a release its ledger did not plan for"
         )
     charged = math.fsum(r.epsilon for r in before)
-    charge = composed_epsilon(cfg, rnd) - charged  # > 0: composed_epsilon increases with r
+    # the run's composed epsilon so far; after the last round the run's declared epsilon
+    # (composed_epsilon(T) <= epsilon: the ledger then records exactly the report's claim)
+    target = eps if rnd == t else composed_epsilon(cfg, rnd)
+    charge = target - charged  # > 0: composed_epsilon increases with r
     delta = 0.0 if before else float(cfg["delta"])
     try:
         odo.spend(
