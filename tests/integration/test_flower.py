@@ -273,3 +273,32 @@ def test_data_source_queries_take_one_message_round_each(tmp_path: Path, monkeyp
     assert queries >= 1 and len(releases) == queries * k
     # the status probe, the budget check, then one push per query
     assert pushes == [k] * (queries + 2)
+
+
+def test_seed000_fit_warnings_reach_the_operator(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A warning of DP Acc-T's fit over remote sources (here a planted one, so that the test
+    does not depend on the secure noise) is printed as a ``privcal: WARNING`` line, as the
+    federated methods' are, not raised into the ServerApp."""
+    import warnings
+
+    from privcal.private import NoiseDominatedWarning, PrivateTemperatureScaling
+
+    real_fit = PrivateTemperatureScaling.fit
+
+    def fit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real_fit(self, *args, **kwargs)
+        warnings.warn("planted: the noise dominates", NoiseDominatedWarning, stacklevel=2)
+        return out
+
+    monkeypatch.setattr(PrivateTemperatureScaling, "fit", fit)
+    rng = np.random.default_rng(5)
+    z = 3.0 * rng.normal(size=(200, 4))
+    y = z.argmax(1)
+    nodes = []
+    for k in range(2):
+        np.savez(tmp_path / f"s{k}.npz", logits=z[k::2], labels=y[k::2])
+        nodes.append(
+            {"data": str(tmp_path / f"s{k}.npz"), "ledger": str(tmp_path / f"l{k}.sqlite")}
+        )
+    _run(nodes, tmp_path, method="acc-t", epsilon=0.5, iterations=1, **{"num-nodes": 2})
+    assert "privcal: WARNING: planted: the noise dominates" in capsys.readouterr().out

@@ -435,7 +435,11 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
     est = PrivateTemperatureScaling(
         objective="acc", epsilon=float(cfg["epsilon"]), iterations=int(cfg["iterations"])
     )
-    est.fit(sources=sources)
+    with warnings.catch_warnings(record=True) as seen:  # e.g. the fit's noise-dominance check
+        warnings.simplefilter("always")
+        est.fit(sources=sources)
+    for w in seen:  # shown on the operator's console as the federated methods' warnings are
+        print(f"privcal: WARNING: {w.message}", flush=True)
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
     print(f"privcal: DP Acc-T over {len(sources)} sources: T = {est.temperature_:.4g}", flush=True)
     end_run(grid, nodes, est, cfg)
