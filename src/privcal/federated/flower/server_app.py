@@ -37,7 +37,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from privcal.calibrators import Calibrator
 from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
-from privcal.federated.flower.messaging import exchange, send_and_receive
+from privcal.federated.flower.messaging import exchange
 from privcal.federated.flower.task import (
     DEFAULTS,
     array_of,
@@ -65,19 +65,8 @@ def _wait_nodes(grid: Grid, n: int, wait_s: float) -> list[int]:
 def _query(
     grid: Grid, nodes: list[int], state: dict[str, np.ndarray], cfg: dict[str, Any], timeout: float
 ) -> list[Message]:
-    # one serialisation of the state and config per round, shared by every node's message (the
-    # Grid sends each its own copy; thousands of clients would otherwise pay for it per node)
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
-    config = ConfigRecord(cfg)
-    msgs = [
-        Message(
-            RecordDict({"state": arrays, "config": config}),
-            dst_node_id=nid,
-            message_type=MessageType.QUERY,
-        )
-        for nid in nodes
-    ]
-    return send_and_receive(grid, msgs, timeout)
+    """Send ``state`` and ``cfg`` to ``nodes`` in one round; the replies (:func:`_query_nodes`)."""
+    return _query_nodes(grid, nodes, state, cfg, timeout)[1]
 
 
 def _query_nodes(
@@ -87,7 +76,9 @@ def _query_nodes(
 
     A reply tells which node it answers through the message it replies to: an error reply
     that the SuperLink makes for a node that went away (Flower's ``NODE_UNAVAILABLE``) comes
-    from the SuperLink's own node id, not the client's.
+    from the SuperLink's own node id, not the client's. The state and config are serialised
+    once per round and shared by every node's message (the Grid sends each its own copy;
+    thousands of clients would otherwise pay for it per node).
     """
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
     config = ConfigRecord(cfg)
