@@ -302,3 +302,28 @@ def test_seed000_fit_warnings_reach_the_operator(tmp_path: Path, capsys, monkeyp
         )
     _run(nodes, tmp_path, method="acc-t", epsilon=0.5, iterations=1, **{"num-nodes": 2})
     assert "privcal: WARNING: planted: the noise dominates" in capsys.readouterr().out
+
+
+def test_secaggplus_counts_a_refusing_client_once(federation, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A client whose ledger cannot pay round 2 drops out of that SecAgg+ round: its console
+    says it refused and why, and the server counts it once (4 replied, 1 dropped), whatever
+    number of SecAgg+ stages it missed; 4 survivors still meet the default t = 4 of 5."""
+    from privcal.federated.flower.task import DEFAULTS, composed_epsilon
+
+    nodes, wd, _z, _y, _parts = federation
+    cfg = {"method": "fedtemp", "rounds": 2, "epsilon": 50.0, "secagg": True}
+    first = composed_epsilon({**DEFAULTS, **cfg}, 1)
+    status = wd / "refuser-status.log"
+    refuser = {
+        **nodes[0],
+        "ledger": str(wd / "refuser.sqlite"),
+        "budget": first * (1 + 1e-9),  # pays round 1 only
+        "delta-budget": 1e-5,
+        "status": str(status),
+    }
+    _run([refuser, *nodes[1:]], wd, tag="refuse", aggregation="distributed", **cfg)
+    out = capsys.readouterr().out
+    assert "privcal: round 1/2: 5 replied, 0 dropped, 0 refused" in out, out
+    assert "privcal: round 2/2: 4 replied, 1 dropped, 0 refused" in out, out
+    lines = status.read_text()
+    assert "round 1/2: answered" in lines and "round 2/2: refused (" in lines, lines

@@ -557,11 +557,17 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         )
     if rep:
         secagg = bool(cfg.get("secagg"))
+        distributed = any("aggregation=distributed" in t for t in rep.get("threat", []))
         trust = (
             "each client keeps its data and its ledger and sends only clipped updates; "
             + (
-                "SecAgg+ hides each update, so the server sees only their sum, and adds the "
-                "Gaussian noise to it (the clients trust the server to add it)."
+                "each adds a discrete Gaussian noise share to its update and SecAgg+ hides "
+                "each upload, so the server sees only the noisy sum and adds no noise (no one "
+                "is trusted with an exact statistic; the threshold below says how many clients "
+                "must be honest)."
+                if distributed
+                else "SecAgg+ hides each update, so the server sees only their exact sum, and "
+                "adds the Gaussian noise to it (the clients trust the server to add it)."
                 if secagg
                 else "the server sees each clipped update and adds the Gaussian noise to their "
                 "sum (the clients trust the server with their clipped updates and to add the "

@@ -136,9 +136,14 @@ def fit_summary(
                         "remaining": rec.remaining,
                     }
                 )
+        distributed = any("aggregation=distributed" in t for t in getattr(rep, "threat", ()))
         out["trust"] = (
-            "each source keeps its rows and its ledger and adds the noise to its own answers; "
-            "'privcal fit' sees only the noisy answers."
+            "each source keeps its rows and its ledger and uploads its exact answer in fixed "
+            "point plus a noise share to a secure sum; 'privcal fit' sees only the sum, whose "
+            "shares make up the noise of one release (see the threat model below)."
+            if sources and distributed
+            else "each source keeps its rows and its ledger and adds the noise to its own "
+            "answers; 'privcal fit' sees only the noisy answers."
             if sources
             else "the machine that ran 'privcal fit' read the raw validation scores (a trusted "
             "curator); what is private is the calibrator it released."

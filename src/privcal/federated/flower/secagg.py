@@ -174,7 +174,8 @@ class _PrivcalClient(NumPyClient):
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
         cfg = {**DEFAULTS, **self.run_config, **config}
         refusal = charge_round(self.node, cfg, self.run_id)
-        if refusal is not None:
+        if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
+            write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
         fm = method_from_config(cfg)
         z, y = client_data(self.node, self.run_config)
@@ -301,7 +302,7 @@ class _Strategy(FedAvg):
             row = {
                 "round": server_round,
                 "n_clients": n,
-                "failures": len(failures),
+                "failures": max(self.n_nodes - n, 0),
                 "seconds": time.perf_counter() - self.t0,
                 "epsilon_spent": 0.0,
             }
@@ -310,7 +311,10 @@ class _Strategy(FedAvg):
         eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
         seconds = time.perf_counter() - self.t0
         rounds = int(self.cfg["rounds"])
-        print(progress_line(server_round, rounds, n, len(failures), 0, eps, budget, seconds))
+        # SecAgg+ reports a client that refused or left once per stage it missed: count the
+        # declared clients that did not reply (a refusal is a dropout here)
+        dropped = max(self.n_nodes - n, 0)
+        print(progress_line(server_round, rounds, n, dropped, 0, eps, budget, seconds))
         self.t0 = time.perf_counter()
         if self.out_dir is not None:
             dump_json(self.out_dir / "history.json", self.history)
