@@ -351,13 +351,16 @@ def optimal_gamma(n: int, alpha: float, epsilon: float, bins: Any) -> float:
     return _gamma(n, a, eps, _n_bins(bins, owner))
 
 
-def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> float:
-    """``E[e_J]`` under the mechanism's law for sorted scores and ``m`` equal-width bins.
+def _bin_groups(
+    u_sorted: np.ndarray, q: float, eps: float, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The mechanism's law for sorted scores and ``m`` equal-width bins, grouped.
 
-    Exact and ``O(n)`` whatever ``m``: all empty bins between two occupied bins share the same
-    ``w`` (both counts are constant there), so the law is a mixture over at most ``2n + 1``
-    groups: each occupied bin (one candidate), and each run of empty bins before it (``g``
-    candidates with the arithmetic-series sum of their edges ``j / m``), plus the trailing run.
+    All empty bins between two occupied bins share the same ``w`` (both counts are constant
+    there), so the law is a mixture over at most ``2n + 1`` groups: each occupied bin (one
+    candidate), each run of empty bins before it, and the trailing run. Returns each group's
+    log-weight (shifted so its maximum is 0), its number of bins, and the occupied bins, the
+    occupied bin before each, and the length of the trailing run.
     """
     n = u_sorted.size
     b = np.minimum(np.maximum(np.ceil(u_sorted * m).astype(np.int64) - 1, 0), m - 1)
@@ -367,7 +370,7 @@ def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> f
     upto = np.concatenate((start[1:], [n]))  # scores in bins <= occ_l
     prev = np.concatenate(([-1], occ[:-1]))
     gap = occ - prev - 1  # empty bins strictly between prev and occ
-    last = m - 1 - occ[-1]
+    last = int(m - 1 - occ[-1])
     # w per group: occupied bins, runs of empty bins before them, the trailing run
     w = np.concatenate(
         (
@@ -377,6 +380,19 @@ def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> f
         )
     )
     count = np.concatenate((np.ones(occ.size), gap, [last])).astype(np.float64)
+    lw = w * (-eps / (2.0 * quantile_sensitivity(q)))
+    lw -= lw.max()
+    return lw, count, occ, prev, last
+
+
+def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> float:
+    """``E[e_J]`` under the mechanism's law for sorted scores and ``m`` equal-width bins.
+
+    Exact and ``O(n)`` whatever ``m`` (:func:`_bin_groups`): each group contributes its
+    weight times the arithmetic-series sum of its edges ``j / m``.
+    """
+    lw, count, occ, prev, last = _bin_groups(u_sorted, q, eps, m)
+    gap = count[occ.size : 2 * occ.size]
     # sum of the edges (b + 1) / m over the bins b of each group
     edge_sum = np.concatenate(
         (
@@ -385,8 +401,6 @@ def _expected_threshold(u_sorted: np.ndarray, q: float, eps: float, m: int) -> f
             [(occ[-1] + 2 + m) * last / (2.0 * m)],
         )
     )
-    lw = w * (-eps / (2.0 * quantile_sensitivity(q)))
-    lw -= lw.max()
     p = np.exp(lw)
     # not a BLAS dot: ddot is ~1000x slower when exp(lw) underflows to subnormals
     return float(np.sum(p * edge_sum) / np.sum(p * count))
@@ -397,29 +411,11 @@ def _sampled_threshold(
 ) -> float:
     """One draw ``e_J`` of the mechanism for sorted scores and ``m`` equal-width bins.
 
-    The same grouping as :func:`_expected_threshold`: a group is drawn with probability
-    ``count * weight``, then a bin uniformly within it (the bins of a group share one weight).
+    The groups of :func:`_bin_groups`: a group is drawn with probability ``count * weight``,
+    then a bin uniformly within it (the bins of a group share one weight).
     """
-    n = u_sorted.size
-    b = np.minimum(np.maximum(np.ceil(u_sorted * m).astype(np.int64) - 1, 0), m - 1)
-    start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
-    occ = b[start]
-    before = start
-    upto = np.concatenate((start[1:], [n]))
-    prev = np.concatenate(([-1], occ[:-1]))
-    gap = occ - prev - 1
-    last = m - 1 - occ[-1]
-    w = np.concatenate(
-        (
-            np.maximum(before / q, (n - upto) / (1.0 - q)),
-            np.maximum(before / q, (n - before) / (1.0 - q)),
-            [n / q],
-        )
-    )
-    count = np.concatenate((np.ones(occ.size), gap, [last])).astype(np.float64)
+    lw, count, occ, prev, _ = _bin_groups(u_sorted, q, eps, m)
     first = np.concatenate((occ, prev + 1, [occ[-1] + 1]))  # first bin of each group
-    lw = w * (-eps / (2.0 * quantile_sensitivity(q)))
-    lw -= lw.max()
     p = np.exp(lw) * count
     g = int(rng.choice(p.size, p=p / p.sum()))
     j = int(first[g] + rng.integers(int(count[g])))
