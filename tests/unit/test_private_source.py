@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from privcal.calibrators import FitWarning
 from privcal.data import write_scores
 from privcal.metrics.statistics import (
     accuracy_gap_sum,
@@ -265,7 +266,11 @@ def test_reports_state_relation_public_and_noise() -> None:
 
     z, y = _rows(60, 0)
     for est in (PrivateTemperatureScaling(epsilon=1.0), PrivateHistogramBinning(epsilon=1.0)):
-        rep = est.fit(z, y).privacy_report_
+        with warnings.catch_warnings():
+            # Secure noise at n = 60 hides the accuracy gap in about 6% of fits (measured:
+            # 19 of 300); that NoiseDominatedWarning is a correct outcome, not this test's subject.
+            warnings.simplefilter("ignore", FitWarning)
+            rep = est.fit(z, y).privacy_report_
         assert (rep.unit, rep.relation, rep.noise, rep.status) == (
             "example",
             "add/remove",
