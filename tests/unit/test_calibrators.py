@@ -885,7 +885,7 @@ def _objectives(seed: int) -> dict[str, tuple[Any, np.ndarray]]:
     return {
         "platt": (sc._Platt(z[:, 1] - z[:, 0], y % 2, 0.7), rng.normal(size=2)),
         "vector": (sc._Vector(z, y, 0.7), rng.normal(size=2 * c)),
-        "matrix": (sc._Matrix(z, y, 0.7, 0.1, 0.2), rng.normal(size=c * c + c)),
+        "matrix": (sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64), rng.normal(size=c * c + c)),
         "op-vector": (sc._OrderPreserving(gaps, rank, 0.7), 0.3 * rng.normal(size=c - 1)),
     }
 
@@ -904,6 +904,35 @@ def test_scaling_objectives_have_exact_gradients_and_hessian_products(name: str)
         bend = (obj(x + h * v)[1] - obj(x - h * v)[1]) / (2 * h)
         assert grad @ v == pytest.approx(slope, rel=1e-7, abs=1e-9)
         np.testing.assert_allclose(obj.hessp(x, v), bend, rtol=1e-6, atol=1e-7 * np.abs(bend).max())
+
+
+def test_matrix_scaling_float32_hessian_products_match_float64() -> None:
+    """The default float32 products differ from the float64 ones by rounding only: each entry
+    of the two N x C x C products is a sum of N * C terms, whose float32 error is about
+    sqrt(N * C) unit roundoffs (u = 6e-8) of the terms' magnitude, ~2e-6 here; 1e-4 leaves
+    the worst case (N * C u = 9e-5) room, and far exceeds what CG's stopping rule notices."""
+    from privcal.calibrators import scaling as sc
+
+    rng = np.random.default_rng(6)
+    n, c = 300, 5
+    z, y = 3.0 * rng.normal(size=(n, c)), rng.integers(0, c, n)
+    x, v = rng.normal(size=c * c + c), rng.normal(size=c * c + c)
+    exact = sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64).hessp(x, v)
+    fast = sc._Matrix(z, y, 0.7, 0.1, 0.2).hessp(x, v)
+    rel = np.linalg.norm(fast - exact) / np.linalg.norm(exact)
+    assert 0.0 < rel < 1e-4  # > 0: the default really computes in float32
+
+
+@pytest.mark.parametrize("name", ["vector", "matrix"])
+def test_preconditioners_are_invertible_changes_of_variables(name: str) -> None:
+    """x = A t: to_t inverts to_x and pull is its transpose (<A t, g> = <t, A^T g>), so the
+    solver's gradient and Hessian products in t are those of the same objective."""
+    obj, x = _objectives(7)[name]
+    change = obj.preconditioner(x)
+    rng = np.random.default_rng(8)
+    t, g = rng.normal(size=x.size), rng.normal(size=x.size)
+    np.testing.assert_allclose(change.to_t(change.to_x(t)), t, rtol=1e-9, atol=1e-9)
+    assert change.to_x(t) @ g == pytest.approx(t @ change.pull(g), rel=1e-10)
 
 
 def _reference_fit(cal: Any, z: np.ndarray, y: np.ndarray) -> np.ndarray:
