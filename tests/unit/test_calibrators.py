@@ -935,6 +935,27 @@ def test_preconditioners_are_invertible_changes_of_variables(name: str) -> None:
     assert change.to_x(t) @ g == pytest.approx(t @ change.pull(g), rel=1e-10)
 
 
+@pytest.mark.parametrize("data", ["clean", "saturated"])
+def test_matrix_cross_fit_twin_is_the_fit_from_the_identity(saturated: Any, data: str) -> None:
+    """The cross-fit twin's solver starts at the full fit's parameters (``_fit_twin``), yet it
+    is the fit of its half from the identity: the same parameters and probabilities to the
+    solver's tolerance, with (saturated: 1% of rows beyond the NLL bound, so several
+    majorise-minimise rounds) and without the bound at work."""
+    z_clean, z_sat, y = saturated
+    z = z_sat if data == "saturated" else z_clean
+    half = np.random.default_rng(0).permutation(y.size)[: y.size // 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)
+        full = MatrixScaling().fit(z, y)
+        twin = full._fit_twin(z[half], y[half])
+        fresh = clone(full)
+        fresh._fit(z[half], y[half])
+    np.testing.assert_allclose(twin.coef_, fresh.coef_, atol=1e-4)
+    np.testing.assert_allclose(twin.intercept_, fresh.intercept_, atol=1e-4)
+    np.testing.assert_allclose(twin._predict_proba(z), fresh._predict_proba(z), atol=1e-5)
+    assert not np.allclose(full.coef_, fresh.coef_, atol=1e-3)  # the start was elsewhere
+
+
 def _reference_fit(cal: Any, z: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The same objective minimised by an independent path: SciPy's BFGS with finite-difference
     gradients on the shared NLL statistic (nll_terms) of the calibrator's own map."""

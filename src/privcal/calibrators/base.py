@@ -248,10 +248,9 @@ class Calibrator(BaseEstimator):
         halves = np.array_split(np.random.default_rng(0).permutation(n), 2)
         held_out = np.empty((n, z.shape[1]))
         for fit_rows, test_rows in ((halves[0], halves[1]), (halves[1], halves[0])):
-            twin = clone(self)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the twins' own diagnostics are not the user's
-                twin._fit(z[fit_rows], y[fit_rows])
+                twin = self._fit_twin(z[fit_rows], y[fit_rows])
                 held_out[test_rows] = twin._predict_proba(z[test_rows])
         calibrated = top_label_bins(held_out, y, CROSS_FIT_BINS).ece()
         uncalibrated = top_label_bins(softmax(z), y, CROSS_FIT_BINS).ece()
@@ -279,6 +278,16 @@ class Calibrator(BaseEstimator):
                 CrossFitWarning,
                 stacklevel=4,
             )
+
+    def _fit_twin(self: C, z: np.ndarray, y: np.ndarray) -> C:
+        """A copy of this calibrator fitted on one half of the cross-fit (:meth:`_cross_fit_check`).
+
+        The default fits a clone afresh. A subclass may pass its own fit's result to the twin's
+        solver as a starting point where the result provably does not depend on it.
+        """
+        twin = clone(self)
+        twin._fit(z, y)
+        return twin
 
     @contextmanager
     def _recording_fit_warnings(self) -> Iterator[None]:

@@ -48,9 +48,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.linalg import lapack
 from scipy.optimize import minimize
 from scipy.special import expit
+from sklearn.base import clone
 
 from privcal._params import check_int, check_real
 from privcal.calibrators.base import (
@@ -205,10 +205,15 @@ class _Objective:
         """The Hessian-vector product; its ``N x C`` arrays (:meth:`push`, the curvature image,
         :meth:`pull_curvature`) are :attr:`product_dtype`."""
         _, _, grad, p = self._cached(x)
-        pdu = p * self.push(x, v)
-        curv = pdu - p * pdu.sum(axis=1, keepdims=True)
-        out = self.pull_curvature(x, curv * self.product_dtype(self.scale))
+        out = self.pull_curvature(x, self.curvature_image(p, self.push(x, v)))
         return out + self.second_order(x, grad, v) + self.penalty_hessp(v)
+
+    def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
+        """The scaled curvature image :math:`s\\,(p \\odot \\delta u - p\\,(p^\\top \\delta u))`
+        of a logit direction ``du``, row by row (may overwrite ``du``)."""
+        pdu = p * du
+        curv = pdu - p * pdu.sum(axis=1, keepdims=True)
+        return curv * self.product_dtype(self.scale)
 
     def diagonal(self, x: np.ndarray) -> np.ndarray:
         p, _ = self._softmax(x)
@@ -261,36 +266,30 @@ class _DiagonalScaling(_Scaling):
 class _BlockScaling(_Scaling):
     """:math:`A` block diagonal, :math:`A_c = L_c^{-\\top}` with :math:`B_c = L_c L_c^\\top` the
     Cholesky factor of block ``c`` of the curvature; ``blocks[c]`` lists the entries of ``x`` in
-    block ``c``."""
+    block ``c``. The products are triangular solves (:mod:`privcal.calibrators._kernels`)."""
 
     def __init__(self, curvature: np.ndarray, blocks: np.ndarray) -> None:
-        self.blocks = blocks
-        self.chol = np.linalg.cholesky(curvature)
-        self.inv = np.stack([_lower_inverse(f) for f in self.chol])
+        from privcal.calibrators import _kernels  # numba: imported when first needed
 
-    def _apply(self, mats: np.ndarray, v: np.ndarray, transpose: bool) -> np.ndarray:
+        self.blocks = blocks
+        self.factors = np.linalg.cholesky(curvature)
+        self._kernels = _kernels
+
+    def _apply(
+        self, kernel: Callable[[np.ndarray, np.ndarray], np.ndarray], v: np.ndarray
+    ) -> np.ndarray:
         out = np.empty_like(v)
-        out[self.blocks] = np.einsum(
-            "ckj,ck->cj" if transpose else "cjk,ck->cj", mats, v[self.blocks], optimize=True
-        )
+        out[self.blocks] = kernel(self.factors, v[self.blocks])
         return out
 
     def to_x(self, t: np.ndarray) -> np.ndarray:
-        return self._apply(self.inv, t, transpose=True)
+        return self._apply(self._kernels.lower_t_solve, t)
 
     def to_t(self, x: np.ndarray) -> np.ndarray:
-        return self._apply(self.chol, x, transpose=True)
+        return self._apply(self._kernels.lower_t_product, x)
 
     def pull(self, g: np.ndarray) -> np.ndarray:
-        return self._apply(self.inv, g, transpose=False)
-
-
-def _lower_inverse(factor: np.ndarray) -> np.ndarray:
-    """The inverse of a lower-triangular matrix (LAPACK ``dtrtri``)."""
-    inv, info = lapack.dtrtri(factor, lower=1)
-    if info != 0:  # a Cholesky factor has a positive diagonal
-        raise np.linalg.LinAlgError(f"dtrtri failed (info = {info})")
-    return np.asarray(inv)
+        return self._apply(self._kernels.lower_solve, g)
 
 
 def _trust_newton(
@@ -348,6 +347,7 @@ def _fit_bounded_nll(
     max_iter: int,
     bound: float | None,
     owner: str,
+    solver_start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Minimise :math:`\\frac1N\\sum_i\\min(\\ell_i(x), B)` (+ penalty) from ``x0``.
 
@@ -360,17 +360,25 @@ def _fit_bounded_nll(
     rounds). ``bound=None`` is the plain fit. When every example is at or below ``B`` at ``x0``
     and at the plain fit from ``x0``, the result is that plain fit. Each iteration is reported
     to :func:`privcal.calibrators.progress.fit_progress` (silent by default).
+
+    ``solver_start``, when given, is where the first trust-region solve starts instead of
+    ``x0``; the first active set is still that of ``x0``. Only for maps affine in ``x``
+    (matrix scaling): then every majoriser is convex with a single minimiser (the penalty
+    makes it strictly convex), each solve returns that minimiser wherever it starts (to the
+    solver's tolerance), and the rounds, active sets and result are those from ``x0``.
     """
     step = report(owner)
+    start = x0 if solver_start is None else solver_start
     if bound is None:
-        return _trust_newton(make_objective(np.arange(n), 1.0), x0, max_iter, step)
+        return _trust_newton(make_objective(np.arange(n), 1.0), start, max_iter, step)
     x = x0
     active = nll_of(x) <= bound
     for _ in range(_MAX_MM):
         rows = np.flatnonzero(active)
         if rows.size == 0:  # every example at the bound: the NLL part is flat
             break
-        x = _trust_newton(make_objective(rows, rows.size / n), x, max_iter, step)
+        x = _trust_newton(make_objective(rows, rows.size / n), start, max_iter, step)
+        start = x
         now = nll_of(x) <= bound
         if np.array_equal(now, active):
             break
@@ -472,6 +480,11 @@ class _Matrix(_Objective):
     def pull(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         return np.concatenate([(g.T @ self.z).ravel(), g.sum(axis=0)])
 
+    def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
+        from privcal.calibrators._kernels import curvature_image
+
+        return curvature_image(p, du, self.scale)  # one pass, in place of du
+
     def pull_curvature(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         zg = self.zt_products @ g
         return np.concatenate([zg.T.ravel(), g.sum(axis=0)]).astype(np.float64)
@@ -492,7 +505,11 @@ class _Matrix(_Objective):
         ps = p[::stride]
         q = ps * (1.0 - ps) * (self.scale * stride)
         zt = np.column_stack([self.z[::stride], np.ones(ps.shape[0])])
-        curvature = np.stack([(zt * q[:, k : k + 1]).T @ zt for k in range(c)])
+        low = np.tril_indices(c + 1)  # each block is symmetric: one product for the triangles
+        triangles = q.T @ (zt[:, low[0]] * zt[:, low[1]])
+        curvature = np.empty((c, c + 1, c + 1))
+        curvature[:, low[0], low[1]] = triangles
+        curvature[:, low[1], low[0]] = triangles
         blocks = np.column_stack([np.arange(c * c).reshape(c, c), c * c + np.arange(c)])
         diag = curvature[:, np.arange(c + 1), np.arange(c + 1)]
         diag += self.pen_diag[blocks]
@@ -837,7 +854,7 @@ class MatrixScaling(Calibrator):
         lr = self.logit_range
         return floor_logits(z, None if lr is None else float(lr))
 
-    def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
+    def _fit(self, z: np.ndarray, y: np.ndarray, solver_start: np.ndarray | None = None) -> None:
         z = self._floored(z)[0]
         n, c = z.shape
         lam, mu = float(self.reg_offdiag), float(self.reg_intercept)
@@ -850,8 +867,18 @@ class MatrixScaling(Calibrator):
 
         bound = None if self.nll_bound is None else float(self.nll_bound)
         x0 = np.concatenate([np.eye(c).ravel(), np.zeros(c)])
-        x = _fit_bounded_nll(make_loss, nll_of, x0, n, self.max_iter, bound, "matrix scaling")
+        x = _fit_bounded_nll(
+            make_loss, nll_of, x0, n, self.max_iter, bound, "matrix scaling", solver_start
+        )
         self.coef_, self.intercept_ = x[: c * c].reshape(c, c), x[c * c :]
+
+    def _fit_twin(self, z: np.ndarray, y: np.ndarray) -> MatrixScaling:
+        """The cross-fit twin's solves start at this fit's parameters, which halves their
+        Newton work; its majorise-minimise path still starts at the identity map, so the twin is
+        the fit of its half from the identity (:func:`_fit_bounded_nll`, ``solver_start``)."""
+        twin = clone(self)
+        twin._fit(z, y, solver_start=np.concatenate([self.coef_.ravel(), self.intercept_]))
+        return twin
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         z = self._floored(z)[0]
