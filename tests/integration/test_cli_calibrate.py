@@ -446,6 +446,20 @@ def test_top_label_histogram_binning_fit_apply_evaluate_plot(
     assert res.exit_code == 0, res.output
     assert plot1.read_text().lstrip().startswith("<?xml")
 
+    # --out keeps the diagrams' data (the bins of the confidences), so the report has a figure
+    summary = tmp_path / "ev.json"
+    res = _invoke("evaluate", "-i", test, "-c", cal, "--out", summary)
+    assert res.exit_code == 0, res.output
+    rel = json.loads(summary.read_text())["reliability"]
+    assert set(rel) == {"before", "after"}
+    after_bins = calibration_bins(got.confidence, correct, 15)
+    np.testing.assert_array_equal(rel["after"]["counts"], after_bins.counts)
+    assert sum(rel["before"]["counts"]) == 300
+    res = _invoke("report", summary)
+    assert res.exit_code == 0, res.output
+    page = next(tmp_path.glob("ev*.html")).read_text()
+    assert page.count("<svg") + page.count("<img") >= 1
+
 
 def test_top_label_files_refuse_what_needs_whole_vectors(
     tmp_path: Path, files: dict[str, Path], overconfident: tuple[np.ndarray, np.ndarray]

@@ -562,8 +562,9 @@ def evaluate(
         scores = load_scores(input, kind, full=False)
         cal = load_calibrator(calibrator) if calibrator is not None else None
         columns, after = _evaluate_columns(scores, cal, n_bins)
+        top_label = _toplabel_reliabilities(scores, after, n_bins)
         if plot is not None:
-            _plot(scores, after, cal, n_bins, plot, input.name)
+            _plot(scores, after, cal, top_label, n_bins, plot, input.name)
         probs = after if isinstance(after, np.ndarray) else None
         if out is not None:
             from privcal.experiments.outputs import evaluate_summary, write_summary
@@ -581,6 +582,7 @@ def evaluate(
                     logits=scores.logits,
                     probs=probs,
                     labels=scores.labels,
+                    top_label_reliability=top_label,
                 ),
             )
     classes = "top label" if scores.is_top_label else f"{scores.n_classes} classes"
@@ -604,25 +606,37 @@ def _toplabel_reliability(scores: Scores, n_bins: int) -> Any:
     return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
 
 
+def _toplabel_reliabilities(
+    scores: Scores, after: np.ndarray | Scores | None, n_bins: int
+) -> list[Any]:
+    """The top-label reliability of a top-label file, and of its calibrated scores when there
+    are any; empty for full score vectors."""
+    if not scores.is_top_label:
+        return []
+    rels = [_toplabel_reliability(scores, n_bins)]
+    if isinstance(after, Scores):
+        rels.append(_toplabel_reliability(after, n_bins))
+    return rels
+
+
 def _plot(
     scores: Scores,
     after: np.ndarray | Scores | None,
     cal: Any,
+    top_label: list[Any],
     n_bins: int,
     path: Path,
     title: str,
 ) -> None:
-    """Write the reliability diagram of ``evaluate --plot`` (top-label files: the top-label
-    diagram of their confidences)."""
+    """Write the reliability diagram of ``evaluate --plot`` (top-label files: ``top_label``, the
+    diagrams of their confidences)."""
     from privcal.plots import before_after, reliability_diagram, reliability_panels, save_figure
 
-    if scores.is_top_label:
-        rels = [_toplabel_reliability(scores, n_bins)]
+    if top_label:
         titles = [title]
-        if isinstance(after, Scores):
-            rels.append(_toplabel_reliability(after, n_bins))
+        if len(top_label) == 2:
             titles = ["Input scores", f"Calibrated ({type(cal).__name__})"]
-        save_figure(reliability_panels(rels, titles), path)
+        save_figure(reliability_panels(top_label, titles), path)
         return
     assert scores.logits is not None
     probs = after if isinstance(after, np.ndarray) else None

@@ -26,12 +26,15 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privcal import __version__
 from privcal.experiments.document import jsonable, reliability_data
+
+if TYPE_CHECKING:
+    from privcal.metrics import Reliability
 
 __all__ = [
     "KINDS",
@@ -162,9 +165,12 @@ def evaluate_summary(
     logits: np.ndarray | None,
     probs: np.ndarray | None,
     labels: np.ndarray,
+    top_label_reliability: Sequence[Reliability] = (),
 ) -> dict[str, Any]:
-    """The ``evaluate`` summary: its metrics table and the reliability data (full score vectors
-    only; a top-label file has no logits to bin here)."""
+    """The ``evaluate`` summary: its metrics table and the reliability data: binned here from
+    full score vectors (``logits``, and ``probs`` after a calibrator), or for a top-label file
+    the diagrams ``evaluate`` bins from its confidences (``top_label_reliability``: before, and
+    after a calibrator)."""
     out: dict[str, Any] = {
         "input": input_file,
         "calibrator": calibrator_file,
@@ -175,6 +181,10 @@ def evaluate_summary(
     }
     if logits is not None:
         out["reliability"] = _reliability_pair(logits, probs, labels, n_bins)
+    elif top_label_reliability:
+        stages = ("before", "after")[: len(top_label_reliability)]
+        pairs = zip(stages, top_label_reliability, strict=True)
+        out["reliability"] = {k: reliability_data(r) for k, r in pairs}
     return out
 
 
