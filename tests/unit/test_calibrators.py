@@ -873,6 +873,13 @@ def test_scaling_on_20news_keeps_accuracy_and_improves_ece(shared_data: Any, nam
 # -- trust-region Newton fits of vector, matrix and Platt scaling ----------------------------
 
 
+def _compiled(obj: Any) -> Any:
+    """A small matrix-scaling objective on the path of large ones (block preconditioner,
+    compiled kernels), which ``COMPILED_MIN_WORK`` keeps for N * C * C >= 2^24."""
+    obj.compiled = True
+    return obj
+
+
 def _objectives(seed: int) -> dict[str, tuple[Any, np.ndarray]]:
     from privcal.calibrators import scaling as sc
 
@@ -882,15 +889,18 @@ def _objectives(seed: int) -> dict[str, tuple[Any, np.ndarray]]:
     y = rng.integers(0, c, n)
     order, gaps = sc.sorted_gaps(z)
     rank = np.argsort(order, axis=1)[np.arange(n), y]
-    return {
+    objectives = {
         "platt": (sc._Platt(z[:, 1] - z[:, 0], y % 2, 0.7), rng.normal(size=2)),
         "vector": (sc._Vector(z, y, 0.7), rng.normal(size=2 * c)),
         "matrix": (sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64), rng.normal(size=c * c + c)),
         "op-vector": (sc._OrderPreserving(gaps, rank, 0.7), 0.3 * rng.normal(size=c - 1)),
     }
+    compiled = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64))
+    objectives["matrix-compiled"] = (compiled, objectives["matrix"][1])
+    return objectives
 
 
-@pytest.mark.parametrize("name", ["platt", "vector", "matrix", "op-vector"])
+@pytest.mark.parametrize("name", ["platt", "vector", "matrix", "matrix-compiled", "op-vector"])
 def test_scaling_objectives_have_exact_gradients_and_hessian_products(name: str) -> None:
     """Gradients and Hessian-vector products of the fitting objectives equal central
     differences of the objective and of the gradient (the Newton fits rely on them)."""
@@ -918,12 +928,16 @@ def test_matrix_scaling_float32_hessian_products_match_float64() -> None:
     z, y = 3.0 * rng.normal(size=(n, c)), rng.integers(0, c, n)
     x, v = rng.normal(size=c * c + c), rng.normal(size=c * c + c)
     exact = sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64).hessp(x, v)
-    fast = sc._Matrix(z, y, 0.7, 0.1, 0.2).hessp(x, v)
-    rel = np.linalg.norm(fast - exact) / np.linalg.norm(exact)
-    assert 0.0 < rel < 1e-4  # > 0: the default really computes in float32
+    for fast_objective in (
+        sc._Matrix(z, y, 0.7, 0.1, 0.2),
+        _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2)),
+    ):
+        fast = fast_objective.hessp(x, v)
+        rel = np.linalg.norm(fast - exact) / np.linalg.norm(exact)
+        assert 0.0 < rel < 1e-4  # > 0: the default really computes in float32
 
 
-@pytest.mark.parametrize("name", ["vector", "matrix"])
+@pytest.mark.parametrize("name", ["vector", "matrix", "matrix-compiled"])
 def test_preconditioners_are_invertible_changes_of_variables(name: str) -> None:
     """x = A t: to_t inverts to_x and pull is its transpose (<A t, g> = <t, A^T g>), so the
     solver's gradient and Hessian products in t are those of the same objective."""
@@ -989,12 +1003,25 @@ def _reference_fit(cal: Any, z: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "cal", [VectorScaling(), VectorScaling(order_preserving=True), MatrixScaling()]
+    ("cal", "compiled"),
+    [
+        (VectorScaling(), False),
+        (VectorScaling(order_preserving=True), False),
+        (MatrixScaling(), False),
+        (MatrixScaling(), True),
+    ],
 )
-def test_newton_scaling_fit_is_the_minimum_of_its_objective(overconfident: Any, cal: Any) -> None:
+def test_newton_scaling_fit_is_the_minimum_of_its_objective(
+    overconfident: Any, cal: Any, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The trust-region Newton fit reaches the minimum an independent BFGS fit of the same
     objective (shared NLL statistic, finite-difference gradients) finds: the same parameters
-    and calibrated probabilities to optimisation accuracy."""
+    and calibrated probabilities to optimisation accuracy (matrix scaling on both its paths:
+    ``compiled`` is the one of N * C * C >= 2^24)."""
+    from privcal.calibrators import scaling as sc
+
+    if compiled:
+        monkeypatch.setattr(sc._Matrix, "COMPILED_MIN_WORK", 0)
     z, y = overconfident
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FitWarning)

@@ -440,11 +440,20 @@ class _Matrix(_Objective):
     products only steer the conjugate gradient, whose stopping rule asks for a residual far
     above that, while the gradient — which decides where the fit stops — stays float64, so the
     minimiser is unchanged.
-    :meth:`preconditioner` scales by the curvature's per-class blocks.
+
+    From :attr:`COMPILED_MIN_WORK` on (``N * C * C``, the work of one product),
+    :meth:`preconditioner` scales by the curvature's per-class blocks and the curvature image
+    and the blocks' triangular solves are compiled (:mod:`privcal.calibrators._kernels`;
+    numba compiles them once per machine, in about two seconds, and caches them). Smaller
+    fits, which take milliseconds, keep NumPy and the diagonal scaling, as the metrics'
+    kernels do (:data:`privcal.metrics.statistics.COMPILED_MIN_ENTRIES`).
     """
 
     #: Rows (every k-th) from which :meth:`preconditioner` estimates the curvature blocks.
     PRECONDITIONER_ROWS = 1024
+    #: ``N * C * C`` from which the block preconditioner and the compiled kernels are used
+    #: (2^24: 5000 x 100 classes is 5e7; 10 000 x 10 classes, 1e6, keeps NumPy).
+    COMPILED_MIN_WORK = 1 << 24
 
     def __init__(
         self,
@@ -464,6 +473,7 @@ class _Matrix(_Objective):
         self.off = 1.0 - np.eye(self.c)
         self.lam, self.mu = lam, mu
         self.pen_diag = np.concatenate([2.0 * lam * self.off.ravel(), np.full(self.c, 2.0 * mu)])
+        self.compiled = z.shape[0] * self.c * self.c >= self.COMPILED_MIN_WORK
 
     def _split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = self.c
@@ -481,6 +491,8 @@ class _Matrix(_Objective):
         return np.concatenate([(g.T @ self.z).ravel(), g.sum(axis=0)])
 
     def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
+        if not self.compiled:
+            return super().curvature_image(p, du)
         from privcal.calibrators._kernels import curvature_image
 
         return curvature_image(p, du, self.scale)  # one pass, in place of du
@@ -497,8 +509,11 @@ class _Matrix(_Objective):
         row (at most :attr:`PRECONDITIONER_ROWS`; a preconditioner changes the path, not the
         minimiser), floored at 1e-12 of its largest diagonal entry. The cross-class terms
         :math:`-p_{ic}p_{id}` are left to the conjugate gradient. On the shared WRN CIFAR-100
-        network this needs ~100 Hessian-vector products where the diagonal needed ~280.
+        network this needs ~100 Hessian-vector products where the diagonal needed ~280. Below
+        :attr:`COMPILED_MIN_WORK`, the diagonal.
         """
+        if not self.compiled:
+            return super().preconditioner(x)
         c = self.c
         p, _ = self._softmax(x)
         stride = -(-p.shape[0] // self.PRECONDITIONER_ROWS)
@@ -525,6 +540,10 @@ class _Matrix(_Objective):
 
     def penalty_hessp(self, v: np.ndarray) -> np.ndarray:
         return self.pen_diag * v
+
+    def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        q = p * (1.0 - p) * self.scale
+        return np.concatenate([(q.T @ (self.z * self.z)).ravel(), q.sum(axis=0)])
 
 
 class _OrderPreserving(_Objective):
