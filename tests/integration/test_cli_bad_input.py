@@ -200,6 +200,8 @@ CASES += [
     # --n-bins: below 1, or with a method that has no bins (it would be ignored)
     ("fit-n-bins-0", [*FIT[:2], "histogram", *FIT[3:], "{cal}", "--n-bins", "0"], 2,
      "'--n-bins'"),
+    ("evaluate-n-bins-0", [*EVAL, "{test}", "--n-bins", "0"], 2,
+     "'--n-bins' parameter of privcal evaluate"),
     ("fit-n-bins-no-bins", [*FIT, "{cal}", "--n-bins", "7"], 2, "histogram, histogram-classwise"),
     ("fit-private-n-bins-no-bins", [*FIT[:2], "acc-t", *FIT[3:], "{cal}", "--epsilon", "1",
                                     "--n-bins", "7"], 2, "--n-bins"),

@@ -160,7 +160,15 @@ def test_bad_calibrator_file_and_class_mismatch(tmp_path: Path, files: dict[str,
     assert _invoke("fit", "-m", "vector", "-i", files["val"], "-o", cal).exit_code == 0
     three = tmp_path / "three.npz"
     np.savez(three, logits=np.zeros((4, 3)), labels=np.array([0, 1, 2, 0]))
-    _assert_usage_error(_invoke("evaluate", "-i", three, "-c", cal), "fitted on 4 classes")
+    _assert_usage_error(
+        _invoke("evaluate", "-i", three, "-c", cal),
+        "--calibrator calibrator was fitted on 4 classes",
+        "three.npz' has 3 classes",
+        "another model",
+    )
+    _assert_usage_error(
+        _invoke("apply", "-c", cal, "-i", three, "-o", tmp_path / "p3.npz"), "has 3 classes"
+    )
     _assert_usage_error(
         _invoke("apply", "-c", cal, "-i", files["test"], "-o", tmp_path / "p.txt"),
         "must end in one of .json, .csv, .parquet, .npz",
@@ -459,6 +467,34 @@ def test_top_label_histogram_binning_fit_apply_evaluate_plot(
     assert res.exit_code == 0, res.output
     page = next(tmp_path.glob("ev*.html")).read_text()
     assert page.count("<svg") + page.count("<img") >= 1
+
+
+def test_top_label_files_round_trip_and_refuse_other_models(
+    tmp_path: Path, overconfident: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """``apply`` on a top-label file writes a top-label ``.npz`` that ``evaluate`` reads back;
+    a top-label file whose class indices do not fit the calibrator's classes, or whose labels
+    are not numbers, is refused with the column or the fix named."""
+    z, y = overconfident
+    val = _top_label_csv(tmp_path / "val.csv", z[:300], y[:300])
+    test = _top_label_csv(tmp_path / "test.csv", z[300:], y[300:])
+    cal = tmp_path / "h.json"
+    assert _invoke("fit", "-m", "histogram", "-i", val, "-o", cal).exit_code == 0
+    out = tmp_path / "calibrated.npz"
+    res = _invoke("apply", "-c", cal, "-i", test, "-o", out)
+    assert res.exit_code == 0, res.output
+    res = _invoke("evaluate", "-i", out)
+    assert res.exit_code == 0, res.output
+    assert "300 examples, top label" in res.output
+
+    wide = tmp_path / "wide.csv"  # class index 9 >= the calibrator's 4 classes
+    wide.write_text("true_label,pred_label,confidence\n9,9,0.9\n0,1,0.6\n")
+    _assert_usage_error(
+        _invoke("evaluate", "-i", wide, "-c", cal), "fitted on 4 classes", "class index 9"
+    )
+    text = tmp_path / "text.csv"
+    text.write_text("true_label,pred_label,confidence\n1,2,0.5\n3,cat,0.5\n")
+    _assert_usage_error(_invoke("evaluate", "-i", text), "'pred_label'", "non-numeric", "'cat'")
 
 
 def test_top_label_files_refuse_what_needs_whole_vectors(

@@ -453,10 +453,27 @@ def apply(
             logits, labels = scores.logits, scores.labels
         else:
             logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
-        probs = cal.predict_proba(logits)
+        probs = _calibrated_probs(cal, logits, str(input))
         write_probs(out, probs, labels)
     extra = " and labels" if labels is not None else ""
     console.print(f"Calibrated {probs.shape[0]} x {probs.shape[1]} probabilities{extra} -> {out}")
+
+
+def _other_model(cal: Any, option: str, source: str, found: str) -> ValueError:
+    """The error for scores whose classes do not fit the calibrator's (``found``: what shows
+    it, e.g. ``"100 classes"``)."""
+    return ValueError(
+        f"The {option} calibrator was fitted on {cal.n_classes_} classes, but "
+        f"{source!r} has {found}: the scores come from another model. Fit a calibrator on this "
+        "model's validation scores ('privcal fit')."
+    )
+
+
+def _calibrated_probs(cal: Any, logits: np.ndarray, source: str) -> np.ndarray:
+    """``cal.predict_proba(logits)``, refused when the classes differ (naming the file)."""
+    if logits.shape[1] != cal.n_classes_:
+        raise _other_model(cal, "--calibrator", source, f"{logits.shape[1]} classes")
+    return np.asarray(cal.predict_proba(logits))
 
 
 def _is_top_label_binning(cal: Any) -> bool:
@@ -476,6 +493,11 @@ def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
             "maps confidences; otherwise give the full logits or probabilities."
         )
     assert scores.confidence is not None and scores.predicted is not None
+    # a top-label file does not say how many classes its model has; its largest class index
+    # must at least fit the calibrator's
+    largest = int(max(scores.labels.max(initial=0), scores.predicted.max(initial=0)))
+    if largest >= cal.n_classes_:
+        raise _other_model(cal, option, scores.source, f"class index {largest}")
     return Scores(
         labels=scores.labels,
         confidence=cal.predict_confidence(scores.confidence),
@@ -485,8 +507,8 @@ def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
 
 
 def _write_top_label(out: Path, scores: Scores) -> Path:
-    """Write top-label scores with the columns of the top-label layout (``.csv`` / ``.parquet``
-    files are top-label score files again, readable by ``privcal evaluate``)."""
+    """Write top-label scores with the columns of the top-label layout (``.csv``, ``.parquet``
+    and ``.npz`` files are top-label score files again, readable by ``privcal evaluate``)."""
     from privcal.data.io import write_columns
 
     return write_columns(
@@ -517,7 +539,7 @@ def _evaluate_columns(
     }
     if cal is None:
         return columns, None
-    probs = cal.predict_proba(scores.logits)
+    probs = _calibrated_probs(cal, scores.logits, scores.source)
     columns["Calibrated"] = evaluate_metrics(probs, scores.labels, n_bins, input="probs")
     return columns, probs
 
@@ -554,6 +576,8 @@ def evaluate(
     adaptive ECE, the metrics its confidences define.
     """
     with user_errors():
+        if n_bins < 1:
+            fail(f"The '--n-bins' parameter of privcal evaluate must be >= 1. Got {n_bins}.")
         if plot is not None:
             check_output_path(plot, "--plot", "privcal evaluate", (".png", ".pdf", ".svg"))
         if out is not None:

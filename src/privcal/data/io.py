@@ -23,8 +23,9 @@ Probabilities outside [0, 1] by at most ``PROBS_ATOL`` (float rounding in export
 outputs; ``imdb_probs.npy`` has values up to 1 + 1e-5) are clipped to [0, 1] by ``check_probs``
 with a ``RoundedProbabilityWarning``; larger excursions are rejected.
 Top-label layouts give only the predicted class and its confidence, so ``n_classes`` is unknown
-and :meth:`Scores.probs` is unavailable.  Parquet top-label files with the top-label columns are
-read as well.
+and :meth:`Scores.probs` is unavailable.  Parquet files with the top-label columns, and ``.npz``
+files with arrays ``true_label``, ``pred_label`` and ``confidence`` (what ``privcal apply``
+writes for a top-label file), are read as well.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ InputKind = Literal["auto", "logits", "probs"]
 LAYOUTS: tuple[str, ...] = (
     "netcal .npz with arrays 'predictions' (N x C probabilities) and 'ground_truth' (N)",
     "cleanlab pair '<stem>_probs.npy' + '<stem>_labels.npy' (path: either file or the stem)",
-    "top-label .csv/.parquet with columns 'true_label,pred_label,confidence'",
+    "top-label .csv/.parquet with columns 'true_label,pred_label,confidence' (.npz: arrays)",
     "privcal .npz with arrays 'logits' + 'labels' (or 'probs' + 'labels')",
     "privcal .csv/.parquet with columns 'label,logit_0..logit_{C-1}' (or 'prob_0..prob_{C-1}')",
 )
@@ -217,8 +218,8 @@ def _top_label(true: object, pred: object, conf: object, input: InputKind, sourc
     try:
         confidence = check_probs(np.asarray(conf, dtype=np.float64), "confidence")[:, 1]
         n = confidence.shape[0]
-        true_arr = np.asarray(true)
-        pred_arr = np.asarray(pred)
+        true_arr = _class_indices(true, "true_label")
+        pred_arr = _class_indices(pred, "pred_label")
         # The number of classes is unknown; bound the check by the largest index seen so that it
         # still rejects negative, fractional and mis-sized labels.
         hi = 1 + int(max(np.max(true_arr, initial=0), np.max(pred_arr, initial=0)))
@@ -227,6 +228,30 @@ def _top_label(true: object, pred: object, conf: object, input: InputKind, sourc
     except ValueError as err:
         raise _naming(source, err) from None
     return Scores(labels=labels, confidence=confidence, predicted=predicted, source=source)
+
+
+def _class_indices(values: object, name: str) -> np.ndarray:
+    """``values`` as an array, refused with a ``ValueError`` naming ``name`` unless numeric
+    (:func:`~privcal.data.validation.check_labels` then checks that they are class indices)."""
+    arr = np.asarray(values)
+    if arr.dtype == bool or np.issubdtype(arr.dtype, np.number):
+        return arr
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError):
+        sample = next((v for v in arr.ravel() if not _is_number(v)), None)
+        raise ValueError(
+            f"The column {name!r} must hold class indices (integers 0 .. C-1); it holds "
+            f"non-numeric values such as {sample!r}. Write the classes as their indices."
+        ) from None
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _from_columns(
@@ -343,6 +368,8 @@ def _read_npz(path: Path, input: InputKind) -> Scores:
         return _full(npz["logits"], npz["labels"], kind, source, guessed=guessed)
     if {"probs", "labels"} <= keys and "logits" not in keys:
         return _full(npz["probs"], npz["labels"], _resolve_kind(input, "probs"), source)
+    if set(_TOPLABEL_COLUMNS) <= keys:  # what `privcal apply` writes for a top-label file
+        return _top_label(npz["true_label"], npz["pred_label"], npz["confidence"], input, source)
     for scores_key, labels_key in (("logits", "labels"), ("probs", "labels")):
         if keys == {scores_key}:
             raise no_labels(path, f"array {scores_key!r} only", f"add an array {labels_key!r}")
