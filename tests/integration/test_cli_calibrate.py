@@ -155,6 +155,11 @@ def test_bad_calibrator_file_and_class_mismatch(tmp_path: Path, files: dict[str,
     _assert_usage_error(
         _invoke("apply", "-c", junk, "-i", files["test"], "-o", tmp_path / "p.npz"),
         "not a calibrator JSON file",
+        "the .json file that 'privcal fit' wrote",
+    )
+    _assert_usage_error(  # a binary file (here a scores file) given as the calibrator
+        _invoke("apply", "-c", files["test"], "-i", files["test"], "-o", tmp_path / "p.npz"),
+        "it is not text: a scores file?",
     )
     cal = tmp_path / "cal.json"
     assert _invoke("fit", "-m", "vector", "-i", files["val"], "-o", cal).exit_code == 0
@@ -495,6 +500,11 @@ def test_top_label_files_round_trip_and_refuse_other_models(
     text = tmp_path / "text.csv"
     text.write_text("true_label,pred_label,confidence\n1,2,0.5\n3,cat,0.5\n")
     _assert_usage_error(_invoke("evaluate", "-i", text), "'pred_label'", "non-numeric", "'cat'")
+    above = tmp_path / "above.csv"  # no advice to pass logits: a top-label file refuses them
+    above.write_text("true_label,pred_label,confidence\n1,2,0.5\n3,1,1.5\n")
+    res = _invoke("evaluate", "-i", above)
+    _assert_usage_error(res, "'confidence' must hold", "[0.5, 1.5]", "apply the softmax")
+    assert "input='logits'" not in res.output
 
 
 def test_top_label_files_refuse_what_needs_whole_vectors(

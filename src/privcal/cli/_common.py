@@ -355,8 +355,16 @@ def load_calibrator(path: Path) -> Any:
         raise FileNotFoundError(f"No calibrator file at {str(path)!r}.")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{str(path)!r} is not a calibrator JSON file ({err}).") from None
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{str(path)!r} is not a calibrator JSON file (it is not text: a scores file?); give "
+            "the .json file that 'privcal fit' wrote."
+        ) from None
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{str(path)!r} is not a calibrator JSON file ({err}); give the .json file that "
+            "'privcal fit' wrote."
+        ) from None
     if not isinstance(data, dict) or "class" not in data or "fitted" not in data:
         raise ValueError(
             f"{str(path)!r} is not a calibrator file: expected the JSON written by "

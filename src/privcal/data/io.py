@@ -43,7 +43,13 @@ import numpy as np
 from scipy.special import softmax as _softmax
 
 from privcal._params import check_option
-from privcal.data.validation import check_labels, check_probs, check_scores, looks_like_probs
+from privcal.data.validation import (
+    PROBS_ATOL,
+    check_labels,
+    check_probs,
+    check_scores,
+    looks_like_probs,
+)
 
 __all__ = [
     "LAYOUTS",
@@ -216,7 +222,15 @@ def _top_label(true: object, pred: object, conf: object, input: InputKind, sourc
             "input='auto' or input='probs', not input='logits'."
         )
     try:
-        confidence = check_probs(np.asarray(conf, dtype=np.float64), "confidence")[:, 1]
+        conf_arr = np.asarray(conf, dtype=np.float64)
+        finite = conf_arr[np.isfinite(conf_arr)]
+        if finite.size and (finite.min() < -PROBS_ATOL or finite.max() > 1.0 + PROBS_ATOL):
+            raise ValueError(
+                f"'confidence' must hold the predicted class's probability, in [0, 1]; found "
+                f"values in [{finite.min():.6g}, {finite.max():.6g}]. A top-label file holds "
+                "probabilities, not logits: apply the softmax before writing it."
+            )
+        confidence = check_probs(conf_arr, "confidence")[:, 1]
         n = confidence.shape[0]
         true_arr = _class_indices(true, "true_label")
         pred_arr = _class_indices(pred, "pred_label")
