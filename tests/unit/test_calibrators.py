@@ -949,6 +949,64 @@ def test_preconditioners_are_invertible_changes_of_variables(name: str) -> None:
     assert change.to_x(t) @ g == pytest.approx(t @ change.pull(g), rel=1e-10)
 
 
+def test_matrix_block_preconditioner_factors_the_per_class_curvature() -> None:
+    """With every row sampled, block c of the block preconditioner is the curvature of class
+    c's variables (row c of W and b_c): sum_i s p_ic (1 - p_ic) (z_i, 1)(z_i, 1)^T plus the
+    penalty's diagonal; the factors are its Cholesky factors."""
+    from privcal.calibrators import scaling as sc
+
+    rng = np.random.default_rng(10)
+    n, c = 200, 4
+    z, y = rng.normal(size=(n, c)), rng.integers(0, c, n)
+    obj = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64))
+    x = rng.normal(size=c * c + c)
+    change = obj.preconditioner(x)
+    p = softmax(z @ x[: c * c].reshape(c, c).T + x[c * c :])
+    zt = np.column_stack([z, np.ones(n)])
+    for k in range(c):
+        block = (zt * (0.7 / n * p[:, k] * (1 - p[:, k]))[:, None]).T @ zt
+        block[np.diag_indices(c + 1)] += obj.penalty_diagonal(x)[change.blocks[k]]
+        factor = change.factors[k]
+        np.testing.assert_allclose(factor @ factor.T, block, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize(("lam", "mu"), [(0.1, 0.2), (0.0, 0.2), (0.1, 0.0)])
+def test_matrix_objective_shifts_to_the_least_penalty_map(lam: float, mu: float) -> None:
+    """``canonical`` (P) is a projection that keeps every probability, and P x has the least
+    ODIR penalty among the maps that differ from x by a shift common to all classes (a
+    vector added to every row of W, a number to every b_j); with lam = 0 (mu = 0) it leaves
+    the columns (intercepts) as they are. The objective's penalty is the ODIR penalty at P x,
+    and penalty_diagonal is the diagonal of its Hessian."""
+    from privcal.calibrators import scaling as sc
+
+    rng = np.random.default_rng(9)
+    n, c = 40, 4
+    z, y = rng.normal(size=(n, c)), rng.integers(0, c, n)
+    obj = sc._Matrix(z, y, 1.0, lam, mu, np.float64)
+    x = rng.normal(size=c * c + c)
+    px = obj.canonical(x)
+    np.testing.assert_allclose(obj.canonical(px), px, atol=1e-14)
+
+    def probs(v: np.ndarray) -> np.ndarray:
+        return softmax(z @ v[: c * c].reshape(c, c).T + v[c * c :])
+
+    def odir(v: np.ndarray) -> float:
+        w, b = v[: c * c].reshape(c, c), v[c * c :]
+        return lam * float(((w * (1 - np.eye(c))) ** 2).sum()) + mu * float(b @ b)
+
+    np.testing.assert_allclose(probs(px), probs(x), atol=1e-12)
+    assert obj.penalty(x)[0] == pytest.approx(odir(px), rel=1e-12)
+    for _ in range(20):
+        a, a0 = rng.normal(size=c), rng.normal()
+        shifted = px + np.concatenate([np.tile(a, c), np.full(c, a0)])
+        assert odir(shifted) >= odir(px) - 1e-12
+    moved = px - x
+    assert np.allclose(moved[: c * c], 0.0) == (lam == 0)
+    assert np.allclose(moved[c * c :], 0.0) == (mu == 0)
+    hessian = np.column_stack([obj.penalty_hessp(e) for e in np.eye(x.size)])
+    np.testing.assert_allclose(obj.penalty_diagonal(x), np.diag(hessian), atol=1e-12)
+
+
 @pytest.mark.parametrize("data", ["clean", "saturated"])
 def test_matrix_cross_fit_twin_is_the_fit_from_the_identity(saturated: Any, data: str) -> None:
     """The cross-fit twin's solver starts at the full fit's parameters (``_fit_twin``), yet it
@@ -1082,3 +1140,17 @@ def test_top_label_binning_fits_from_confidences_alone() -> None:
         HistogramBinning(mode="classwise").fit_top_label(conf, correct, 5)
     with pytest.raises(ValueError, match="'correct'"):
         HistogramBinning().fit_top_label(conf, correct[:-1], 5)
+
+
+@pytest.mark.parametrize("cal", [PlattScaling(max_iter=1), MatrixScaling(max_iter=2)])
+def test_newton_fit_out_of_iterations_warns(overconfident: Any, cal: Any) -> None:
+    """A trust-region fit stopped by max_iter before its gradient test says so (the suite turns
+    any privcal warning into an error, so the default fits of the other tests converge)."""
+    from privcal.calibrators import IterationLimitWarning
+
+    z, y = overconfident
+    if isinstance(cal, PlattScaling):
+        z = z[:, :2]
+    with pytest.warns(IterationLimitWarning, match="max_iter"):
+        fitted = clone(cal).fit(z, y % z.shape[1])
+    assert any("Raise max_iter" in w for w in fitted.fit_warnings_)

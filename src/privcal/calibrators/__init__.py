@@ -9,7 +9,12 @@ from privcal.calibrators.base import (
 )
 from privcal.calibrators.binning import BBQ, HistogramBinning, IsotonicCalibration
 from privcal.calibrators.progress import FitProgress, fit_progress
-from privcal.calibrators.scaling import MatrixScaling, PlattScaling, VectorScaling
+from privcal.calibrators.scaling import (
+    IterationLimitWarning,
+    MatrixScaling,
+    PlattScaling,
+    VectorScaling,
+)
 from privcal.calibrators.temperature import BoundaryWarning, BoundedNLLWarning, TemperatureScaling
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "FitWarning",
     "HistogramBinning",
     "IsotonicCalibration",
+    "IterationLimitWarning",
     "MatrixScaling",
     "NotFittedError",
     "PlattScaling",

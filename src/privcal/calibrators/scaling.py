@@ -12,11 +12,13 @@ of the mean NLL with respect to the transformed logits is :math:`G / N` and its 
 row's logits is :math:`\\mathrm{diag}(p) - p p^\\top`; the parameter gradients and exact
 Hessian-vector products follow by the chain rule (:class:`_Objective` and one subclass per map).
 SciPy's ``trust-ncg`` (Steihaug's truncated conjugate gradient inside a trust region) uses them,
-in variables scaled by the curvature's diagonal, or for matrix scaling by its per-class blocks
-(:func:`_trust_newton`, :meth:`_Matrix.preconditioner`): on the shared WRN CIFAR-100 network
-matrix scaling (10 100 parameters) converges in 9 Newton iterations and ~95 Hessian-vector
-products (float32 products, float64 gradient), where the diagonal scaling needed ~280 and
-L-BFGS stopped at its gradient tolerance after hundreds of iterations. Each iteration is
+in variables scaled by the curvature's diagonal, or for matrix scaling by its per-class blocks,
+re-estimated as the fit moves (:func:`_trust_newton`, :meth:`_Matrix.preconditioner`), and for
+matrix scaling without the directions that change no probability (:class:`_Matrix`): on the
+shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 Newton
+iterations and 40 Hessian-vector products (float32 products, float64 gradient), where the
+diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
+iterations. Each iteration is
 reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal fit`` shows them once
 a fit has run a few seconds); the library is silent otherwise.
 
@@ -44,8 +46,9 @@ logit floor, :class:`MatrixScaling`, changes its input probabilities by rounding
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -55,6 +58,7 @@ from sklearn.base import clone
 from privcal._params import check_int, check_real
 from privcal.calibrators.base import (
     Calibrator,
+    FitWarning,
     check_fitted_array,
     check_fitted_scalar,
     register,
@@ -65,6 +69,7 @@ from privcal.metrics.statistics import nll_terms, softmax
 
 __all__ = [
     "LOGIT_RANGE",
+    "IterationLimitWarning",
     "MatrixScaling",
     "PlattScaling",
     "VectorScaling",
@@ -116,6 +121,28 @@ _MAX_MM = 20
 #: diagonal, has this L2 norm: then the second-order model predicts less than
 #: ``GTOL**2 / 2`` (5e-13) of further decrease of the mean NLL.
 _GTOL = 1e-6
+#: Gradient norms, in the solve's scaled variables, at which :func:`_trust_newton` re-estimates
+#: its change of variables at the point reached: there the second-order model predicts about
+#: ``5e-3`` and ``5e-7`` of further decrease. Matrix scaling on the shared CIFAR-100 networks,
+#: Hessian-vector products of the fit with its cross-fit (three fits): WRN 185 -> 107,
+#: DenseNet 842 -> 512, LeNet 81 -> 60.
+_RESCALE_AT = (1e-1, 1e-3)
+
+
+class IterationLimitWarning(FitWarning):
+    """A trust-region Newton fit (Platt, vector or matrix scaling) used ``max_iter`` iterations
+    before its gradient test: the parameters are the best point found, not the minimum."""
+
+
+class _Point(NamedTuple):
+    """An objective's NLL part at ``x``: its value and parameter gradient, the softmax ``p``
+    of the logits and ``p`` in the products' dtype."""
+
+    x: np.ndarray
+    value: float
+    grad: np.ndarray
+    p: np.ndarray
+    p_products: np.ndarray
 
 
 class _Objective:
@@ -142,7 +169,7 @@ class _Objective:
         self.y = y
         self.rows = np.arange(y.size)
         self.scale = weight / y.size
-        self._cache: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._cache: list[_Point] = []
 
     # -- the map (subclasses) --------------------------------------------------------------
     def logits(self, x: np.ndarray) -> np.ndarray:
@@ -163,36 +190,49 @@ class _Objective:
     def penalty_hessp(self, v: np.ndarray) -> np.ndarray:
         return np.zeros_like(v)
 
+    def penalty_diagonal(self, x: np.ndarray) -> np.ndarray:
+        """The diagonal of the penalty's Hessian (for the preconditioners): a diagonal penalty's
+        product with ones."""
+        return self.penalty_hessp(np.ones_like(x))
+
+    def canonical(self, x: np.ndarray) -> np.ndarray:
+        """The parameters a solve returns for the point ``x`` it reached: ``x`` itself, unless
+        the objective identifies equivalent points (:class:`_Matrix`)."""
+        return x
+
     def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The diagonal of the curvature of the NLL part (for scaling the variables)."""
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
-    def _cached(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _cached(self, x: np.ndarray) -> _Point:
+        """The NLL part at ``x``: computed, or kept from one of the last two points asked for
+        (a stage of the solve asks for its preconditioner and then its value at one point)."""
         for entry in self._cache:
-            if np.array_equal(entry[0], x):
+            if np.array_equal(entry.x, x):
                 return entry
-        self.value_and_grad(x)
-        return self._cache[-1]
-
-    def _softmax(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``P`` at ``x`` and the gradient in the parameters of the NLL part."""
-        return self._cached(x)[1:3]
-
-    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         u = self.logits(x)
         u = u - u.max(axis=1, keepdims=True)
         p = np.exp(u)
         s = p.sum(axis=1)
         p /= s[:, None]
-        val = self.scale * float((np.log(s) - u[self.rows, self.y]).sum())
+        value = self.scale * float((np.log(s) - u[self.rows, self.y]).sum())
         g = p.copy()
         g[self.rows, self.y] -= 1.0
         grad = self.pull(x, g * self.scale)
-        p_products = p.astype(self.product_dtype, copy=False)
-        self._cache = [*self._cache[-1:], (x.copy(), p, grad, p_products)]
+        entry = _Point(x.copy(), value, grad, p, p.astype(self.product_dtype, copy=False))
+        self._cache = [*self._cache[-1:], entry]
+        return entry
+
+    def _softmax(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``P`` at ``x`` and the gradient in the parameters of the NLL part."""
+        entry = self._cached(x)
+        return entry.p, entry.grad
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        entry = self._cached(x)
         pen, pen_grad = self.penalty(x)
-        return val + pen, grad + pen_grad
+        return entry.value + pen, entry.grad + pen_grad
 
     __call__ = value_and_grad
 
@@ -204,7 +244,8 @@ class _Objective:
     def hessp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The Hessian-vector product; its ``N x C`` arrays (:meth:`push`, the curvature image,
         :meth:`pull_curvature`) are :attr:`product_dtype`."""
-        _, _, grad, p = self._cached(x)
+        entry = self._cached(x)
+        grad, p = entry.grad, entry.p_products
         out = self.pull_curvature(x, self.curvature_image(p, self.push(x, v)))
         return out + self.second_order(x, grad, v) + self.penalty_hessp(v)
 
@@ -217,7 +258,7 @@ class _Objective:
 
     def diagonal(self, x: np.ndarray) -> np.ndarray:
         p, _ = self._softmax(x)
-        return self.gauss_newton_diagonal(x, p) + self.penalty_hessp(np.ones_like(x))
+        return self.gauss_newton_diagonal(x, p) + self.penalty_diagonal(x)
 
     def preconditioner(self, x: np.ndarray) -> _Scaling:
         """The change of variables of the trust-region solve from ``x``: by default the inverse
@@ -296,17 +337,57 @@ def _trust_newton(
     objective: _Objective, x0: np.ndarray, max_iter: int, step: Reporter
 ) -> np.ndarray:
     """Minimise ``objective`` from ``x0`` by trust-region Newton-CG (SciPy's ``trust-ncg``:
-    Steihaug's truncated conjugate gradient on the exact Hessian-vector products).
+    Steihaug's truncated conjugate gradient on the exact Hessian-vector products), in at most
+    ``max_iter`` Newton iterations (an :class:`IterationLimitWarning` if they run out).
 
-    The solve runs in the variables of the objective's :meth:`~_Objective.preconditioner` at
-    ``x0`` (fixed during the solve): the curvature's diagonal (Jacobi) by default, per-class
-    blocks for matrix scaling. Logits of very different sizes (log-probabilities down to -36)
-    otherwise make the Hessian ill-conditioned, and the CG iterations triple on the shared
-    CIFAR-100 network. The minimiser is the same; in the new variables the gradient norm is
-    scale-free, and the fit stops at :data:`_GTOL`. Trust-region steps never increase the
-    objective, so the result is never worse than ``x0``.
+    The solve runs in the variables of the objective's :meth:`~_Objective.preconditioner`: the
+    curvature's diagonal (Jacobi) by default, per-class blocks for matrix scaling. Logits of
+    very different sizes (log-probabilities down to -36) otherwise make the Hessian
+    ill-conditioned, and the CG iterations triple on the shared CIFAR-100 network. The curvature
+    changes as the fit moves, so the change of variables is estimated at ``x0`` and again where
+    the gradient norm, in the variables of the moment, first falls below each of
+    :data:`_RESCALE_AT` (:func:`_scaled_trust_newton` runs each stage). Estimated at the start
+    only, it left the last Newton iterations of matrix scaling on the shared DenseNet CIFAR-100
+    network 100-130 CG iterations each. The minimiser does not depend on the variables; in them
+    the gradient norm is scale-free, and the fit stops at :data:`_GTOL`. Trust-region steps
+    never increase the objective, so the result is never worse than ``x0``.
     """
-    change = objective.preconditioner(x0)
+    x, used, gnorm, change = x0, 0, np.inf, None
+    for gtol in (*_RESCALE_AT, _GTOL):
+        if gnorm <= gtol:  # already there, in the last stage's variables
+            continue
+        if used >= max_iter:
+            break
+        change = objective.preconditioner(x) if change is None else change
+        x, iterations, gnorm = _scaled_trust_newton(
+            objective, change, x, gtol, max_iter - used, step
+        )
+        used += iterations
+        if iterations:  # the point moved: the next stage estimates its variables there
+            change = None
+    if gnorm > _GTOL:
+        warnings.warn(
+            f"The {step.fit} fit used its max_iter={max_iter} Newton iterations before its "
+            f"gradient test (norm {gnorm:.2g} in the scaled variables, stopping at {_GTOL:g}): "
+            f"the parameters are the best point found, not the minimum. Raise max_iter.",
+            IterationLimitWarning,
+            stacklevel=5,
+        )
+    return x
+
+
+def _scaled_trust_newton(
+    objective: _Objective,
+    change: _Scaling,
+    x0: np.ndarray,
+    gtol: float,
+    max_iter: int,
+    step: Reporter,
+) -> tuple[np.ndarray, int, float]:
+    """One stage of :func:`_trust_newton`: ``trust-ncg`` from ``x0`` in the variables of
+    ``change`` (the preconditioner at ``x0``) until the gradient norm in them is at most
+    ``gtol``, or ``max_iter`` iterations. Returns the point (:meth:`~_Objective.canonical`),
+    the iterations used and the final gradient norm."""
     last: list[np.ndarray] = [np.empty(0), x0]  # the last point asked for, in t and in x
 
     def point(t: np.ndarray) -> np.ndarray:
@@ -327,10 +408,11 @@ def _trust_newton(
         jac=True,
         hessp=hessp,
         method="trust-ncg",
-        options={"gtol": _GTOL, "maxiter": max_iter},
+        options={"gtol": gtol, "maxiter": max_iter},
         callback=lambda intermediate_result: step(intermediate_result.fun),
     )
-    return change.to_x(np.asarray(res.x))
+    x = objective.canonical(change.to_x(np.asarray(res.x)))
+    return x, int(res.nit), float(np.linalg.norm(res.jac))
 
 
 #: ``make_objective(rows, weight)``: the objective of the ``rows`` (an index array) with their
@@ -447,6 +529,25 @@ class _Matrix(_Objective):
     numba compiles them once per machine, in about two seconds, and caches them). Smaller
     fits, which take milliseconds, keep NumPy and the diagonal scaling, as the metrics'
     kernels do (:data:`privcal.metrics.statistics.COMPILED_MIN_ENTRIES`).
+
+    **Shift directions.** Softmax ignores a shift common to all classes, so the NLL does not
+    change when one vector :math:`a` is added to every row of ``W`` (each logit gains
+    :math:`a^\\top z_i`) and one number :math:`a_0` to every :math:`b_j`. The penalty does
+    change, and among these equivalent maps it is smallest at :math:`Px` (:meth:`canonical`):
+    the map whose off-diagonal entries of each column, and whose intercepts, have mean zero
+    (:math:`a_j = -\\frac{1}{C-1}\\sum_{i \\ne j} W_{ij}` and :math:`a_0 = -\\bar b` minimise
+    :math:`\\lambda\\sum_{i \\ne j}(W_{ij} + a_j)^2 + \\mu\\sum_j (b_j + a_0)^2`). This
+    objective is :math:`\\mathrm{NLL}(x) + \\mathrm{pen}(Px)`: it equals the ODIR objective on
+    the maps with :math:`Px = x`, has the same minimum, and ``P`` takes its minimisers to the
+    ODIR objective's (unique: the penalty makes that strictly convex), which is what a solve
+    returns. In the ODIR objective itself the ``C + 1`` shift directions have only the
+    penalty's curvature, ~1e-3 of the rest after preconditioning, and the conjugate gradient
+    spends iterations on them; here they are flat, and neither the gradient nor a product has
+    a component along them. Hessian-vector products to convergence on the shared CIFAR-100
+    networks, before the change of variables was re-estimated during a solve
+    (:data:`_RESCALE_AT`): DenseNet 447 -> 223, LeNet 69 -> 35, WRN 95 -> 104 (WRN with the
+    cross-fit: 231 -> 185). With ``lam = 0`` (``mu = 0``) no shift of the columns
+    (intercepts) is preferred and ``P`` keeps them as they are.
     """
 
     #: Rows (every k-th) from which :meth:`preconditioner` estimates the curvature blocks.
@@ -474,6 +575,7 @@ class _Matrix(_Objective):
         self.lam, self.mu = lam, mu
         self.pen_diag = np.concatenate([2.0 * lam * self.off.ravel(), np.full(self.c, 2.0 * mu)])
         self.compiled = z.shape[0] * self.c * self.c >= self.COMPILED_MIN_WORK
+        self._pairs: tuple[int, np.ndarray] | None = None
 
     def _split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = self.c
@@ -509,37 +611,92 @@ class _Matrix(_Objective):
         row (at most :attr:`PRECONDITIONER_ROWS`; a preconditioner changes the path, not the
         minimiser), floored at 1e-12 of its largest diagonal entry. The cross-class terms
         :math:`-p_{ic}p_{id}` are left to the conjugate gradient. On the shared WRN CIFAR-100
-        network this needs ~100 Hessian-vector products where the diagonal needed ~280. Below
-        :attr:`COMPILED_MIN_WORK`, the diagonal.
+        network the fit needed ~100 Hessian-vector products with these blocks estimated once,
+        where the diagonal needed ~280. Below :attr:`COMPILED_MIN_WORK`, the diagonal.
         """
         if not self.compiled:
             return super().preconditioner(x)
         c = self.c
         p, _ = self._softmax(x)
-        stride = -(-p.shape[0] // self.PRECONDITIONER_ROWS)
+        stride, pairs = self._sampled_pairs()
         ps = p[::stride]
         q = ps * (1.0 - ps) * (self.scale * stride)
-        zt = np.column_stack([self.z[::stride], np.ones(ps.shape[0])])
         low = np.tril_indices(c + 1)  # each block is symmetric: one product for the triangles
-        triangles = q.T @ (zt[:, low[0]] * zt[:, low[1]])
+        triangles = np.ascontiguousarray(q.T) @ pairs.T
         curvature = np.empty((c, c + 1, c + 1))
         curvature[:, low[0], low[1]] = triangles
         curvature[:, low[1], low[0]] = triangles
         blocks = np.column_stack([np.arange(c * c).reshape(c, c), c * c + np.arange(c)])
         diag = curvature[:, np.arange(c + 1), np.arange(c + 1)]
-        diag += self.pen_diag[blocks]
+        diag += self.penalty_diagonal(x)[blocks]
         diag += 1e-12 * max(float(diag.max()), 1e-300)
         curvature[:, np.arange(c + 1), np.arange(c + 1)] = diag
         return _BlockScaling(curvature, blocks)
 
-    def penalty(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+    def _sampled_pairs(self) -> tuple[int, np.ndarray]:
+        """The stride of the rows :meth:`preconditioner` samples, and the products
+        :math:`\\tilde z_{ij} \\tilde z_{ik}` (:math:`j \\ge k`, in ``np.tril_indices`` order) of
+        those rows, one row per pair. They do not depend on the point, so each objective forms
+        them once (every preconditioner of its solve reuses them)."""
+        if self._pairs is None:
+            stride = -(-self.z.shape[0] // self.PRECONDITIONER_ROWS)
+            zt = np.vstack([self.z[::stride].T, np.ones(self.z[::stride].shape[0])])
+            pairs = np.empty((zt.shape[0] * (zt.shape[0] + 1) // 2, zt.shape[1]))
+            start = 0
+            for j in range(zt.shape[0]):
+                np.multiply(zt[j], zt[: j + 1], out=pairs[start : start + j + 1])
+                start += j + 1
+            self._pairs = (stride, pairs)
+        return self._pairs
+
+    def canonical(self, x: np.ndarray) -> np.ndarray:
+        """:math:`Px`: ``x`` shifted to the map of least penalty among those with its
+        probabilities (class docstring)."""
+        c = self.c
         w, b = self._split(x)
+        out = x.copy()
+        if self.lam > 0:
+            shift = (w.sum(axis=0) - np.diag(w)) / (c - 1)  # off-diagonal column means
+            out[: c * c] -= np.tile(shift, c)
+        if self.mu > 0:
+            out[c * c :] -= b.mean()
+        return out
+
+    def _canonical_t(self, g: np.ndarray) -> np.ndarray:
+        """:math:`P^\\top g`: a penalty gradient at :math:`Px` pulled back to ``x``."""
+        c = self.c
+        out = g.copy()
+        if self.lam > 0:
+            column_sums = g[: c * c].reshape(c, c).sum(axis=0) / (c - 1)
+            out[: c * c] -= (self.off * column_sums).ravel()
+        if self.mu > 0:
+            out[c * c :] -= g[c * c :].sum() / c
+        return out
+
+    def penalty(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """:math:`\\mathrm{pen}(Px)` and its gradient :math:`P^\\top D P x` (``D`` =
+        :attr:`pen_diag`)."""
+        px = self.canonical(x)
+        w, b = self._split(px)
         wo = w * self.off
         val = self.lam * float((wo * wo).sum()) + self.mu * float(b @ b)
-        return val, self.pen_diag * x
+        return val, self._canonical_t(self.pen_diag * px)
 
     def penalty_hessp(self, v: np.ndarray) -> np.ndarray:
-        return self.pen_diag * v
+        return self._canonical_t(self.pen_diag * self.canonical(v))
+
+    def penalty_diagonal(self, x: np.ndarray) -> np.ndarray:
+        """The diagonal of :math:`P^\\top D P`: ``D`` times :math:`(C-2)/(C-1)` on the
+        off-diagonal entries of ``W`` (the column mean takes :math:`1/(C-1)` of each) and
+        :math:`(C-1)/C` on ``b``."""
+        c = self.c
+        keep = np.concatenate(
+            [
+                np.full(c * c, (c - 2) / (c - 1) if self.lam > 0 else 1.0),
+                np.full(c, (c - 1) / c if self.mu > 0 else 1.0),
+            ]
+        )
+        return self.pen_diag * keep
 
     def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         q = p * (1.0 - p) * self.scale
