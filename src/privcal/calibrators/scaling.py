@@ -18,9 +18,10 @@ matrix scaling without the directions that change no probability (:class:`_Matri
 shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 Newton
 iterations and 40 Hessian-vector products (float32 products, float64 gradient), where the
 diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
-iterations. Each iteration is
-reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal fit`` shows them once
-a fit has run a few seconds); the library is silent otherwise.
+iterations. The order-preserving map has only ``C - 1`` parameters and its Hessian in closed form
+(two ``N x C x C`` products), so SciPy's ``trust-exact`` solves on the whole Hessian instead.
+Each iteration is reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal
+fit`` shows them once a fit has run a few seconds); the library is silent otherwise.
 
 Platt, vector and matrix scaling bound each example's NLL
 --------------------------------------------------------
@@ -164,6 +165,9 @@ class _Objective:
 
     #: The dtype of the Hessian-vector products' ``N x C`` arrays (:meth:`hessp`).
     product_dtype: type[np.floating[Any]] = np.float64
+    #: Whether :meth:`hessian` gives the whole Hessian in closed form (then the solve is SciPy's
+    #: ``trust-exact`` on it instead of conjugate gradient on products).
+    dense_hessian: ClassVar[bool] = False
 
     def __init__(self, y: np.ndarray, weight: float) -> None:
         self.y = y
@@ -249,6 +253,10 @@ class _Objective:
         out = self.pull_curvature(x, self.curvature_image(p, self.push(x, v)))
         return out + self.second_order(x, grad, v) + self.penalty_hessp(v)
 
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """The whole Hessian (where :attr:`dense_hessian`)."""
+        raise NotImplementedError
+
     def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
         """The scaled curvature image :math:`s\\,(p \\odot \\delta u - p\\,(p^\\top \\delta u))`
         of a logit direction ``du``, row by row (may overwrite ``du``)."""
@@ -287,6 +295,10 @@ class _Scaling:
         """:math:`A^\\top g` (a gradient or Hessian-vector product in ``x`` to one in ``t``)."""
         raise NotImplementedError
 
+    def pull_matrix(self, h: np.ndarray) -> np.ndarray:
+        """:math:`A^\\top H A` (a Hessian in ``x`` to one in ``t``)."""
+        raise NotImplementedError
+
 
 class _DiagonalScaling(_Scaling):
     """:math:`A = \\mathrm{diag}(s)`."""
@@ -302,6 +314,9 @@ class _DiagonalScaling(_Scaling):
 
     def pull(self, g: np.ndarray) -> np.ndarray:
         return g * self.s
+
+    def pull_matrix(self, h: np.ndarray) -> np.ndarray:
+        return self.s[:, None] * h * self.s[None, :]
 
 
 class _BlockScaling(_Scaling):
@@ -338,7 +353,10 @@ def _trust_newton(
 ) -> np.ndarray:
     """Minimise ``objective`` from ``x0`` by trust-region Newton-CG (SciPy's ``trust-ncg``:
     Steihaug's truncated conjugate gradient on the exact Hessian-vector products), in at most
-    ``max_iter`` Newton iterations (an :class:`IterationLimitWarning` if they run out).
+    ``max_iter`` Newton iterations (an :class:`IterationLimitWarning` if they run out). An
+    objective with its whole Hessian in closed form (:attr:`~_Objective.dense_hessian`: the
+    order-preserving map's ``C - 1`` log-scales) is solved by SciPy's ``trust-exact`` on it,
+    in one stage.
 
     The solve runs in the variables of the objective's :meth:`~_Objective.preconditioner`: the
     curvature's diagonal (Jacobi) by default, per-class blocks for matrix scaling. Logits of
@@ -353,7 +371,7 @@ def _trust_newton(
     never increase the objective, so the result is never worse than ``x0``.
     """
     x, used, gnorm, change = x0, 0, np.inf, None
-    for gtol in (*_RESCALE_AT, _GTOL):
+    for gtol in (_GTOL,) if objective.dense_hessian else (*_RESCALE_AT, _GTOL):
         if gnorm <= gtol:  # already there, in the last stage's variables
             continue
         if used >= max_iter:
@@ -402,12 +420,19 @@ def _scaled_trust_newton(
     def hessp(t: np.ndarray, vt: np.ndarray) -> np.ndarray:
         return change.pull(objective.hessp(point(t), change.to_x(vt)))
 
+    def hess(t: np.ndarray) -> np.ndarray:
+        return change.pull_matrix(objective.hessian(point(t)))
+
+    second: dict[str, Any] = (
+        {"method": "trust-exact", "hess": hess}
+        if objective.dense_hessian
+        else {"method": "trust-ncg", "hessp": hessp}
+    )
     res = minimize(
         fun,
         change.to_t(x0),
         jac=True,
-        hessp=hessp,
-        method="trust-ncg",
+        **second,
         options={"gtol": gtol, "maxiter": max_iter},
         callback=lambda intermediate_result: step(intermediate_result.fun),
     )
@@ -715,9 +740,18 @@ class _OrderPreserving(_Objective):
     to the Hessian (:meth:`second_order`).
     """
 
+    dense_hessian = True
+
     def __init__(self, gaps: np.ndarray, rank: np.ndarray, weight: float) -> None:
         super().__init__(rank, weight)
         self.gaps = gaps
+
+    def preconditioner(self, x: np.ndarray) -> _Scaling:
+        """None (the identity): the trust region lies in the log-scales themselves, where a
+        unit step multiplies a gap's scale by e. The curvature of deep ranks, whose tail
+        probabilities are ~0, is ~0, and the diagonal scaling of the other maps would stretch
+        their steps by up to 1e6, to trial scales that overflow."""
+        return _DiagonalScaling(np.ones_like(x))
 
     def _cum(self, a: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
         w = np.exp(a) * (1.0 if v is None else v)
@@ -736,6 +770,22 @@ class _OrderPreserving(_Objective):
 
     def second_order(self, x: np.ndarray, grad_nll: np.ndarray, v: np.ndarray) -> np.ndarray:
         return grad_nll * v
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """The ``(C-1) x (C-1)`` Hessian in two ``N x C x C`` products: with the tail
+        probabilities :math:`T_i = P(k > i)` of each row, the indicators :math:`[k > i]` have
+        covariance :math:`T_{\\max(i,j)} - T_i T_j` under ``p``, so the Gauss-Newton part is
+        :math:`w_i w_j \\sum_{rows} \\delta_i \\delta_j (T_{\\max(i,j)} - T_i T_j)` (scaled),
+        and :meth:`second_order` adds the NLL gradient on the diagonal."""
+        entry = self._cached(x)
+        tails = np.cumsum(entry.p[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        weighted = self.gaps * tails
+        cross = self.gaps.T @ weighted  # [i, j]: sum of delta_i delta_j T_j; T_max(i,j) for j >= i
+        upper = np.triu(cross)
+        w = np.exp(x)
+        h = self.scale * np.outer(w, w) * (upper + np.triu(cross, 1).T - weighted.T @ weighted)
+        h[np.diag_indices_from(h)] += entry.grad
+        return h
 
     def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         # column i of the Jacobian is -w_i gaps_i times the indicator of ranks k > i; its
