@@ -892,10 +892,10 @@ def _objectives(seed: int) -> dict[str, tuple[Any, np.ndarray]]:
     objectives = {
         "platt": (sc._Platt(z[:, 1] - z[:, 0], y % 2, 0.7), rng.normal(size=2)),
         "vector": (sc._Vector(z, y, 0.7), rng.normal(size=2 * c)),
-        "matrix": (sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64), rng.normal(size=c * c + c)),
+        "matrix": (sc._Matrix(z, y, 0.7, 0.1, 0.2), rng.normal(size=c * c + c)),
         "op-vector": (sc._OrderPreserving(gaps, rank, 0.7), 0.3 * rng.normal(size=c - 1)),
     }
-    compiled = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64))
+    compiled = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2))
     objectives["matrix-compiled"] = (compiled, objectives["matrix"][1])
     return objectives
 
@@ -914,41 +914,6 @@ def test_scaling_objectives_have_exact_gradients_and_hessian_products(name: str)
         bend = (obj(x + h * v)[1] - obj(x - h * v)[1]) / (2 * h)
         assert grad @ v == pytest.approx(slope, rel=1e-7, abs=1e-9)
         np.testing.assert_allclose(obj.hessp(x, v), bend, rtol=1e-6, atol=1e-7 * np.abs(bend).max())
-
-
-def test_matrix_scaling_float32_hessian_products_match_float64() -> None:
-    """The default float32 products differ from the float64 ones by rounding only: each entry
-    of the two N x C x C products is a sum of N * C terms, whose float32 error is about
-    sqrt(N * C) unit roundoffs (u = 6e-8) of the terms' magnitude, ~2e-6 here; 1e-4 leaves
-    the worst case (N * C u = 9e-5) room, and far exceeds what CG's stopping rule notices."""
-    from privcal.calibrators import scaling as sc
-
-    rng = np.random.default_rng(6)
-    n, c = 300, 5
-    z, y = 3.0 * rng.normal(size=(n, c)), rng.integers(0, c, n)
-    x, v = rng.normal(size=c * c + c), rng.normal(size=c * c + c)
-    exact = sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64).hessp(x, v)
-    for fast_objective in (
-        sc._Matrix(z, y, 0.7, 0.1, 0.2),
-        _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2)),
-    ):
-        fast = fast_objective.hessp(x, v)
-        rel = np.linalg.norm(fast - exact) / np.linalg.norm(exact)
-        assert 0.0 < rel < 1e-4  # > 0: the default really computes in float32
-
-
-def test_order_preserving_dense_hessian_equals_its_products() -> None:
-    """The closed-form Hessian of the order-preserving objective (what ``trust-exact`` uses)
-    applied to a direction is its Hessian-vector product (checked above against central
-    differences of the gradient), at points where deep ranks carry tiny tail probabilities."""
-    obj, x = _objectives(11)["op-vector"]
-    rng = np.random.default_rng(12)
-    for point in (x, x + 3.0):  # larger scales: the tails of deep ranks fall to ~1e-153
-        h = obj.hessian(point)
-        np.testing.assert_allclose(h, h.T, rtol=1e-12, atol=1e-15)
-        for _ in range(3):
-            v = rng.normal(size=x.size)
-            np.testing.assert_allclose(h @ v, obj.hessp(point, v), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("name", ["vector", "matrix", "matrix-compiled"])
@@ -972,7 +937,7 @@ def test_matrix_block_preconditioner_factors_the_per_class_curvature() -> None:
     rng = np.random.default_rng(10)
     n, c = 200, 4
     z, y = rng.normal(size=(n, c)), rng.integers(0, c, n)
-    obj = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2, np.float64))
+    obj = _compiled(sc._Matrix(z, y, 0.7, 0.1, 0.2))
     x = rng.normal(size=c * c + c)
     change = obj.preconditioner(x)
     p = softmax(z @ x[: c * c].reshape(c, c).T + x[c * c :])
@@ -996,7 +961,7 @@ def test_matrix_objective_shifts_to_the_least_penalty_map(lam: float, mu: float)
     rng = np.random.default_rng(9)
     n, c = 40, 4
     z, y = rng.normal(size=(n, c)), rng.integers(0, c, n)
-    obj = sc._Matrix(z, y, 1.0, lam, mu, np.float64)
+    obj = sc._Matrix(z, y, 1.0, lam, mu)
     x = rng.normal(size=c * c + c)
     px = obj.canonical(x)
     np.testing.assert_allclose(obj.canonical(px), px, atol=1e-14)
@@ -1168,3 +1133,44 @@ def test_newton_fit_out_of_iterations_warns(overconfident: Any, cal: Any) -> Non
     with pytest.warns(IterationLimitWarning, match="max_iter"):
         fitted = clone(cal).fit(z, y % z.shape[1])
     assert any("Raise max_iter" in w for w in fitted.fit_warnings_)
+
+
+@pytest.mark.parametrize("case", ["one-class labels", "logits x30"])
+def test_matrix_scaling_converges_where_the_softmax_saturates(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saturated softmaxes leave the curvature nearly flat: labels of a single class (every
+    row's fit pushes one class towards probability 1) and a 30x overconfident network (the
+    identity map's softmax is nearly one-hot). On the path of large fits, matrix scaling still
+    reaches its gradient test (the suite turns an IterationLimitWarning into an error) in a
+    bounded number of products; float32 products once ran 420 000 of them on the first case,
+    and the start at the identity needs 2.5 times the products of the temperature start on the
+    second (500 Newton iterations without converging on the shared WRN network)."""
+    from privcal.calibrators import scaling as sc
+
+    monkeypatch.setattr(sc._Matrix, "COMPILED_MIN_WORK", 0)
+    rng = np.random.default_rng(13)
+    n, c = 2000, 20
+    y = rng.integers(0, c, n)
+    z = rng.normal(size=(n, c))
+    z[np.arange(n), y] += 2.0
+    if case == "one-class labels":
+        y = np.zeros(n, dtype=int)
+    else:
+        z = 30.0 * np.log(softmax(z))
+    products = [0]
+    hessp = sc._Matrix.hessp
+
+    def counted(self: Any, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        products[0] += 1
+        return hessp(self, x, v)
+
+    monkeypatch.setattr(sc._Matrix, "hessp", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BoundedNLLWarning)  # the cases' subject is convergence,
+        warnings.simplefilter("ignore", CrossFitWarning)  # not these diagnostics
+        cal = MatrixScaling().fit(z, y)
+    assert np.isfinite(cal.coef_).all()
+    # measured, with the cross-fit's two twins: 174 products for the overconfident case (256
+    # from the identity map) and 32 for one-class labels
+    assert products[0] < (200 if case == "logits x30" else 100), products[0]

@@ -16,7 +16,7 @@ in variables scaled by the curvature's diagonal, or for matrix scaling by its pe
 re-estimated as the fit moves (:func:`_trust_newton`, :meth:`_Matrix.preconditioner`), and for
 matrix scaling without the directions that change no probability (:class:`_Matrix`): on the
 shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 Newton
-iterations and 40 Hessian-vector products (float32 products, float64 gradient), where the
+iterations and about 45 Hessian-vector products, where the
 diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
 iterations. The order-preserving map has only ``C - 1`` parameters and its Hessian in closed form
 (two ``N x C x C`` products), so SciPy's ``trust-exact`` solves on the whole Hessian instead.
@@ -65,7 +65,12 @@ from privcal.calibrators.base import (
     register,
 )
 from privcal.calibrators.progress import Reporter, report
-from privcal.calibrators.temperature import NLL_BOUND, warn_bounded_nll
+from privcal.calibrators.temperature import (
+    DEFAULT_T_RANGE,
+    NLL_BOUND,
+    fit_temperature_nll,
+    warn_bounded_nll,
+)
 from privcal.metrics.statistics import nll_terms, softmax
 
 __all__ = [
@@ -136,14 +141,13 @@ class IterationLimitWarning(FitWarning):
 
 
 class _Point(NamedTuple):
-    """An objective's NLL part at ``x``: its value and parameter gradient, the softmax ``p``
-    of the logits and ``p`` in the products' dtype."""
+    """An objective's NLL part at ``x``: its value and parameter gradient and the softmax ``p``
+    of the logits."""
 
     x: np.ndarray
     value: float
     grad: np.ndarray
     p: np.ndarray
-    p_products: np.ndarray
 
 
 class _Objective:
@@ -163,8 +167,6 @@ class _Objective:
     point of the last accepted step after evaluating a trial point).
     """
 
-    #: The dtype of the Hessian-vector products' ``N x C`` arrays (:meth:`hessp`).
-    product_dtype: type[np.floating[Any]] = np.float64
     #: Whether :meth:`hessian` gives the whole Hessian in closed form (then the solve is SciPy's
     #: ``trust-exact`` on it instead of conjugate gradient on products).
     dense_hessian: ClassVar[bool] = False
@@ -224,7 +226,7 @@ class _Objective:
         g = p.copy()
         g[self.rows, self.y] -= 1.0
         grad = self.pull(x, g * self.scale)
-        entry = _Point(x.copy(), value, grad, p, p.astype(self.product_dtype, copy=False))
+        entry = _Point(x.copy(), value, grad, p)
         self._cache = [*self._cache[-1:], entry]
         return entry
 
@@ -240,18 +242,11 @@ class _Objective:
 
     __call__ = value_and_grad
 
-    def pull_curvature(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """:meth:`pull` of a :attr:`product_dtype` array, returned in float64 (for
-        :meth:`hessp`)."""
-        return self.pull(x, g)
-
     def hessp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """The Hessian-vector product; its ``N x C`` arrays (:meth:`push`, the curvature image,
-        :meth:`pull_curvature`) are :attr:`product_dtype`."""
+        """The Hessian-vector product."""
         entry = self._cached(x)
-        grad, p = entry.grad, entry.p_products
-        out = self.pull_curvature(x, self.curvature_image(p, self.push(x, v)))
-        return out + self.second_order(x, grad, v) + self.penalty_hessp(v)
+        out = self.pull(x, self.curvature_image(entry.p, self.push(x, v)))
+        return out + self.second_order(x, entry.grad, v) + self.penalty_hessp(v)
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
         """The whole Hessian (where :attr:`dense_hessian`)."""
@@ -262,7 +257,7 @@ class _Objective:
         of a logit direction ``du``, row by row (may overwrite ``du``)."""
         pdu = p * du
         curv = pdu - p * pdu.sum(axis=1, keepdims=True)
-        return curv * self.product_dtype(self.scale)
+        return curv * self.scale
 
     def diagonal(self, x: np.ndarray) -> np.ndarray:
         p, _ = self._softmax(x)
@@ -383,11 +378,14 @@ def _trust_newton(
         used += iterations
         if iterations:  # the point moved: the next stage estimates its variables there
             change = None
-    if gnorm > _GTOL:
+    if gnorm > _GTOL and used >= max_iter:
         warnings.warn(
-            f"The {step.fit} fit used its max_iter={max_iter} Newton iterations before its "
-            f"gradient test (norm {gnorm:.2g} in the scaled variables, stopping at {_GTOL:g}): "
-            f"the parameters are the best point found, not the minimum. Raise max_iter.",
+            f"The {step.fit} fit used the max_iter={max_iter} Newton iterations of a solve "
+            f"before its gradient test (norm {gnorm:.2g} in the scaled variables, stopping at "
+            f"{_GTOL:g}): the parameters are the best point found, not the minimum. Raise "
+            f"max_iter; but if the map separates the fitting rows (an unpenalised map with "
+            f"many parameters per row: the NLL then falls towards 0 and has no minimum), more "
+            f"iterations will not help: fit on more rows or keep the penalty.",
             IterationLimitWarning,
             stacklevel=5,
         )
@@ -540,13 +538,10 @@ class _Vector(_Objective):
 class _Matrix(_Objective):
     """:math:`u = z W^\\top + b` plus the ODIR penalty, ``x = (W`` row-major``, b)``.
 
-    The value and gradient are float64. A Hessian-vector product (:meth:`push`, the
-    curvature image, :meth:`pull_curvature`: two ``N x C x C`` products) runs in
-    ``product_dtype`` (float32 by default, twice as fast): its relative error is a few float32
-    roundings (1e-6), the same order as rounding ``z`` and ``v`` to float32 would cause. The
-    products only steer the conjugate gradient, whose stopping rule asks for a residual far
-    above that, while the gradient — which decides where the fit stops — stays float64, so the
-    minimiser is unchanged.
+    Everything is float64. Hessian-vector products in float32 (twice as fast) were tried and
+    removed: where the curvature is nearly flat (a label array of one class saturates every
+    softmax), their rounding, ~1e-6 of each product, kept the conjugate gradient from ever
+    reaching its residual test, and one fit ran 420 000 products.
 
     From :attr:`COMPILED_MIN_WORK` on (``N * C * C``, the work of one product),
     :meth:`preconditioner` scales by the curvature's per-class blocks and the curvature image
@@ -580,6 +575,10 @@ class _Matrix(_Objective):
     #: ``N * C * C`` from which the block preconditioner and the compiled kernels are used
     #: (2^24: 5000 x 100 classes is 5e7; 10 000 x 10 classes, 1e6, keeps NumPy).
     COMPILED_MIN_WORK = 1 << 24
+    #: Up to this many classes the preconditioner is the per-class blocks; beyond, their
+    #: ``C (C+1)^2`` entries and the sampled rows' products (~1 GB at 300 classes, ~20 GB at
+    #: 1000) outgrow the fit, and the diagonal scaling is used.
+    BLOCK_MAX_CLASSES = 128
 
     def __init__(
         self,
@@ -588,13 +587,10 @@ class _Matrix(_Objective):
         weight: float,
         lam: float,
         mu: float,
-        product_dtype: type[np.floating[Any]] = np.float32,
     ) -> None:
         super().__init__(y, weight)
-        self.product_dtype = product_dtype
         self.z = z
-        self.z_products = z.astype(product_dtype)
-        self.zt_products = np.ascontiguousarray(self.z_products.T)  # for g^T z as (z^T g)^T
+        self.zt = np.ascontiguousarray(z.T)  # for g^T z as (z^T g)^T
         self.c = z.shape[1]
         self.off = 1.0 - np.eye(self.c)
         self.lam, self.mu = lam, mu
@@ -611,11 +607,11 @@ class _Matrix(_Objective):
         return self.z @ w.T + b
 
     def push(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        w, b = self._split(v)  # linear in x: the logits of v, in product_dtype
-        return self.z_products @ w.T.astype(self.product_dtype) + b.astype(self.product_dtype)
+        w, b = self._split(v)  # linear in x: the logits of v
+        return self.z @ w.T + b
 
     def pull(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        return np.concatenate([(g.T @ self.z).ravel(), g.sum(axis=0)])
+        return np.concatenate([(self.zt @ g).T.ravel(), g.sum(axis=0)])
 
     def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
         if not self.compiled:
@@ -623,10 +619,6 @@ class _Matrix(_Objective):
         from privcal.calibrators._kernels import curvature_image
 
         return curvature_image(p, du, self.scale)  # one pass, in place of du
-
-    def pull_curvature(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        zg = self.zt_products @ g
-        return np.concatenate([zg.T.ravel(), g.sum(axis=0)]).astype(np.float64)
 
     def preconditioner(self, x: np.ndarray) -> _Scaling:
         """Per-class blocks: class ``c``'s logit depends on row ``c`` of ``W`` and on ``b_c``
@@ -637,9 +629,10 @@ class _Matrix(_Objective):
         minimiser), floored at 1e-12 of its largest diagonal entry. The cross-class terms
         :math:`-p_{ic}p_{id}` are left to the conjugate gradient. On the shared WRN CIFAR-100
         network the fit needed ~100 Hessian-vector products with these blocks estimated once,
-        where the diagonal needed ~280. Below :attr:`COMPILED_MIN_WORK`, the diagonal.
+        where the diagonal needed ~280. Below :attr:`COMPILED_MIN_WORK` or above
+        :attr:`BLOCK_MAX_CLASSES`, the diagonal.
         """
-        if not self.compiled:
+        if not self.compiled or self.c > self.BLOCK_MAX_CLASSES:
             return super().preconditioner(x)
         c = self.c
         p, _ = self._softmax(x)
@@ -1004,6 +997,22 @@ class VectorScaling(Calibrator):
         check_fitted_array(self, "intercept_", (c,))
 
 
+def _temperature_start(z: np.ndarray, y: np.ndarray, bound: float | None) -> np.ndarray:
+    """Where matrix scaling's first solve starts: the temperature-scaled map ``W = I / T``,
+    ``b = 0`` (:func:`~privcal.calibrators.temperature.fit_temperature_nll` with the same NLL
+    bound, over :class:`~privcal.calibrators.TemperatureScaling`'s default range), which matrix
+    scaling contains. On an overconfident network the identity map's softmax is nearly one-hot,
+    its curvature nearly 0, and Newton steps from it are poor (WRN CIFAR-100 with logits times
+    30: 500 iterations without converging); the majoriser of the first round has one minimiser,
+    so the start changes the path and not the fit (:func:`_fit_bounded_nll`). The temperature
+    fit's own diagnostics are not the user's and are not shown."""
+    c = z.shape[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = fit_temperature_nll(z, y, DEFAULT_T_RANGE, bound=bound)
+    return np.concatenate([(np.eye(c) / t).ravel(), np.zeros(c)])
+
+
 @register
 class MatrixScaling(Calibrator):
     """Matrix scaling :math:`\\mathrm{softmax}(W z + b)` with ODIR regularisation.
@@ -1093,6 +1102,8 @@ class MatrixScaling(Calibrator):
 
         bound = None if self.nll_bound is None else float(self.nll_bound)
         x0 = np.concatenate([np.eye(c).ravel(), np.zeros(c)])
+        if solver_start is None:
+            solver_start = _temperature_start(z, y, bound)
         x = _fit_bounded_nll(
             make_loss, nll_of, x0, n, self.max_iter, bound, "matrix scaling", solver_start
         )

@@ -44,6 +44,8 @@ Objective = Literal["nll", "ece", "acc"]
 
 #: Default bound ``B`` on each example's NLL in the NLL objective (see :func:`fit_temperature_nll`).
 NLL_BOUND = 20.0
+#: Temperatures :class:`TemperatureScaling` searches by default.
+DEFAULT_T_RANGE = (0.05, 20.0)
 _MAX_NEWTON = 100
 #: Newton stops when a step (or the bracket) is this small relative to beta.
 _NEWTON_RTOL = 1e-12
@@ -422,7 +424,7 @@ class TemperatureScaling(Calibrator):
     def __init__(
         self,
         objective: Objective = "nll",
-        t_range: tuple[float, float] = (0.05, 20.0),
+        t_range: tuple[float, float] = DEFAULT_T_RANGE,
         n_bins: int = 15,
         nll_bound: float | None = NLL_BOUND,
     ) -> None:
