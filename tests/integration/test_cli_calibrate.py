@@ -219,6 +219,24 @@ def test_t_range(tmp_path: Path, files: dict[str, Path]) -> None:
     _assert_usage_error(res, "'--t-range' parameter of privcal fit", "0 < LO < HI")
 
 
+def test_max_iter(tmp_path: Path, files: dict[str, Path]) -> None:
+    """--max-iter reaches the Newton fits, whose warning then names the option; other methods
+    and private fits refuse it."""
+    out = tmp_path / "c.json"
+    res = _invoke("fit", "-m", "matrix", "-i", files["val"], "-o", out, "--max-iter", "1")
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["params"]["max_iter"] == 1
+    text = " ".join(res.output.split())
+    assert "used the max_iter=1 Newton iterations" in text and "--max-iter N" in text
+    res = _invoke("fit", "-m", "temperature", "-i", files["val"], "-o", out, "--max-iter", "5")
+    _assert_usage_error(res, "--max-iter applies to the Newton fits")
+    res = _invoke(
+        "fit", "-m", "temperature", "-i", files["val"], "-o", out, "--max-iter", "5",
+        "--epsilon", "1",
+    )  # fmt: skip
+    _assert_usage_error(res, "--max-iter applies to the non-private Newton fits")
+
+
 def test_evaluate_top_label_csv(tmp_path: Path) -> None:
     """A top-label file (true_label,pred_label,confidence) gets its top-label metrics."""
     from privcal.metrics.statistics import calibration_bins

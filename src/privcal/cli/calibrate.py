@@ -117,10 +117,13 @@ def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
     return table
 
 
-def _t_range_hint(text: str) -> str:
-    """Point a fit's bound warnings at ``--t-range`` (a ``hint`` of :func:`collect_warnings`)."""
+def _fit_option_hint(text: str) -> str:
+    """Point a fit's warnings at the option that acts on them, ``--t-range`` or
+    ``--max-iter`` (a ``hint`` of :func:`collect_warnings`)."""
     if "t_range" in text and "--t-range" not in text:
         text += " (privcal fit --t-range LO HI)"
+    if "max_iter" in text and "--max-iter" not in text:
+        text += " (privcal fit --max-iter N)"
     return text
 
 
@@ -189,10 +192,12 @@ def _fit_public(
     seed: int | None,
     t_range: tuple[float, float] | None,
     n_bins: int = DEFAULT_N_BINS,
+    max_iter: int | None = None,
 ) -> Any:
     """A non-private calibrator from :data:`privcal.calibrators.METHODS`, fitted on ``scores``.
 
-    ``n_bins`` sets the bins of the :data:`BINNED_METHODS`; a top-label file fits top-label
+    ``n_bins`` sets the bins of the :data:`BINNED_METHODS` and ``max_iter`` the Newton iterations
+    of the methods that have them (Platt, vector, matrix scaling); a top-label file fits top-label
     histogram binning from its confidences
     (:meth:`~privcal.calibrators.HistogramBinning.fit_top_label`).
     """
@@ -210,6 +215,13 @@ def _fit_public(
         if "t_range" not in est.get_params():
             fail(f"--t-range applies to the temperature methods, not to --method {method}.")
         est.set_params(t_range=t_range)
+    if max_iter is not None:
+        if "max_iter" not in est.get_params():
+            fail(
+                f"--max-iter applies to the Newton fits (platt, vector, op-vector, matrix), not "
+                f"to --method {method}."
+            )
+        est.set_params(max_iter=max_iter)
     if method in BINNED_METHODS:
         est.set_params(n_bins=n_bins)
     if scores.is_top_label:
@@ -307,6 +319,17 @@ def fit(
             "method's own range).",
         ),
     ] = None,
+    max_iter: Annotated[
+        int | None,
+        typer.Option(
+            "--max-iter",
+            min=1,
+            help="Newton iterations (per majorise-minimise round) of platt, vector, op-vector "
+            "and matrix scaling (default: the method's own, 200 or 500). Refused for the other "
+            "methods and for private fits.",
+            show_default=False,
+        ),
+    ] = None,
     aggregation: Annotated[
         str,
         typer.Option(
@@ -341,10 +364,12 @@ def fit(
         )
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
+        elif max_iter is not None:
+            fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")
         bins = _check_n_bins(n_bins, method, private)
         scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
         _check_top_label_fit(method, scores, private)
-        with collect_warnings(_t_range_hint) as caught:
+        with collect_warnings(_fit_option_hint) as caught:
             if private:
                 from privcal.cli.private_fit import check_private_request, fit_private
 
@@ -361,7 +386,7 @@ def fit(
                 )  # fmt: skip
             else:
                 with _fit_status():
-                    estimator = _fit_public(method, scores, seed, t_range, bins)
+                    estimator = _fit_public(method, scores, seed, t_range, bins, max_iter)
         data = estimator.to_dict()
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         summary = _write_fit_summary(
