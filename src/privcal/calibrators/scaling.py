@@ -19,7 +19,7 @@ shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 N
 iterations and about 45 Hessian-vector products, where the
 diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
 iterations. The order-preserving map has only ``C - 1`` parameters and its Hessian in closed form
-(two ``N x C x C`` products), so SciPy's ``trust-exact`` solves on the whole Hessian instead.
+(two ``N x C x C`` products), formed once per Newton iteration instead of products.
 Each iteration is reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal
 fit`` shows them once a fit has run a few seconds); the library is silent otherwise.
 
@@ -167,8 +167,8 @@ class _Objective:
     point of the last accepted step after evaluating a trial point).
     """
 
-    #: Whether :meth:`hessian` gives the whole Hessian in closed form (then the solve is SciPy's
-    #: ``trust-exact`` on it instead of conjugate gradient on products).
+    #: Whether :meth:`hessian` gives the whole Hessian in closed form (then the conjugate
+    #: gradient multiplies by it, formed once per point, instead of asking for products).
     dense_hessian: ClassVar[bool] = False
 
     def __init__(self, y: np.ndarray, weight: float) -> None:
@@ -350,8 +350,11 @@ def _trust_newton(
     Steihaug's truncated conjugate gradient on the exact Hessian-vector products), in at most
     ``max_iter`` Newton iterations (an :class:`IterationLimitWarning` if they run out). An
     objective with its whole Hessian in closed form (:attr:`~_Objective.dense_hessian`: the
-    order-preserving map's ``C - 1`` log-scales) is solved by SciPy's ``trust-exact`` on it,
-    in one stage.
+    order-preserving map's ``C - 1`` log-scales) forms it once per point, in one stage; the
+    conjugate gradient then multiplies by it. (SciPy's ``trust-exact`` on the same Hessian
+    pushed the flat log-scales of deep ranks, which have no gradient, to its trust radius,
+    where their scales overflowed; the conjugate gradient never leaves the span of the
+    gradient.)
 
     The solve runs in the variables of the objective's :meth:`~_Objective.preconditioner`: the
     curvature's diagonal (Jacobi) by default, per-class blocks for matrix scaling. Logits of
@@ -415,22 +418,21 @@ def _scaled_trust_newton(
         val, g = objective(point(t))
         return val, change.pull(g)
 
+    dense: list[np.ndarray] = [np.empty(0), np.empty(0)]  # a point in t and its Hessian
+
     def hessp(t: np.ndarray, vt: np.ndarray) -> np.ndarray:
-        return change.pull(objective.hessp(point(t), change.to_x(vt)))
+        if not objective.dense_hessian:
+            return change.pull(objective.hessp(point(t), change.to_x(vt)))
+        if not np.array_equal(dense[0], t):  # formed once per point, then matrix products
+            dense[:] = [t.copy(), change.pull_matrix(objective.hessian(point(t)))]
+        return dense[1] @ vt
 
-    def hess(t: np.ndarray) -> np.ndarray:
-        return change.pull_matrix(objective.hessian(point(t)))
-
-    second: dict[str, Any] = (
-        {"method": "trust-exact", "hess": hess}
-        if objective.dense_hessian
-        else {"method": "trust-ncg", "hessp": hessp}
-    )
     res = minimize(
         fun,
         change.to_t(x0),
         jac=True,
-        **second,
+        hessp=hessp,
+        method="trust-ncg",
         options={"gtol": gtol, "maxiter": max_iter},
         callback=lambda intermediate_result: step(intermediate_result.fun),
     )
@@ -772,11 +774,11 @@ class _OrderPreserving(_Objective):
         and :meth:`second_order` adds the NLL gradient on the diagonal."""
         entry = self._cached(x)
         tails = np.cumsum(entry.p[:, ::-1], axis=1)[:, ::-1][:, 1:]
-        weighted = self.gaps * tails
-        cross = self.gaps.T @ weighted  # [i, j]: sum of delta_i delta_j T_j; T_max(i,j) for j >= i
+        steps = self.gaps * np.exp(x)  # w_i delta_i: the factor w_i w_j never formed alone
+        weighted = steps * tails
+        cross = steps.T @ weighted  # [i, j]: sum of w_i delta_i w_j delta_j T_j, j >= i: T_max
         upper = np.triu(cross)
-        w = np.exp(x)
-        h = self.scale * np.outer(w, w) * (upper + np.triu(cross, 1).T - weighted.T @ weighted)
+        h = self.scale * (upper + np.triu(cross, 1).T - weighted.T @ weighted)
         h[np.diag_indices_from(h)] += entry.grad
         return h
 
