@@ -290,10 +290,6 @@ class _Scaling:
         """:math:`A^\\top g` (a gradient or Hessian-vector product in ``x`` to one in ``t``)."""
         raise NotImplementedError
 
-    def pull_matrix(self, h: np.ndarray) -> np.ndarray:
-        """:math:`A^\\top H A` (a Hessian in ``x`` to one in ``t``)."""
-        raise NotImplementedError
-
 
 class _DiagonalScaling(_Scaling):
     """:math:`A = \\mathrm{diag}(s)`."""
@@ -309,9 +305,6 @@ class _DiagonalScaling(_Scaling):
 
     def pull(self, g: np.ndarray) -> np.ndarray:
         return g * self.s
-
-    def pull_matrix(self, h: np.ndarray) -> np.ndarray:
-        return self.s[:, None] * h * self.s[None, :]
 
 
 class _BlockScaling(_Scaling):
@@ -418,14 +411,17 @@ def _scaled_trust_newton(
         val, g = objective(point(t))
         return val, change.pull(g)
 
-    dense: list[np.ndarray] = [np.empty(0), np.empty(0)]  # a point in t and its Hessian
+    dense: list[np.ndarray] = [np.empty(0), np.empty(0)]  # a point in x and its Hessian
+
+    def hessian_product(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if not objective.dense_hessian:
+            return objective.hessp(x, v)
+        if not np.array_equal(dense[0], x):  # formed once per point, then matrix products
+            dense[:] = [x.copy(), objective.hessian(x)]
+        return dense[1] @ v
 
     def hessp(t: np.ndarray, vt: np.ndarray) -> np.ndarray:
-        if not objective.dense_hessian:
-            return change.pull(objective.hessp(point(t), change.to_x(vt)))
-        if not np.array_equal(dense[0], t):  # formed once per point, then matrix products
-            dense[:] = [t.copy(), change.pull_matrix(objective.hessian(point(t)))]
-        return dense[1] @ vt
+        return change.pull(hessian_product(point(t), change.to_x(vt)))
 
     res = minimize(
         fun,
@@ -781,13 +777,6 @@ class _OrderPreserving(_Objective):
         h = self.scale * (upper + np.triu(cross, 1).T - weighted.T @ weighted)
         h[np.diag_indices_from(h)] += entry.grad
         return h
-
-    def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
-        # column i of the Jacobian is -w_i gaps_i times the indicator of ranks k > i; its
-        # curvature is the variance of that indicator under p: T_i (1 - T_i), T_i = P(k > i)
-        t = np.cumsum(p[:, ::-1], axis=1)[:, ::-1][:, 1:]
-        q = t * (1.0 - t) * self.scale
-        return np.exp(2.0 * x) * np.einsum("ij,ij->j", q, self.gaps * self.gaps)
 
 
 @register
