@@ -235,6 +235,8 @@ def test_max_iter(tmp_path: Path, files: dict[str, Path]) -> None:
         "--epsilon", "1",
     )  # fmt: skip
     _assert_usage_error(res, "--max-iter applies to the non-private Newton fits")
+    res = _invoke("fit", "-m", "matrix", "-i", files["val"], "-o", out, "--max-iter", "0")
+    _assert_usage_error(res, "--max-iter", "x>=1")
 
 
 def test_evaluate_top_label_csv(tmp_path: Path) -> None:
