@@ -22,6 +22,7 @@ pytest.importorskip("flwr")
 from privcal.calibrators import calibrator_from_dict
 from privcal.federated import FedBBQ, dirichlet_partition, simulate
 from privcal.federated.flower.local import run_local
+from privcal.federated.policy import ClientPolicy
 
 N_CLIENTS = 5
 
@@ -36,7 +37,9 @@ def federation(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     nodes = []
     for k, idx in enumerate(parts):
         np.savez(wd / f"c{k}.npz", logits=z[idx], labels=y[idx])
-        nodes.append({"data": str(wd / f"c{k}.npz")})
+        # one operator runs every in-process client here: the permissive policy (seeded noise,
+        # any epsilon, runs without DP); tests/unit/test_client_policy.py checks refusals
+        nodes.append({"data": str(wd / f"c{k}.npz"), **ClientPolicy.permissive().to_node()})
     return nodes, wd, z, y, parts
 
 
@@ -234,7 +237,7 @@ def test_secaggplus_carries_the_shares_exactly(federation) -> None:  # type: ign
     total = None
     for k, idx in enumerate(parts):  # LocalGrid's node ids are 2, 3, ...
         with pytest.warns(UserWarning, match="not private"):
-            dp = dp_from_config(conf, client_noise(conf, k + 2, "test"))
+            dp = dp_from_config(conf, client_noise(conf, k + 2, "test", ClientPolicy.permissive()))
         assert dp is not None
         x = client_payload(fm, fm.init(4), z[idx], y[idx], conf)
         up = np.concatenate(dp.client_uploads(x, fm.noise_groups(dp, x.shape), ring))

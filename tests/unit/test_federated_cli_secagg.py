@@ -39,6 +39,8 @@ def test_commands_are_registered(apps: typer.Typer) -> None:
         (["--aggregation", "local", "--num-nodes", "4"], "'distributed' or 'trusted'"),
         (["--threshold", "3", "--epsilon", "1", "--num-nodes", "4"], "--threshold sizes"),
         (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "5"], "in [2,"),
+        # t = K: SecAgg+ cannot enforce it (it would unmask K - 1 shares): refused at once
+        (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "4"], "- 1 = 3]"),
         (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "1"], "in [2,"),
         (  # the clients' bound plus the noise tail overflow SecAgg+'s ring (2^31)
             [
@@ -93,6 +95,59 @@ def test_secaggplus_scaling_round_trip() -> None:
     plain = np.sum(payloads, axis=0)
     assert np.abs(got - plain).max() <= 2 * n * bound / q + 1e-9
     assert np.abs(got - plain).max() > 0  # it is quantised, not exact
+
+
+def _client(apps: typer.Typer, tmp_path, *args: str, monkeypatch=None):  # type: ignore[no-untyped-def]
+    f = tmp_path / "d.npz"
+    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
+    return CliRunner().invoke(apps, ["federate", "client", "--data", str(f), "--insecure", *args])
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "msg"),
+    [
+        ("max-epsilon = [", [], "not valid TOML"),
+        ("max-epsilon = 0.0", [], "max_epsilon"),
+        ("", ["--accept", "distributed,everyone"], "'accept'"),
+        ("", ["--min-threshold", "0"], "min_threshold"),
+    ],
+)
+def test_client_bad_policy_is_one_line_before_anything_runs(
+    apps: typer.Typer,
+    tmp_path,
+    monkeypatch,
+    text: str,
+    args: list[str],
+    msg: str,  # type: ignore[no-untyped-def]
+) -> None:
+    pytest.importorskip("flwr")
+    import privcal.cli.federate as fed
+
+    monkeypatch.setattr(fed, "_run_client", lambda *a: pytest.fail("the client started"))
+    policy = tmp_path / "p.policy.toml"
+    policy.write_text(text + "\n")
+    r = _client(apps, tmp_path, "--policy", str(policy), *args)
+    assert r.exit_code == 2 and msg in r.output, r.output
+    assert len([ln for ln in r.output.splitlines() if ln.strip()]) <= 3
+
+
+def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-untyped-def]
+    apps: typer.Typer, tmp_path, monkeypatch
+) -> None:
+    """The policy next to the ledger is read; options override its keys; the node carries it."""
+    pytest.importorskip("flwr")
+    import privcal.cli.federate as fed
+    from privcal.federated.policy import ClientPolicy
+
+    seen = {}
+    monkeypatch.setattr(fed, "_run_client", lambda node, *a: seen.update(node))
+    (tmp_path / "l.policy.toml").write_text('max-epsilon = 0.5\naccept = ["distributed"]\n')
+    r = _client(apps, tmp_path, "--ledger", str(tmp_path / "l.sqlite"), "--min-threshold", "3")
+    assert r.exit_code == 0, r.output
+    assert "policy: epsilon <= 0.5" in r.output and "t >= 3" in r.output
+    assert ClientPolicy.from_node(seen) == ClientPolicy(0.5, 1e-5, 3, ("distributed",))
+    r = _client(apps, tmp_path, "--budget", "2")  # no ledger, no file: --budget bounds a run
+    assert ClientPolicy.from_node(seen).max_epsilon == 2.0
 
 
 def test_client_with_a_spent_ledger_exits_3(apps: typer.Typer, tmp_path) -> None:  # type: ignore[no-untyped-def]

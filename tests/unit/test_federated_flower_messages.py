@@ -146,7 +146,8 @@ def test_ledger_client_refuses_runs_without_dp(node: dict[str, object]) -> None:
     cfg = {**task.DEFAULTS, **RUN, "epsilon": 0.0, "method": "fedtemp", "round": 1}
     reply = _step(node, cfg, {"params": np.array([1.0])})
     assert set(reply.content.keys()) == {"info"}
-    assert reply.content["info"]["refused"] == "this client only joins DP runs"
+    assert "no DP (epsilon 0)" in str(reply.content["info"]["refused"])
+    assert _spent(node) == 0.0
 
 
 @pytest.mark.parametrize(("epsilon", "ledger"), [(1.0, False), (0.0, True), (1.0, True)])
@@ -162,7 +163,7 @@ def test_class_counts_are_only_sent_in_runs_without_dp(
 def test_class_counts_in_a_run_without_dp_are_the_only_exact_release(
     node: dict[str, object],
 ) -> None:
-    nd = {"data": node["data"]}
+    nd = {"data": node["data"], "accept": "none"}  # this client accepts runs without DP
     cfg = {**task.DEFAULTS, **RUN, "epsilon": 0.0, "task": "count", "round": 0}
     reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd))
     assert set(reply.content.keys()) == {"arrays"}
@@ -177,7 +178,7 @@ def test_secagg_client_charges_and_sends_a_public_weight(node: dict[str, object]
     assert _spent(node) == pytest.approx(task.composed_epsilon(run, 1))
     assert num_examples == 1 and metrics == {}  # a public constant, never the client's size
     assert len(params) == 1 and np.abs(params[0]).max() <= run["secagg-clipping-range"]
-    with pytest.raises(RuntimeError, match="only joins DP runs"):
+    with pytest.raises(RuntimeError, match=r"no DP \(epsilon 0\)"):
         secagg._PrivcalClient(_context(node, {**run, "epsilon": 0.0})).fit(
             [np.array([1.0])], {"round": 2}
         )
@@ -190,7 +191,8 @@ def test_server_round_divides_by_the_declared_cohort(
     cfg = {**task.DEFAULTS, **RUN, "method": "fedtemp", "noise": "seeded", "sample-rate": 0.5}
     fm = task.method_from_config(cfg)
     state = fm.init(C)
-    reply = _step({"data": node["data"]}, {**cfg, "round": 1}, state)
+    seeded_ok = {"data": node["data"], "allow-seeded-noise": True}  # the client opts in
+    reply = _step(seeded_ok, {**cfg, "round": 1}, state)
     with pytest.warns(InsecureNoiseWarning):
         dp = task.dp_from_config(cfg, task.server_noise(cfg, "test"))
     seen = []

@@ -140,6 +140,8 @@ def test_a_noise_dominated_fedtemp_release_warns_on_the_server(
     console says why (seeded noise, so that the test is deterministic)."""
     cfg = _config(tmp_path, 2, noise="seeded")
     nodes = _clients(tmp_path, 2, rows=200, scale=1.2)
+    for node in nodes:  # each client opts in to the test's seeded noise itself
+        node["allow-seeded-noise"] = True
     _run(LocalGrid(client_app.app, nodes, cfg), cfg)
     out = capsys.readouterr().out
     assert "privcal: WARNING: FedTemp under DP" in out and "falls back to T = 1" in out, out

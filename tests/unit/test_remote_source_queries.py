@@ -58,3 +58,22 @@ def test_a_distributed_fit_refuses_remote_sources_before_asking_anything() -> No
     sources = [RemoteSource(NoGrid(), node, 4, name=f"n{node}") for node in (2, 3)]
     with pytest.raises(ValueError, match=r"cannot upload shares.*aggregation='local'"):
         PrivateTemperatureScaling(aggregation="distributed").fit(sources=sources)
+
+
+def test_a_source_bounds_what_one_run_costs_it_by_its_own_policy(tmp_path: Path) -> None:
+    """A node with ``max-epsilon`` 0.5 answers queries of one run up to 0.5 in all, refuses the
+    next (nothing recorded, its data not needed), and answers the next run again."""
+    from privcal.federated.flower.sources import source_refusal
+    from privcal.privacy import PrivacyOdometer
+
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(50, 4)), rng.integers(0, 4, size=50)
+    node = {"ledger": str(tmp_path / "l.sqlite"), "budget": 2.0, "max-epsilon": 0.5}
+    cfg = {"query": "count", "kwargs": json.dumps({"epsilon": 0.25})}
+    for _ in range(2):
+        assert "refused" not in answer_source_query(z, y, node, cfg, run_id=7)
+    reason = source_refusal(node, cfg, run_id=7)
+    assert reason is not None and "above this source's policy of at most 0.5 per run" in reason
+    assert answer_source_query(z, y, node, cfg, run_id=7) == {"refused": reason}
+    assert PrivacyOdometer(2.0, ledger=node["ledger"]).spent == pytest.approx(0.5)
+    assert "refused" not in answer_source_query(z, y, node, cfg, run_id=8)  # a new run

@@ -94,9 +94,10 @@ def server(
     threshold: int = typer.Option(
         None,
         "--threshold",
-        help="t of --aggregation distributed: the shares are sized so that any t honest "
-        "surviving clients make up the noise; fewer survivors release nothing (default: "
-        "num-nodes minus a fifth, at least one dropout).",
+        help="t of --aggregation distributed, in [2, num-nodes - 1]: the shares are sized so "
+        "that any t honest surviving clients make up the noise, and SecAgg+ unmasks no sum of "
+        "fewer than t; fewer survivors release nothing (default: num-nodes minus a fifth, at "
+        "least one dropout).",
     ),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(9092, "--port"),
@@ -269,11 +270,12 @@ def _check_aggregation(
                 "--threshold sizes distributed noise shares: pass it with --aggregation "
                 "distributed (and --secagg), or drop it."
             )
-        if not 2 <= threshold <= num_nodes:
+        if not 2 <= threshold <= num_nodes - 1:
             raise ValueError(
-                f"--threshold must be in [2, --num-nodes = {num_nodes}] (SecAgg+ needs at least "
-                f"2 survivors to unmask a sum; more than num-nodes can never survive). Got "
-                f"{threshold}."
+                f"--threshold must be in [2, --num-nodes - 1 = {num_nodes - 1}]: it is also "
+                "SecAgg+'s reconstruction threshold, which needs at least 2 shares and fewer "
+                "than the number of clients (at t = num-nodes SecAgg+ would unmask a sum of "
+                f"num-nodes - 1 shares, less noise than claimed). Got {threshold}."
             )
     return aggregation
 
@@ -413,8 +415,46 @@ def client(
             "the server receives it: after SecAgg+'s masking).",
         ),
     ] = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="This client's privacy policy (TOML: max-epsilon, max-delta, min-threshold, "
+            "accept, allow-seeded-noise). Default: LEDGER.policy.toml next to --ledger when it "
+            "exists. The options below override its keys.",
+        ),
+    ] = None,
+    max_epsilon: float = typer.Option(
+        None,
+        "--max-epsilon",
+        help="The most epsilon one run may cost this client; a run asking more is refused "
+        "(default: the policy file's, else --budget).",
+    ),
+    max_delta: float = typer.Option(
+        None, "--max-delta", help="The most delta one run may cost (default: --delta-budget)."
+    ),
+    min_threshold: int = typer.Option(
+        None,
+        "--min-threshold",
+        help="The smallest threshold t of distributed noise shares this client accepts "
+        "(default 2; over SecAgg+ also its reconstruction threshold).",
+    ),
+    accept: str = typer.Option(
+        None,
+        "--accept",
+        help="The runs this client joins, comma-separated: distributed, trusted (DP runs by "
+        "how the noise is added), none (runs without DP: exact payloads leave the client). "
+        "Default: distributed,trusted.",
+    ),
+    allow_seeded_noise: bool = typer.Option(
+        False,
+        "--allow-seeded-noise",
+        help="Answer runs that ask for seeded (reproducible, not private) noise: tests only.",
+    ),
 ) -> None:
-    """Run a SuperNode that answers privcal rounds from DATA, within its own ledger budget."""
+    """Run a SuperNode that answers privcal rounds from DATA, within its own ledger budget and
+    its own privacy policy (a run asking for more epsilon, another aggregation, a smaller
+    threshold or seeded noise is refused before the data is read)."""
     with user_errors():
         _need_flwr()
         if budget <= 0:
@@ -422,7 +462,12 @@ def client(
         from privcal.federated.flower.task import load_client_data
 
         load_client_data(data)  # a bad file is an Error line here, not a failed round later
-        node: dict[str, object] = {"data": str(data.resolve())}
+        policy = _client_policy(
+            policy_file, ledger, budget, delta_budget,
+            {"max-epsilon": max_epsilon, "max-delta": max_delta, "min-threshold": min_threshold,
+             "accept": accept, "allow-seeded-noise": allow_seeded_noise or None},
+        )  # fmt: skip
+        node: dict[str, object] = {"data": str(data.resolve()), **policy.to_node()}
         if transcript is not None:
             from privcal.data.io import check_output_path
 
@@ -450,7 +495,34 @@ def client(
             fail("Pass --insecure (local tests only) or --root-certificates CA.")
         if retry_s <= 0:
             raise ValueError(f"--retry-s must be > 0. Got {retry_s}.")
+    err_console.print(f"This client's {policy.describe()}", markup=False, highlight=False)
     _run_client(node, superlink, tls, retry_s)
+
+
+def _client_policy(
+    path: Path | None,
+    ledger: Path | None,
+    budget: float,
+    delta_budget: float,
+    options: dict[str, Any],
+) -> Any:
+    """The client's :class:`~privcal.federated.policy.ClientPolicy`: the policy file (``--policy``,
+    else ``LEDGER.policy.toml`` when it exists), its keys overridden by the options given; a
+    missing epsilon or delta bound is the client's ``--budget`` / ``--delta-budget``."""
+    from privcal.federated.policy import ClientPolicy, default_policy_path
+
+    if path is None and ledger is not None and default_policy_path(ledger).exists():
+        path = default_policy_path(ledger)
+    if path is not None and not path.is_file():
+        raise ValueError(f"--policy {str(path)!r} is not a file (a TOML privacy policy).")
+    values = {} if path is None else ClientPolicy.from_file(path).to_node()
+    values.update({k: v for k, v in options.items() if v is not None})
+    values.setdefault("max-epsilon", budget)
+    values.setdefault("max-delta", delta_budget)
+    where = "This client's policy" + ("" if path is None else f" (--policy {str(path)!r})")
+    if ledger is not None:
+        values["ledger"] = str(ledger)
+    return ClientPolicy.from_node(values, where)
 
 
 def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s: float) -> None:

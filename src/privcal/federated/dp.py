@@ -78,6 +78,7 @@ __all__ = [
     "clip_rows_l2",
     "default_threshold",
     "expected_cohort",
+    "fallback_epsilon",
     "federated_report",
     "noise_multiplier",
 ]
@@ -344,6 +345,8 @@ def federated_report(
     n_clients: int,
     sample_rate: float,
     public: tuple[str, ...] = (),
+    survivors: int | None = None,
+    transport: str = "in-process",
 ) -> PrivacyReport:
     """The privacy report of one federated run (user-level add/remove, zCDP over ``T`` rounds).
 
@@ -363,6 +366,11 @@ def federated_report(
         ``p``.
     public : tuple of str, default=()
         Further quantities the caller declares public.
+    survivors : int or None, default=None
+        Under ``"distributed"``: the fewest clients that uploaded to any secure sum of the run
+        (``None``: ``K``); the collusion tolerated is computed from it.
+    transport : {"in-process", "secagg+"}, default="in-process"
+        How the distributed shares were summed (:func:`~privcal.privacy.distributed.threat_model`).
 
     Returns
     -------
@@ -404,8 +412,41 @@ def federated_report(
         relation="add/remove",
         public=declared,
         noise=noise_kind(dp.noise),
-        threat=threat_model(dp.aggregation, n_clients, dp.threshold),
+        threat=threat_model(
+            dp.aggregation,
+            n_clients,
+            dp.threshold,
+            survivors,
+            transport=transport,
+            fallback=(
+                fallback_text(method, dp, n_classes) if dp.aggregation == "distributed" else None
+            ),
+        ),
     )
+
+
+def fallback_epsilon(method: Any, dp: DPConfig, n_classes: int) -> float:
+    """The run's epsilon (at its delta) for one client whose uploads are all seen alone.
+
+    A client's upload in one round carries one share per noise group, ``N_Z(0, sigma_Z^2 / t)``
+    on a shift of integer L2 norm at most ``D2``: ``ShareLaw.fallback`` gives its zCDP ``rho_g``
+    (Kairouz et al.'s bound with one share). Over the run's ``T`` rounds that is
+    ``T sum_g rho_g``-zCDP, converted at ``delta``
+    (:func:`~privcal.privacy.accounting.zcdp_epsilon`).
+    It is what the server learns about that client if the secure sum fails to hide its upload
+    (the server with ``t - 1`` colluders over SecAgg+): ``t`` times the zCDP of the release.
+    """
+    shape = method.payload_shape(n_classes)
+    rho = 0.0
+    for g in method.noise_groups(dp, shape):
+        plan = dp.plan(g)
+        rho += plan.law.fallback(plan.integer_sensitivity, int(g.index.size))
+    return _zcdp_epsilon(dp.rounds * rho, dp.delta)
+
+
+def fallback_text(method: Any, dp: DPConfig, n_classes: int) -> str:
+    """The report's clause for :func:`fallback_epsilon`."""
+    return f"epsilon {fallback_epsilon(method, dp, n_classes):.3g} at delta {dp.delta:g} per client"
 
 
 @functools.lru_cache(maxsize=256)

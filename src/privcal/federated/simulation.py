@@ -126,8 +126,9 @@ def simulate(
     eval_every : int, default=1
     noise : NoiseSource, optional
         The noise under DP (the clients' shares, or the server's noise when trusted). ``None``
-        (default): :class:`~privcal.privacy.SecureNoise` (OpenDP's discrete Gaussian for the
-        shares). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
+        (default): :class:`~privcal.privacy.SecureNoise` (for the shares, privcal's discrete
+        Gaussian sampler on a cryptographic stream; OpenDP for the server's noise when
+        trusted). A :class:`~privcal.privacy.SeededNoise` makes the run reproducible, warns
         ``InsecureNoiseWarning`` and marks the report "not private: seeded noise".
     aggregation : {"distributed", "trusted"}, default="distributed"
         Who adds the noise under DP. ``"distributed"``: each client adds a discrete Gaussian
@@ -244,8 +245,9 @@ def simulate(
                 "statistics of it",
             )
         )
+        survivors = min((k_total - len(v.dropped) for v in views), default=None)
         cal.privacy_report_ = federated_report(
-            fm, dp, c, n_clients=k_total, sample_rate=p, public=evaluation
+            fm, dp, c, n_clients=k_total, sample_rate=p, public=evaluation, survivors=survivors
         )
         if dp.aggregation == "distributed":
             cal.aggregator_views_ = views

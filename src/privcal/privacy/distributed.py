@@ -59,9 +59,23 @@ Threshold and collusion
 Shares are sized for ``t`` (the declared number of parties that must survive and be honest).
 With ``S`` survivors of whom ``c`` collude with the aggregator (and remove their own shares),
 ``S - c >= t`` honest shares remain, so the guarantee holds for ``c <= S - t``. Fewer than ``t``
-survivors release nothing (:class:`TooFewSurvivorsError`). If the secure sum itself is broken
-(each upload seen alone), an upload carries one share: for the discrete Gaussian that is
-``t rho``-zCDP (:meth:`ShareLaw.fallback`); for the discrete Laplace no guarantee is claimed.
+survivors release nothing (:class:`TooFewSurvivorsError`). Over Flower's SecAgg+ (reconstruction
+threshold ``t``) the aggregator with ``t - 1`` colluders can also unmask one upload, so there the
+tolerance is ``min(S - t, t - 2)`` (:func:`collusion_tolerated`); reports compute it from the
+fewest survivors of any secure sum of the fit, not from ``K``. If one upload is seen alone, it
+carries one share: for the discrete Gaussian that is ``t rho``-zCDP (:meth:`ShareLaw.fallback`,
+stated in every distributed report as "one upload unmasked alone"); for the discrete Laplace no
+guarantee is claimed.
+
+Sampling
+--------
+The shares are drawn by privcal's vectorised samplers on a ChaCha20 stream keyed from the OS's
+CSPRNG (:class:`~privcal.privacy.SecureNoise`), not by OpenDP: the discrete Gaussian by
+Canonne, Kamath & Steinke's rejection sampler and the negative binomial by NumPy's gamma-Poisson
+sampler. Both compute their laws in floating point (the geometric proposals by inversion, the
+acceptance probabilities by ``exp``), so the sampled law equals the exact one up to
+floating-point rounding; the guarantees above are proved for the exact laws, and that gap is not
+bounded here.
 """
 
 from __future__ import annotations
@@ -80,6 +94,7 @@ from privcal.privacy.noise import NoiseSource
 __all__ = [
     "AGGREGATIONS",
     "ROUNDING_SLACK",
+    "TRANSPORTS",
     "WRAP_PROBABILITY",
     "AggregatorView",
     "DistributedPlan",
@@ -89,6 +104,7 @@ __all__ = [
     "TooFewSurvivorsError",
     "WrappedSumError",
     "check_aggregation",
+    "collusion_tolerated",
     "threat_model",
 ]
 
@@ -550,10 +566,59 @@ class DistributedPlan:
         )
 
 
+#: How the shares of a distributed release reached the aggregator (:func:`threat_model`).
+TRANSPORTS: tuple[str, ...] = ("in-process", "secagg+")
+
+
+def collusion_tolerated(threshold: int, survivors: int, transport: str) -> int:
+    """How many colluding parties the full guarantee of one secure sum tolerates.
+
+    With ``S`` survivors of whom ``c`` collude with the aggregator (and subtract their own
+    shares), ``S - c`` honest shares remain, which carry the claimed noise when ``S - c >= t``:
+    ``c <= S - t``. Over SecAgg+ (reconstruction threshold ``t``) the aggregator together with
+    ``t - 1`` colluding clients can also unmask a single honest upload (one share, ``1 / t`` of
+    the noise variance), so there ``c <= t - 2`` as well. In process there are no masks to
+    unmask, only the first bound.
+    """
+    if transport not in TRANSPORTS:
+        raise ValueError(
+            f"The 'transport' of collusion_tolerated must be one of {', '.join(TRANSPORTS)}. "
+            f"Got {transport!r} instead."
+        )
+    honest = int(survivors) - int(threshold)
+    if transport == "secagg+":
+        honest = min(honest, int(threshold) - 2)
+    return max(honest, 0)
+
+
 def threat_model(
-    aggregation: str, n_parties: int, threshold: int | None, survivors: int | None = None
+    aggregation: str,
+    n_parties: int,
+    threshold: int | None,
+    survivors: int | None = None,
+    *,
+    transport: str = "in-process",
+    fallback: str | None = None,
 ) -> tuple[str, ...]:
-    """The report's sentences on who is trusted with what (see :func:`check_aggregation`)."""
+    """The report's sentences on who is trusted with what (see :func:`check_aggregation`).
+
+    Parameters
+    ----------
+    aggregation : {"local", "trusted", "distributed"}
+    n_parties : int
+        ``K``.
+    threshold : int or None
+        ``t`` (distributed only).
+    survivors : int or None
+        The fewest parties that uploaded to any one secure sum of the fit (``None``: ``K``);
+        the collusion tolerated is computed from them (:func:`collusion_tolerated`).
+    transport : {"in-process", "secagg+"}
+        ``"in-process"``: every party ran in this one process, which held all their rows (a
+        simulation of the protocol); ``"secagg+"``: each party in its own process behind
+        Flower's SecAgg+.
+    fallback : str or None
+        What one upload unmasked alone gives away (e.g. ``"epsilon 3.1 at delta 1e-05"``).
+    """
     k = int(n_parties)
     if aggregation == "local":
         return (
@@ -568,12 +633,37 @@ def threat_model(
         )
     t = int(threshold) if threshold is not None else k
     s = k if survivors is None else int(survivors)
-    return (
+    c = collusion_tolerated(t, s, transport)
+    if transport == "secagg+":
+        where = (
+            "transport: Flower's SecAgg+, each party in its own process; SecAgg+ protects the "
+            "uploads against an honest-but-curious server (one that follows the protocol), its "
+            f"reconstruction threshold is t={t}, and its masks come from NumPy's Mersenne "
+            "Twister seeded with a 32-bit XOR fold of the shared key (flwrlabs/flower issue "
+            "7522): at most 32 bits of entropy against a server that searches for them"
+        )
+        limit = f"min(S - t, t - 2) with S={s} survivors and t={t}: beyond t - 2 colluders the "
+        limit += "server can unmask one client's upload"
+    else:
+        where = (
+            "transport: simulated in one process, which held every party's rows; the "
+            "aggregator's view is what a secure sum would hand it (aggregator_views_), not a "
+            "deployment across parties"
+        )
+        limit = f"S - t with S={s} survivors and t={t}"
+    lines = [
         "aggregation=distributed: each party adds an integer noise share; the aggregator sees "
         "only the secure sum modulo the ring (and who dropped), never a single upload",
+        where,
         f"threshold t={t} of K={k}: the shares of any t honest survivors make up the noise; "
         f"fewer than t survivors release nothing",
-        f"collusion tolerated: up to {max(s - t, 0)} parties may reveal their shares to the "
-        f"aggregator ({s} survived, t={t})",
-        "public: K, t, the fixed-point scale, the ring and the per-party value bounds",
-    )
+        f"collusion tolerated per secure sum: up to {c} parties may reveal their shares to the "
+        f"aggregator ({limit})",
+    ]
+    if fallback is not None:
+        lines.append(
+            f"one upload unmasked alone (a broken secure sum, or beyond the collusion "
+            f"tolerated) carries 1/t of the noise variance: {fallback}"
+        )
+    lines.append("public: K, t, the fixed-point scale, the ring and the per-party value bounds")
+    return tuple(lines)

@@ -2,10 +2,14 @@
 
 Two sources implement one small interface (:class:`NoiseSource`):
 
-* :class:`SecureNoise` draws through OpenDP's samplers. They sample exactly on the floating-point
-  grid from cryptographically secure randomness, so a release is not open to the floating-point
-  attacks of Mironov (2012) on naive ``value + numpy_noise`` implementations. It is the default of
-  every data source and private estimator.
+* :class:`SecureNoise` draws released floats (Laplace, Gaussian, the exponential mechanism)
+  through OpenDP's samplers. They sample exactly on the floating-point grid from
+  cryptographically secure randomness, so a release is not open to the floating-point attacks of
+  Mironov (2012) on naive ``value + numpy_noise`` implementations. The integer noise shares of
+  distributed releases (discrete Gaussian, negative binomial) and randomized-rounding offsets are
+  drawn by privcal's own vectorised samplers on a ChaCha20 stream keyed from the OS's CSPRNG:
+  secure randomness, laws computed in floating point (:meth:`SecureNoise.discrete_gaussian`). It
+  is the default of every data source and private estimator.
 * :class:`SeededNoise` draws from a NumPy ``Generator``: vectorised, fast and reproducible. It is
   for simulation, experiments and statistical tests only. It is **not** safe against
   floating-point attacks and its randomness is not cryptographic; never use it to release data.
@@ -248,7 +252,8 @@ class SeededNoise(NoiseSource):
 
 
 class SecureNoise(NoiseSource):
-    """Noise drawn by OpenDP's samplers: exact on the float grid, secure randomness.
+    """Noise from secure randomness: OpenDP's samplers for released floats (exact on the float
+    grid), privcal's samplers on a CSPRNG stream for integer shares.
 
     The default noise source of every data source and private estimator. Draws use OpenDP
     (``opendp.prelude``, feature ``"contrib"``) measurements built for the requested scale and
@@ -374,8 +379,11 @@ class SecureNoise(NoiseSource):
 
         A fresh key per call: the stream is a cryptographically secure pseudo-random sequence
         that no one can predict or replay. The laws drawn from it (uniform, negative binomial by
-        NumPy's gamma-Poisson sampler) are computed in floating point; that only matters for
-        released floats (Mironov 2012), not for the integer shares drawn here.
+        NumPy's gamma-Poisson sampler, the discrete Gaussian by rejection) are computed in
+        floating point: the integer shares drawn here follow the exact laws only up to that
+        rounding, a gap the distributed guarantees (proved for the exact laws) do not bound
+        (:mod:`privcal.privacy.distributed`, "Sampling"). Released floats go through OpenDP
+        instead (Mironov 2012).
         """
         from randomgen import ChaCha
 
@@ -394,10 +402,12 @@ class SecureNoise(NoiseSource):
         return _negative_binomial(self._csprng(), r, p, shape)
 
     def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
-        """``N_Z(0, sigma^2)`` by Canonne, Kamath & Steinke's rejection sampler on a ChaCha20
-        stream keyed by the OS's CSPRNG (:meth:`_csprng`); vectorised (OpenDP's exact sampler
-        costs ~33 us a draw, too slow for every client's share of every round). The acceptance
-        probabilities are computed in floating point (relative error ~1e-16 per draw)."""
+        """``N_Z(0, sigma^2)`` by privcal's vectorised form of Canonne, Kamath & Steinke's
+        rejection sampler on a ChaCha20 stream keyed by the OS's CSPRNG (:meth:`_csprng`), *not*
+        OpenDP's exact sampler (~33 us a draw, too slow for every client's share of every
+        round). The geometric proposals (inversion) and the acceptance test are computed in
+        floating point, so the law is the discrete Gaussian up to floating-point rounding; the
+        guarantees that use it are proved for the exact law and do not bound that gap."""
         sigma = _check_scale(sigma, "sigma", "SecureNoise.discrete_gaussian")
         shape = _check_size(size, "SecureNoise.discrete_gaussian")
         out = _discrete_gaussian(self._csprng(), sigma, 1 if shape is None else int(np.prod(shape)))

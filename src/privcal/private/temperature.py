@@ -391,7 +391,15 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
             proto.releases,
             srcs,
             self._public_terms(),
-            threat=threat_model(aggregation, len(srcs), threshold),
+            threat=threat_model(
+                aggregation,
+                len(srcs),
+                threshold,
+                min((len(srcs) - len(v.dropped) for v in proto.views), default=None),
+                fallback="no guarantee is claimed for one discrete Laplace share alone"
+                if aggregation == "distributed"
+                else None,
+            ),
         )
         self.aggregator_views_ = proto.views
         self.n_classes_ = srcs[0].n_classes

@@ -10,11 +10,15 @@ What leaves the client (user-level DP, add/remove one client):
 * ``task = "step"`` in a DP run: only the *clipped* payload (``arrays["payload"]``) of a round
   that the client's ledger charged first (:func:`~privcal.federated.flower.task.charge_round`);
   the server adds the noise and accounts for it. No example count, no metadata of its data.
-* ``task = "step"`` without DP: the exact payload (such a run claims no privacy); clients with
-  a ledger refuse it.
+* ``task = "step"`` without DP: the exact payload (such a run claims no privacy), only from a
+  client whose policy accepts ``"none"`` (never one with a ledger).
+* Every ``step`` is first checked against the client's own privacy policy
+  (:class:`~privcal.federated.policy.ClientPolicy`, node config): a run that asks for more
+  epsilon or delta, another aggregation, a smaller threshold or seeded noise than the policy
+  allows is refused before the data is read, and nothing is charged.
 * ``task = "count"``: the exact class counts, answered **only** in runs without DP (the server
   needs them for Sec. 4.1 weighting; a DP run weights from the noisy histograms, App. B.5) and
-  never by a client with a ledger.
+  only by a client whose policy accepts ``"none"``.
 * ``task = "source"``: seed 000's DataSource queries, each charged by its own ledger
   (:mod:`privcal.federated.flower.sources`).
 * ``task = "end"``: the run is over; the reply is empty (``info["ok"]``). The client checks
@@ -46,6 +50,7 @@ from privcal.federated.flower.task import (
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
+from privcal.federated.policy import ClientPolicy
 
 #: Every reply goes out through :func:`~privcal.federated.flower.transcript.transcript_mod`.
 app = ClientApp(mods=[transcript_mod])
@@ -66,16 +71,24 @@ def query(msg: Message, context: Context) -> Message:
     node = client_node(context.node_config, context.run_config)
     task = str(cfg.get("task", "step"))
     if task == "source":  # seed 000 protocol: a remote DataSource
-        from privcal.federated.flower.sources import answer_source_query
+        from privcal.federated.flower.sources import answer_source_query, source_refusal
 
+        refusal = source_refusal(node, cfg, int(context.run_id))  # before the data is read
+        if refusal is not None:
+            write_status(node, f"query {cfg.get('query')}: refused ({refusal})")
+            return _info_reply(msg, {"refused": refusal})
         z, y = client_data(node, context.run_config)
-        return _info_reply(msg, answer_source_query(z, y, node, cfg))
+        return _info_reply(msg, answer_source_query(z, y, node, cfg, int(context.run_id)))
     if task == "end":
         check_locally(node, context.run_config, str(cfg["calibrator"]))
         return _info_reply(msg, {"ok": True})
     if task == "count":
-        if float(cfg["epsilon"]) > 0 or node.get("ledger"):
+        if float(cfg["epsilon"]) > 0:
             return _info_reply(msg, {"refused": "class counts are only sent in runs without DP"})
+        refusal = ClientPolicy.from_node(node).refusal(cfg)  # a run without DP: "none"
+        if refusal is not None:
+            write_status(node, f"class counts: refused ({refusal})")
+            return _info_reply(msg, {"refused": refusal})
         z, y = client_data(node, context.run_config)
         return _payload_reply(msg, np.bincount(y, minlength=z.shape[1]).astype(np.float64))
     die_at = int(node.get("die-at-round", 0))

@@ -38,9 +38,25 @@ strategy ``(S - n R) Q / (n Q mod M)`` for the modular sum ``S`` of ``n`` surviv
 :func:`wire_to_residues` inverts exactly (float64 error far below 1/2, checked) into the
 :class:`~privcal.privacy.distributed.AggregatorView` that the in-process
 :class:`~privcal.privacy.distributed.SecureSum` gives ``simulate``; the plan then lifts it,
-refuses a wrapped sum and decodes it, and the accountant records the plan's ``rho``. Fewer
-than ``threshold`` survivors release nothing. SecAgg+'s own reconstruction threshold is
-``max(2, min(t, K - 1))`` (Flower needs it below the number of shares).
+refuses a wrapped sum and decodes it, and the accountant records the plan's ``rho``.
+
+Threshold: SecAgg+'s reconstruction threshold is the noise threshold ``t`` itself
+(:func:`secagg_threshold`), so SecAgg+ never unmasks a sum of fewer than ``t`` uploads; Flower
+needs it in ``[2, K - 1]``, so ``t = K`` is refused before any process starts. A halted SecAgg+
+stage ends the run with the clients' reasons (:class:`_HaltingSecAggPlus`); nothing of that
+round is released.
+
+Client policy: every client checks the run configuration and SecAgg+'s setup against its own
+:class:`~privcal.federated.policy.ClientPolicy` (:func:`policy_mod`, before any key leaves the
+node; :func:`~privcal.federated.flower.task.charge_round` again before its data is read), so the
+server cannot lower a client's noise, threshold or budget.
+
+Trust (stated in every distributed report): SecAgg+ protects the uploads against an
+*honest-but-curious* server, one that follows the protocol; the server together with ``t - 1``
+colluding clients can unmask one client's upload, which carries ``1 / t`` of the noise variance
+(the report's fallback epsilon). Flower draws the masks from NumPy's Mersenne Twister seeded
+with a 32-bit XOR fold of the shared key (flwrlabs/flower issue 7522), so a mask has at most 32
+bits of entropy against a server that searches for it.
 """
 
 from __future__ import annotations
@@ -51,13 +67,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.client import ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common.constant import ErrorCode
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from privcal.federated.dp import DPConfig, expected_cohort
 from privcal.federated.flower.client_app import answered_line, check_locally
@@ -82,6 +101,7 @@ from privcal.federated.flower.task import (
 )
 from privcal.federated.flower.transcript import transcript_mod
 from privcal.federated.methods import FedMethod
+from privcal.federated.policy import ClientPolicy
 from privcal.privacy import SecureNoise
 from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
 
@@ -152,8 +172,51 @@ def wire_to_residues(mean: np.ndarray, n: int, bits: int) -> np.ndarray:
 
 
 def secagg_threshold(t: int, n_nodes: int) -> int:
-    """SecAgg+'s reconstruction threshold for a noise threshold ``t`` of ``n_nodes`` clients."""
-    return max(2, min(int(t), int(n_nodes) - 1))
+    """SecAgg+'s reconstruction threshold for a noise threshold ``t`` of ``n_nodes`` clients: ``t``
+    itself, so that SecAgg+ never unmasks a sum of fewer than ``t`` uploads (fewer than ``t``
+    shares carry less noise than the release claims).
+
+    Flower's SecAgg+ needs ``2 <= threshold < number of shares`` (every declared client holds
+    one share of each secret), so ``t`` outside ``[2, K - 1]`` cannot be enforced and is a
+    ``ValueError``, before any process starts (``privcal federate server`` checks it first).
+    """
+    t, k = int(t), int(n_nodes)
+    if not 2 <= t <= k - 1:
+        raise ValueError(
+            f"A noise threshold t={t} of K={k} clients cannot be enforced by SecAgg+, whose "
+            f"reconstruction threshold must be in [2, K - 1 = {k - 1}]: use a threshold in that "
+            "range (--threshold), or more clients."
+        )
+    return t
+
+
+def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
+    """Check SecAgg+'s setup against this client's policy before any key leaves the node.
+
+    At the ``setup`` stage of every round the server declares the reconstruction threshold,
+    the number of shares and the clients sampled; the client refuses (an error reply the server
+    sees, one status line on its console, nothing charged) a run configuration its
+    :class:`~privcal.federated.policy.ClientPolicy` refuses, or a setup whose reconstruction
+    threshold is not the run's noise threshold ``t``
+    (:meth:`~privcal.federated.policy.ClientPolicy.secagg_refusal`).
+    """
+    if msg.metadata.message_type != MessageType.TRAIN:
+        return call_next(msg, context)
+    configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
+    if configs is None or configs.get(Key.STAGE) != Stage.SETUP:
+        return call_next(msg, context)
+    node = client_node(context.node_config, context.run_config)
+    cfg = {**DEFAULTS, **dict(context.run_config)}
+    policy = ClientPolicy.from_node(node)
+    setup = [configs[k] for k in (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)]
+    reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(str(v)) for v in setup))
+    if reason is None:
+        return call_next(msg, context)
+    write_status(node, f"round setup: refused ({reason})")
+    return Message(
+        Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
+        reply_to=msg,
+    )
 
 
 class _PrivcalClient(NumPyClient):
@@ -187,7 +250,9 @@ class _PrivcalClient(NumPyClient):
             write_status(self.node, answered_line(self.node, cfg))
         else:
             write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: answered (sent)")
-        dp = dp_from_config(cfg, client_noise(cfg, self.node_id, "the privcal SecAgg+ ClientApp"))
+        owner = "the privcal SecAgg+ ClientApp"
+        noise = client_noise(cfg, self.node_id, owner, ClientPolicy.from_node(self.node))
+        dp = dp_from_config(cfg, noise)
         if dp is not None and dp.aggregation == "distributed":
             groups = fm.noise_groups(dp, payload.shape)
             uploads = dp.client_uploads(payload, groups, SecureSum(dp.bits))
@@ -220,8 +285,9 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
 
 
 #: Legacy ClientApp with Flower's SecAgg+ mod (inside the transcript mod: a transcript holds
-#: the masked uploads the server receives; the end mod answers the end of the run).
-client = ClientApp(client_fn=_client_fn, mods=[transcript_mod, end_mod, secaggplus_mod])
+#: the masked uploads the server receives; the end mod answers the end of the run; the policy
+#: mod refuses a run or a SecAgg+ setup the client's policy refuses, before any key is sent).
+client = ClientApp(client_fn=_client_fn, mods=[transcript_mod, end_mod, policy_mod, secaggplus_mod])
 
 
 class _Strategy(FedAvg):
@@ -239,6 +305,7 @@ class _Strategy(FedAvg):
         self.fm, self.cfg, self.c, self.dp, self.out_dir = fm, cfg, c, dp, out_dir
         self.state = fm.init(c)
         self.views: list[list[AggregatorView]] = []
+        self.survivors: list[int] = []  # clients in each round's secure sum
         self.history: list[dict[str, Any]] = []
         self.n_nodes = n_nodes
         self.t0 = time.perf_counter()
@@ -288,6 +355,7 @@ class _Strategy(FedAvg):
             raise RuntimeError(f"privcal: SecAgg+ round {server_round} has no results.")
         mean = parameters_to_ndarrays(results[0][1].parameters)[0]
         n = len(results)
+        self.survivors.append(n)
         if self.dp is not None and self.dp.aggregation == "distributed":
             total = self._distributed_total(mean, n)
         else:
@@ -319,6 +387,37 @@ class _Strategy(FedAvg):
         if self.out_dir is not None:
             dump_json(self.out_dir / "history.json", self.history)
         return ndarrays_to_parameters([self._params()]), {}
+
+
+class _HaltingSecAggPlus(SecAggPlusWorkflow):
+    """Flower's SecAgg+ workflow, except that a halted stage ends the run with the clients'
+    reasons (a refusal by a client's policy, too few survivors for the threshold) instead of
+    skipping the round silently and releasing the initial calibrator at the end."""
+
+    def __call__(self, grid: Any, context: Any) -> None:
+        state = WorkflowState()
+        for step in (
+            self.setup_stage,
+            self.share_keys_stage,
+            self.collect_masked_vectors_stage,
+            self.unmask_stage,
+        ):
+            if not step(grid, context, state):
+                reasons = sorted({_failure_reason(f) for f in state.failures})
+                detail = "; ".join(reasons) if reasons else "too few clients answered"
+                raise RuntimeError(
+                    f"privcal: SecAgg+ halted at its {step.__name__.removesuffix('_stage')} "
+                    f"stage (reconstruction threshold {state.threshold}, "
+                    f"{len(state.active_node_ids)} active clients): {detail}. Nothing of this "
+                    "round was released."
+                )
+
+
+def _failure_reason(failure: BaseException) -> str:
+    """The reason a client gave for an error reply (Flower wraps its ``Error`` in an
+    ``Exception``), or the exception's text."""
+    inner = failure.args[0] if failure.args else failure
+    return str(getattr(inner, "reason", inner))
 
 
 #: Legacy ServerApp running DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(...)).
@@ -355,7 +454,7 @@ def _main(grid: Any, context: Context) -> None:
         quantization, modulus = int(cfg["secagg-quantization-range"]), 1 << 32
         reconstruction = max(2, n_nodes - 2)
     workflow = DefaultWorkflow(
-        fit_workflow=SecAggPlusWorkflow(
+        fit_workflow=_HaltingSecAggPlus(
             num_shares=n_nodes,
             reconstruction_threshold=reconstruction,
             max_weight=1.0,  # num_examples = 1: full quantisation precision (see docstring)
@@ -367,6 +466,7 @@ def _main(grid: Any, context: Context) -> None:
     )
     workflow(grid, legacy)
     # the plain ServerApp's end of run: report, calibrator, check, and the clients' end message
-    cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir)
+    survivors = min(strategy.survivors) if strategy.survivors else None
+    cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir, survivors)
     check_on_server(cal, cfg, out_dir)
     end_run(grid, sorted(grid.get_node_ids()), cal, cfg)

@@ -217,10 +217,21 @@ def declared_cohort(cfg: dict[str, Any]) -> float:
     return expected_cohort(float(cfg["sample-rate"]), int(cfg["num-nodes"]))
 
 
-def run_report(fm: FedMethod, dp: DPConfig, c: int, cfg: dict[str, Any]) -> PrivacyReport:
-    """The run's privacy report (user-level add/remove; ``num-nodes`` declared public)."""
+def run_report(
+    fm: FedMethod, dp: DPConfig, c: int, cfg: dict[str, Any], survivors: int | None = None
+) -> PrivacyReport:
+    """The run's privacy report (user-level add/remove; ``num-nodes`` declared public).
+
+    ``survivors``: the fewest clients in any SecAgg+ sum of the run (distributed runs, which
+    only SecAgg+ carries here)."""
     return federated_report(
-        fm, dp, c, n_clients=int(cfg["num-nodes"]), sample_rate=float(cfg["sample-rate"])
+        fm,
+        dp,
+        c,
+        n_clients=int(cfg["num-nodes"]),
+        sample_rate=float(cfg["sample-rate"]),
+        survivors=survivors,
+        transport="secagg+" if bool(cfg.get("secagg", False)) else "in-process",
     )
 
 
@@ -337,9 +348,10 @@ def finish_run(
     dp: DPConfig | None,
     cfg: dict[str, Any],
     out_dir: Path | None,
+    survivors: int | None = None,
 ) -> Calibrator:
     """Write the calibrator, the state and (under DP) the privacy report; print the report."""
-    report = None if dp is None else run_report(fm, dp, c, cfg)
+    report = None if dp is None else run_report(fm, dp, c, cfg, survivors)
     if report is not None:
         print(f"privcal report:\n{report}", flush=True)  # the CLI prints it at the end
     with warnings.catch_warnings(record=True) as seen:  # e.g. FedTemp's noise-dominance check

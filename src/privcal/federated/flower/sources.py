@@ -11,7 +11,8 @@ queries travel as Flower ``query`` messages, so the unchanged private estimators
 Privacy is the DataSource's: add/remove one example of one source, pure epsilon-DP per query,
 basic composition in each source's own SQLite ledger (which refuses queries beyond its budget),
 parallel composition across sources. Only the noisy answers and their release records leave a
-node.
+node. Each node also bounds what one run may cost it by its own policy
+(:func:`source_refusal`), checked before it reads its data.
 
 One message round per query: the estimators ask every source through
 :func:`privcal.private.source.answer_all`, and :meth:`RemoteSource.answer_together` pushes the
@@ -22,6 +23,7 @@ parallel), instead of one round trip per source.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +31,11 @@ import numpy as np
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from privcal.federated.flower.messaging import send_and_receive
-from privcal.privacy import BudgetExceededError, Release, SecureNoise
+from privcal.federated.policy import ClientPolicy
+from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
 
-__all__ = ["QUERIES", "RemoteSource", "answer_source_query"]
+__all__ = ["QUERIES", "RemoteSource", "answer_source_query", "run_label", "source_refusal"]
 
 #: Queries a node answers (DataSource methods, plus budget status).
 QUERIES = (
@@ -47,23 +50,58 @@ QUERIES = (
 )
 
 
-def answer_source_query(
-    z: np.ndarray, y: np.ndarray, node: dict[str, Any], cfg: dict[str, Any]
-) -> dict[str, Any]:
-    """Node side: answer one query through a ledger-backed :class:`DataSource`."""
-    ledger = node.get("ledger")
-    if not ledger:
-        return {"refused": "this node has no --ledger: it does not act as a data source"}
+def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
+    """Why this node refuses a data-source query of run ``run_id``, or ``None``; reads the
+    node's ledger and policy, never its data (the caller reads the data only when this is
+    ``None``).
+
+    The node's :class:`~privcal.federated.policy.ClientPolicy` bounds what one run may cost it:
+    the epsilon this run's queries have spent (the ledger's releases recorded under this run,
+    :func:`run_label`) plus the query's own may not pass ``max_epsilon``. The noise is always
+    the node's own :class:`~privcal.privacy.SecureNoise`, whatever the server asks.
+    """
+    if not node.get("ledger"):
+        return "this node has no --ledger: it does not act as a data source"
     method = str(cfg["query"])
     if method not in QUERIES:
-        return {"refused": f"unknown query {method!r}; allowed: {', '.join(QUERIES)}"}
+        return f"unknown query {method!r}; allowed: {', '.join(QUERIES)}"
+    if method in ("status", "can_spend"):
+        return None
+    kwargs = json.loads(str(cfg.get("kwargs", "{}")))
+    requested = float(kwargs.get("epsilon", 0.0))
+    policy = ClientPolicy.from_node(node)
+    odo = PrivacyOdometer(float(node.get("budget", 1.0)), ledger=str(node["ledger"]))
+    label = run_label(node, run_id)
+    spent = math.fsum(r.epsilon for r in odo.releases if r.source == label)
+    if spent + requested > policy.max_epsilon * (1.0 + 1e-12):
+        return (
+            f"this query asks for epsilon {requested:g} after {spent:g} in this run, above this "
+            f"source's policy of at most {policy.max_epsilon:g} per run"
+        )
+    return None
+
+
+def run_label(node: dict[str, Any], run_id: int) -> str:
+    """The name a source's releases of run ``run_id`` carry in its ledger."""
+    return f"{node.get('name', '') or 'source'} (run {int(run_id)})"
+
+
+def answer_source_query(
+    z: np.ndarray, y: np.ndarray, node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0
+) -> dict[str, Any]:
+    """Node side: answer one query through a ledger-backed :class:`DataSource` (after
+    :func:`source_refusal`, which the caller checks before it reads ``z`` and ``y``)."""
+    refusal = source_refusal(node, cfg, run_id)
+    if refusal is not None:
+        return {"refused": refusal}
+    method = str(cfg["query"])
     src = DataSource(
         z,
         y,
         budget=float(node.get("budget", 1.0)),
-        ledger=str(ledger),
+        ledger=str(node["ledger"]),
         noise=SecureNoise(),
-        name=str(node.get("name", "")),
+        name=run_label(node, run_id),
     )
     kwargs = json.loads(str(cfg.get("kwargs", "{}")))
     if method == "status":

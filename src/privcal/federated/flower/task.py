@@ -19,6 +19,7 @@ import numpy as np
 
 from privcal.federated.dp import DPConfig
 from privcal.federated.methods import FedMethod, get_method
+from privcal.federated.policy import ClientPolicy
 from privcal.privacy import (
     BudgetExceededError,
     NoiseSource,
@@ -133,10 +134,14 @@ def server_noise(cfg: dict[str, Any], owner: str) -> NoiseSource:
     return resolve_noise(seeded, owner)
 
 
-def client_noise(cfg: dict[str, Any], node_id: int, owner: str) -> NoiseSource:
-    """A client's noise for its distributed shares: :class:`SecureNoise`, or (``noise =
-    "seeded"``, tests only) ``SeededNoise`` keyed by the run's seed, the node and the round, so
-    no two shares repeat a draw (warns ``InsecureNoiseWarning``; the report is "not private")."""
+def client_noise(
+    cfg: dict[str, Any], node_id: int, owner: str, policy: ClientPolicy
+) -> NoiseSource:
+    """A client's noise for its distributed shares: :class:`SecureNoise`, or ``SeededNoise``
+    keyed by the run's seed, the node and the round (``noise = "seeded"``, tests only: warns
+    ``InsecureNoiseWarning``; the report is "not private") when the client's own policy allows
+    it. A seeded run the policy does not allow is a ``PermissionError`` (the client's
+    :func:`charge_round` has refused it before; this is the last line of that defence)."""
     if cfg["noise"] not in ("secure", "seeded"):
         raise ValueError(
             f"The 'noise' run config of {owner} must be 'secure' or 'seeded'. "
@@ -144,6 +149,11 @@ def client_noise(cfg: dict[str, Any], node_id: int, owner: str) -> NoiseSource:
         )
     seeded = None
     if cfg["noise"] == "seeded":
+        if not policy.allow_seeded_noise:
+            raise PermissionError(
+                f"{owner}: the run asks for seeded noise and this client's policy allows secure "
+                "noise only"
+            )
         key = [int(cfg["seed"]) + 2, int(node_id) % 2**63, int(cfg.get("round", 0))]
         seeded = SeededNoise(np.random.default_rng(key))
     return resolve_noise(seeded, owner)
@@ -207,9 +217,12 @@ def composed_epsilon(cfg: dict[str, Any], rounds_done: int) -> float:
 
 
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
-    """Charge this client's ledger for one round *before* it computes its reply.
+    """Check the run against this client's policy, then charge its ledger for one round, both
+    *before* it reads its data or computes its reply.
 
-    Returns ``None`` when the client may reply, or the reason it refuses. A client with a
+    Returns ``None`` when the client may reply, or the reason it refuses. First the client's own
+    :class:`~privcal.federated.policy.ClientPolicy` (node config; the server's run configuration
+    cannot lower it): a run it refuses charges nothing. Then a client with a
     ``ledger`` (node config) refuses runs without DP and, in a DP run, keeps its ledger at or
     above the loss it has taken on: before answering round ``r`` it records
     ``composed_epsilon(r) - (what this run has already charged)`` and, the first time, the run's
@@ -223,12 +236,13 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     client without a ledger keeps no budget of its own and always replies (the server's report
     still accounts for every round).
     """
+    refusal = ClientPolicy.from_node(node).refusal(cfg)
+    if refusal is not None:
+        return refusal
     ledger = node.get("ledger")
     if not ledger:
         return None
-    eps = float(cfg["epsilon"])
-    if eps <= 0:
-        return "this client only joins DP runs"
+    eps = float(cfg["epsilon"])  # > 0: a client with a ledger never accepts runs without DP
     odo = PrivacyOdometer(
         float(node.get("budget", 1.0)),
         ledger=str(ledger),
@@ -303,8 +317,11 @@ def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> dict[str, Any]:
     """The node configuration the ClientApp acts on (``data``, ``ledger``, ``budget`` ...).
 
-    A deployed SuperNode's own ``--node-config``, unchanged. A node of Flower's Simulation
-    Engine has only ``partition-id`` and ``num-partitions``; when the run config names a
+    A deployed SuperNode's own ``--node-config``, unchanged (its privacy policy included:
+    :meth:`~privcal.federated.policy.ClientPolicy.from_node`). A node of Flower's Simulation
+    Engine has only ``partition-id`` and ``num-partitions``: the operator who writes the run
+    config runs every client, so the node takes the permissive policy
+    (:meth:`~privcal.federated.policy.ClientPolicy.permissive`); when the run config names a
     ``ledgers`` folder, partition ``k`` keeps its SQLite ledger there
     (``client-k.sqlite``, epsilon budget ``ledger-budget``, delta budget
     ``ledger-delta-budget``) and charges it before each reply exactly as a deployed client
@@ -313,6 +330,8 @@ def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -
     every round).
     """
     node = dict(node_config)
+    if "partition-id" in node:  # the operator runs every client: its run config is their policy
+        node = {**ClientPolicy.permissive().to_node(), **node}
     folder = str(run_config.get("ledgers", ""))
     if folder and "partition-id" in node and not node.get("ledger"):
         k = int(node["partition-id"])

@@ -1,0 +1,319 @@
+"""A client's own privacy policy: what a run may ask of this party, decided on its side.
+
+In a federation the server writes the run configuration (epsilon, delta, how the noise is
+added, the threshold ``t`` of distributed shares, the noise source). Nothing in that
+configuration is trusted by a client: before it reads its data, a client checks the run against
+its :class:`ClientPolicy` and refuses a run that asks for less privacy than the policy allows,
+with one line on its own console and a refusal the server sees. Its ledger records nothing for a
+refused run (the check comes before :func:`~privcal.federated.flower.task.charge_round`).
+
+What a policy bounds, and why each bound is the client's guarantee:
+
+* ``max_epsilon``, ``max_delta``: the most one run may cost this client (user-level, the run's
+  composed guarantee). The run's noise is sized from the configuration's epsilon, so a run whose
+  epsilon is above ``max_epsilon`` would release with less noise than the client accepts.
+* ``accept``: the aggregations of the runs it joins. ``"distributed"``: the client adds its own
+  noise share and the server sees only a secure sum; ``"trusted"``: the server receives the
+  client's clipped, noiseless payload and adds the noise (the server is trusted with it);
+  ``"none"``: runs without DP (the exact payload leaves the client). A client that keeps a
+  ledger never answers ``"none"``.
+* ``min_threshold``: the smallest ``t`` it accepts under ``"distributed"``. Over SecAgg+ the
+  reconstruction threshold is ``t`` itself
+  (:func:`~privcal.federated.flower.secagg.secagg_threshold`), and the server together with
+  ``t - 1`` colluding clients can unmask one client's upload, which carries ``1/t`` of the
+  noise variance; a smaller ``t`` lowers the coalition that can.
+  Over SecAgg+ a client also refuses ``t >= K`` (SecAgg+ cannot enforce a threshold equal to the
+  number of shares) and a SecAgg+ setup whose reconstruction threshold is not the run's ``t``.
+* ``allow_seeded_noise``: seeded noise (:class:`~privcal.privacy.SeededNoise`) is keyed on
+  values the server knows, so the server could subtract the client's noise. A client refuses it
+  unless it opts in itself (tests and simulations; its report then says "not private").
+
+Under Flower's Simulation Engine the operator runs every client, so the simulated clients take
+the operator's run configuration as their policy (:meth:`ClientPolicy.permissive`).
+
+A policy file is TOML (``tomllib``), next to the client's ledger by default
+(``LEDGER.policy.toml``)::
+
+    max-epsilon = 1.0
+    max-delta = 1e-5
+    min-threshold = 3
+    accept = ["distributed"]
+    allow-seeded-noise = false
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ACCEPTABLE", "ClientPolicy", "default_policy_path"]
+
+#: The run kinds a client may accept (``accept``).
+ACCEPTABLE: tuple[str, ...] = ("distributed", "trusted", "none")
+
+#: Policy keys as they are written in a policy file and in a node configuration.
+_KEYS = ("max-epsilon", "max-delta", "min-threshold", "accept", "allow-seeded-noise")
+
+
+def default_policy_path(ledger: str | Path) -> Path:
+    """Where a client's policy file lives by default: ``LEDGER`` with suffix ``.policy.toml``."""
+    return Path(ledger).with_suffix(".policy.toml")
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    """What a run may ask of one client (see the module docstring).
+
+    Parameters
+    ----------
+    max_epsilon : float, default=1.0
+        The most epsilon one run may cost this client (> 0; ``inf``: no bound of its own).
+    max_delta : float, default=1e-5
+        The most delta one run may cost this client (in ``[0, 1)``).
+    min_threshold : int, default=2
+        The smallest threshold ``t`` of distributed noise shares it accepts (>= 1; over SecAgg+
+        at least 2, SecAgg+'s own minimum).
+    accept : tuple of {"distributed", "trusted", "none"}, default=("distributed", "trusted")
+        The runs it joins: DP runs with distributed or trusted noise, and (``"none"``) runs
+        without DP.
+    allow_seeded_noise : bool, default=False
+        Whether it answers runs whose configuration asks for seeded (not private) noise.
+    """
+
+    max_epsilon: float = 1.0
+    max_delta: float = 1e-5
+    min_threshold: int = 2
+    accept: tuple[str, ...] = ("distributed", "trusted")
+    allow_seeded_noise: bool = False
+
+    def __post_init__(self) -> None:
+        owner = "ClientPolicy"
+        eps = _real(self.max_epsilon, "max_epsilon", owner)
+        if not eps > 0:
+            raise ValueError(
+                f"The 'max_epsilon' parameter of {owner} must be > 0 (the most epsilon one run "
+                f"may cost this client). Got {self.max_epsilon!r} instead."
+            )
+        dlt = _real(self.max_delta, "max_delta", owner)
+        if not 0 <= dlt < 1:
+            raise ValueError(
+                f"The 'max_delta' parameter of {owner} must be in [0, 1). Got "
+                f"{self.max_delta!r} instead."
+            )
+        if isinstance(self.min_threshold, bool) or not isinstance(self.min_threshold, int):
+            raise ValueError(
+                f"The 'min_threshold' parameter of {owner} must be an int >= 1. Got "
+                f"{self.min_threshold!r} instead."
+            )
+        if self.min_threshold < 1:
+            raise ValueError(
+                f"The 'min_threshold' parameter of {owner} must be an int >= 1. Got "
+                f"{self.min_threshold} instead."
+            )
+        accept = (self.accept,) if isinstance(self.accept, str) else tuple(self.accept)
+        bad = [a for a in accept if a not in ACCEPTABLE]
+        if bad or not accept:
+            raise ValueError(
+                f"The 'accept' parameter of {owner} must name one or more of "
+                f"{', '.join(ACCEPTABLE)}. Got {list(accept)!r} instead."
+            )
+        if not isinstance(self.allow_seeded_noise, bool):
+            raise ValueError(
+                f"The 'allow_seeded_noise' parameter of {owner} must be true or false. Got "
+                f"{self.allow_seeded_noise!r} instead."
+            )
+        object.__setattr__(self, "max_epsilon", eps)
+        object.__setattr__(self, "max_delta", dlt)
+        object.__setattr__(self, "accept", tuple(dict.fromkeys(accept)))
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def permissive(cls) -> ClientPolicy:
+        """The policy of a client whose operator is also the server (Flower's Simulation
+        Engine, in-process tests): every run the configuration asks for."""
+        return cls(math.inf, 0.999999, 1, ACCEPTABLE, True)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str) -> ClientPolicy:
+        """A policy from policy-file keys (``max-epsilon``, ``max-delta``, ``min-threshold``,
+        ``accept``, ``allow-seeded-noise``); a key not listed is refused, naming ``where``."""
+        unknown = sorted(set(values) - set(_KEYS))
+        if unknown:
+            raise ValueError(
+                f"{where} has unknown key(s) {', '.join(unknown)}; a client policy takes "
+                f"{', '.join(_KEYS)}."
+            )
+        kwargs: dict[str, Any] = {}
+        for key in _KEYS:
+            if key in values:
+                v = values[key]
+                if key == "accept" and isinstance(v, str):
+                    v = tuple(a.strip() for a in v.split(",") if a.strip())
+                kwargs[key.replace("-", "_")] = v
+        try:
+            return cls(**kwargs)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ClientPolicy:
+        """Read a TOML policy file; a file that does not parse is one ``ValueError``."""
+        p = Path(path)
+        try:
+            values = tomllib.loads(p.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ValueError(f"The policy file {str(p)!r} cannot be read ({err}).") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(
+                f"The policy file {str(p)!r} is not valid TOML ({err}); write keys such as "
+                "'max-epsilon = 1.0' and 'accept = [\"distributed\"]'."
+            ) from None
+        return cls.from_mapping(values, f"The policy file {str(p)!r}")
+
+    @classmethod
+    def from_node(
+        cls, node: Mapping[str, Any], where: str = "The node's privacy policy"
+    ) -> ClientPolicy:
+        """The policy a node configuration carries (:meth:`to_node`). A node without policy
+        keys has the default policy, with ``max_epsilon`` and ``max_delta`` its ``budget`` and
+        ``delta-budget`` when it declares them; a node with a ledger never accepts ``"none"``."""
+        values = {k: node[k] for k in _KEYS if k in node}
+        values.setdefault("max-epsilon", float(node.get("budget", 1.0)))
+        values.setdefault("max-delta", float(node.get("delta-budget", 1e-5)))
+        policy = cls.from_mapping(values, where)
+        if node.get("ledger") and "none" in policy.accept:
+            rest = tuple(a for a in policy.accept if a != "none")
+            policy = replace(policy, accept=rest or ("distributed",))
+        return policy
+
+    def to_node(self) -> dict[str, Any]:
+        """The policy as flat node-configuration entries (Flower node configs hold scalars)."""
+        return {
+            "max-epsilon": float(self.max_epsilon),
+            "max-delta": float(self.max_delta),
+            "min-threshold": int(self.min_threshold),
+            "accept": ",".join(self.accept),
+            "allow-seeded-noise": bool(self.allow_seeded_noise),
+        }
+
+    # ------------------------------------------------------------------ checks
+    def refusal(self, cfg: Mapping[str, Any]) -> str | None:
+        """Why this client refuses the run ``cfg`` (a run configuration), or ``None``.
+
+        Reads only the configuration, never the client's data. ``cfg`` holds ``epsilon``
+        (0: no DP), ``delta``, ``aggregation``, ``noise``, ``threshold`` (0: the default for
+        ``num-nodes``), ``num-nodes`` and ``secagg``.
+        """
+        from privcal.federated.dp import default_threshold
+
+        noise = str(cfg.get("noise", "secure"))
+        if noise not in ("secure", "seeded"):
+            return f"the run asks for noise {noise!r}; this client draws 'secure' noise only"
+        eps = float(cfg.get("epsilon", 0.0))
+        if not eps > 0:
+            if "none" not in self.accept:
+                return (
+                    "the run has no DP (epsilon 0): its payloads would leave this client exact; "
+                    f"this client's policy accepts {', '.join(self.accept)} runs only"
+                )
+            return None
+        if noise == "seeded" and not self.allow_seeded_noise:
+            return (
+                "the run asks for seeded noise, keyed on values the server knows (not private); "
+                "this client's policy allows secure noise only (opt in with "
+                "--allow-seeded-noise, for tests)"
+            )
+        if eps > self.max_epsilon * (1.0 + 1e-12):
+            return (
+                f"the run asks for epsilon {eps:g}, above this client's policy of at most "
+                f"{self.max_epsilon:g} per run"
+            )
+        dlt = float(cfg.get("delta", 0.0))
+        if dlt > self.max_delta * (1.0 + 1e-12):
+            return (
+                f"the run asks for delta {dlt:g}, above this client's policy of at most "
+                f"{self.max_delta:g} per run"
+            )
+        aggregation = str(cfg.get("aggregation", "trusted"))
+        if aggregation not in self.accept:
+            return (
+                f"the run uses aggregation {aggregation!r}; this client's policy accepts "
+                f"{', '.join(a for a in self.accept if a != 'none')} only"
+            )
+        if aggregation != "distributed":
+            return None
+        k = int(cfg.get("num-nodes", 1))
+        t = int(cfg.get("threshold", 0) or 0) or default_threshold(k)
+        if t < self.min_threshold:
+            return (
+                f"the run's threshold t={t} is below this client's policy of t >= "
+                f"{self.min_threshold}"
+            )
+        if bool(cfg.get("secagg", False)) and not 2 <= t <= k - 1:
+            return (
+                f"the run's threshold t={t} of K={k} is not one SecAgg+ can enforce "
+                f"(2 <= t <= K - 1 = {k - 1})"
+            )
+        return None
+
+    def secagg_refusal(
+        self, cfg: Mapping[str, Any], reconstruction: int, shares: int, sampled: int
+    ) -> str | None:
+        """Why this client refuses a SecAgg+ setup (``reconstruction`` threshold, ``shares``
+        per secret, ``sampled`` clients), given the run ``cfg``; or ``None``.
+
+        The secure sum must enforce what the noise was sized for: under ``"distributed"`` the
+        reconstruction threshold is exactly the run's ``t`` (SecAgg+ then never unmasks a sum
+        of fewer than ``t`` uploads), and it is at least ``min_threshold`` in every run.
+        """
+        from privcal.federated.dp import default_threshold
+
+        if reconstruction < max(2, self.min_threshold):
+            return (
+                f"SecAgg+'s reconstruction threshold {reconstruction} is below this client's "
+                f"policy of at least {max(2, self.min_threshold)}"
+            )
+        if reconstruction >= shares:
+            return (
+                f"SecAgg+'s reconstruction threshold {reconstruction} is not below its number "
+                f"of shares {shares}"
+            )
+        if float(cfg.get("epsilon", 0.0)) > 0 and cfg.get("aggregation") == "distributed":
+            k = int(cfg.get("num-nodes", 1))
+            t = int(cfg.get("threshold", 0) or 0) or default_threshold(k)
+            if reconstruction != t:
+                return (
+                    f"SecAgg+'s reconstruction threshold {reconstruction} is not the run's "
+                    f"noise threshold t={t}: it could unmask a sum of fewer than t shares"
+                )
+            if sampled != k:
+                return (
+                    f"SecAgg+ sampled {sampled} clients, not the run's declared K={k} the "
+                    "noise shares were sized for"
+                )
+        return None
+
+    def describe(self) -> str:
+        """One line for the client's console."""
+        eps = "no bound" if math.isinf(self.max_epsilon) else f"<= {self.max_epsilon:g}"
+        noise = "seeded noise allowed (not private)" if self.allow_seeded_noise else "secure noise"
+        return (
+            f"privacy policy: epsilon {eps} and delta <= {self.max_delta:g} per run; accepts "
+            f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}; "
+            + (noise if self.allow_seeded_noise else f"{noise} only")
+        )
+
+
+def _real(value: Any, name: str, owner: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must be a number. Got {value!r} instead."
+        )
+    v = float(value)
+    if math.isnan(v):
+        raise ValueError(f"The {name!r} parameter of {owner} must be a number. Got nan instead.")
+    return v

@@ -1,0 +1,206 @@
+"""A client's own privacy policy: the server's run configuration cannot lower it.
+
+A server (here the deployed ServerApps, over in-process nodes) whose run configuration asks for
+seeded noise, a threshold of ``K`` or an epsilon above the clients' policy gets a refusal from
+every client; no client reads its data or charges its ledger for that run.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from privcal.federated.flower import client_app, secagg, task
+from privcal.federated.flower.local import run_local
+from privcal.federated.policy import ClientPolicy, default_policy_path
+from privcal.privacy import PrivacyOdometer
+
+K = 4
+C = 3
+
+
+# ---------------------------------------------------------------------- the policy itself
+def test_defaults_and_node_round_trip() -> None:
+    p = ClientPolicy()
+    assert (p.max_epsilon, p.max_delta, p.min_threshold) == (1.0, 1e-5, 2)
+    assert p.accept == ("distributed", "trusted") and not p.allow_seeded_noise
+    q = ClientPolicy(2.5, 1e-6, 3, ("distributed",), True)
+    assert ClientPolicy.from_node(q.to_node()) == q
+    # a node's budget is its default epsilon bound; a ledger never accepts runs without DP
+    node = {"budget": 4.0, "delta-budget": 1e-6, "ledger": "x.sqlite", "accept": "none,trusted"}
+    got = ClientPolicy.from_node(node)
+    assert (got.max_epsilon, got.max_delta, got.accept) == (4.0, 1e-6, ("trusted",))
+
+
+def test_policy_file(tmp_path: Path) -> None:
+    f = default_policy_path(tmp_path / "site.sqlite")
+    assert f == tmp_path / "site.policy.toml"
+    f.write_text('max-epsilon = 2.0\nmin-threshold = 3\naccept = ["distributed"]\n')
+    assert ClientPolicy.from_file(f) == ClientPolicy(2.0, 1e-5, 3, ("distributed",), False)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("max-epsilon = ", "not valid TOML"),
+        ("max-epsilon = -1.0", "max_epsilon"),
+        ("min-threshold = 1.5", "min_threshold"),
+        ('accept = ["everything"]', "accept"),
+        ("allow-seeded-noise = 1", "allow_seeded_noise"),
+        ("budget = 3.0", "unknown key"),
+    ],
+)
+def test_a_policy_file_that_does_not_parse_is_one_clear_error(
+    tmp_path: Path, text: str, match: str
+) -> None:
+    f = tmp_path / "p.policy.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(ValueError, match=match) as err:
+        ClientPolicy.from_file(f)
+    assert str(f) in str(err.value)
+
+
+RUN = {
+    "epsilon": 1.0,
+    "delta": 1e-5,
+    "noise": "secure",
+    "aggregation": "distributed",
+    "threshold": 0,
+    "num-nodes": 10,
+    "secagg": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"noise": "seeded"}, "seeded noise"),
+        ({"epsilon": 1.5}, "epsilon 1.5, above"),
+        ({"delta": 1e-4}, "delta 0.0001, above"),
+        ({"aggregation": "trusted"}, "aggregation 'trusted'"),
+        ({"threshold": 2}, "threshold t=2 is below"),
+        ({"threshold": 10}, "not one SecAgg+ can enforce"),
+        ({"epsilon": 0.0}, "no DP"),
+        ({"noise": "numpy"}, "'secure' noise only"),
+    ],
+)
+def test_refusal_names_what_the_run_asks_for(change: dict, reason: str) -> None:
+    policy = ClientPolicy(1.0, 1e-5, 3, ("distributed",))
+    assert policy.refusal(RUN) is None  # the default threshold for K = 10 is 8
+    assert reason in str(policy.refusal({**RUN, **change}))
+
+
+def test_secagg_setup_must_enforce_the_noise_threshold() -> None:
+    policy = ClientPolicy(1.0, 1e-5, 3)
+    cfg = {**RUN, "threshold": 6}
+    assert policy.secagg_refusal(cfg, 6, 10, 10) is None
+    assert "not the run's noise threshold t=6" in str(policy.secagg_refusal(cfg, 5, 10, 10))
+    assert "below this client's policy" in str(policy.secagg_refusal(cfg, 2, 10, 10))
+    assert "not below its number of shares" in str(policy.secagg_refusal(cfg, 10, 10, 10))
+    assert "sampled 9 clients" in str(policy.secagg_refusal(cfg, 6, 10, 9))
+
+
+def test_permissive_policy_is_the_simulation_engines() -> None:
+    node = task.client_node({"partition-id": 0, "num-partitions": 3}, {})
+    policy = ClientPolicy.from_node(node)
+    assert math.isinf(policy.max_epsilon) and policy.allow_seeded_noise
+    assert policy.refusal({**RUN, "noise": "seeded", "epsilon": 50.0}) is None
+
+
+# ---------------------------------------------------------------------- deployed apps
+@pytest.fixture()
+def sites(tmp_path: Path) -> list[dict]:
+    rng = np.random.default_rng(0)
+    nodes = []
+    for k in range(K):
+        z = 3.0 * rng.normal(size=(40, C))
+        y = rng.integers(0, C, 40)
+        np.savez(tmp_path / f"s{k}.npz", logits=z, labels=y)
+        policy = ClientPolicy(1.0, 1e-5, 2, ("distributed", "trusted"))
+        nodes.append(
+            {
+                "data": str(tmp_path / f"s{k}.npz"),
+                "ledger": str(tmp_path / f"l{k}.sqlite"),
+                "budget": 3.0,  # the ledger could pay more than the policy gives one run
+                "status": str(tmp_path / f"status{k}.log"),
+                **policy.to_node(),
+            }
+        )
+    return nodes
+
+
+def _spent(node: dict) -> float:
+    return PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5).spent
+
+
+def _never_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("a client read its data for a run its policy refuses")
+
+    monkeypatch.setattr(client_app, "client_data", refuse)
+    monkeypatch.setattr(secagg, "client_data", refuse)
+
+
+ASKS = {
+    "seeded noise": ({"noise": "seeded"}, "seeded noise"),
+    "epsilon above the policy": ({"epsilon": 2.0}, "epsilon 2, above"),
+}
+
+
+@pytest.mark.parametrize("ask", list(ASKS))
+def test_plain_clients_refuse_and_charge_nothing(
+    sites: list[dict], tmp_path: Path, ask: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trusted DP run over the plain ClientApp: every client refuses every round."""
+    change, reason = ASKS[ask]
+    _never_read(monkeypatch)
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
+    cfg.update(change, **{"out-dir": str(tmp_path / "out")})
+    with pytest.warns(UserWarning) if "noise" in change else nullcontext():
+        try:
+            run_local(cfg, sites)
+        except RuntimeError:
+            pass  # the server may stop on a round nobody answered
+    for node in sites:
+        assert _spent(node) == 0.0
+        lines = Path(node["status"]).read_text().splitlines()
+        assert lines and all("refused" in ln and reason in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("ask", [*ASKS, "threshold of K"])
+def test_secagg_clients_refuse_before_any_key_and_charge_nothing(
+    sites: list[dict], tmp_path: Path, ask: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distributed DP run over SecAgg+: every client refuses at SecAgg+'s setup; the server
+    stops with their reasons and releases nothing. For ``t = K`` the server is made to skip
+    privcal's own refusal (a server that does not run privcal's ServerApp as shipped)."""
+    change, reason = ASKS.get(ask, ({"threshold": K}, "not one SecAgg+ can enforce"))
+    _never_read(monkeypatch)
+    if ask == "threshold of K":  # the old clamp: SecAgg+ would reconstruct from K - 1 shares
+        monkeypatch.setattr(secagg, "secagg_threshold", lambda t, n: max(2, min(t, n - 1)))
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
+    cfg.update(secagg=True, aggregation="distributed", threshold=K - 1)
+    cfg.update(change, **{"out-dir": str(tmp_path / "out")})
+    with pytest.warns(UserWarning) if "noise" in change else nullcontext():
+        with pytest.raises(RuntimeError, match="privcal client refused") as err:
+            run_local(cfg, sites)
+    assert reason in str(err.value)
+    assert not (tmp_path / "out" / "calibrator.json").exists()
+    for node in sites:
+        assert _spent(node) == 0.0
+        lines = Path(node["status"]).read_text().splitlines()
+        assert lines == [f"round setup: refused ({lines[0].split('(', 1)[1][:-1]})"]
+        assert reason in lines[0]
+
+
+def test_secagg_threshold_is_t_exactly() -> None:
+    assert secagg.secagg_threshold(4, 5) == 4
+    for t, k in ((5, 5), (1, 5), (6, 5)):
+        with pytest.raises(ValueError, match=r"cannot be enforced by SecAgg\+"):
+            secagg.secagg_threshold(t, k)
