@@ -254,6 +254,10 @@ def test_simulate_distributed_matches_trusted_noise_and_reports_the_threat() -> 
         assert cal.privacy_report_.epsilon == pytest.approx(4.0, rel=1e-6)
     assert cal.aggregator_views_ and len(cal.aggregator_views_) == 24  # 12 rounds x (g, h)
     assert any("threshold t=24 of K=30" in line for line in cal.privacy_report_.threat)
+    threat = " ".join(cal.privacy_report_.threat)
+    assert "simulated in one process" in threat  # simulate is not a deployment
+    assert "up to 6 parties" in threat  # S - t = 30 - 24, every client uploaded
+    assert "one upload unmasked alone" in threat and "epsilon" in threat
     for t in temps.values():
         assert abs(math.log(t / plain.temperature_)) < 0.1
     with pytest.raises(TooFewSurvivorsError):
@@ -271,3 +275,39 @@ def test_simulate_distributed_matches_trusted_noise_and_reports_the_threat() -> 
         )
     with pytest.raises(ValueError, match="'threshold'"):
         simulate("fedtemp", z, y, parts, rounds=2, threshold=3)
+
+
+def test_collusion_is_computed_from_the_survivors_and_secaggs_limit() -> None:
+    """S - t honest shares remain after S - t colluders; over SecAgg+ the server with t - 1
+    colluders unmasks one upload, so there at most t - 2 may collude."""
+    from privcal.privacy.distributed import collusion_tolerated, threat_model
+
+    assert collusion_tolerated(8, 10, "in-process") == 2
+    assert collusion_tolerated(8, 9, "in-process") == 1  # a dropout costs one
+    assert collusion_tolerated(3, 10, "secagg+") == 1  # t - 2 binds
+    assert collusion_tolerated(8, 10, "secagg+") == 2  # S - t binds
+    assert collusion_tolerated(8, 7, "secagg+") == 0
+    lines = threat_model("distributed", 10, 3, 10, transport="secagg+", fallback="epsilon 9")
+    text = " ".join(lines)
+    assert "honest-but-curious" in text and "32-bit" in text and "7522" in text
+    assert "up to 1 parties" in text and "epsilon 9" in text
+    with pytest.raises(ValueError, match="transport"):
+        collusion_tolerated(2, 3, "carrier pigeon")
+
+
+def test_fallback_epsilon_of_one_unmasked_upload() -> None:
+    """One share alone is t rho-zCDP: the issue's figures, about 3 at t = 8 and 12 at t = 80
+    for a run at (1, 1e-5) (T rounds share rho, so T does not change it), and t = 1 gives the
+    run's own epsilon back."""
+    from privcal.federated import FedTemp
+    from privcal.federated.dp import DPConfig, fallback_epsilon
+
+    def at(k: int, t: int, rounds: int = 12) -> float:
+        dp = DPConfig(1.0, 1e-5, rounds, noise=SecureNoise(), aggregation="distributed",
+                      n_clients=k, threshold=t)  # fmt: skip
+        return fallback_epsilon(FedTemp(), dp, 10)
+
+    assert at(10, 8) == pytest.approx(3.15, abs=0.01)
+    assert at(100, 80) == pytest.approx(12.13, abs=0.01)
+    assert at(100, 80, rounds=3) == pytest.approx(at(100, 80), rel=1e-6)
+    assert at(4, 1) == pytest.approx(1.0, rel=1e-3)
