@@ -262,3 +262,67 @@ def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Pat
     time.sleep(0.5)
     assert _alive(tree) == []
     assert _tmp_dirs() <= before
+
+
+def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path) -> None:
+    """Seed 000's data-source protocol over SecAgg+, as docs/cli.md gives it: three sources as
+    separate processes answer DP Acc-T's query with distributed shares; each ledger is charged
+    the fit's epsilon once; the report names SecAgg+ as the transport; and no reply in any
+    source's transcript (every SecAgg+ stage, after masking) carries its noiseless answer or its
+    fixed-point encoding."""
+    from privcal.federated.flower.secagg import residues_to_wire
+    from privcal.federated.flower.transcript import carries, read_transcript, reply_arrays
+    from privcal.privacy.odometer import read_ledger
+    from privcal.private import DataSource
+    from privcal.private.temperature import CURVE_ANCHOR, CURVE_HIGH, CURVE_LOW, CURVE_RATIO
+    from privcal.private.temperature import geometric_grid
+
+    block = _blocks()[3]
+    assert "--method acc-t" in block and "--secagg" in block
+    names = [f"hospital{k}" for k in range(3)]
+    _write_clients(tmp_path, names)
+    before = _tmp_dirs()
+    proc = _start(block, tmp_path)
+    seen: list[int] = []
+    lines = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if not seen and "secure sum of" in line:
+                seen = FlowerProcesses._descendants(proc.pid)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    output = "".join(lines)
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output
+    assert "secure sum of 3 of 3 sources" in output and "DP Acc-T over 3 sources" in output
+    assert output.count("end: the run is over") == 3
+    out = tmp_path / "federated-sources"
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["epsilon"] == pytest.approx(1.0)
+    threat = " ".join(report["threat"])
+    assert "Flower's SecAgg+" in threat and "threshold t=2 of K=3" in threat
+    assert all("distributed discrete laplace" in r["mechanism"] for r in report["releases"])
+    grid = geometric_grid(CURVE_LOW, CURVE_HIGH, CURVE_RATIO)
+    anchor = int(np.argmin(np.abs(np.log(grid / CURVE_ANCHOR))))
+    for name in names:
+        assert read_ledger(tmp_path / f"{name}.sqlite").spent == pytest.approx(1.0)
+        data = np.load(tmp_path / f"{name}.npz")
+        src = DataSource(data["logits"], data["labels"])
+        exact = np.asarray(src._accuracy_gap_curve(grid, anchor).value, dtype=np.float64)
+        forms = [exact]
+        for scale in (2.0**k for k in range(0, 21)):  # every fixed-point scale, either rounding
+            for enc in (np.floor(scale * exact), np.floor(scale * exact) + 1):
+                residues = np.mod(enc, 2.0**31)
+                forms += [residues, residues_to_wire(residues.astype(np.uint64), 31)]
+        replies = read_transcript(tmp_path / f"{name}.jsonl")
+        arrays = [a for e in replies for a in reply_arrays(e)]
+        assert arrays, name
+        for arr in arrays:
+            assert not any(carries(arr, f, tol=0.5) for f in forms), name
+    time.sleep(0.5)
+    assert _alive(seen) == [], output
+    assert _tmp_dirs() <= before

@@ -58,7 +58,8 @@ def server(
         "--method",
         help="fedtemp, fedvector, fedopvector, "
         "fedmatrix, fedcal, fedbin, fedbbq, fedbbq-all, fedbbq-changed, or acc-t (seed 000: DP "
-        "Acc-T over clients acting as data sources; needs --epsilon and client ledgers).",
+        "Acc-T over clients acting as data sources; needs --epsilon and client ledgers; with "
+        "--secagg each query's answers are distributed noise shares summed by SecAgg+).",
     ),
     rounds: int = typer.Option(12, "--rounds", help="Rounds T (>= 1)."),
     num_nodes: int = typer.Option(
@@ -143,7 +144,7 @@ def server(
             raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
         if epsilon > 0 and not 0 < delta < 1:
             raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-        if aggregation == "distributed":
+        if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
             _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
                         clip_pos, clip_neg, weighting)  # fmt: skip
         _need_flwr()  # after the checks that need no Flower: a typo is refused at once
@@ -224,11 +225,6 @@ def _check_federation(
         raise ValueError(
             "--method acc-t is DP Acc-T (the clients answer as private data sources): it needs "
             "--epsilon > 0, e.g. --epsilon 1."
-        )
-    if method == "acc-t" and secagg:
-        raise ValueError(
-            "--secagg sums scaling and binning payloads; --method acc-t queries each client as "
-            "a data source. Drop --secagg, or pick another --method."
         )
     if weighting not in ("none", "all", "changed"):
         raise ValueError(f"--weighting must be none, all or changed. Got {weighting!r}.")

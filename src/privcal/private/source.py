@@ -88,7 +88,7 @@ from privcal.privacy import (
     noise_kind,
     resolve_noise,
 )
-from privcal.privacy.distributed import DistributedPlan, SecureSum
+from privcal.privacy.distributed import AggregatorView, DistributedPlan, SecureSum
 
 __all__ = [
     "MAX_ROWS",
@@ -374,6 +374,9 @@ class DataSource:
     name : str, default=""
         Public label; recorded as the ``source`` of every release.
     input : {"logits", "probs"}, default="logits"
+    delta_budget : float, default=0.0
+        The delta budget of the odometer (its queries are pure epsilon-DP and spend none; a
+        ledger shared with approximate-DP spends, such as a federated client's, holds one).
 
     Attributes
     ----------
@@ -413,6 +416,11 @@ class DataSource:
     #: Whether the source can upload a fixed-point answer plus a noise share to an in-process
     #: secure sum (:meth:`share`); sources answered over a transport add their own noise.
     uploads_shares: ClassVar[bool] = True
+    #: How this source's shares reach a secure sum (the report's transport line):
+    #: ``"in-process"`` (a simulation in one process) or ``"secagg+"`` (a Flower node).
+    transport: ClassVar[str] = "in-process"
+    #: The public bound on this source's rows that sizes its secure sums.
+    max_rows: int = MAX_ROWS
 
     def __init__(
         self,
@@ -424,6 +432,7 @@ class DataSource:
         name: str = "",
         *,
         input: str = "logits",
+        delta_budget: float = 0.0,
     ) -> None:
         owner = "DataSource"
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
@@ -442,7 +451,7 @@ class DataSource:
         self.noise = noise
         self._digests = row_digests(z, y)
         self.fingerprint = data_fingerprint(self._digests, self.n_classes)
-        self.odometer = PrivacyOdometer(budget, ledger=ledger, name=name)
+        self.odometer = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget, name=name)
         if self.odometer.ledger is not None:
             _bind_ledger(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
@@ -507,6 +516,7 @@ class DataSource:
         n_parties: int,
         threshold: int,
         ring: SecureSum | None = None,
+        max_rows: int = MAX_ROWS,
         **params: Any,
     ) -> Share:
         """This source's upload to a secure sum of ``query`` with distributed noise.
@@ -527,6 +537,9 @@ class DataSource:
             ``K`` sources answer; the shares are sized for ``t`` (public).
         ring : SecureSum, optional
             The secure sum the upload is for (its modulus); default 2^64.
+        max_rows : int, default=MAX_ROWS
+            The public bound on any source's rows that sizes the secure sum (a smaller ring,
+            such as SecAgg+'s 2^31, needs a smaller bound).
         **params
             The query's own parameters (temperatures, bins, clip bound ...).
 
@@ -552,23 +565,14 @@ class DataSource:
                 f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
             )
         eps = self._epsilon(epsilon, query)
-        if self._z.shape[0] > MAX_ROWS:
+        if self._z.shape[0] > max_rows:
             raise ValueError(
-                f"DataSource {self.name!r} holds more than MAX_ROWS={MAX_ROWS} rows, the public "
-                "bound its secure sums are sized for; split it into several sources."
+                f"DataSource {self.name!r} holds more than {max_rows} rows, the public bound its "
+                "secure sums are sized for; split it into several sources."
             )
         stat = getattr(self, f"_{query}")(**params)
         ring = SecureSum() if ring is None else ring
-        plan = DistributedPlan.laplace(
-            stat.sensitivity,
-            eps,
-            stat.moved,
-            n_parties=n_parties,
-            threshold=threshold,
-            value_bound=MAX_ROWS * stat.row_bound,
-            shape=np.shape(stat.value),
-            bits=ring.bits,
-        )
+        plan = share_plan(stat, eps, n_parties, threshold, ring.bits, max_rows)
         mechanism = "distributed discrete laplace"
         self.odometer.spend(stat.label, eps, mechanism=mechanism, sensitivity=stat.sensitivity)
         self.history.append(Release(stat.label, mechanism, stat.sensitivity, eps, 0.0, self.name))
@@ -975,6 +979,86 @@ class DataSource:
         """
         return [getattr(src, method)(**kwargs) for src in sources]
 
+    @classmethod
+    def share_together(
+        cls,
+        sources: Sequence[DataSource],
+        method: str,
+        epsilon: float,
+        threshold: int,
+        **kwargs: Any,
+    ) -> tuple[AggregatorView, DistributedPlan, Callable[[Any], Any]]:
+        """Every source's share of one query summed by an in-process :class:`SecureSum`
+        (a simulation of the protocol: this process holds every source's rows).
+
+        Returns the aggregator's view (the modular sum and who dropped), the public plan that
+        decodes it and the query's post-processing. Transports override it
+        (:class:`~privcal.federated.flower.sources.SecAggSource`: one SecAgg+ round).
+        """
+        ring = SecureSum()
+        k = len(sources)
+        shares = [
+            src.share(method, epsilon, n_parties=k, threshold=threshold, ring=ring, **kwargs)
+            for src in sources
+        ]
+        plan = shares[0].plan
+        if any(sh.plan != plan for sh in shares[1:]):
+            raise ValueError(
+                f"The sources answered {method} with different public plans (scale, share law "
+                "or shape); a secure sum needs one plan for all of them."
+            )
+        view = ring.aggregate([sh.upload for sh in shares], threshold, plan.shape)
+        return view, plan, shares[0].finish
+
+
+def share_plan(
+    stat: _Statistic, epsilon: float, n_parties: int, threshold: int, bits: int, max_rows: int
+) -> DistributedPlan:
+    """The public plan of one query's secure sum: the discrete Laplace shares of
+    :meth:`DataSource.share` for ``stat``'s sensitivity, the coordinates one example moves, and
+    ``max_rows`` times its row bound as each party's value bound. Reads only ``stat``'s public
+    fields (never its value beyond its shape), so the aggregator builds the same plan from
+    :func:`public_statistic`."""
+    return DistributedPlan.laplace(
+        stat.sensitivity,
+        epsilon,
+        stat.moved,
+        n_parties=n_parties,
+        threshold=threshold,
+        value_bound=max_rows * stat.row_bound,
+        shape=np.shape(stat.value),
+        bits=bits,
+    )
+
+
+def public_statistic(query: str, n_classes: int, **params: Any) -> _Statistic:
+    """``query``'s statistic on a public one-row placeholder of ``n_classes`` classes.
+
+    A statistic's label, sensitivity, moved coordinates, row bound, shape and post-processing
+    depend on the query's parameters and the class count only, never on the rows (they are the
+    add/remove bounds of the query's docstring); only its value does, and the value here is the
+    placeholder's. An aggregator that holds no data builds the public plan of a secure sum from
+    it (:func:`share_plan`), the same plan the sources build from their own rows.
+    """
+    if query not in QUERIES:
+        raise ValueError(
+            f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
+        )
+    placeholder = DataSource(np.zeros((1, int(n_classes))), np.zeros(1, dtype=np.int64))
+    return getattr(placeholder, f"_{query}")(**params)  # type: ignore[no-any-return]
+
+
+def share_all(
+    sources: Sequence[DataSource], method: str, epsilon: float, threshold: int, **kwargs: Any
+) -> tuple[AggregatorView, DistributedPlan, Callable[[Any], Any]]:
+    """One query answered by every source through a secure sum: the aggregator's view, the
+    public plan and the query's post-processing. Sources of one kind answer together
+    (:meth:`DataSource.share_together`: an in-process :class:`SecureSum`, or one SecAgg+ round
+    over Flower); each source charges its own ledger before it uploads."""
+    kinds = {type(src) for src in sources}
+    kind = kinds.pop() if len(kinds) == 1 else DataSource
+    return kind.share_together(list(sources), method, epsilon, threshold, **kwargs)
+
 
 def answer_all(sources: Sequence[DataSource], method: str, **kwargs: Any) -> list[Any]:
     """Every source's answer to one query: sources of one kind answer together
@@ -1072,7 +1156,8 @@ def sources_report(
     """
     seeded = any(not s.noise.secure for s in sources)
     shared = any("distributed" in r.mechanism for r in releases)
-    rows = (f"each source holds at most MAX_ROWS={MAX_ROWS} rows (sizes the secure sum)",)
+    bound = max(s.max_rows for s in sources)
+    rows = (f"each source holds at most {bound} rows (sizes the secure sum)",)
     return PrivacyReport(
         releases,
         unit="example",
@@ -1100,7 +1185,8 @@ def check_share_rows(sources: list[DataSource], owner: str) -> None:
                 "answers with its own noise and cannot upload shares to a secure sum; fit "
                 "with aggregation='local', or give only in-process DataSources."
             )
-        if s._z.shape[0] > MAX_ROWS:
+        rows = getattr(s, "_z", None)  # a source held by a node checks its rows itself
+        if rows is not None and rows.shape[0] > MAX_ROWS:
             raise ValueError(
                 f"The 'sources' parameter of {owner}: source {s.name!r} holds more than "
                 f"MAX_ROWS={MAX_ROWS} rows, the public bound a secure sum is sized for; split it "

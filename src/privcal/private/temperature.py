@@ -105,7 +105,6 @@ from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, Release
 from privcal.privacy.distributed import (
     AggregatorView,
-    SecureSum,
     check_aggregation,
     threat_model,
 )
@@ -115,6 +114,7 @@ from privcal.private.source import (
     check_budgets,
     check_share_rows,
     check_sources,
+    share_all,
     sources_report,
     split_budget,
 )
@@ -300,24 +300,16 @@ class _Protocol:
         return total
 
     def _secure_ask(self, method: str, eps: float, kwargs: dict[str, Any]) -> Any:
-        """One query answered through the secure sum; returns the query's decoded total."""
+        """One query answered through the secure sum (:func:`share_all`: in process, or one
+        SecAgg+ round for sources held by Flower nodes); returns the query's decoded total."""
         k, t = len(self.sources), int(self.threshold or len(self.sources))
-        ring = SecureSum()
-        shares = []
-        for src, label in zip(self.sources, self.labels, strict=True):
-            before = len(src.history)
-            shares.append(src.share(method, eps, n_parties=k, threshold=t, ring=ring, **kwargs))
-            self.record(src, label, before)
-        plan = shares[0].plan
-        if any(s.plan != plan for s in shares[1:]):
-            raise ValueError(
-                f"The sources answered {method} with different public plans (scale, share law or "
-                "shape); a secure sum needs one plan for all of them."
-            )
-        view = ring.aggregate([s.upload for s in shares], t, plan.shape)
+        before = [len(src.history) for src in self.sources]
+        view, plan, finish = share_all(self.sources, method, eps, t, **kwargs)
+        for src, label, b in zip(self.sources, self.labels, before, strict=True):
+            self.record(src, label, b)
         self.views.append(view)
         self.variances.append(plan.law.variance(k) / plan.encoding.scale**2)
-        return shares[0].finish(plan.release(view))
+        return finish(plan.release(view))
 
     def record(self, src: DataSource, label: str, before: int) -> None:
         """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
@@ -396,6 +388,9 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                 len(srcs),
                 threshold,
                 min((len(srcs) - len(v.dropped) for v in proto.views), default=None),
+                transport="secagg+"
+                if all(s.transport == "secagg+" for s in srcs)
+                else "in-process",
                 fallback="no guarantee is claimed for one discrete Laplace share alone"
                 if aggregation == "distributed"
                 else None,

@@ -61,6 +61,7 @@ bits of entropy against a server that searches for it.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -70,12 +71,13 @@ import numpy as np
 from flwr.app import ConfigRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.client import ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
-from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.common.constant import ErrorCode
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from privcal.federated.dp import DPConfig, expected_cohort
@@ -88,6 +90,7 @@ from privcal.federated.flower.server_app import (
 )
 from privcal.federated.flower.task import (
     DEFAULTS,
+    RING_BITS,
     charge_round,
     client_data,
     client_node,
@@ -236,6 +239,8 @@ class _PrivcalClient(NumPyClient):
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
         cfg = {**DEFAULTS, **self.run_config, **config}
+        if "query" in config:  # seed 000: a data source's share of one query
+            return self._source_share(cfg)
         refusal = charge_round(self.node, cfg, self.run_id)
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
             write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: refused ({refusal})")
@@ -266,21 +271,63 @@ class _PrivcalClient(NumPyClient):
         wire = to_wire(payload, bound, float(cfg["secagg-clipping-range"])).ravel()
         return [wire], 1, {}
 
+    def _source_share(self, cfg: dict[str, Any]) -> Any:
+        """This source's upload for one query: its ledger charged (under its own policy) before
+        its rows are read, then :meth:`~privcal.private.DataSource.share`'s fixed-point
+        statistic plus a discrete Laplace share sized for ``t`` of ``K`` sources, as residues
+        modulo ``2^31`` that SecAgg+ carries exactly. Nothing else leaves the node."""
+        from privcal.federated.flower.sources import node_source, source_refusal
+
+        query, kwargs = str(cfg["query"]), json.loads(str(cfg["kwargs"]))
+        refusal = source_refusal(self.node, cfg, self.run_id)
+        if refusal is not None:
+            write_status(self.node, f"query {query}: refused ({refusal})")
+            raise RuntimeError(f"privcal client refused the query: {refusal}")
+        z, y = client_data(self.node, self.run_config)
+        src = node_source(z, y, self.node, self.run_id)
+        share = src.share(
+            query,
+            float(kwargs.pop("epsilon")),
+            n_parties=int(cfg["num-nodes"]),
+            threshold=int(cfg["share-threshold"]),
+            ring=SecureSum(RING_BITS),
+            max_rows=int(cfg["source-max-rows"]),
+            **kwargs,
+        )
+        rel = src.history[-1]
+        write_status(
+            self.node,
+            f"query {rel.query}: answered with a distributed share (charged epsilon "
+            f"{rel.epsilon:.3g} to the ledger; {src.spent:.3g} of {src.budget:g} spent)",
+        )
+        return [residues_to_wire(share.upload.ravel(), RING_BITS)], 1, {}
+
 
 def _client_fn(context: Context) -> Any:
     return _PrivcalClient(context).to_client()
 
 
 def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
-    """Answer the server's end-of-run message (``task = "end"``) as the plain ClientApp does:
-    check the calibrator on this client's own data, show it on its own console, reply empty.
-    Every other message goes on to SecAgg+."""
+    """Answer the server's plain messages as the plain ClientApp does: the end of the run
+    (``task = "end"``: check the calibrator on this client's own data, show it on its own
+    console, reply empty) and a data source's budget questions (``task = "source"`` with query
+    ``status`` or ``can_spend``; every other query of a source over SecAgg+ is answered with
+    shares only, in a SecAgg+ round). Every other message goes on to SecAgg+."""
     if str(msg.metadata.message_type) == MessageType.QUERY and "config" in msg.content:
         cfg = dict(msg.content["config"])
+        node = client_node(context.node_config, context.run_config)
         if cfg.get("task") == "end":
-            node = client_node(context.node_config, context.run_config)
             check_locally(node, context.run_config, str(cfg["calibrator"]))
             return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
+        if cfg.get("task") == "source":
+            from privcal.federated.flower.sources import budget_answer
+
+            info = (
+                budget_answer(node, cfg)
+                if cfg.get("query") in ("status", "can_spend")
+                else {"refused": "over SecAgg+ this source answers with shares only"}
+            )
+            return Message(RecordDict({"info": ConfigRecord(info)}), reply_to=msg)
     return call_next(msg, context)
 
 
@@ -420,6 +467,121 @@ def _failure_reason(failure: BaseException) -> str:
     return str(getattr(inner, "reason", inner))
 
 
+class _QueryStrategy(FedAvg):
+    """The strategy of one data-source query's SecAgg+ round: sends the query to the source
+    nodes (``configure_fit``) and keeps the secure sum's unweighted mean (``aggregate_fit``)."""
+
+    def __init__(self) -> None:
+        super().__init__(fraction_evaluate=0.0, min_evaluate_clients=0)
+        self.nodes: list[int] = []
+        self.config: dict[str, Any] = {}
+        self.result: tuple[np.ndarray, set[int]] | None = None
+
+    def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
+        proxies = {int(c.node_id): c for c in client_manager.all().values()}
+        missing = [n for n in self.nodes if n not in proxies]
+        if missing:
+            raise RuntimeError(f"privcal: the source nodes {missing} are no longer connected.")
+        return [(proxies[n], FitIns(parameters, dict(self.config))) for n in self.nodes]
+
+    def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
+        mean = parameters_to_ndarrays(results[0][1].parameters)[0]
+        answered = {int(proxy.node_id) for proxy, _ in results}
+        self.result = (np.asarray(mean, dtype=np.float64), answered)
+        return None, {}
+
+
+class SecAggSourceSums:
+    """The aggregator's side of seed 000's protocol over SecAgg+: one SecAgg+ round per query.
+
+    :meth:`secure_sum` builds the query's public plan from the public statistic
+    (:func:`~privcal.private.source.public_statistic`, :func:`~privcal.private.source.share_plan`:
+    the plan every source builds from its own rows), sends the query to the sources' nodes as
+    the config of a SecAgg+ round whose reconstruction threshold is ``t``
+    (:func:`secagg_threshold`), and turns SecAgg+'s aggregate into the
+    :class:`~privcal.privacy.distributed.AggregatorView` (:func:`wire_to_residues`): the
+    modular sum of the sources' uploads, all the aggregator sees. Fewer than ``t`` survivors
+    halt SecAgg+ (:class:`_HaltingSecAggPlus`): nothing is released.
+    """
+
+    def __init__(self, grid: Any, context: Context, cfg: dict[str, Any]) -> None:
+        from flwr.compat.common import recorddict_compat as compat
+        from flwr.server.client_manager import SimpleClientManager
+        from flwr.server.compat.app_utils import start_update_client_manager_thread
+        from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
+
+        self.grid, self.cfg = grid, cfg
+        self.strategy = _QueryStrategy()
+        self.legacy = LegacyContext(
+            context=context,
+            config=ServerConfig(num_rounds=1),
+            strategy=self.strategy,
+            client_manager=SimpleClientManager(),
+        )
+        self._thread, self._stop, done = start_update_client_manager_thread(
+            grid, self.legacy.client_manager
+        )
+        done.wait()
+        self._configs = ConfigRecord({WorkflowKey.CURRENT_ROUND: 0})
+        self.legacy.state.config_records[MAIN_CONFIGS_RECORD] = self._configs
+        self.legacy.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
+            ndarrays_to_parameters([np.zeros(1)]), True
+        )
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def secure_sum(
+        self,
+        nodes: list[int],
+        query: str,
+        epsilon: float,
+        threshold: int,
+        n_classes: int,
+        kwargs: dict[str, Any],
+    ) -> tuple[AggregatorView, Any, Any]:
+        """One query's secure sum over the source ``nodes``: ``(view, plan, public statistic)``."""
+        from privcal.private.source import public_statistic, share_plan
+
+        k = len(nodes)
+        stat = public_statistic(query, n_classes, **kwargs)
+        max_rows = int(self.cfg["source-max-rows"])
+        plan = share_plan(stat, float(epsilon), k, int(threshold), RING_BITS, max_rows)
+        clipping, quantization, modulus = ring_ranges(RING_BITS)
+        self.strategy.nodes = list(nodes)
+        self.strategy.config = {
+            "query": query,
+            "kwargs": json.dumps({**kwargs, "epsilon": float(epsilon)}, default=_plain),
+            "share-threshold": int(threshold),
+        }
+        self.strategy.result = None
+        self._configs[WorkflowKey.CURRENT_ROUND] = int(self._configs[WorkflowKey.CURRENT_ROUND]) + 1
+        _HaltingSecAggPlus(
+            num_shares=k,
+            reconstruction_threshold=secagg_threshold(int(threshold), k),
+            max_weight=1.0,
+            clipping_range=clipping,
+            quantization_range=quantization,
+            modulus_range=modulus,
+            timeout=float(self.cfg["round-timeout-s"]),
+        )(self.grid, self.legacy)
+        if self.strategy.result is None:
+            raise RuntimeError(f"privcal: the SecAgg+ round of {query} returned no sum.")
+        mean, answered = self.strategy.result
+        n = len(answered)
+        residues = wire_to_residues(mean, n, RING_BITS)
+        dropped = tuple(j for j, nid in enumerate(nodes) if nid not in answered)
+        view = AggregatorView(residues.reshape(plan.shape), dropped, RING_BITS)
+        print(f"privcal: query {stat.label}: secure sum of {n} of {k} sources", flush=True)
+        return view, plan, stat
+
+
+def _plain(value: Any) -> Any:
+    """JSON for a query's parameters: NumPy arrays and scalars as lists and numbers."""
+    return np.asarray(value).tolist()
+
+
 #: Legacy ServerApp running DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(...)).
 server = ServerApp()
 
@@ -427,6 +589,9 @@ server = ServerApp()
 @server.main()
 def _main(grid: Any, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
+    if cfg["method"] == "acc-t":  # seed 000's data sources, distributed noise over SecAgg+
+        _seed000_secagg(grid, context, cfg)
+        return
     fm = method_from_config(cfg)
     c = int(cfg["n-classes"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
@@ -470,3 +635,23 @@ def _main(grid: Any, context: Context) -> None:
     cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir, survivors)
     check_on_server(cal, cfg, out_dir)
     end_run(grid, sorted(grid.get_node_ids()), cal, cfg)
+
+
+def _seed000_secagg(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
+    """Seed 000's DP Acc-T over the SuperNodes as data sources, each query's answers summed by
+    SecAgg+ with distributed noise shares (``aggregation = "distributed"``)."""
+    from privcal.federated.flower.server_app import seed000
+    from privcal.federated.flower.sources import SecAggSource
+
+    sums = SecAggSourceSums(grid, context, cfg)
+    try:
+        seed000(
+            grid,
+            cfg,
+            lambda nid: SecAggSource(
+                grid, nid, int(cfg["n-classes"]), sums, timeout=float(cfg["round-timeout-s"])
+            ),
+            aggregation="distributed",
+        )
+    finally:
+        sums.close()

@@ -251,7 +251,7 @@ def _class_totals(grid: Grid, nodes: list[int], cfg: dict[str, Any], c: int) -> 
 def main(grid: Grid, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
     if cfg["method"] == "acc-t":
-        _seed000(grid, cfg)
+        seed000(grid, cfg)
         return
     fm = method_from_config(cfg)
     rounds = int(cfg["rounds"])
@@ -400,8 +400,18 @@ def end_run(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) 
     _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
 
 
-def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
-    """Seed 000's protocol: DP Acc-T over the SuperNodes acting as remote DataSources."""
+def seed000(
+    grid: Grid, cfg: dict[str, Any], make_source: Any = None, aggregation: str = "local"
+) -> None:
+    """Seed 000's protocol: DP Acc-T over the SuperNodes acting as remote DataSources.
+
+    ``make_source(node_id)`` builds the server's handle of a source node (default
+    :class:`~privcal.federated.flower.sources.RemoteSource`: each source adds its own noise,
+    ``aggregation = "local"``); over SecAgg+ the handles are
+    :class:`~privcal.federated.flower.sources.SecAggSource` and ``aggregation =
+    "distributed"`` with the run's threshold (default ``K - max(1, K // 5)``).
+    """
+    from privcal.federated.dp import default_threshold
     from privcal.federated.flower.sources import RemoteSource
     from privcal.private import PrivateTemperatureScaling
 
@@ -431,12 +441,25 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
         raise RuntimeError(
             f"privcal: {len(ids)} nodes act as data sources; min-clients is {cfg['min-clients']}."
         )
-    sources = [
-        RemoteSource(grid, nid, int(cfg["n-classes"]), timeout=float(cfg["round-timeout-s"]))
-        for nid in sorted(ids)
-    ]
+    if make_source is None:
+
+        def make_source(nid: int) -> RemoteSource:
+            return RemoteSource(
+                grid, nid, int(cfg["n-classes"]), timeout=float(cfg["round-timeout-s"])
+            )
+
+    sources = [make_source(nid) for nid in sorted(ids)]
+    threshold = (
+        int(cfg["threshold"]) or default_threshold(len(sources))
+        if aggregation == "distributed"
+        else None
+    )
     est = PrivateTemperatureScaling(
-        objective="acc", epsilon=float(cfg["epsilon"]), iterations=int(cfg["iterations"])
+        objective="acc",
+        epsilon=float(cfg["epsilon"]),
+        iterations=int(cfg["iterations"]),
+        aggregation=aggregation,
+        threshold=threshold,
     )
     with warnings.catch_warnings(record=True) as seen:  # e.g. the fit's noise-dominance check
         warnings.simplefilter("always")
@@ -448,6 +471,7 @@ def _seed000(grid: Grid, cfg: dict[str, Any]) -> None:
     end_run(grid, nodes, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
+        dump_json(out_dir / "privacy_report.json", est.privacy_report_.to_dict())
         dump_json(out_dir / "config.json", cfg)
         dump_json(
             out_dir / "history.json",

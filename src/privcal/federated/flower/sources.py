@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,17 @@ from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
 
-__all__ = ["QUERIES", "RemoteSource", "answer_source_query", "run_label", "source_refusal"]
+__all__ = [
+    "QUERIES",
+    "RemoteSource",
+    "SecAggSource",
+    "answer_source_query",
+    "budget_answer",
+    "ledger_budget",
+    "node_source",
+    "run_label",
+    "source_refusal",
+]
 
 #: Queries a node answers (DataSource methods, plus budget status).
 QUERIES = (
@@ -70,7 +81,8 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
     kwargs = json.loads(str(cfg.get("kwargs", "{}")))
     requested = float(kwargs.get("epsilon", 0.0))
     policy = ClientPolicy.from_node(node)
-    odo = PrivacyOdometer(float(node.get("budget", 1.0)), ledger=str(node["ledger"]))
+    eps, delta = ledger_budget(node)
+    odo = PrivacyOdometer(eps, ledger=str(node["ledger"]), delta_budget=delta)
     label = run_label(node, run_id)
     spent = math.fsum(r.epsilon for r in odo.releases if r.source == label)
     if spent + requested > policy.max_epsilon * (1.0 + 1e-12):
@@ -79,6 +91,48 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
             f"source's policy of at most {policy.max_epsilon:g} per run"
         )
     return None
+
+
+def ledger_budget(node: dict[str, Any]) -> tuple[float, float]:
+    """The node's ``(epsilon, delta)`` budget: the one its ledger stores when the file exists
+    (a federated client's ledger holds a delta budget; a data source spends none of it), else
+    the node's ``budget`` and ``delta-budget``."""
+    from privcal.privacy.odometer import read_ledger
+
+    path = Path(str(node["ledger"]))
+    if path.is_file():
+        record = read_ledger(path)
+        return record.budget, record.delta_budget
+    return float(node.get("budget", 1.0)), float(node.get("delta-budget", 0.0))
+
+
+def node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int) -> DataSource:
+    """The node's ledger-backed :class:`DataSource` for run ``run_id`` (secure noise, its
+    releases recorded under :func:`run_label`)."""
+    eps, delta = ledger_budget(node)
+    return DataSource(
+        z,
+        y,
+        budget=eps,
+        ledger=str(node["ledger"]),
+        noise=SecureNoise(),
+        name=run_label(node, run_id),
+        delta_budget=delta,
+    )
+
+
+def budget_answer(node: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """A source's answer to ``status`` (budget, spent, remaining) or ``can_spend``, read from
+    its ledger alone (the rows are not needed, and a budget question releases nothing about
+    them: it depends on the ledger only)."""
+    if not node.get("ledger"):
+        return {"refused": "this node has no --ledger: it does not act as a data source"}
+    eps, delta = ledger_budget(node)
+    odo = PrivacyOdometer(eps, ledger=str(node["ledger"]), delta_budget=delta)
+    if str(cfg["query"]) == "status":
+        return {"value": json.dumps([odo.budget, odo.spent, odo.remaining])}
+    kwargs = json.loads(str(cfg.get("kwargs", "{}")))
+    return {"value": json.dumps(bool(odo.can_spend(float(kwargs["epsilon"]))))}
 
 
 def run_label(node: dict[str, Any], run_id: int) -> str:
@@ -95,14 +149,7 @@ def answer_source_query(
     if refusal is not None:
         return {"refused": refusal}
     method = str(cfg["query"])
-    src = DataSource(
-        z,
-        y,
-        budget=float(node.get("budget", 1.0)),
-        ledger=str(node["ledger"]),
-        noise=SecureNoise(),
-        name=run_label(node, run_id),
-    )
+    src = node_source(z, y, node, run_id)
     kwargs = json.loads(str(cfg.get("kwargs", "{}")))
     if method == "status":
         return {"value": json.dumps([src.budget, src.spent, src.remaining])}
@@ -307,3 +354,53 @@ class RemoteSource(DataSource):
 
     def bin_counts(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("RemoteSource does not forward bin_counts yet.")
+
+
+class SecAggSource(RemoteSource):
+    """A :class:`RemoteSource` that answers a distributed fit with shares through SecAgg+.
+
+    Seed 000's protocol with distributed noise across processes: for each query, every source's
+    node charges its own ledger (under its own policy), computes the query's exact statistic,
+    encodes it in fixed point, adds a discrete Laplace share sized for ``t`` sources
+    (:meth:`DataSource.share`, the code the in-process protocol runs) and uploads the residues
+    through one SecAgg+ round; the calibrator sees only their modular sum
+    (:meth:`share_together`). Budget checks (``can_spend``, ``status``) travel as plain
+    messages. ``sums`` runs the SecAgg+ rounds
+    (:class:`~privcal.federated.flower.secagg.SecAggSourceSums`).
+    """
+
+    uploads_shares = True
+    transport = "secagg+"
+
+    def __init__(self, grid: Any, node_id: int, n_classes: int, sums: Any, **kwargs: Any) -> None:
+        super().__init__(grid, node_id, n_classes, **kwargs)
+        self.sums = sums
+        self.max_rows = int(sums.cfg["source-max-rows"])  # public: sizes SecAgg+'s 2^31 ring
+
+    @classmethod
+    def share_together(
+        cls,
+        sources: Sequence[DataSource],
+        method: str,
+        epsilon: float,
+        threshold: int,
+        **kwargs: Any,
+    ) -> Any:
+        """One SecAgg+ round: every source's share of ``method``; returns the aggregator's
+        view, the public plan and the query's post-processing. Each source's release (charged
+        by its node before it uploads) is recorded in its ``history``."""
+        remote = [s for s in sources if isinstance(s, SecAggSource)]
+        if len(remote) != len(sources) or len({id(s.sums) for s in remote}) != 1:
+            raise ValueError(
+                "A secure sum over SecAgg+ needs every source to be a SecAggSource of one "
+                "federation; mixed sources cannot share one secure sum."
+            )
+        view, plan, stat = remote[0].sums.secure_sum(
+            [s.node_id for s in remote], method, epsilon, threshold, remote[0].n_classes, kwargs
+        )
+        for s in remote:
+            s.history.append(
+                Release(stat.label, "distributed discrete laplace", stat.sensitivity, epsilon,
+                        0.0, s.name)
+            )  # fmt: skip
+        return view, plan, stat.finish

@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
     # (each client a discrete Gaussian share; needs secagg: the server sees only the sum)
     "aggregation": "trusted",
     "threshold": 0,  # t of distributed shares; 0 = default_threshold(num-nodes)
+    # data sources over SecAgg+ (acc-t, distributed): the public bound on a source's rows that
+    # sizes the secure sums in SecAgg+'s 2^31 ring (the in-process protocol uses MAX_ROWS)
+    "source-max-rows": 4096,
     "secagg-clipping-range": 8.0,
     "secagg-quantization-range": 4194304,
     "secagg-bound": 1000.0,
