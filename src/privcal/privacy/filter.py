@@ -189,6 +189,8 @@ class Composition:
         ``renyi_delta`` (``inf`` and ``0`` when the ledger has no Rényi branch).
     order : float or None
         The order that gives the Rényi figure.
+    relation : {"add/remove", "substitute"}
+        The neighbouring relation the figures hold under.
     """
 
     basic_epsilon: float
@@ -196,6 +198,7 @@ class Composition:
     renyi_epsilon: float
     renyi_delta: float
     order: float | None
+    relation: str = "add/remove"
 
     @property
     def stated(self) -> str:
@@ -253,21 +256,25 @@ class FilterRule:
         """``delta_b = delta - renyi_delta``, the delta budget of the basic branch."""
         return max(0.0, float(self.delta) - float(self.renyi_delta))
 
-    def compose(self, epsilons: Sequence[float], deltas: Sequence[float],
-                curve: np.ndarray) -> Composition:  # fmt: skip
+    def compose(
+        self,
+        epsilons: Sequence[float],
+        deltas: Sequence[float],
+        curve: np.ndarray,
+        relation: str = "add/remove",
+    ) -> Composition:
         """The record's :class:`Composition` (``curve``: the summed RDP curves on the grid)."""
         eps, dlt = math.fsum(epsilons), math.fsum(deltas)
         if self.renyi_delta <= 0.0:
-            return Composition(eps, dlt, math.inf, 0.0, None)
+            return Composition(eps, dlt, math.inf, 0.0, None, relation)
         from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 
         total = np.asarray(curve, dtype=np.float64)
         per_order = float(self.renyi_delta) / len(self.orders)
         r_eps, order = compute_epsilon(list(self.orders), list(total), per_order)
         r_eps = float(r_eps)
-        return Composition(
-            eps, dlt, r_eps, float(self.renyi_delta), None if math.isinf(r_eps) else float(order)
-        )
+        order_ = None if math.isinf(r_eps) else float(order)
+        return Composition(eps, dlt, r_eps, float(self.renyi_delta), order_, relation)
 
     def admits(self, comp: Composition, rel_tol: float = 1e-12) -> bool:
         """Whether a record composing to ``comp`` is within the budget by either branch."""

@@ -4,9 +4,9 @@ The odometer records a spend **before** the caller releases the answer and refus
 would exceed the budget, recording nothing. Spends compose by basic composition (sum of epsilons
 and sum of deltas), or, for a ledger created with ``renyi_delta > 0``, by the tighter of basic
 composition and a Rényi filter: the admission rule and why it is a valid privacy filter under
-fully adaptive composition are in :mod:`privcal.privacy.filter`. With ``ledger=PATH`` the record is a SQLite file (stdlib :mod:`sqlite3`, WAL
-journal, ``synchronous=FULL``), so the spent budget survives restarts, crashes (``SIGKILL``) and
-concurrent processes:
+fully adaptive composition are in :mod:`privcal.privacy.filter`. With ``ledger=PATH`` the record
+is a SQLite file (stdlib :mod:`sqlite3`, WAL journal, ``synchronous=FULL``), so the spent budget
+survives restarts, crashes (``SIGKILL``) and concurrent processes:
 
 * each :meth:`PrivacyOdometer.spend` runs in one ``BEGIN IMMEDIATE`` transaction (read the total,
   check it against the budget, insert the spend, ``COMMIT``) and returns only after the commit.
@@ -28,13 +28,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from privcal._params import check_real
+from privcal._params import check_option, check_real
 from privcal.privacy.filter import ORDERS, Composition, FilterRule, pure_dp_curve
-from privcal.privacy.guarantee import Guarantee, PrivacyReport, Release
+from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
 
 __all__ = [
     "REL_TOL",
@@ -184,7 +184,7 @@ class PrivacyOdometer:
         self.name = name
         self.ledger = None if ledger is None else Path(ledger)
         self._lock = threading.Lock()
-        self._memory: list[tuple[Release, np.ndarray | None]] = []
+        self._memory: list[tuple[Release, _Row]] = []
         if self.ledger is not None:
             self._init_ledger()
 
@@ -256,8 +256,9 @@ class PrivacyOdometer:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     con.execute(stmt)
-            if "rdp" not in _columns(con, "spends"):  # a ledger written before the filter
-                con.execute("ALTER TABLE spends ADD COLUMN rdp TEXT")
+            for column in ("rdp", "relation"):  # a ledger written before the filter lacks them
+                if column not in _columns(con, "spends"):
+                    con.execute(f"ALTER TABLE spends ADD COLUMN {column} TEXT")
             row = con.execute("SELECT epsilon, delta FROM budget WHERE id = 1").fetchone()
             if row is None:
                 con.execute(
@@ -292,9 +293,11 @@ class PrivacyOdometer:
                 "(PrivacyOdometer.open(path)) or give this budget a new ledger file."
             )
 
-    def _rows(self, con: sqlite3.Connection) -> list[tuple[float, float, np.ndarray | None]]:
-        rows = con.execute("SELECT epsilon, delta, rdp FROM spends ORDER BY id").fetchall()
-        return [(e, d, None if c is None else np.asarray(json.loads(c))) for e, d, c in rows]
+    def _rows(self, con: sqlite3.Connection) -> list[_Row]:
+        rows = con.execute(
+            "SELECT epsilon, delta, rdp, relation FROM spends ORDER BY id"
+        ).fetchall()
+        return [_Row.read(e, d, c, rel) for e, d, c, rel in rows]
 
     # ------------------------------------------------------------------ public API
     def spend(
@@ -306,6 +309,7 @@ class PrivacyOdometer:
         mechanism: str = "",
         sensitivity: float = float("nan"),
         rdp: Any = None,
+        relation: str = "add/remove",
     ) -> None:
         """Record a spend of ``(epsilon, delta)``, or raise and record nothing.
 
@@ -325,6 +329,10 @@ class PrivacyOdometer:
             :mod:`privcal.privacy.filter` for the curves of each mechanism). ``None``: the
             pure-DP bound when ``delta == 0``, else no curve (``+inf``: only basic composition
             can admit past it).
+        relation : {"add/remove", "substitute"}, default="add/remove"
+            The neighbouring relation of the release's guarantee. Once a ledger holds a
+            ``"substitute"`` release (``n`` public), it composes under substitution and counts
+            each add/remove release by group privacy (see :func:`_compose`).
 
         Raises
         ------
@@ -334,20 +342,21 @@ class PrivacyOdometer:
         owner = "PrivacyOdometer.spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        curve = self._check_curve(rdp)
+        row = _Row(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
         sens = float(sensitivity)
         release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
         if self.ledger is None:
             with self._lock:
-                rows = [(r.epsilon, r.delta, c) for r, c in self._memory]
-                self._check(query, rows, eps, dlt, curve)
-                self._memory.append((release, curve))
+                self._check(query, [m[1] for m in self._memory], row)
+                self._memory.append((release, row))
             return
         with self._immediate() as con:
-            self._check(query, self._rows(con), eps, dlt, curve)
+            self._check(query, self._rows(con), row)
             con.execute(
                 "INSERT INTO spends (query, mechanism, sensitivity, epsilon, delta, source, pid, "
-                "time, rdp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "time, rdp, relation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     release.query,
                     release.mechanism,
@@ -357,9 +366,32 @@ class PrivacyOdometer:
                     self.name,
                     os.getpid(),
                     time.time(),
-                    None if curve is None else json.dumps(curve.tolist()),
+                    None if row.curve is None else json.dumps(row.curve.tolist()),
+                    row.relation,
                 ),
             )
+
+    def check(
+        self,
+        query: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        rdp: Any = None,
+        relation: str = "add/remove",
+    ) -> None:
+        """Raise what :meth:`spend` would raise now, recording nothing (advisory, not atomic).
+
+        For a step whose later parts are planned from its earlier releases: check the whole
+        step up front, then :meth:`spend` each part before it releases.
+        """
+        owner = "PrivacyOdometer.check"
+        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        row = _Row(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
+        self._check(query, self._read_rows(), row)
 
     def _check_curve(self, rdp: Any) -> np.ndarray | None:
         if rdp is None:
@@ -384,33 +416,42 @@ class PrivacyOdometer:
         mechanism: str = "",
         sensitivity: float = float("nan"),
         rdp: Any = None,
+        relation: str = "add/remove",
     ) -> Iterator[Guarantee]:
         """Context manager form of :meth:`spend`: spends on entry, yields the Guarantee.
 
         The spend stays recorded even if the block raises (the answer may already be out).
         """
-        self.spend(query, epsilon, delta, mechanism=mechanism, sensitivity=sensitivity, rdp=rdp)
-        yield Guarantee(float(epsilon), float(delta))
+        self.spend(
+            query,
+            epsilon,
+            delta,
+            mechanism=mechanism,
+            sensitivity=sensitivity,
+            rdp=rdp,
+            relation=relation,
+        )
+        yield Guarantee(float(epsilon), float(delta), relation=relation)
 
-    def _compose(self, rows: list[tuple[float, float, np.ndarray | None]]) -> Composition:
+    def _compose(self, rows: list[_Row]) -> Composition:
         return _compose(self.rule, rows)
 
-    def _check(
-        self,
-        query: str,
-        rows: list[tuple[float, float, np.ndarray | None]],
-        eps: float,
-        dlt: float,
-        curve: np.ndarray | None,
-    ) -> None:
-        if self.rule.admits(self._compose([*rows, (eps, dlt, curve)])):
+    def _check(self, query: str, rows: list[_Row], row: _Row) -> None:
+        with_it = self._compose([*rows, row])
+        if self.rule.admits(with_it):
             return
-        spent = math.fsum(r[0] for r in rows)
-        dspent = math.fsum(r[1] for r in rows)
+        spent = math.fsum(r.epsilon for r in rows)
+        dspent = math.fsum(r.delta for r in rows)
+        eps, dlt = row.epsilon, row.delta
         note = ""
-        if self.rule.renyi_delta > 0:
-            with_it = self._compose([*rows, (eps, dlt, curve)])
+        if with_it.relation != row.relation or any(r.relation != with_it.relation for r in rows):
             note = (
+                f"composed under substitution (a substitute release is on the ledger): "
+                f"epsilon={with_it.basic_epsilon:g}, delta={with_it.basic_delta:g} with it"
+            )
+        if self.rule.renyi_delta > 0:
+            note += "; " if note else ""
+            note += (
                 f"the Rényi filter would reach epsilon={with_it.renyi_epsilon:g} at "
                 f"delta={self.rule.renyi_delta:g} (the basic branch keeps delta "
                 f"{self.rule.basic_delta:g} of the ledger's {self.delta_budget:g})"
@@ -427,10 +468,10 @@ class PrivacyOdometer:
             note,
         )
 
-    def _read_rows(self) -> list[tuple[float, float, np.ndarray | None]]:
+    def _read_rows(self) -> list[_Row]:
         if self.ledger is None:
             with self._lock:
-                return [(r.epsilon, r.delta, c) for r, c in self._memory]
+                return [row for _, row in self._memory]
         con = self._connect()
         try:
             return self._rows(con)
@@ -439,7 +480,7 @@ class PrivacyOdometer:
 
     def _read_totals(self) -> tuple[float, float]:
         rows = self._read_rows()
-        return math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)
+        return math.fsum(r.epsilon for r in rows), math.fsum(r.delta for r in rows)
 
     @property
     def spent(self) -> float:
@@ -456,13 +497,17 @@ class PrivacyOdometer:
         """``max(budget - spent, 0)``."""
         return max(self.budget - self.spent, 0.0)
 
-    def can_spend(self, epsilon: float, delta: float = 0.0, rdp: Any = None) -> bool:
+    def can_spend(
+        self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
+    ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
         owner = "PrivacyOdometer.can_spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        rows = self._read_rows()
-        return self.rule.admits(self._compose([*rows, (eps, dlt, self._check_curve(rdp))]))
+        row = _Row(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
+        return self.rule.admits(self._compose([*self._read_rows(), row]))
 
     @property
     def releases(self) -> list[Release]:
@@ -497,6 +542,13 @@ class PrivacyOdometer:
         spent, dspent = self._read_totals()
         return Guarantee(spent, dspent)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyOdometer:
+        """A ledger is shared, never copied: a copy would hold a second budget for the same data.
+
+        So ``sklearn.base.clone`` of an estimator with ``ledger=odometer`` charges the same one.
+        """
+        return self
+
     def __repr__(self) -> str:
         where = "memory" if self.ledger is None else str(self.ledger)
         return (
@@ -505,25 +557,58 @@ class PrivacyOdometer:
         )
 
 
-def _compose(rule: FilterRule, rows: list[tuple[float, float, np.ndarray | None]]) -> Composition:
-    """Compose recorded ``(epsilon, delta, curve)`` rows under ``rule``.
+class _Row(NamedTuple):
+    """One recorded spend as the admission rule sees it."""
+
+    epsilon: float
+    delta: float
+    curve: np.ndarray | None
+    relation: str
+
+    @staticmethod
+    def read(eps: float, dlt: float, curve: str | None, relation: str | None) -> _Row:
+        c = None if curve is None else np.asarray(json.loads(curve), dtype=np.float64)
+        return _Row(float(eps), float(dlt), c, relation or "add/remove")
+
+
+def _compose(rule: FilterRule, rows: list[_Row]) -> Composition:
+    """Compose recorded spends under ``rule``, under one neighbouring relation.
 
     A row without a curve has the pure-DP curve when its delta is 0 and ``+inf`` otherwise; the
     curves are built only when the rule has a Rényi branch.
+
+    All rows add/remove: composed as recorded. Any row under substitution (``n`` public): the
+    record composes under substitution, and an add/remove row counts by group privacy (a
+    substitution is a removal and an addition): ``(2 epsilon, (1 + e^epsilon) delta)`` (Dwork &
+    Roth 2014, Thm. 2.2 and its approximate form), its curve the pure-DP curve of ``2 epsilon``
+    when ``delta = 0`` and ``+inf`` otherwise.
     """
-    eps = [r[0] for r in rows]
-    dlt = [r[1] for r in rows]
+    mixed = any(r.relation == "substitute" for r in rows)
+    relation = "substitute" if mixed else "add/remove"
+    terms = [_as_relation(r, relation) for r in rows]
+    eps = [e for e, _, _ in terms]
+    dlt = [d for _, d, _ in terms]
     if rule.renyi_delta <= 0.0:
-        return rule.compose(eps, dlt, np.zeros(len(rule.orders)))
+        return rule.compose(eps, dlt, np.zeros(len(rule.orders)), relation)
     total = np.zeros(len(rule.orders))
-    for e, d, c in rows:
+    for e, d, c in terms:
         if c is not None:
             total = total + c
         elif d == 0.0:
             total = total + pure_dp_curve(e, rule.orders)
         else:
             total = total + np.inf
-    return rule.compose(eps, dlt, total)
+    return rule.compose(eps, dlt, total, relation)
+
+
+def _as_relation(row: _Row, relation: str) -> tuple[float, float, np.ndarray | None]:
+    """``(epsilon, delta, curve)`` of ``row`` under ``relation`` (``None`` curve: derive it)."""
+    if row.relation == relation:
+        return row.epsilon, row.delta, row.curve
+    # add/remove -> substitute: group privacy over the two add/remove steps of a substitution
+    if row.delta == 0.0:
+        return 2.0 * row.epsilon, 0.0, None
+    return 2.0 * row.epsilon, (1.0 + math.exp(row.epsilon)) * row.delta, np.array(np.inf)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -584,6 +669,8 @@ class LedgerRecord:
     curves : list of ndarray or None
         Each release's recorded RDP curve (``None``: derived from its epsilon, see
         :mod:`privcal.privacy.filter`).
+    relations : list of str
+        Each release's neighbouring relation.
     """
 
     path: Path
@@ -594,6 +681,7 @@ class LedgerRecord:
     renyi_delta: float = 0.0
     orders: tuple[float, ...] = ORDERS
     curves: list[np.ndarray | None] = field(default_factory=list)
+    relations: list[str] = field(default_factory=list)
 
     @property
     def rule(self) -> FilterRule:
@@ -602,8 +690,13 @@ class LedgerRecord:
 
     def composition(self) -> Composition:
         """What the record composes to (basic sums, Rényi figure, which one is stated)."""
-        curves = self.curves or [None] * len(self.releases)
-        rows = [(r.epsilon, r.delta, c) for r, c in zip(self.releases, curves, strict=True)]
+        n = len(self.releases)
+        curves = self.curves or [None] * n
+        relations = self.relations or ["add/remove"] * n
+        rows = [
+            _Row(r.epsilon, r.delta, c, rel)
+            for r, c, rel in zip(self.releases, curves, relations, strict=True)
+        ]
         return _compose(self.rule, rows)
 
     @property
@@ -676,10 +769,11 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
         try:
             budget = con.execute("SELECT epsilon, delta, name FROM budget WHERE id = 1").fetchone()
-            rdp = "rdp" if "rdp" in _columns(con, "spends") else "NULL"
+            columns = _columns(con, "spends")
+            extra = ", ".join(c if c in columns else "NULL" for c in ("rdp", "relation"))
             rows = con.execute(
-                f"SELECT query, mechanism, sensitivity, epsilon, delta, source, {rdp} FROM spends "
-                "ORDER BY id"
+                "SELECT query, mechanism, sensitivity, epsilon, delta, source, "
+                f"{extra} FROM spends ORDER BY id"
             ).fetchall()
             stored = (
                 con.execute("SELECT renyi_delta, orders FROM filter WHERE id = 1").fetchone()
@@ -700,9 +794,9 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         raise ValueError(f"{str(path)!r} is not a privcal ledger (it records no budget).")
     releases = [
         Release(q, m, float("nan") if s is None else float(s), e, d, src)
-        for q, m, s, e, d, src, _ in rows
+        for q, m, s, e, d, src, _, _ in rows
     ]
-    curves = [None if c is None else np.asarray(json.loads(c)) for *_, c in rows]
+    read = [_Row.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
     renyi, orders = (0.0, ORDERS) if stored is None else (float(stored[0]), json.loads(stored[1]))
     return LedgerRecord(
         path,
@@ -712,5 +806,6 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         releases,
         renyi,
         tuple(float(a) for a in orders),
-        curves,
+        [r.curve for r in read],
+        [r.relation for r in read],
     )
