@@ -74,16 +74,24 @@ composition theorem (Dwork & Roth 2014, Thm. 3.16; Mironov 2017, Prop. 1) and th
 is the record's guarantee; for adaptively chosen steps the guarantee is the filter's, the
 budget, and the stated figure says how much of it the rule has used.
 
+One neighbouring relation (:func:`compose_spends`): every figure above holds under one
+relation. Private conformal is DP for *substituting* one example (``n`` public); the other
+steps for adding or removing one. A substitution is a removal and an addition, so once a
+ledger holds a substitute release it composes under substitution and counts an add/remove
+release by group privacy: ``(2 epsilon, (1 + e^epsilon) delta)``, and for a pure one the curve
+of ``2 epsilon``-DP (an approximate one has no curve there).
+
 Whole plans fixed in advance (the ``T`` rounds of a federation, the ``K`` queries of a search)
 are accounted for by their own mechanism before they reach a ledger; a ledger entry is one step.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -93,6 +101,9 @@ __all__ = [
     "ORDERS",
     "Composition",
     "FilterRule",
+    "Spend",
+    "as_relation",
+    "compose_spends",
     "dpsgd_curve",
     "event_curve",
     "pure_dp_curve",
@@ -284,3 +295,58 @@ class FilterRule:
             and comp.basic_delta <= self.basic_delta * slack
         )
         return basic or comp.renyi_epsilon <= self.epsilon * slack
+
+
+class Spend(NamedTuple):
+    """One recorded spend as the admission rule sees it (``curve=None``: derive it)."""
+
+    epsilon: float
+    delta: float
+    curve: np.ndarray | None
+    relation: str
+
+    @staticmethod
+    def read(eps: float, dlt: float, curve: str | None, relation: str | None) -> Spend:
+        """A spend from a ledger row (the curve as JSON, ``NULL`` relation: add/remove)."""
+        c = None if curve is None else np.asarray(json.loads(curve), dtype=np.float64)
+        return Spend(float(eps), float(dlt), c, relation or "add/remove")
+
+
+def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
+    """Compose recorded spends under ``rule``, under one neighbouring relation.
+
+    A row without a curve has the pure-DP curve when its delta is 0 and ``+inf`` otherwise; the
+    curves are built only when the rule has a Rényi branch.
+
+    All rows add/remove: composed as recorded. Any row under substitution (``n`` public): the
+    record composes under substitution, and an add/remove row counts by group privacy (a
+    substitution is a removal and an addition): ``(2 epsilon, (1 + e^epsilon) delta)`` (Dwork &
+    Roth 2014, Thm. 2.2 and its approximate form), its curve the pure-DP curve of ``2 epsilon``
+    when ``delta = 0`` and ``+inf`` otherwise.
+    """
+    mixed = any(r.relation == "substitute" for r in rows)
+    relation = "substitute" if mixed else "add/remove"
+    terms = [as_relation(r, relation) for r in rows]
+    eps = [e for e, _, _ in terms]
+    dlt = [d for _, d, _ in terms]
+    if rule.renyi_delta <= 0.0:
+        return rule.compose(eps, dlt, np.zeros(len(rule.orders)), relation)
+    total = np.zeros(len(rule.orders))
+    for e, d, c in terms:
+        if c is not None:
+            total = total + c
+        elif d == 0.0:
+            total = total + pure_dp_curve(e, rule.orders)
+        else:
+            total = total + np.inf
+    return rule.compose(eps, dlt, total, relation)
+
+
+def as_relation(row: Spend, relation: str) -> tuple[float, float, np.ndarray | None]:
+    """``(epsilon, delta, curve)`` of ``row`` under ``relation`` (``None`` curve: derive it)."""
+    if row.relation == relation:
+        return row.epsilon, row.delta, row.curve
+    # add/remove -> substitute: group privacy over the two add/remove steps of a substitution
+    if row.delta == 0.0:
+        return 2.0 * row.epsilon, 0.0, None
+    return 2.0 * row.epsilon, (1.0 + math.exp(row.epsilon)) * row.delta, np.array(np.inf)

@@ -28,12 +28,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from privcal._params import check_option, check_real
-from privcal.privacy.filter import ORDERS, Composition, FilterRule, pure_dp_curve
+from privcal.privacy.filter import (
+    ORDERS,
+    Composition,
+    FilterRule,
+    Spend,
+    as_relation,
+    compose_spends,
+)
 from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
 
 __all__ = [
@@ -184,7 +191,7 @@ class PrivacyOdometer:
         self.name = name
         self.ledger = None if ledger is None else Path(ledger)
         self._lock = threading.Lock()
-        self._memory: list[tuple[Release, _Row]] = []
+        self._memory: list[tuple[Release, Spend]] = []
         if self.ledger is not None:
             self._init_ledger()
 
@@ -293,11 +300,11 @@ class PrivacyOdometer:
                 "(PrivacyOdometer.open(path)) or give this budget a new ledger file."
             )
 
-    def _rows(self, con: sqlite3.Connection) -> list[_Row]:
+    def _rows(self, con: sqlite3.Connection) -> list[Spend]:
         rows = con.execute(
             "SELECT epsilon, delta, rdp, relation FROM spends ORDER BY id"
         ).fetchall()
-        return [_Row.read(e, d, c, rel) for e, d, c, rel in rows]
+        return [Spend.read(e, d, c, rel) for e, d, c, rel in rows]
 
     # ------------------------------------------------------------------ public API
     def spend(
@@ -332,7 +339,8 @@ class PrivacyOdometer:
         relation : {"add/remove", "substitute"}, default="add/remove"
             The neighbouring relation of the release's guarantee. Once a ledger holds a
             ``"substitute"`` release (``n`` public), it composes under substitution and counts
-            each add/remove release by group privacy (see :func:`_compose`).
+            each add/remove release by group privacy (see
+            :func:`~privcal.privacy.filter.compose_spends`).
 
         Raises
         ------
@@ -342,7 +350,7 @@ class PrivacyOdometer:
         owner = "PrivacyOdometer.spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = _Row(
+        row = Spend(
             eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
         )
         sens = float(sensitivity)
@@ -388,7 +396,7 @@ class PrivacyOdometer:
         owner = "PrivacyOdometer.check"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = _Row(
+        row = Spend(
             eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
         )
         self._check(query, self._read_rows(), row)
@@ -433,21 +441,24 @@ class PrivacyOdometer:
         )
         yield Guarantee(float(epsilon), float(delta), relation=relation)
 
-    def _compose(self, rows: list[_Row]) -> Composition:
-        return _compose(self.rule, rows)
+    def _compose(self, rows: list[Spend]) -> Composition:
+        return compose_spends(self.rule, rows)
 
-    def _check(self, query: str, rows: list[_Row], row: _Row) -> None:
+    def _check(self, query: str, rows: list[Spend], row: Spend) -> None:
         with_it = self._compose([*rows, row])
         if self.rule.admits(with_it):
             return
-        spent = math.fsum(r.epsilon for r in rows)
-        dspent = math.fsum(r.delta for r in rows)
-        eps, dlt = row.epsilon, row.delta
+        # the figures under the record's relation (a substitute release doubles add/remove ones)
+        eps, dlt, _ = as_relation(row, with_it.relation)
+        spent = with_it.basic_epsilon - eps
+        dspent = with_it.basic_delta - dlt
         note = ""
-        if with_it.relation != row.relation or any(r.relation != with_it.relation for r in rows):
+        if with_it.relation == "substitute" and any(
+            r.relation == "add/remove" for r in [*rows, row]
+        ):
             note = (
-                f"composed under substitution (a substitute release is on the ledger): "
-                f"epsilon={with_it.basic_epsilon:g}, delta={with_it.basic_delta:g} with it"
+                "composed under substitution (a substitute release is on the ledger), each "
+                "add/remove release counted by group privacy"
             )
         if self.rule.renyi_delta > 0:
             note += "; " if note else ""
@@ -468,7 +479,7 @@ class PrivacyOdometer:
             note,
         )
 
-    def _read_rows(self) -> list[_Row]:
+    def _read_rows(self) -> list[Spend]:
         if self.ledger is None:
             with self._lock:
                 return [row for _, row in self._memory]
@@ -504,7 +515,7 @@ class PrivacyOdometer:
         owner = "PrivacyOdometer.can_spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = _Row(
+        row = Spend(
             eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
         )
         return self.rule.admits(self._compose([*self._read_rows(), row]))
@@ -555,60 +566,6 @@ class PrivacyOdometer:
             f"PrivacyOdometer(budget={self.budget:g}, spent={self.spent:g}, "
             f"delta_budget={self.delta_budget:g}, name={self.name!r}, ledger={where!r})"
         )
-
-
-class _Row(NamedTuple):
-    """One recorded spend as the admission rule sees it."""
-
-    epsilon: float
-    delta: float
-    curve: np.ndarray | None
-    relation: str
-
-    @staticmethod
-    def read(eps: float, dlt: float, curve: str | None, relation: str | None) -> _Row:
-        c = None if curve is None else np.asarray(json.loads(curve), dtype=np.float64)
-        return _Row(float(eps), float(dlt), c, relation or "add/remove")
-
-
-def _compose(rule: FilterRule, rows: list[_Row]) -> Composition:
-    """Compose recorded spends under ``rule``, under one neighbouring relation.
-
-    A row without a curve has the pure-DP curve when its delta is 0 and ``+inf`` otherwise; the
-    curves are built only when the rule has a Rényi branch.
-
-    All rows add/remove: composed as recorded. Any row under substitution (``n`` public): the
-    record composes under substitution, and an add/remove row counts by group privacy (a
-    substitution is a removal and an addition): ``(2 epsilon, (1 + e^epsilon) delta)`` (Dwork &
-    Roth 2014, Thm. 2.2 and its approximate form), its curve the pure-DP curve of ``2 epsilon``
-    when ``delta = 0`` and ``+inf`` otherwise.
-    """
-    mixed = any(r.relation == "substitute" for r in rows)
-    relation = "substitute" if mixed else "add/remove"
-    terms = [_as_relation(r, relation) for r in rows]
-    eps = [e for e, _, _ in terms]
-    dlt = [d for _, d, _ in terms]
-    if rule.renyi_delta <= 0.0:
-        return rule.compose(eps, dlt, np.zeros(len(rule.orders)), relation)
-    total = np.zeros(len(rule.orders))
-    for e, d, c in terms:
-        if c is not None:
-            total = total + c
-        elif d == 0.0:
-            total = total + pure_dp_curve(e, rule.orders)
-        else:
-            total = total + np.inf
-    return rule.compose(eps, dlt, total, relation)
-
-
-def _as_relation(row: _Row, relation: str) -> tuple[float, float, np.ndarray | None]:
-    """``(epsilon, delta, curve)`` of ``row`` under ``relation`` (``None`` curve: derive it)."""
-    if row.relation == relation:
-        return row.epsilon, row.delta, row.curve
-    # add/remove -> substitute: group privacy over the two add/remove steps of a substitution
-    if row.delta == 0.0:
-        return 2.0 * row.epsilon, 0.0, None
-    return 2.0 * row.epsilon, (1.0 + math.exp(row.epsilon)) * row.delta, np.array(np.inf)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -694,10 +651,10 @@ class LedgerRecord:
         curves = self.curves or [None] * n
         relations = self.relations or ["add/remove"] * n
         rows = [
-            _Row(r.epsilon, r.delta, c, rel)
+            Spend(r.epsilon, r.delta, c, rel)
             for r, c, rel in zip(self.releases, curves, relations, strict=True)
         ]
-        return _compose(self.rule, rows)
+        return compose_spends(self.rule, rows)
 
     @property
     def spent(self) -> float:
@@ -787,8 +744,8 @@ def read_ledger(path: str | Path) -> LedgerRecord:
             raise ValueError(_read_only_message(path, err, spending=False)) from None
         raise ValueError(
             f"{str(path)!r} is not a privcal ledger ({err}); ledgers are the SQLite files "
-            "written by 'privcal source init', DataSource(..., ledger=PATH) or "
-            "'privcal federate client --ledger'."
+            "written by 'privcal source init', 'privcal ledger init', PrivacyOdometer(..., "
+            "ledger=PATH), DataSource(..., ledger=PATH) or 'privcal federate client --ledger'."
         ) from None
     if budget is None:
         raise ValueError(f"{str(path)!r} is not a privcal ledger (it records no budget).")
@@ -796,7 +753,7 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         Release(q, m, float("nan") if s is None else float(s), e, d, src)
         for q, m, s, e, d, src, _, _ in rows
     ]
-    read = [_Row.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
+    read = [Spend.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
     renyi, orders = (0.0, ORDERS) if stored is None else (float(stored[0]), json.loads(stored[1]))
     return LedgerRecord(
         path,
