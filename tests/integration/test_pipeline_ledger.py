@@ -50,7 +50,11 @@ def test_pipeline_on_one_ledger(rows, tmp_path: Path) -> None:
             alpha=0.1, epsilon=1.0, noise=SeededNoise(1), ledger=ledger
         ).fit(z, y)
         dp_ts = DPTemperatureScaling(
-            0.45, 1e-6, epochs=20, noise=SeededNoise(2), ledger=path  # the file, reopened
+            0.45,
+            1e-6,
+            epochs=20,
+            noise=SeededNoise(2),
+            ledger=path,  # the file, reopened
         ).fit(z, y)
     assert nll_t.temperature_ > 0 and np.isfinite(conformal.threshold_) and dp_ts.params_
     comp = ledger.composition()
@@ -116,7 +120,7 @@ def test_cli_ledger_init_fit_conformal_show(rows, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--ledger" in r.output
 
 
-def test_cli_ledger_bad_input(tmp_path: Path) -> None:
+def test_cli_ledger_bad_input(rows, tmp_path: Path) -> None:
     junk = tmp_path / "junk.sqlite"
     junk.write_text("not a ledger")
     for target, message in ((junk, "is not a privcal ledger"), (tmp_path / "no", "No ledger at")):
@@ -127,6 +131,8 @@ def test_cli_ledger_bad_input(tmp_path: Path) -> None:
     assert runner.invoke(app, ["ledger", "init", str(path), "--epsilon", "1"]).exit_code == 0
     r = runner.invoke(app, ["ledger", "init", str(path), "--epsilon", "1"])
     assert r.exit_code == 2 and "already exists" in r.output
-    r = runner.invoke(app, ["fit", "-m", "nll-t", "--epsilon", "1", "-i", str(tmp_path / "x"),
-                            "-o", str(tmp_path / "c.json"), "--ledger", str(tmp_path / "none")])  # fmt: skip
-    assert r.exit_code == 2
+    missing = str(tmp_path / "none")
+    fit = ["fit", "-m", "nll-t", "--epsilon", "1", "-o", str(tmp_path / "c.json")]
+    val = write_scores(tmp_path / "val.npz", *rows)
+    r = runner.invoke(app, [*fit, "-i", str(val), "--ledger", missing])
+    assert r.exit_code == 2 and "does not exist" in r.output
