@@ -174,3 +174,8 @@ def test_simulate_charges_the_run_before_its_first_round(data) -> None:
     assert refused.at_first_draw is None and len(odo.releases) == 1
     with pytest.raises(ValueError, match="charges DP runs"):
         simulate("fedtemp", z, y, parts, rounds=1, ledger=odo)
+    # a trusted run is a Gaussian plan fixed in advance: its PLD epsilon is charged (smaller)
+    trusted = PrivacyOdometer(3.0, delta_budget=1e-5)
+    simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-6, noise=SeededNoise(0),
+             ledger=trusted, aggregation="trusted")  # fmt: skip
+    assert trusted.releases[0].epsilon < release.epsilon

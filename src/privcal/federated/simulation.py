@@ -14,6 +14,7 @@ the result is the same:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -268,9 +269,13 @@ def _charge_ledger(
     delta)``, module :mod:`privcal.federated.dp`). Adding or removing one *example* changes one
     user's data, i.e. removes that user and adds it back changed: a group of two users, so the
     run is ``4 rho``-zCDP per example (Bun & Steinke 2016, Prop. 1.9). The ledger gets
-    ``(zcdp_epsilon(4 rho, delta), delta)`` and the curve ``4 rho alpha``.
+    ``(zcdp_epsilon(4 rho, delta), delta)`` and the curve ``4 rho alpha``. Under
+    ``aggregation="trusted"`` the run is a plan of continuous Gaussian releases fixed in
+    advance, whose composition is one Gaussian with ``sensitivity / sigma = sqrt(8 rho)`` per
+    example: its PLD epsilon (:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`) is
+    charged when smaller.
     """
-    from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+    from privcal.privacy.accounting import pld_gaussian_epsilon, zcdp_epsilon, zcdp_rho
     from privcal.privacy.filter import zcdp_curve
     from privcal.privacy.odometer import as_odometer
 
@@ -280,9 +285,12 @@ def _charge_ledger(
             f"The 'ledger' parameter of {owner} charges DP runs; pass epsilon and delta too."
         )
     rho = 4.0 * zcdp_rho(dp.epsilon, dp.delta)
+    epsilon = zcdp_epsilon(rho, dp.delta)
+    if dp.aggregation == "trusted":
+        epsilon = min(epsilon, pld_gaussian_epsilon(1.0 / math.sqrt(2.0 * rho), dp.delta))
     odometer.spend(
         f"simulate({fm.name}, {rounds} rounds, example level)",
-        zcdp_epsilon(rho, dp.delta),
+        epsilon,
         dp.delta,
         mechanism="gaussian (zCDP)",
         rdp=zcdp_curve(rho, odometer.rule.orders),
