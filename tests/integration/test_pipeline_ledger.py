@@ -40,7 +40,9 @@ def test_pipeline_on_one_ledger(rows, tmp_path: Path) -> None:
 
     z, y = rows
     path = tmp_path / "pipeline.sqlite"
-    ledger = PrivacyOdometer(3.0, ledger=path, delta_budget=1e-5, renyi_delta=5e-6)
+    ledger = PrivacyOdometer(
+        3.0, ledger=path, delta_budget=1e-5, renyi_delta=5e-6, relation="substitute"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         nll_t = PrivateTemperatureScaling(
@@ -58,7 +60,7 @@ def test_pipeline_on_one_ledger(rows, tmp_path: Path) -> None:
         ).fit(z, y)
     assert nll_t.temperature_ > 0 and np.isfinite(conformal.threshold_) and dp_ts.params_
     comp = ledger.composition()
-    # conformal is substitute-DP (n public): the add/remove steps count twice under it
+    # conformal is substitute-DP (n public): the ledger's add/remove steps count twice
     assert comp.relation == "substitute"
     assert comp.basic_epsilon == pytest.approx(2 * 0.5 + 1.0 + 2 * 0.45)
     assert comp.epsilon <= comp.basic_epsilon <= 3.0
@@ -81,14 +83,17 @@ def test_pipeline_on_one_ledger(rows, tmp_path: Path) -> None:
     reopened = PrivacyOdometer.open(path)
     assert reopened.composition() == comp == read_ledger(path).composition()
     with pytest.raises(ValueError, match="a ledger shared by two budgets"):
-        PrivacyOdometer(4.0, ledger=path, delta_budget=1e-5, renyi_delta=5e-6)
+        PrivacyOdometer(
+            4.0, ledger=path, delta_budget=1e-5, renyi_delta=5e-6, relation="substitute"
+        )
 
 
 def test_cli_ledger_init_fit_conformal_show(rows, tmp_path: Path) -> None:
     z, y = rows
     val = write_scores(tmp_path / "val.npz", z, y)
     path = tmp_path / "p.sqlite"
-    r = runner.invoke(app, ["ledger", "init", str(path), "--epsilon", "3", "--delta", "1e-5"])
+    init = ["ledger", "init", str(path), "--epsilon", "3", "--delta", "1e-5"]
+    r = runner.invoke(app, [*init, "--relation", "substitute"])
     assert r.exit_code == 0, r.output
     assert "epsilon=3" in r.output and "Rényi filter delta 5e-06" in r.output
     fit = ["fit", "-m", "nll-t", "--epsilon", "1", "-i", str(val), "--seed", "0"]
@@ -109,7 +114,7 @@ def test_cli_ledger_init_fit_conformal_show(rows, tmp_path: Path) -> None:
         "PrivateConformal.fit",
         "exponential",
         "substitute",
-        "budget: epsilon=3, delta=1e-05",
+        "budget: epsilon=3, delta=1e-05, substitute",
         "basic composition: epsilon=2.5",  # 2 x 1 (add/remove under substitution) + 0.5
         "Rényi filter: epsilon=",
         "stated: epsilon=",

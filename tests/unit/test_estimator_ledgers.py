@@ -76,7 +76,10 @@ ESTIMATORS: dict[str, tuple[Callable[..., Any], str]] = {
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_private_estimators_charge_before_release(name: str, data, tmp_path: Path) -> None:
     make, fitted = ESTIMATORS[name]
-    odo = PrivacyOdometer(1.5, ledger=tmp_path / "p.sqlite", delta_budget=1e-5, renyi_delta=5e-6)
+    relation = "substitute" if name == "conformal" else "add/remove"
+    odo = PrivacyOdometer(
+        1.5, tmp_path / "p.sqlite", delta_budget=1e-5, renyi_delta=5e-6, relation=relation
+    )
     noise = SpyNoise(odo)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -92,6 +95,15 @@ def test_private_estimators_charge_before_release(name: str, data, tmp_path: Pat
         est2.fit(*data)
     assert again.at_first_draw is None and not hasattr(est2, fitted)
     assert len(odo.releases) == 1
+
+
+def test_conformal_needs_a_substitute_ledger(data) -> None:
+    odo = PrivacyOdometer(3.0)
+    est = PrivateConformal(epsilon=1.0, noise=SpyNoise(odo), ledger=odo)
+    with pytest.raises(ValueError, match="relation='substitute'"):
+        est.fit(*data)
+    assert est.noise.at_first_draw is None and odo.releases == []
+    assert not hasattr(est, "threshold_")
 
 
 def test_ledger_with_sources_is_refused(data) -> None:

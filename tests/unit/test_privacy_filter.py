@@ -142,17 +142,28 @@ def test_ledger_written_before_the_filter_opens(tmp_path: Path) -> None:
     assert odo.spent == 0.75 and odo.renyi_delta == 0.0
 
 
-def test_substitute_release_doubles_add_remove_ones(make) -> None:
-    odo = make(3.0)
+def test_substitute_ledger_doubles_add_remove_releases(tmp_path: Path) -> None:
+    odo = PrivacyOdometer(3.0, ledger=tmp_path / "s.sqlite", relation="substitute")
     odo.spend("laplace fit", 1.0)
     odo.spend("conformal", 0.5, relation="substitute")
     comp = odo.composition()
     assert comp.relation == "substitute" and comp.basic_epsilon == 2.5
-    with pytest.raises(BudgetExceededError, match="composed under substitution") as info:
+    with pytest.raises(BudgetExceededError, match="counted twice") as info:
         odo.spend("another", 0.5)  # counts 1.0 under substitution
     assert info.value.spent == 2.5 and info.value.requested == 1.0
     odo.spend("conformal again", 0.5, relation="substitute")
     assert odo.composition().basic_epsilon == 3.0
+    assert read_ledger(tmp_path / "s.sqlite").composition() == odo.composition()
+    with pytest.raises(ValueError, match="a ledger shared by two budgets"):
+        PrivacyOdometer(3.0, ledger=tmp_path / "s.sqlite")  # the relation is part of the budget
+
+
+def test_add_remove_ledger_refuses_a_substitute_release(make) -> None:
+    odo = make(3.0)
+    odo.spend("laplace fit", 1.0)
+    with pytest.raises(ValueError, match="relation='substitute'"):
+        odo.spend("conformal", 0.5, relation="substitute")
+    assert len(odo.releases) == 1 and odo.composition().relation == "add/remove"
 
 
 def test_bad_arguments(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """``privcal ledger init|show``: one ledger for a pipeline of private steps.
 
-* ``privcal ledger init PATH --epsilon 3 --delta 1e-5 [--renyi-delta D]`` creates a pipeline
-  ledger (a :class:`~privcal.privacy.PrivacyOdometer` SQLite file) that stores its budget and the
-  delta backing its Rényi filter (default half of ``--delta``; ``0``: basic composition only).
+* ``privcal ledger init PATH --epsilon 3 --delta 1e-5 [--renyi-delta D] [--relation R]`` creates
+  a pipeline ledger (a :class:`~privcal.privacy.PrivacyOdometer` SQLite file) that stores its
+  budget, the delta backing its Rényi filter (default half of ``--delta``; ``0``: basic
+  composition only) and its neighbouring relation (``substitute`` to hold private conformal).
   ``privcal fit --ledger PATH`` and ``privcal conformal --ledger PATH`` charge it, and so do the
   estimators' ``ledger=`` from Python.
 * ``privcal ledger show PATH`` prints every release (step, mechanism, relation, epsilon, delta)
@@ -38,6 +39,14 @@ def ledger_init(
             show_default=False,
         ),
     ] = None,
+    relation: Annotated[
+        str,
+        typer.Option(
+            "--relation",
+            help="Neighbouring relation of the guarantee: 'add/remove', or 'substitute' to "
+            "hold private conformal too (add/remove steps then count twice).",
+        ),
+    ] = "add/remove",
 ) -> None:
     """Create a pipeline ledger with its budget; refused if PATH already exists."""
     from privcal.privacy import PrivacyOdometer
@@ -50,11 +59,16 @@ def ledger_init(
             )
         renyi = delta / 2.0 if renyi_delta is None else renyi_delta
         odo = PrivacyOdometer(
-            epsilon, ledger=path, delta_budget=delta, name=path.stem, renyi_delta=renyi
+            epsilon,
+            ledger=path,
+            delta_budget=delta,
+            name=path.stem,
+            renyi_delta=renyi,
+            relation=relation,
         )
     console.print(
-        f"Ledger {str(path)!r}: budget epsilon={odo.budget:g}, delta={odo.delta_budget:g} "
-        f"(Rényi filter delta {odo.renyi_delta:g})",
+        f"Ledger {str(path)!r}: budget epsilon={odo.budget:g}, delta={odo.delta_budget:g}, "
+        f"{odo.relation} (Rényi filter delta {odo.renyi_delta:g})",
         highlight=False,
     )
 
@@ -76,8 +90,9 @@ def ledger_show(
         table.add_row(str(i), r.query, r.mechanism, rel, f"{r.epsilon:.6g}", f"{r.delta:.3g}")
     console.print(table)
     out = [
-        f"budget: epsilon={record.budget:g}, delta={record.delta_budget:g} (the filter's "
-        "guarantee for the whole pipeline, steps chosen after seeing earlier ones included)",
+        f"budget: epsilon={record.budget:g}, delta={record.delta_budget:g}, {record.relation} "
+        "(the filter's guarantee for the whole pipeline, steps chosen after seeing earlier ones "
+        "included)",
         f"basic composition: epsilon={comp.basic_epsilon:.6g}, delta={comp.basic_delta:.3g} "
         f"(sums; basic branch delta budget {record.rule.basic_delta:g})",
     ]

@@ -74,12 +74,14 @@ composition theorem (Dwork & Roth 2014, Thm. 3.16; Mironov 2017, Prop. 1) and th
 is the record's guarantee; for adaptively chosen steps the guarantee is the filter's, the
 budget, and the stated figure says how much of it the rule has used.
 
-One neighbouring relation (:func:`compose_spends`): every figure above holds under one
-relation. Private conformal is DP for *substituting* one example (``n`` public); the other
-steps for adding or removing one. A substitution is a removal and an addition, so once a
-ledger holds a substitute release it composes under substitution and counts an add/remove
-release by group privacy: ``(2 epsilon, (1 + e^epsilon) delta)``, and for a pure one the curve
-of ``2 epsilon``-DP (an approximate one has no curve there).
+One neighbouring relation, fixed with the budget (:attr:`FilterRule.relation`): the argument
+above holds for one relation, so a ledger's relation is chosen when it is created, like its
+budget, never switched by the steps it sees. Private conformal is DP for *substituting* one
+example (``n`` public); the other steps for adding or removing one. A ``"substitute"`` ledger
+takes both and counts an add/remove release by group privacy (a substitution is a removal and
+an addition): ``(2 epsilon, (1 + e^epsilon) delta)``, with the curve of ``2 epsilon``-DP for a
+pure one (an approximate one has no curve there). An ``"add/remove"`` ledger (the default)
+refuses a substitute release (a ``ValueError`` that says how to create the right ledger).
 
 Whole plans fixed in advance (the ``T`` rounds of a federation, the ``K`` queries of a search)
 are accounted for by their own mechanism before they reach a ledger; a ledger entry is one step.
@@ -95,7 +97,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import check_int, check_option, check_real
+from privcal.privacy.guarantee import RELATIONS
 
 __all__ = [
     "ORDERS",
@@ -242,12 +245,15 @@ class FilterRule:
         branch keeps ``delta - renyi_delta``. ``0``: basic composition only.
     orders : tuple of float
         The Rényi orders (all ``> 1.01``).
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation of the ledger's guarantee.
     """
 
     epsilon: float
     delta: float
     renyi_delta: float = 0.0
     orders: tuple[float, ...] = ORDERS
+    relation: str = "add/remove"
 
     def __post_init__(self) -> None:
         owner = "FilterRule"
@@ -261,6 +267,7 @@ class FilterRule:
             )
         if not self.orders or min(self.orders) <= 1.01:
             raise ValueError(f"FilterRule needs Rényi orders > 1.01. Got {self.orders!r}.")
+        check_option(self.relation, "relation", owner, RELATIONS)
 
     @property
     def basic_delta(self) -> float:
@@ -272,9 +279,9 @@ class FilterRule:
         epsilons: Sequence[float],
         deltas: Sequence[float],
         curve: np.ndarray,
-        relation: str = "add/remove",
     ) -> Composition:
         """The record's :class:`Composition` (``curve``: the summed RDP curves on the grid)."""
+        relation = self.relation
         eps, dlt = math.fsum(epsilons), math.fsum(deltas)
         if self.renyi_delta <= 0.0:
             return Composition(eps, dlt, math.inf, 0.0, None, relation)
@@ -313,24 +320,23 @@ class Spend(NamedTuple):
 
 
 def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
-    """Compose recorded spends under ``rule``, under one neighbouring relation.
+    """Compose recorded spends under ``rule`` and its neighbouring relation.
 
     A row without a curve has the pure-DP curve when its delta is 0 and ``+inf`` otherwise; the
-    curves are built only when the rule has a Rényi branch.
+    curves are built only when the rule has a Rényi branch. Under ``"substitute"`` an
+    add/remove row counts by group privacy (:func:`as_relation`; Dwork & Roth 2014, Thm. 2.2
+    and its approximate form).
 
-    All rows add/remove: composed as recorded. Any row under substitution (``n`` public): the
-    record composes under substitution, and an add/remove row counts by group privacy (a
-    substitution is a removal and an addition): ``(2 epsilon, (1 + e^epsilon) delta)`` (Dwork &
-    Roth 2014, Thm. 2.2 and its approximate form), its curve the pure-DP curve of ``2 epsilon``
-    when ``delta = 0`` and ``+inf`` otherwise.
+    Raises
+    ------
+    ValueError
+        If a row is a substitute release and the rule is add/remove.
     """
-    mixed = any(r.relation == "substitute" for r in rows)
-    relation = "substitute" if mixed else "add/remove"
-    terms = [as_relation(r, relation) for r in rows]
+    terms = [as_relation(r, rule.relation) for r in rows]
     eps = [e for e, _, _ in terms]
     dlt = [d for _, d, _ in terms]
     if rule.renyi_delta <= 0.0:
-        return rule.compose(eps, dlt, np.zeros(len(rule.orders)), relation)
+        return rule.compose(eps, dlt, np.zeros(len(rule.orders)))
     total = np.zeros(len(rule.orders))
     for e, d, c in terms:
         if c is not None:
@@ -339,13 +345,21 @@ def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
             total = total + pure_dp_curve(e, rule.orders)
         else:
             total = total + np.inf
-    return rule.compose(eps, dlt, total, relation)
+    return rule.compose(eps, dlt, total)
 
 
 def as_relation(row: Spend, relation: str) -> tuple[float, float, np.ndarray | None]:
     """``(epsilon, delta, curve)`` of ``row`` under ``relation`` (``None`` curve: derive it)."""
     if row.relation == relation:
         return row.epsilon, row.delta, row.curve
+    if relation == "add/remove":
+        raise ValueError(
+            "A release that is DP for substituting one example (e.g. PrivateConformal, n public) "
+            "cannot be charged to an add/remove ledger, whose guarantee would not cover it. "
+            "Create the pipeline's ledger with relation='substitute' (PrivacyOdometer(..., "
+            "relation='substitute') or 'privcal ledger init PATH --relation substitute'): it "
+            "counts each add/remove step twice (group privacy)."
+        )
     # add/remove -> substitute: group privacy over the two add/remove steps of a substitution
     if row.delta == 0.0:
         return 2.0 * row.epsilon, 0.0, None

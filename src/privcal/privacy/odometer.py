@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS spends (
 CREATE TABLE IF NOT EXISTS filter (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     renyi_delta REAL NOT NULL,
-    orders TEXT NOT NULL
+    orders TEXT NOT NULL,
+    relation TEXT NOT NULL DEFAULT 'add/remove'
 );
 """
 
@@ -141,6 +142,11 @@ class PrivacyOdometer:
         renyi_delta)`` **or** the Rényi figure at ``renyi_delta`` stays within ``budget``. ``0``
         (default): basic composition alone, within ``(budget, delta_budget)``. Stored in the
         ledger with the budget; a pipeline ledger typically uses ``delta_budget / 2``.
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation of the ledger's guarantee, fixed with the budget.
+        ``"substitute"`` also takes releases that are DP for substituting one example (private
+        conformal) and counts each add/remove release twice (group privacy); ``"add/remove"``
+        refuses those (:mod:`privcal.privacy.filter`).
 
     Attributes
     ----------
@@ -176,6 +182,7 @@ class PrivacyOdometer:
         delta_budget: float = 0.0,
         name: str = "",
         renyi_delta: float = 0.0,
+        relation: str = "add/remove",
     ) -> None:
         owner = "PrivacyOdometer"
         self.budget = check_real(budget, "budget", owner, low=0.0, low_open=True)
@@ -183,7 +190,10 @@ class PrivacyOdometer:
             delta_budget, "delta_budget", owner, low=0.0, high=1.0, high_open=True
         )
         self.renyi_delta = check_real(renyi_delta, "renyi_delta", owner, low=0.0)
-        self.rule = FilterRule(self.budget, self.delta_budget, self.renyi_delta)
+        self.relation = check_option(relation, "relation", owner, RELATIONS)
+        self.rule = FilterRule(
+            self.budget, self.delta_budget, self.renyi_delta, relation=self.relation
+        )
         if not isinstance(name, str):
             raise ValueError(
                 f"The 'name' parameter of {owner} must be a str. Got {name!r} instead."
@@ -211,6 +221,7 @@ class PrivacyOdometer:
             delta_budget=record.delta_budget,
             name=name,
             renyi_delta=record.renyi_delta,
+            relation=record.relation,
         )
 
     # ------------------------------------------------------------------ ledger plumbing
@@ -272,30 +283,35 @@ class PrivacyOdometer:
                     "INSERT INTO budget (id, epsilon, delta, name, created) VALUES (1, ?, ?, ?, ?)",
                     (self.budget, self.delta_budget, self.name, time.time()),
                 )
-            stored = con.execute("SELECT renyi_delta, orders FROM filter WHERE id = 1").fetchone()
+            stored = con.execute(
+                "SELECT renyi_delta, orders, relation FROM filter WHERE id = 1"
+            ).fetchone()
             if stored is None:
+                stored = (self.renyi_delta, json.dumps(list(ORDERS)), self.relation)
                 con.execute(
-                    "INSERT INTO filter (id, renyi_delta, orders) VALUES (1, ?, ?)",
-                    (self.renyi_delta, json.dumps(list(ORDERS))),
+                    "INSERT INTO filter (id, renyi_delta, orders, relation) VALUES (1, ?, ?, ?)",
+                    stored,
                 )
-                stored = (self.renyi_delta, json.dumps(list(ORDERS)))
             if row is not None:
-                self._check_same_budget(float(row[0]), float(row[1]), float(stored[0]))
+                self._check_same_budget(float(row[0]), float(row[1]), float(stored[0]), stored[2])
+            orders = tuple(json.loads(stored[1]))
             self.rule = FilterRule(
-                self.budget, self.delta_budget, self.renyi_delta, tuple(json.loads(stored[1]))
+                self.budget, self.delta_budget, self.renyi_delta, orders, self.relation
             )
 
-    def _check_same_budget(self, eps: float, dlt: float, renyi: float) -> None:
+    def _check_same_budget(self, eps: float, dlt: float, renyi: float, relation: str) -> None:
         same = (
             math.isclose(eps, self.budget, rel_tol=REL_TOL)
             and math.isclose(dlt, self.delta_budget, rel_tol=REL_TOL, abs_tol=0.0)
             and math.isclose(renyi, self.renyi_delta, rel_tol=REL_TOL, abs_tol=0.0)
+            and relation == self.relation
         )
         if not same:
             raise ValueError(
                 f"The ledger {str(self.ledger)!r} holds budget epsilon={eps!r}, delta={dlt!r}, "
-                f"renyi_delta={renyi!r}; PrivacyOdometer was given budget={self.budget!r}, "
-                f"delta_budget={self.delta_budget!r}, renyi_delta={self.renyi_delta!r}: a ledger "
+                f"renyi_delta={renyi!r}, relation={relation!r}; PrivacyOdometer was given "
+                f"budget={self.budget!r}, delta_budget={self.delta_budget!r}, "
+                f"renyi_delta={self.renyi_delta!r}, relation={self.relation!r}: a ledger "
                 "shared by two budgets. A ledger's budget cannot change; open it with its own "
                 "(PrivacyOdometer.open(path)) or give this budget a new ledger file."
             )
@@ -337,10 +353,9 @@ class PrivacyOdometer:
             pure-DP bound when ``delta == 0``, else no curve (``+inf``: only basic composition
             can admit past it).
         relation : {"add/remove", "substitute"}, default="add/remove"
-            The neighbouring relation of the release's guarantee. Once a ledger holds a
-            ``"substitute"`` release (``n`` public), it composes under substitution and counts
-            each add/remove release by group privacy (see
-            :func:`~privcal.privacy.filter.compose_spends`).
+            The neighbouring relation of the release's guarantee. A ``"substitute"`` ledger
+            counts an add/remove release twice; an ``"add/remove"`` ledger refuses a
+            substitute one (``ValueError``, nothing recorded).
 
         Raises
         ------
@@ -448,18 +463,13 @@ class PrivacyOdometer:
         with_it = self._compose([*rows, row])
         if self.rule.admits(with_it):
             return
-        # the figures under the record's relation (a substitute release doubles add/remove ones)
-        eps, dlt, _ = as_relation(row, with_it.relation)
+        # the figures under the ledger's relation (substitution doubles add/remove releases)
+        eps, dlt, _ = as_relation(row, self.relation)
         spent = with_it.basic_epsilon - eps
         dspent = with_it.basic_delta - dlt
         note = ""
-        if with_it.relation == "substitute" and any(
-            r.relation == "add/remove" for r in [*rows, row]
-        ):
-            note = (
-                "composed under substitution (a substitute release is on the ledger), each "
-                "add/remove release counted by group privacy"
-            )
+        if self.relation == "substitute":
+            note = "a substitute ledger: each add/remove release counted twice (group privacy)"
         if self.rule.renyi_delta > 0:
             note += "; " if note else ""
             note += (
@@ -628,6 +638,8 @@ class LedgerRecord:
         :mod:`privcal.privacy.filter`).
     relations : list of str
         Each release's neighbouring relation.
+    relation : str
+        The ledger's neighbouring relation.
     """
 
     path: Path
@@ -639,11 +651,14 @@ class LedgerRecord:
     orders: tuple[float, ...] = ORDERS
     curves: list[np.ndarray | None] = field(default_factory=list)
     relations: list[str] = field(default_factory=list)
+    relation: str = "add/remove"
 
     @property
     def rule(self) -> FilterRule:
         """The ledger's admission rule."""
-        return FilterRule(self.budget, self.delta_budget, self.renyi_delta, self.orders)
+        return FilterRule(
+            self.budget, self.delta_budget, self.renyi_delta, self.orders, self.relation
+        )
 
     def composition(self) -> Composition:
         """What the record composes to (basic sums, Rényi figure, which one is stated)."""
@@ -732,11 +747,12 @@ def read_ledger(path: str | Path) -> LedgerRecord:
                 "SELECT query, mechanism, sensitivity, epsilon, delta, source, "
                 f"{extra} FROM spends ORDER BY id"
             ).fetchall()
-            stored = (
-                con.execute("SELECT renyi_delta, orders FROM filter WHERE id = 1").fetchone()
-                if "filter" in _tables(con)
-                else None
-            )
+            stored = None
+            if "filter" in _tables(con):
+                rel = "relation" if "relation" in _columns(con, "filter") else "'add/remove'"
+                stored = con.execute(
+                    f"SELECT renyi_delta, orders, {rel} FROM filter WHERE id = 1"
+                ).fetchone()
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
@@ -754,7 +770,11 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         for q, m, s, e, d, src, _, _ in rows
     ]
     read = [Spend.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
-    renyi, orders = (0.0, ORDERS) if stored is None else (float(stored[0]), json.loads(stored[1]))
+    renyi, orders, relation = (
+        (0.0, ORDERS, "add/remove")
+        if stored is None
+        else (float(stored[0]), json.loads(stored[1]), str(stored[2]))
+    )
     return LedgerRecord(
         path,
         str(budget[2]),
@@ -765,4 +785,5 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         tuple(float(a) for a in orders),
         [r.curve for r in read],
         [r.relation for r in read],
+        relation,
     )
