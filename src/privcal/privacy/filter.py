@@ -84,7 +84,10 @@ pure one (an approximate one has no curve there). An ``"add/remove"`` ledger (th
 refuses a substitute release (a ``ValueError`` that says how to create the right ledger).
 
 Whole plans fixed in advance (the ``T`` rounds of a federation, the ``K`` queries of a search)
-are accounted for by their own mechanism before they reach a ledger; a ledger entry is one step.
+are accounted for as one step before they reach a ledger, by their own accountant (for a fixed
+Gaussian plan ``dp_accounting``'s PLD accountant,
+:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`). A PLD rule over adaptively chosen
+steps would not be a valid filter in general, so the ledger's rule stays basic-or-Rényi.
 """
 
 from __future__ import annotations
