@@ -19,6 +19,7 @@ MODULES = (
     "privcal.calibrators",
     "privcal.privacy",
     "privcal.privacy.accounting",
+    "privcal.privacy.filter",
     "privcal.privacy.audit",
     "privcal.private",
     "privcal.conformal",

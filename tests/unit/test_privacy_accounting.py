@@ -13,6 +13,8 @@ from privcal.privacy.accounting import (
     gaussian_zcdp_rho,
     gdp_delta,
     gdp_epsilon,
+    pld_gaussian_epsilon,
+    pld_gaussian_sigma,
     rdp_epsilon,
     rdp_noise_multiplier,
     zcdp_epsilon,
@@ -98,6 +100,17 @@ def test_gdp_matches_analytic_gaussian() -> None:
     assert gdp_delta(1.0, eps) <= 1e-5 < gdp_delta(1.0, eps * (1 - 1e-6))
 
 
+def test_pld_plan_saves_noise_against_the_zcdp_conversion() -> None:
+    """12 Gaussian rounds fixed in advance at (1, 1e-5): PLD needs ~7.8% less noise than CKS."""
+    sigma = pld_gaussian_sigma(1.0, 1e-5, sensitivity=2.0, rounds=12)
+    cks = zcdp_gaussian_sigma(1.0, 1e-5, sensitivity=2.0, rounds=12)
+    assert 0.07 < 1.0 - sigma / cks < 0.09
+    assert pld_gaussian_epsilon(sigma / 2.0, 1e-5, rounds=12) <= 1.0
+    # T Gaussian rounds are exactly one Gaussian of multiplier z / sqrt(T), i.e. sqrt(T)/z-GDP
+    exact = gdp_epsilon(12**0.5 / (sigma / 2.0), 1e-5)
+    assert pld_gaussian_epsilon(sigma / 2.0, 1e-5, rounds=12) == pytest.approx(exact, rel=1e-3)
+
+
 @pytest.mark.parametrize(
     ("call", "name"),
     [
@@ -110,6 +123,8 @@ def test_gdp_matches_analytic_gaussian() -> None:
         (lambda: zcdp_gaussian_sigma(1.0, 1e-5, -1.0), "sensitivity"),
         (lambda: zcdp_gaussian_sigma(1.0, 1e-5, 1.0, 0), "rounds"),
         (lambda: zcdp_epsilon(-1.0, 1e-5), "rho"),
+        (lambda: pld_gaussian_epsilon(0.0, 1e-5), "noise_multiplier"),
+        (lambda: pld_gaussian_sigma(1.0, 1e-5, 1.0, 0), "rounds"),
     ],
 )
 def test_bad_parameters(call, name: str) -> None:

@@ -347,6 +347,14 @@ def fit(
             "(default: all --sources).",
         ),
     ] = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger",
+            help="A pipeline ledger ('privcal ledger init') charged with this private fit on "
+            "--input before it releases; refused when it would pass the ledger's budget.",
+        ),
+    ] = None,
 ) -> None:
     """Fit a calibrator on validation scores and save it as JSON."""
     from privcal._params import check_option
@@ -361,6 +369,7 @@ def fit(
             or delta is not None
             or aggregation != "local"
             or threshold is not None
+            or ledger is not None
         )
         if not private:
             check_option(method, "--method", "privcal fit", tuple(METHODS))
@@ -377,12 +386,13 @@ def fit(
                 check_private_request(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
                     t_range=t_range, aggregation=aggregation, threshold=threshold,
+                    ledger=ledger,
                 )  # fmt: skip
                 assert epsilon is not None
                 estimator = fit_private(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
                     seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
-                    threshold=threshold,
+                    threshold=threshold, ledger=ledger,
                 )  # fmt: skip
             else:
                 with _fit_status():

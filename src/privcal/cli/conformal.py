@@ -43,6 +43,7 @@ def _estimator(
     seed: int | None,
     method: str | None,
     localize: str = "auto",
+    ledger: Path | None = None,
 ) -> Any:
     """Split conformal, or private conformal (Angelopoulos et al. 2022) with ``--epsilon``."""
     from privcal.conformal import PrivateConformal, SplitConformal
@@ -51,10 +52,16 @@ def _estimator(
     if not 0.0 < alpha < 1.0:
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
-        if bins != "auto" or seed is not None or method is not None or localize != "auto":
+        if (
+            bins != "auto"
+            or seed is not None
+            or method is not None
+            or localize != "auto"
+            or ledger is not None
+        ):
             fail(
-                "--bins, --method, --localize and --seed apply to private conformal: add "
-                "--epsilon, or drop them."
+                "--bins, --method, --localize, --seed and --ledger apply to private conformal: "
+                "add --epsilon, or drop them."
             )
         return SplitConformal(score=score, alpha=alpha)
     if not (epsilon > 0 and np.isfinite(epsilon)):
@@ -96,7 +103,9 @@ def _estimator(
                     "--localize none."
                 )
             extra["localize"] = f
-    return PrivateConformal(score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, **extra)
+    return PrivateConformal(
+        score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, ledger=ledger, **extra
+    )
 
 
 def _private_methods() -> tuple[str, ...]:
@@ -219,6 +228,14 @@ def conformal(
             "moderate epsilon)."
         ),
     ] = "auto",
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger",
+            help="A pipeline ledger ('privcal ledger init') charged with the private threshold "
+            "before it is released; refused when it would pass the ledger's budget.",
+        ),
+    ] = None,
 ) -> None:
     """Fit conformal prediction sets on CAL; report (and with --out write) the sets of TEST.
 
@@ -232,7 +249,7 @@ def conformal(
     with user_errors():
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
-        est = _estimator(score, alpha, epsilon, bins, seed, method, localize)
+        est = _estimator(score, alpha, epsilon, bins, seed, method, localize, ledger)
         cal_logits, cal_labels = _load(cal, "--cal")
         if cal_labels is None:
             fail(

@@ -27,6 +27,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.conformal",
     "privcal.cli.training",
     "privcal.cli.source",
+    "privcal.cli.ledger",
     "privcal.cli.federate",
     "privcal.cli.audit",
     "privcal.cli.scoreboard",

@@ -8,6 +8,8 @@
   ``E`` (in memory, no ledger).
 * ``--method dp-ts|dp-ps --epsilon E [--delta D] --input val.npz``: Bu et al. (2023)'s
   DP-SGD-trained temperature / Platt (vector) scaling on one held-out split (torch extra).
+* ``--ledger PATH`` (with ``--input``): a pipeline ledger (``privcal ledger init``) charged with
+  the fit before it releases (the estimators' ``ledger=``); a refused fit exits 3.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def check_private_request(
     t_range: tuple[float, float] | None,
     aggregation: str = "local",
     threshold: int | None = None,
+    ledger: Path | None = None,
 ) -> None:
     """Refuse inconsistent private options before anything is read from a source or spent."""
     if method not in PRIVATE_METHODS:
@@ -71,6 +74,11 @@ def check_private_request(
         fail(
             f"'{method}' is pure epsilon-DP (Laplace / exponential mechanisms): drop --delta. "
             f"--delta applies to dp-ts and dp-ps."
+        )
+    if ledger is not None and sources:
+        fail(
+            "--ledger charges a fit on --input (one party's data); with --sources each source "
+            "charges its own ledger. Drop --ledger, or fit on --input."
         )
     if t_range is not None and kind != "temperature":
         fail(f"--t-range applies to the temperature methods, not to --method {method}.")
@@ -105,6 +113,7 @@ def fit_private(
     t_range: tuple[float, float] | None,
     aggregation: str = "local",
     threshold: int | None = None,
+    ledger: Path | None = None,
 ) -> Any:
     """Fit the private calibrator ``method`` and print its privacy report on stderr.
 
@@ -114,8 +123,10 @@ def fit_private(
     spec = PRIVATE_METHODS[method]
     if spec["kind"] == "dp-sgd":
         assert scores is not None
-        return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed)
-    return _fit_luo(spec, scores, epsilon, sources, seed, n_bins, t_range, aggregation, threshold)
+        return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed, ledger)
+    return _fit_luo(
+        spec, scores, epsilon, sources, seed, n_bins, t_range, aggregation, threshold, ledger
+    )
 
 
 def _fit_luo(
@@ -128,6 +139,7 @@ def _fit_luo(
     t_range: tuple[float, float] | None,
     aggregation: str = "local",
     threshold: int | None = None,
+    ledger: Path | None = None,
 ) -> Any:
     """Private temperature scaling or histogram binning, on sources or one private array."""
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
@@ -172,6 +184,7 @@ def _fit_luo(
             assert scores is not None and scores.logits is not None
             if seed is not None:
                 est.set_params(noise=SeededNoise(seed))
+            est.set_params(ledger=ledger)
             est.fit(scores.logits, scores.labels)
     rep = est.privacy_report_
     err_console.print(
@@ -192,6 +205,7 @@ def _fit_dp_sgd(
     epsilon: float,
     delta: float | None,
     seed: int | None,
+    ledger: Path | None = None,
 ) -> Any:
     """Bu et al. (2023)'s DP-TS / DP-PS: DP-SGD on the held-out split ``--input`` (torch)."""
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
@@ -203,7 +217,7 @@ def _fit_dp_sgd(
         fail(str(exc))
     import privcal.training as training
 
-    est = getattr(training, class_name)(epsilon=epsilon)
+    est = getattr(training, class_name)(epsilon=epsilon, ledger=ledger)
     if delta is not None:  # else the estimator's own default delta (1e-5)
         est.set_params(delta=delta)
     if seed is not None:

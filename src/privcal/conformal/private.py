@@ -244,8 +244,10 @@ from privcal.conformal.quantile import (
 )
 from privcal.conformal.split import conformal_rank
 from privcal.exceptions import PrivcalWarning
+from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
+from privcal.privacy.odometer import as_odometer
 
 __all__ = [
     "AUTHORS_CODE_BINS",
@@ -1051,6 +1053,7 @@ class PrivateConformal(ConformalBase):
         method: str = "rank",
         slope: Any = "auto",
         localize: Any = "auto",
+        ledger: Any = None,
     ) -> None:
         self.score = score
         self.alpha = alpha
@@ -1063,6 +1066,7 @@ class PrivateConformal(ConformalBase):
         self.method = method
         self.slope = slope
         self.localize = localize
+        self.ledger = ledger
 
     def fit(self, logits: Any, labels: Any, input: str = "logits") -> PrivateConformal:
         """Release the private threshold from the calibration set.
@@ -1084,11 +1088,20 @@ class PrivateConformal(ConformalBase):
         eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         _check_tuning(self.method, self.bins, self.gamma, self.slope, owner)  # before the data
         check_localize(self.localize, self.method, owner)
+        odometer = as_odometer(self.ledger, owner)
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
         plan = conformal_plan(n, a, eps, self.method, self.bins, self.gamma, self.slope)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
+        if odometer is not None and (loc is not None or plan.valid):
+            odometer.spend(
+                f"{owner}.fit",
+                eps,
+                mechanism="exponential",
+                rdp=pure_dp_curve(eps, odometer.rule.orders),
+                relation="substitute",
+            )
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if (
             loc is not None

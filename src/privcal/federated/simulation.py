@@ -14,6 +14,7 @@ the result is the same:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -86,6 +87,7 @@ def simulate(
     input: str = "logits",
     aggregation: str = "distributed",
     threshold: int | None = None,
+    ledger: Any = None,
     **method_params: Any,
 ) -> tuple[Calibrator, list[dict[str, Any]]]:
     """Simulate ``rounds`` rounds of federated calibration over clients ``parts``.
@@ -142,6 +144,10 @@ def simulate(
         up the noise; a round with fewer than ``t`` answering clients raises
         :class:`~privcal.privacy.distributed.TooFewSurvivorsError` and releases nothing.
         ``None``: :func:`~privcal.federated.dp.default_threshold` (``K - max(1, K // 5)``).
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger (example level; a path must be an existing ledger file), charged
+        before the first round with the whole DP run as one step (:func:`_charge_ledger`);
+        refused: ``BudgetExceededError``, nothing recorded, no round run. DP runs only.
     **method_params
         Passed to the method's constructor when ``method`` is a name (``update``,
         ``local_iters``, ``client_rows``, ``grad_clip``, ``hess_clip``, ``n_levels``,
@@ -206,6 +212,8 @@ def simulate(
             f"The 'threshold' parameter of {owner} applies to DP runs with "
             "aggregation='distributed'; pass epsilon and delta, or drop it."
         )
+    if ledger is not None:
+        _charge_ledger(ledger, fm, dp, t_rounds, owner)
     views: list[AggregatorView] = []
     ez = ey = None
     if eval_logits is not None:
@@ -252,6 +260,43 @@ def simulate(
         if dp.aggregation == "distributed":
             cal.aggregator_views_ = views
     return cal, history
+
+
+def _charge_ledger(
+    ledger: Any, fm: FedMethod, dp: DPConfig | None, rounds: int, owner: str
+) -> None:
+    """Charge a pipeline ledger with a DP run, converted from user to example level.
+
+    The run is ``rho``-zCDP for adding or removing one user (``rho = zcdp_rho(epsilon,
+    delta)``, module :mod:`privcal.federated.dp`). Adding or removing one *example* changes one
+    user's data, i.e. removes that user and adds it back changed: a group of two users, so the
+    run is ``4 rho``-zCDP per example (Bun & Steinke 2016, Prop. 1.9). The ledger gets
+    ``(zcdp_epsilon(4 rho, delta), delta)`` and the curve ``4 rho alpha``. Under
+    ``aggregation="trusted"`` the run is a plan of continuous Gaussian releases fixed in
+    advance, whose composition is one Gaussian with ``sensitivity / sigma = sqrt(8 rho)`` per
+    example: its PLD epsilon (:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`) is
+    charged when smaller.
+    """
+    from privcal.privacy.accounting import pld_gaussian_epsilon, zcdp_epsilon, zcdp_rho
+    from privcal.privacy.filter import zcdp_curve
+    from privcal.privacy.odometer import as_odometer
+
+    odometer = as_odometer(ledger, owner)
+    if dp is None or odometer is None:
+        raise ValueError(
+            f"The 'ledger' parameter of {owner} charges DP runs; pass epsilon and delta too."
+        )
+    rho = 4.0 * zcdp_rho(dp.epsilon, dp.delta)
+    epsilon = zcdp_epsilon(rho, dp.delta)
+    if dp.aggregation == "trusted":
+        epsilon = min(epsilon, pld_gaussian_epsilon(1.0 / math.sqrt(2.0 * rho), dp.delta))
+    odometer.spend(
+        f"simulate({fm.name}, {rounds} rounds, example level)",
+        epsilon,
+        dp.delta,
+        mechanism="gaussian (zCDP)",
+        rdp=zcdp_curve(rho, odometer.rule.orders),
+    )
 
 
 def _row(

@@ -16,6 +16,16 @@ the same conversion ``dp_accounting`` applies to RDP curves, Asoodeh et al. 2021
 It holds for *every* ``alpha > 1``, so minimising numerically can only err toward a larger (safe)
 epsilon. We also take the minimum with the classical ``rho + 2 sqrt(rho log(1/delta))`` (Bun &
 Steinke 2016, Prop. 1.3), which is never tighter in practice but is always valid.
+
+Plans fixed in advance (PLD)
+----------------------------
+``T`` Gaussian releases planned before the first one (the rounds of a federation) compose
+exactly: their privacy loss distribution is that of one Gaussian with noise multiplier
+``z / sqrt(T)``. :func:`pld_gaussian_epsilon` and :func:`pld_gaussian_sigma` read it from
+``dp_accounting``'s PLD accountant (pessimistic discretisation, so the epsilon is an upper
+bound), which is tighter than the zCDP conversion above: at 12 rounds and ``(1, 1e-5)`` the
+noise is 7.8% smaller. Only for plans fixed in advance: a PLD "filter" over adaptively chosen
+steps is not valid in general (the ledger's rule is :mod:`privcal.privacy.filter`).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ __all__ = [
     "gaussian_zcdp_rho",
     "gdp_delta",
     "gdp_epsilon",
+    "pld_gaussian_epsilon",
+    "pld_gaussian_sigma",
     "rdp_epsilon",
     "rdp_noise_multiplier",
     "zcdp_epsilon",
@@ -124,6 +136,80 @@ def rdp_noise_multiplier(
         else:
             hi = mid
     return hi
+
+
+# ---------------------------------------------------------------------------------------- PLD
+def _gaussian_rounds(noise_multiplier: float, rounds: int) -> Any:
+    import dp_accounting
+
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier)
+    return dp_accounting.SelfComposedDpEvent(gaussian, rounds)
+
+
+def pld_gaussian_epsilon(noise_multiplier: float, delta: float, rounds: int = 1) -> float:
+    """Epsilon of ``rounds`` Gaussian releases (plan fixed in advance) by PLD accounting.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation divided by the L2 sensitivity, ``> 0``.
+    delta : float
+        In ``(0, 1)``.
+    rounds : int, default=1
+
+    Returns
+    -------
+    float
+        ``dp_accounting.pld.PLDAccountant`` (add/remove, pessimistic) after composing
+        ``GaussianDpEvent(noise_multiplier)`` ``rounds`` times, ``get_epsilon(delta)``.
+    """
+    from dp_accounting.pld import pld_privacy_accountant
+
+    owner = "pld_gaussian_epsilon"
+    z = _pos(noise_multiplier, "noise_multiplier", owner)
+    dlt = check_probability(delta, "delta", owner)
+    k = check_int(rounds, "rounds", owner, low=1)
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(_gaussian_rounds(z, k))
+    return float(acc.get_epsilon(dlt))
+
+
+def pld_gaussian_sigma(
+    epsilon: float, delta: float, sensitivity: float = 1.0, rounds: int = 1
+) -> float:
+    """Noise ``sigma`` so that ``rounds`` Gaussian releases are ``(epsilon, delta)``-DP by PLD.
+
+    ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` finds the noise multiplier
+    on the PLD accountant; the result is checked with :func:`pld_gaussian_epsilon` and nudged up
+    until it meets the target (the noisier end), then scaled by ``sensitivity``. Plans fixed in
+    advance only (module docstring).
+
+    Examples
+    --------
+    >>> s = pld_gaussian_sigma(1.0, 1e-5, rounds=12)
+    >>> s < zcdp_gaussian_sigma(1.0, 1e-5, rounds=12) * 0.93
+    True
+    """
+    from dp_accounting import mechanism_calibration
+    from dp_accounting.pld import pld_privacy_accountant
+
+    owner = "pld_gaussian_sigma"
+    eps = _pos(epsilon, "epsilon", owner)
+    dlt = check_probability(delta, "delta", owner)
+    d = _pos(sensitivity, "sensitivity", owner)
+    k = check_int(rounds, "rounds", owner, low=1)
+    z = float(
+        mechanism_calibration.calibrate_dp_mechanism(
+            pld_privacy_accountant.PLDAccountant,
+            lambda m: _gaussian_rounds(m, k),
+            eps,
+            dlt,
+            tol=1e-6,
+        )
+    )
+    while pld_gaussian_epsilon(z, dlt, k) > eps:
+        z *= 1.0 + 1e-6
+    return d * z
 
 
 # --------------------------------------------------------------------------------------- zCDP

@@ -2,9 +2,11 @@
 
 The odometer records a spend **before** the caller releases the answer and refuses a spend that
 would exceed the budget, recording nothing. Spends compose by basic composition (sum of epsilons
-and sum of deltas). With ``ledger=PATH`` the record is a SQLite file (stdlib :mod:`sqlite3`, WAL
-journal, ``synchronous=FULL``), so the spent budget survives restarts, crashes (``SIGKILL``) and
-concurrent processes:
+and sum of deltas), or, for a ledger created with ``renyi_delta > 0``, by the tighter of basic
+composition and a Rényi filter: the admission rule and why it is a valid privacy filter under
+fully adaptive composition are in :mod:`privcal.privacy.filter`. With ``ledger=PATH`` the record
+is a SQLite file (stdlib :mod:`sqlite3`, WAL journal, ``synchronous=FULL``), so the spent budget
+survives restarts, crashes (``SIGKILL``) and concurrent processes:
 
 * each :meth:`PrivacyOdometer.spend` runs in one ``BEGIN IMMEDIATE`` transaction (read the total,
   check it against the budget, insert the spend, ``COMMIT``) and returns only after the commit.
@@ -17,19 +19,38 @@ concurrent processes:
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from privcal._params import check_real
-from privcal.privacy.guarantee import Guarantee, PrivacyReport, Release
+import numpy as np
 
-__all__ = ["REL_TOL", "BudgetExceededError", "LedgerRecord", "PrivacyOdometer", "read_ledger"]
+from privcal._params import check_option, check_real
+from privcal.privacy.filter import (
+    ORDERS,
+    Composition,
+    FilterRule,
+    Spend,
+    as_relation,
+    compose_spends,
+)
+from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
+
+__all__ = [
+    "REL_TOL",
+    "BudgetExceededError",
+    "LedgerRecord",
+    "PrivacyOdometer",
+    "as_odometer",
+    "read_ledger",
+]
 
 #: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
 #: so that ``K`` spends of ``budget / K`` use the budget exactly despite rounding.
@@ -54,6 +75,12 @@ CREATE TABLE IF NOT EXISTS spends (
     pid INTEGER NOT NULL,
     time REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS filter (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    renyi_delta REAL NOT NULL,
+    orders TEXT NOT NULL,
+    relation TEXT NOT NULL DEFAULT 'add/remove'
+);
 """
 
 
@@ -77,6 +104,7 @@ class BudgetExceededError(RuntimeError):
         delta_budget: float = 0.0,
         delta_spent: float = 0.0,
         delta_requested: float = 0.0,
+        note: str = "",
     ) -> None:
         self.budget, self.spent, self.requested = budget, spent, requested
         self.delta_budget, self.delta_spent = delta_budget, delta_spent
@@ -91,15 +119,11 @@ class BudgetExceededError(RuntimeError):
                 f"; delta budget={delta_budget:g}, spent {delta_spent:g}, "
                 f"requested {delta_requested:g}"
             )
-        super().__init__(msg + ". Nothing was recorded.")
-
-
-def _exceeds(spent: float, request: float, budget: float) -> bool:
-    return spent + request > budget * (1.0 + REL_TOL)
+        super().__init__(msg + (f"; {note}" if note else "") + ". Nothing was recorded.")
 
 
 class PrivacyOdometer:
-    """Budget and ledger of one data source (basic composition of its spends).
+    """Budget and ledger of one data source or one pipeline (a privacy filter).
 
     Parameters
     ----------
@@ -107,26 +131,41 @@ class PrivacyOdometer:
         Epsilon budget, ``> 0``.
     ledger : str, Path or None, default=None
         ``None``: the record lives in memory. A path: a SQLite file, created if missing; reopening
-        it continues its record.
+        it continues its record (:meth:`open` reads the budget it stores).
     delta_budget : float, default=0.0
         Delta budget in ``[0, 1)``; ``0`` allows only pure-DP spends.
     name : str, default=""
         Recorded as the ``source`` of every :class:`Release`.
+    renyi_delta : float, default=0.0
+        The part of ``delta_budget`` that backs a Rényi filter (:mod:`privcal.privacy.filter`):
+        a spend is admitted when basic composition stays within ``(budget, delta_budget -
+        renyi_delta)`` **or** the Rényi figure at ``renyi_delta`` stays within ``budget``. ``0``
+        (default): basic composition alone, within ``(budget, delta_budget)``. Stored in the
+        ledger with the budget; a pipeline ledger typically uses ``delta_budget / 2``.
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation of the ledger's guarantee, fixed with the budget.
+        ``"substitute"`` also takes releases that are DP for substituting one example (private
+        conformal) and counts each add/remove release twice (group privacy); ``"add/remove"``
+        refuses those (:mod:`privcal.privacy.filter`).
 
     Attributes
     ----------
     spent, remaining, delta_spent, releases
         Read from the record (the ledger file when there is one, so they include spends by other
-        processes).
+        processes). ``spent`` and ``delta_spent`` are the basic sums.
+    rule : FilterRule
+        The admission rule.
 
     Notes
     -----
-    Reopening a ledger: the stored budget and delta budget must equal the given ones (relative
-    tolerance ``1e-12``), otherwise ``ValueError``; a budget cannot be raised by reopening. The
-    stored name is kept; ``name`` only labels this process's view.
+    Reopening a ledger: the stored budget, delta budget and ``renyi_delta`` must equal the given
+    ones (relative tolerance ``1e-12``), otherwise ``ValueError`` ("a ledger shared by two
+    budgets") before anything is spent; a budget cannot be raised by reopening. The stored name
+    is kept; ``name`` only labels this process's view.
 
-    Spends are refused when ``spent + epsilon > budget * (1 + 1e-12)`` (same for delta), so a
-    budget split into ``K`` equal parts can be spent exactly. Totals use :func:`math.fsum`.
+    Spends are refused when ``spent + epsilon > budget * (1 + 1e-12)`` (same for delta) and the
+    Rényi branch does not admit them, so a budget split into ``K`` equal parts can be spent
+    exactly. Totals use :func:`math.fsum`.
 
     Examples
     --------
@@ -142,11 +181,18 @@ class PrivacyOdometer:
         ledger: str | Path | None = None,
         delta_budget: float = 0.0,
         name: str = "",
+        renyi_delta: float = 0.0,
+        relation: str = "add/remove",
     ) -> None:
         owner = "PrivacyOdometer"
         self.budget = check_real(budget, "budget", owner, low=0.0, low_open=True)
         self.delta_budget = check_real(
             delta_budget, "delta_budget", owner, low=0.0, high=1.0, high_open=True
+        )
+        self.renyi_delta = check_real(renyi_delta, "renyi_delta", owner, low=0.0)
+        self.relation = check_option(relation, "relation", owner, RELATIONS)
+        self.rule = FilterRule(
+            self.budget, self.delta_budget, self.renyi_delta, relation=self.relation
         )
         if not isinstance(name, str):
             raise ValueError(
@@ -155,9 +201,28 @@ class PrivacyOdometer:
         self.name = name
         self.ledger = None if ledger is None else Path(ledger)
         self._lock = threading.Lock()
-        self._memory: list[Release] = []
+        self._memory: list[tuple[Release, Spend]] = []
         if self.ledger is not None:
             self._init_ledger()
+
+    @classmethod
+    def open(cls, ledger: str | Path, name: str = "") -> PrivacyOdometer:
+        """Reopen an existing ledger file with the budget and filter it stores.
+
+        Raises
+        ------
+        ValueError
+            If there is no privcal ledger at ``ledger`` (the message says how to create one).
+        """
+        record = read_ledger(ledger)
+        return cls(
+            record.budget,
+            ledger=record.path,
+            delta_budget=record.delta_budget,
+            name=name,
+            renyi_delta=record.renyi_delta,
+            relation=record.relation,
+        )
 
     # ------------------------------------------------------------------ ledger plumbing
     def _connect(self) -> sqlite3.Connection:
@@ -209,28 +274,53 @@ class PrivacyOdometer:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     con.execute(stmt)
+            for column in ("rdp", "relation"):  # a ledger written before the filter lacks them
+                if column not in _columns(con, "spends"):
+                    con.execute(f"ALTER TABLE spends ADD COLUMN {column} TEXT")
             row = con.execute("SELECT epsilon, delta FROM budget WHERE id = 1").fetchone()
             if row is None:
                 con.execute(
                     "INSERT INTO budget (id, epsilon, delta, name, created) VALUES (1, ?, ?, ?, ?)",
                     (self.budget, self.delta_budget, self.name, time.time()),
                 )
-            else:
-                eps, dlt = float(row[0]), float(row[1])
-                if not (
-                    math.isclose(eps, self.budget, rel_tol=REL_TOL)
-                    and math.isclose(dlt, self.delta_budget, rel_tol=REL_TOL, abs_tol=0.0)
-                ):
-                    raise ValueError(
-                        f"The ledger {str(self.ledger)!r} holds budget epsilon={eps!r}, "
-                        f"delta={dlt!r}; PrivacyOdometer was given budget={self.budget!r}, "
-                        f"delta_budget={self.delta_budget!r}. A ledger's budget cannot change."
-                    )
+            stored = con.execute(
+                "SELECT renyi_delta, orders, relation FROM filter WHERE id = 1"
+            ).fetchone()
+            if stored is None:
+                stored = (self.renyi_delta, json.dumps(list(ORDERS)), self.relation)
+                con.execute(
+                    "INSERT INTO filter (id, renyi_delta, orders, relation) VALUES (1, ?, ?, ?)",
+                    stored,
+                )
+            if row is not None:
+                self._check_same_budget(float(row[0]), float(row[1]), float(stored[0]), stored[2])
+            orders = tuple(json.loads(stored[1]))
+            self.rule = FilterRule(
+                self.budget, self.delta_budget, self.renyi_delta, orders, self.relation
+            )
 
-    @staticmethod
-    def _totals(con: sqlite3.Connection) -> tuple[float, float]:
-        rows = con.execute("SELECT epsilon, delta FROM spends").fetchall()
-        return math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)
+    def _check_same_budget(self, eps: float, dlt: float, renyi: float, relation: str) -> None:
+        same = (
+            math.isclose(eps, self.budget, rel_tol=REL_TOL)
+            and math.isclose(dlt, self.delta_budget, rel_tol=REL_TOL, abs_tol=0.0)
+            and math.isclose(renyi, self.renyi_delta, rel_tol=REL_TOL, abs_tol=0.0)
+            and relation == self.relation
+        )
+        if not same:
+            raise ValueError(
+                f"The ledger {str(self.ledger)!r} holds budget epsilon={eps!r}, delta={dlt!r}, "
+                f"renyi_delta={renyi!r}, relation={relation!r}; PrivacyOdometer was given "
+                f"budget={self.budget!r}, delta_budget={self.delta_budget!r}, "
+                f"renyi_delta={self.renyi_delta!r}, relation={self.relation!r}: a ledger "
+                "shared by two budgets. A ledger's budget cannot change; open it with its own "
+                "(PrivacyOdometer.open(path)) or give this budget a new ledger file."
+            )
+
+    def _rows(self, con: sqlite3.Connection) -> list[Spend]:
+        rows = con.execute(
+            "SELECT epsilon, delta, rdp, relation FROM spends ORDER BY id"
+        ).fetchall()
+        return [Spend.read(e, d, c, rel) for e, d, c, rel in rows]
 
     # ------------------------------------------------------------------ public API
     def spend(
@@ -241,6 +331,8 @@ class PrivacyOdometer:
         *,
         mechanism: str = "",
         sensitivity: float = float("nan"),
+        rdp: Any = None,
+        relation: str = "add/remove",
     ) -> None:
         """Record a spend of ``(epsilon, delta)``, or raise and record nothing.
 
@@ -255,29 +347,39 @@ class PrivacyOdometer:
             In ``[0, 1)``.
         mechanism : str, default=""
         sensitivity : float, default=nan
+        rdp : array-like or None, default=None
+            The release's RDP curve on the ledger's orders (``rule.orders``; see
+            :mod:`privcal.privacy.filter` for the curves of each mechanism). ``None``: the
+            pure-DP bound when ``delta == 0``, else no curve (``+inf``: only basic composition
+            can admit past it).
+        relation : {"add/remove", "substitute"}, default="add/remove"
+            The neighbouring relation of the release's guarantee. A ``"substitute"`` ledger
+            counts an add/remove release twice; an ``"add/remove"`` ledger refuses a
+            substitute one (``ValueError``, nothing recorded).
 
         Raises
         ------
         BudgetExceededError
-            If ``spent + epsilon`` exceeds the budget (or the same for delta).
+            If neither basic composition nor the Rényi filter admits the spend.
         """
         owner = "PrivacyOdometer.spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        row = Spend(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
         sens = float(sensitivity)
         release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
         if self.ledger is None:
             with self._lock:
-                spent, dspent = self._memory_totals()
-                self._check(query, spent, dspent, eps, dlt)
-                self._memory.append(release)
+                self._check(query, [m[1] for m in self._memory], row)
+                self._memory.append((release, row))
             return
         with self._immediate() as con:
-            spent, dspent = self._totals(con)
-            self._check(query, spent, dspent, eps, dlt)
+            self._check(query, self._rows(con), row)
             con.execute(
                 "INSERT INTO spends (query, mechanism, sensitivity, epsilon, delta, source, pid, "
-                "time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "time, rdp, relation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     release.query,
                     release.mechanism,
@@ -287,8 +389,45 @@ class PrivacyOdometer:
                     self.name,
                     os.getpid(),
                     time.time(),
+                    None if row.curve is None else json.dumps(row.curve.tolist()),
+                    row.relation,
                 ),
             )
+
+    def check(
+        self,
+        query: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        rdp: Any = None,
+        relation: str = "add/remove",
+    ) -> None:
+        """Raise what :meth:`spend` would raise now, recording nothing (advisory, not atomic).
+
+        For a step whose later parts are planned from its earlier releases: check the whole
+        step up front, then :meth:`spend` each part before it releases.
+        """
+        owner = "PrivacyOdometer.check"
+        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        row = Spend(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
+        self._check(query, self._read_rows(), row)
+
+    def _check_curve(self, rdp: Any) -> np.ndarray | None:
+        if rdp is None:
+            return None
+        curve = np.asarray(rdp, dtype=np.float64)
+        if curve.shape != (len(self.rule.orders),) or bool(np.any(curve < 0)):
+            raise ValueError(
+                f"The 'rdp' curve of PrivacyOdometer.spend must hold {len(self.rule.orders)} "
+                f"non-negative values, one per order of the ledger ({self.rule.orders}); build it "
+                "with privcal.privacy.filter (pure_dp_curve, zcdp_curve, dpsgd_curve). Got shape "
+                f"{curve.shape}."
+            )
+        return curve
 
     @contextlib.contextmanager
     def charge(
@@ -299,35 +438,70 @@ class PrivacyOdometer:
         *,
         mechanism: str = "",
         sensitivity: float = float("nan"),
+        rdp: Any = None,
+        relation: str = "add/remove",
     ) -> Iterator[Guarantee]:
         """Context manager form of :meth:`spend`: spends on entry, yields the Guarantee.
 
         The spend stays recorded even if the block raises (the answer may already be out).
         """
-        self.spend(query, epsilon, delta, mechanism=mechanism, sensitivity=sensitivity)
-        yield Guarantee(float(epsilon), float(delta))
+        self.spend(
+            query,
+            epsilon,
+            delta,
+            mechanism=mechanism,
+            sensitivity=sensitivity,
+            rdp=rdp,
+            relation=relation,
+        )
+        yield Guarantee(float(epsilon), float(delta), relation=relation)
 
-    def _memory_totals(self) -> tuple[float, float]:
-        return (
-            math.fsum(r.epsilon for r in self._memory),
-            math.fsum(r.delta for r in self._memory),
+    def _compose(self, rows: list[Spend]) -> Composition:
+        return compose_spends(self.rule, rows)
+
+    def _check(self, query: str, rows: list[Spend], row: Spend) -> None:
+        with_it = self._compose([*rows, row])
+        if self.rule.admits(with_it):
+            return
+        # the figures under the ledger's relation (substitution doubles add/remove releases)
+        eps, dlt, _ = as_relation(row, self.relation)
+        spent = with_it.basic_epsilon - eps
+        dspent = with_it.basic_delta - dlt
+        note = ""
+        if self.relation == "substitute":
+            note = "a substitute ledger: each add/remove release counted twice (group privacy)"
+        if self.rule.renyi_delta > 0:
+            note += "; " if note else ""
+            note += (
+                f"the Rényi filter would reach epsilon={with_it.renyi_epsilon:g} at "
+                f"delta={self.rule.renyi_delta:g} (the basic branch keeps delta "
+                f"{self.rule.basic_delta:g} of the ledger's {self.delta_budget:g})"
+            )
+        raise BudgetExceededError(
+            self.name,
+            str(query),
+            self.budget,
+            spent,
+            eps,
+            self.rule.basic_delta,
+            dspent,
+            dlt,
+            note,
         )
 
-    def _check(self, query: str, spent: float, dspent: float, eps: float, dlt: float) -> None:
-        if _exceeds(spent, eps, self.budget) or _exceeds(dspent, dlt, self.delta_budget):
-            raise BudgetExceededError(
-                self.name, str(query), self.budget, spent, eps, self.delta_budget, dspent, dlt
-            )
-
-    def _read_totals(self) -> tuple[float, float]:
+    def _read_rows(self) -> list[Spend]:
         if self.ledger is None:
             with self._lock:
-                return self._memory_totals()
+                return [row for _, row in self._memory]
         con = self._connect()
         try:
-            return self._totals(con)
+            return self._rows(con)
         finally:
             con.close()
+
+    def _read_totals(self) -> tuple[float, float]:
+        rows = self._read_rows()
+        return math.fsum(r.epsilon for r in rows), math.fsum(r.delta for r in rows)
 
     @property
     def spent(self) -> float:
@@ -344,20 +518,24 @@ class PrivacyOdometer:
         """``max(budget - spent, 0)``."""
         return max(self.budget - self.spent, 0.0)
 
-    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+    def can_spend(
+        self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
+    ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
         owner = "PrivacyOdometer.can_spend"
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        spent, dspent = self._read_totals()
-        return not (_exceeds(spent, eps, self.budget) or _exceeds(dspent, dlt, self.delta_budget))
+        row = Spend(
+            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
+        )
+        return self.rule.admits(self._compose([*self._read_rows(), row]))
 
     @property
     def releases(self) -> list[Release]:
         """Every recorded spend, in order."""
         if self.ledger is None:
             with self._lock:
-                return list(self._memory)
+                return [r for r, _ in self._memory]
         con = self._connect()
         try:
             rows = con.execute(
@@ -375,11 +553,22 @@ class PrivacyOdometer:
         """A :class:`PrivacyReport` of the recorded releases."""
         return PrivacyReport(self.releases)
 
+    def composition(self) -> Composition:
+        """What the record composes to: basic sums, the Rényi figure, and which one is stated."""
+        return self._compose(self._read_rows())
+
     @property
     def guarantee(self) -> Guarantee:
         """Basic composition of everything spent: ``Guarantee(spent, delta_spent)``."""
         spent, dspent = self._read_totals()
         return Guarantee(spent, dspent)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyOdometer:
+        """A ledger is shared, never copied: a copy would hold a second budget for the same data.
+
+        So ``sklearn.base.clone`` of an estimator with ``ledger=odometer`` charges the same one.
+        """
+        return self
 
     def __repr__(self) -> str:
         where = "memory" if self.ledger is None else str(self.ledger)
@@ -387,6 +576,43 @@ class PrivacyOdometer:
             f"PrivacyOdometer(budget={self.budget:g}, spent={self.spent:g}, "
             f"delta_budget={self.delta_budget:g}, name={self.name!r}, ledger={where!r})"
         )
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info({table})").fetchall()}
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {row[0] for row in rows}
+
+
+def as_odometer(ledger: Any, owner: str) -> PrivacyOdometer | None:
+    """The ``ledger=`` argument of an estimator as an odometer (``None`` stays ``None``).
+
+    A :class:`PrivacyOdometer` is used as given; a path must be an existing ledger file, opened
+    with the budget it stores (:meth:`PrivacyOdometer.open`).
+
+    Raises
+    ------
+    ValueError
+        If ``ledger`` is neither, or the path holds no privcal ledger.
+    """
+    if ledger is None or isinstance(ledger, PrivacyOdometer):
+        return ledger
+    if isinstance(ledger, (str, os.PathLike)):
+        path = Path(ledger)
+        if not path.is_file():
+            raise ValueError(
+                f"The 'ledger' of {owner} is {str(path)!r}, which does not exist. Create the "
+                "ledger with its budget first: PrivacyOdometer(3.0, ledger=PATH, "
+                "delta_budget=1e-5, renyi_delta=5e-6) or 'privcal ledger init PATH'."
+            )
+        return PrivacyOdometer.open(path)
+    raise ValueError(
+        f"The 'ledger' parameter of {owner} must be None, a PrivacyOdometer or the path of a "
+        f"ledger file. Got {ledger!r} instead."
+    )
 
 
 @dataclass(frozen=True)
@@ -403,6 +629,17 @@ class LedgerRecord:
         The epsilon and delta budgets.
     releases : list of Release
         Every recorded spend, in order.
+    renyi_delta : float
+        The delta backing the ledger's Rényi filter (0: basic composition only).
+    orders : tuple of float
+        The Rényi orders of the recorded curves.
+    curves : list of ndarray or None
+        Each release's recorded RDP curve (``None``: derived from its epsilon, see
+        :mod:`privcal.privacy.filter`).
+    relations : list of str
+        Each release's neighbouring relation.
+    relation : str
+        The ledger's neighbouring relation.
     """
 
     path: Path
@@ -410,6 +647,29 @@ class LedgerRecord:
     budget: float
     delta_budget: float
     releases: list[Release]
+    renyi_delta: float = 0.0
+    orders: tuple[float, ...] = ORDERS
+    curves: list[np.ndarray | None] = field(default_factory=list)
+    relations: list[str] = field(default_factory=list)
+    relation: str = "add/remove"
+
+    @property
+    def rule(self) -> FilterRule:
+        """The ledger's admission rule."""
+        return FilterRule(
+            self.budget, self.delta_budget, self.renyi_delta, self.orders, self.relation
+        )
+
+    def composition(self) -> Composition:
+        """What the record composes to (basic sums, Rényi figure, which one is stated)."""
+        n = len(self.releases)
+        curves = self.curves or [None] * n
+        relations = self.relations or ["add/remove"] * n
+        rows = [
+            Spend(r.epsilon, r.delta, c, rel)
+            for r, c, rel in zip(self.releases, curves, relations, strict=True)
+        ]
+        return compose_spends(self.rule, rows)
 
     @property
     def spent(self) -> float:
@@ -481,10 +741,18 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
         try:
             budget = con.execute("SELECT epsilon, delta, name FROM budget WHERE id = 1").fetchone()
+            columns = _columns(con, "spends")
+            extra = ", ".join(c if c in columns else "NULL" for c in ("rdp", "relation"))
             rows = con.execute(
-                "SELECT query, mechanism, sensitivity, epsilon, delta, source FROM spends "
-                "ORDER BY id"
+                "SELECT query, mechanism, sensitivity, epsilon, delta, source, "
+                f"{extra} FROM spends ORDER BY id"
             ).fetchall()
+            stored = None
+            if "filter" in _tables(con):
+                rel = "relation" if "relation" in _columns(con, "filter") else "'add/remove'"
+                stored = con.execute(
+                    f"SELECT renyi_delta, orders, {rel} FROM filter WHERE id = 1"
+                ).fetchone()
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
@@ -492,13 +760,30 @@ def read_ledger(path: str | Path) -> LedgerRecord:
             raise ValueError(_read_only_message(path, err, spending=False)) from None
         raise ValueError(
             f"{str(path)!r} is not a privcal ledger ({err}); ledgers are the SQLite files "
-            "written by 'privcal source init', DataSource(..., ledger=PATH) or "
-            "'privcal federate client --ledger'."
+            "written by 'privcal source init', 'privcal ledger init', PrivacyOdometer(..., "
+            "ledger=PATH), DataSource(..., ledger=PATH) or 'privcal federate client --ledger'."
         ) from None
     if budget is None:
         raise ValueError(f"{str(path)!r} is not a privcal ledger (it records no budget).")
     releases = [
         Release(q, m, float("nan") if s is None else float(s), e, d, src)
-        for q, m, s, e, d, src in rows
+        for q, m, s, e, d, src, _, _ in rows
     ]
-    return LedgerRecord(path, str(budget[2]), float(budget[0]), float(budget[1]), releases)
+    read = [Spend.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
+    renyi, orders, relation = (
+        (0.0, ORDERS, "add/remove")
+        if stored is None
+        else (float(stored[0]), json.loads(stored[1]), str(stored[2]))
+    )
+    return LedgerRecord(
+        path,
+        str(budget[2]),
+        float(budget[0]),
+        float(budget[1]),
+        releases,
+        renyi,
+        tuple(float(a) for a in orders),
+        [r.curve for r in read],
+        [r.relation for r in read],
+        relation,
+    )

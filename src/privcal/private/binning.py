@@ -51,6 +51,9 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         shares (noise of one release); see :class:`PrivateTemperatureScaling`.
     threshold : int or None, default=None
         ``t`` for ``"distributed"`` (``None``: all sources).
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger charged with the fit on arrays (one pure ``epsilon``-DP step) before
+        the release; see :class:`~privcal.private.PrivateTemperatureScaling`.
 
     Attributes
     ----------
@@ -88,12 +91,14 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         noise: NoiseSource | None = None,
         aggregation: str = "local",
         threshold: int | None = None,
+        ledger: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.n_bins = n_bins
         self.noise = noise
         self.aggregation = aggregation
         self.threshold = threshold
+        self.ledger = ledger
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
@@ -108,6 +113,9 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         counts = proto.ask("bin_counts", n_bins=int(self.n_bins))
         self.bin_values_ = noisy_bin_values(counts.correct, counts.incorrect)
         return proto
+
+    def _query_epsilons(self) -> tuple[float, ...]:
+        return (float(self.epsilon),)
 
     def _public_terms(self) -> tuple[str, ...]:
         return ("n_bins (bin edges)",)

@@ -108,6 +108,8 @@ from privcal.privacy.distributed import (
     check_aggregation,
     threat_model,
 )
+from privcal.privacy.filter import pure_dp_curve
+from privcal.privacy.odometer import as_odometer
 from privcal.private.source import (
     DataSource,
     answer_all,
@@ -337,6 +339,7 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
     noise: NoiseSource | None
     aggregation: str
     threshold: int | None
+    ledger: Any
 
     def fit(
         self,
@@ -349,11 +352,21 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         """Fit on one private dataset (``logits, labels``) or on ``sources=[DataSource, ...]``.
 
         With arrays, they are wrapped in one :class:`DataSource` with budget ``epsilon`` and the
-        estimator's ``noise``. With sources, each source pays ``epsilon`` from its own budget and
-        draws from its own noise. ``privacy_report_`` lists every release of this fit.
+        estimator's ``noise``; with ``ledger=`` the whole fit is first charged to the ledger as
+        one step (``epsilon``, the RDP curve of its queries), and a fit the ledger refuses
+        raises :class:`~privcal.privacy.BudgetExceededError` before any release. With sources,
+        each source pays ``epsilon`` from its own budget (its own ledger) and draws from its own
+        noise; ``ledger=`` is refused there. ``privacy_report_`` lists every release of this fit.
         """
         owner = type(self).__name__
         self._validate_params()
+        odometer = as_odometer(self.ledger, owner)
+        if sources is not None and odometer is not None:
+            raise ValueError(
+                f"{owner}(ledger=...) charges fits on arrays (one party's data); with "
+                "sources=[DataSource, ...] each source charges its own ledger. Pass "
+                "DataSource(..., ledger=PATH) instead, or fit on arrays."
+            )
         if sources is None:
             if logits is None or labels is None:
                 raise ValueError(
@@ -377,6 +390,14 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
             check_share_rows(srcs, owner)
         check_budgets(srcs, float(self.epsilon))
         labels_ = source_labels(srcs)
+        if odometer is not None:
+            epsilons = self._query_epsilons()
+            odometer.spend(
+                f"{owner}.fit",
+                float(self.epsilon),
+                mechanism="laplace",
+                rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in epsilons),
+            )
         with self._recording_fit_warnings():
             proto = self._fit_sources(srcs, labels_, aggregation, threshold)
         self.privacy_report_ = sources_report(
@@ -406,12 +427,18 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
     ) -> _Protocol:
         raise NotImplementedError
 
+    def _query_epsilons(self) -> tuple[float, ...]:
+        """The budget of each query of one source's fit (their ``fsum`` is ``epsilon``)."""
+        raise NotImplementedError
+
     def _public_terms(self) -> tuple[str, ...]:
         raise NotImplementedError
 
     def _jsonable_params(self) -> dict[str, Any]:
         params = dict(self.get_params(deep=False))
-        params.pop("noise", None)  # a noise source is not data; restored calibrators only predict
+        # neither a noise source nor a ledger is data; restored calibrators only predict
+        params.pop("noise", None)
+        params.pop("ledger", None)
         return params
 
 
@@ -460,6 +487,10 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         secure sum; with one source the two are the same release.
     threshold : int or None, default=None
         ``t`` for ``"distributed"`` (``None``: all ``K`` sources); refused otherwise.
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger charged with the whole fit on arrays (one step of ``epsilon``, pure
+        DP, the RDP curve of its ``q`` queries) before any release; a path must be an existing
+        ledger file (:meth:`PrivacyOdometer.open`). Refused with ``sources=``.
 
     Attributes
     ----------
@@ -516,6 +547,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         noise: NoiseSource | None = None,
         aggregation: str = "local",
         threshold: int | None = None,
+        ledger: Any = None,
     ) -> None:
         self.objective = objective
         self.epsilon = epsilon
@@ -527,6 +559,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.noise = noise
         self.aggregation = aggregation
         self.threshold = threshold
+        self.ledger = ledger
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
@@ -552,6 +585,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.temperature_ = t
         self.t_range_ = (lo, hi)
         return proto
+
+    def _query_epsilons(self) -> tuple[float, ...]:
+        return self.plan().epsilons
 
     def _public_terms(self) -> tuple[str, ...]:
         return ("t_range and the search plan (number of queries, the curve's grid and anchor)",)

@@ -46,6 +46,8 @@ from privcal.privacy import (
     noise_kind,
     resolve_noise,
 )
+from privcal.privacy.filter import dpsgd_curve
+from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
 
 __all__ = [
@@ -326,6 +328,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         accountant: str = "rdp",
         noise: NoiseSource | None = None,
         seed: int | None = None,
+        ledger: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -339,6 +342,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         self.accountant = accountant
         self.noise = noise
         self.seed = seed
+        self.ledger = ledger
 
     def _validate_params(self) -> None:
         o = type(self).__name__
@@ -379,11 +383,18 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         torch, _ = require_torch(type(self).__name__)
         from opacus.accountants import create_accountant
 
+        owner = type(self).__name__
+        odometer = as_odometer(self.ledger, owner)
         noise, kind_of_noise = self._noise()
         kind = self._map_kind(z.shape[1])
         zb = bounded_logits(z, float(self.logit_bound))
         eps_count = COUNT_SHARE * float(self.epsilon)
         eps_sgd = float(self.epsilon) - eps_count
+        if odometer is not None:
+            # the DP-SGD plan (so its RDP curve) is read from the count: check the whole fit by
+            # basic composition first, then charge each release before it is drawn
+            odometer.check(f"{owner}.fit", float(self.epsilon), float(self.delta))
+            odometer.spend(f"{owner}.fit: count n", eps_count, mechanism="laplace")
         n_estimate, _ = laplace(float(z.shape[0]), 1.0, eps_count, noise)
         batch = full_batch(float(n_estimate)) if self.batch_size is None else self.batch_size
         clip = (
@@ -393,6 +404,15 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         )
         q, total, denominator = step_schedule(float(n_estimate), batch, self.epochs)
         sigma = _noise_multiplier(eps_sgd, float(self.delta), q, total, str(self.accountant))
+        if odometer is not None:
+            odometer.spend(
+                f"{owner}.fit: DP-SGD ({total} steps, q={q:.4g})",
+                eps_sgd,
+                float(self.delta),
+                mechanism="subsampled gaussian",
+                sensitivity=clip,
+                rdp=dpsgd_curve(sigma, q, total, odometer.rule.orders),
+            )
         rng = np.random.default_rng(self.seed)  # Poisson sampling: OS entropy when seed is None
         params = _init(kind, z.shape[1])
         tensors = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
@@ -471,6 +491,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
     def _jsonable_params(self) -> dict[str, Any]:
         params = dict(self.get_params(deep=False))
         params["noise"] = None  # a noise source is not part of the fitted calibrator
+        params.pop("ledger", None)  # nor is the ledger that paid for it
         return params
 
 
@@ -532,6 +553,13 @@ class DPTemperatureScaling(_DPScaling):
         ``SeedSequence``, from :mod:`secrets`). A seed makes the batches predictable, so the
         subsampling the accountant credits does not hold: it warns
         :class:`~privcal.privacy.InsecureNoiseWarning` and the report is ``"not private"``.
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger (a path must be an existing ledger file). The whole fit ``(epsilon,
+        delta)`` is first checked by basic composition (refused: nothing recorded, nothing
+        drawn, the estimator stays unfitted); then the count is charged before it is drawn
+        and the DP-SGD run, with its RDP curve (``dp_accounting``, Poisson-subsampled Gaussian
+        over its steps), before its first step. Its plan is read from the count, which is why
+        it is charged as a second step.
 
     Attributes
     ----------
@@ -616,7 +644,7 @@ class DPPlattScaling(_DPScaling):
     ----------
     mode : {"auto", "platt", "vector", "matrix"}, default="auto"
     epsilon, delta, epochs, lr, max_grad_norm, batch_size, schedule, average, logit_bound
-    accountant, noise, seed
+    accountant, noise, seed, ledger
         As :class:`DPTemperatureScaling` (:data:`PAPER_SETTINGS` for seed 001's text,
         :data:`AUTHORS_CODE_SETTINGS` for its code's defaults).
 
@@ -663,6 +691,7 @@ class DPPlattScaling(_DPScaling):
         accountant: str = "rdp",
         noise: NoiseSource | None = None,
         seed: int | None = None,
+        ledger: Any = None,
     ) -> None:
         super().__init__(
             epsilon,
@@ -677,6 +706,7 @@ class DPPlattScaling(_DPScaling):
             accountant=accountant,
             noise=noise,
             seed=seed,
+            ledger=ledger,
         )
         self.mode = mode
 

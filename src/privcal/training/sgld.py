@@ -349,7 +349,7 @@ class DPSGLDTrainer(DPSGDTrainer):
 
     Parameters
     ----------
-    model, batch_size, n_classes, seed, device, epsilon, delta, max_grad_norm, accountant
+    model, batch_size, n_classes, seed, device, epsilon, delta, max_grad_norm, accountant, ledger
         As :class:`~privcal.training.DPSGDTrainer` (``seed=None`` by default: OS-CSPRNG-seeded
         initialisation, sampler and noise, Opacus's secure noise sampling; an explicit seed
         warns :class:`~privcal.privacy.InsecureNoiseWarning` and marks the report seeded).
@@ -426,6 +426,7 @@ class DPSGLDTrainer(DPSGDTrainer):
         n_classes: int | None = None,
         seed: int | None = None,
         device: Any = "cpu",
+        ledger: Any = None,
     ) -> None:
         super().__init__(
             model,
@@ -441,6 +442,7 @@ class DPSGLDTrainer(DPSGDTrainer):
             n_classes=n_classes,
             seed=seed,
             device=device,
+            ledger=ledger,
         )
         self.temperature = temperature
         self.prenoise = prenoise
@@ -518,6 +520,11 @@ class DPSGLDTrainer(DPSGDTrainer):
             generator=noise_generator(self._noise_seed(), self._device),
         )
         sgld_opt.secure_mode = self.seed is None  # Opacus's secure sampling of the DP noise
+        sig = _epoch_sigmas(lr, self.decay, tau, -(-total // per_epoch))
+        self._charge_ledger(
+            [(float(s), min(per_epoch, total - e * per_epoch)) for e, s in enumerate(sig)],
+            per_epoch,
+        )
         sgld_opt.attach_step_hook(engine.accountant.get_optimizer_hook_fn(sample_rate=q))
 
         def batches() -> Any:

@@ -25,6 +25,8 @@ import numpy as np
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import softmax
 from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport, Release
+from privcal.privacy.filter import dpsgd_curve
+from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
 
 torch, opacus = require_torch("privcal.training.trainers")
@@ -346,6 +348,11 @@ class DPSGDTrainer(SGDTrainer):
         Clipping norm ``C`` of each per-example gradient.
     accountant : {"rdp", "prv"}, default="rdp"
         Opacus accountant used both to find the noise multiplier and to report epsilon.
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger (a path must be an existing ledger file), charged ``(epsilon,
+        delta)`` with the run's RDP curve (``dp_accounting``: the Poisson-subsampled Gaussian
+        over its steps) once the plan is set and before the first step; a refused run raises
+        :class:`~privcal.privacy.BudgetExceededError` untrained, with nothing recorded.
 
     Attributes
     ----------
@@ -405,6 +412,7 @@ class DPSGDTrainer(SGDTrainer):
         n_classes: int | None = None,
         seed: int | None = None,
         device: Any = "cpu",
+        ledger: Any = None,
     ) -> None:
         super().__init__(
             model,
@@ -422,10 +430,12 @@ class DPSGDTrainer(SGDTrainer):
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.accountant = accountant
+        self.ledger = ledger
 
     def _validate(self) -> None:
         super()._validate()
         o = self._owner
+        as_odometer(self.ledger, o)
         check_real(self.epsilon, "epsilon", o, low=0.0, low_open=True)
         check_probability(self.delta, "delta", o)
         check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
@@ -478,6 +488,7 @@ class DPSGDTrainer(SGDTrainer):
             )
         dp_opt.secure_mode = self.seed is None  # Opacus's secure sampling (see Privacy)
         per_epoch = len(dp_loader)
+        self._charge_ledger([(float(dp_opt.noise_multiplier), self.epochs * per_epoch)], per_epoch)
 
         def batches() -> Any:
             for _ in range(self.epochs):
@@ -494,6 +505,23 @@ class DPSGDTrainer(SGDTrainer):
         self.accountant_ = engine.accountant
         self._finish_privacy("DP-SGD weights")
         return self
+
+    def _charge_ledger(self, sigmas: list[tuple[float, int]], per_epoch: int) -> None:
+        """Charge ``ledger`` with the run: ``(noise multiplier, steps)`` blocks at ``q``."""
+        odometer = as_odometer(self.ledger, self._owner)
+        if odometer is None:
+            return
+        q = 1.0 / per_epoch
+        curve = sum(dpsgd_curve(s, q, k, odometer.rule.orders) for s, k in sigmas if k > 0)
+        steps = sum(k for _, k in sigmas)
+        odometer.spend(
+            f"{self._owner}.fit ({steps} steps, q={q:.4g})",
+            float(self.epsilon),
+            float(self.delta),
+            mechanism="subsampled gaussian",
+            sensitivity=float(self.max_grad_norm),
+            rdp=curve,
+        )
 
     def _finish_privacy(self, query: str) -> None:
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta))

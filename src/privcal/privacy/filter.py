@@ -1,0 +1,369 @@
+"""The admission rule of a ledger: basic composition or a Rényi filter, valid under full adaptivity.
+
+A ledger (:class:`~privcal.privacy.odometer.PrivacyOdometer`) admits a sequence of releases
+whose privacy parameters may be chosen after seeing earlier answers (fully adaptive
+composition). A rule that decides, before each release, whether it may run is a **privacy
+filter** (Rogers, Roth, Ullman & Vadhan 2016); this module states the rule privcal uses, the RDP
+curves a release carries for it, and the figures a ledger reports.
+
+Every release ``i`` records its ``(epsilon_i, delta_i)`` and its **RDP curve** ``r_i(alpha)`` on
+the ledger's fixed grid of orders :data:`ORDERS` (Mironov 2017):
+
+* a pure ``epsilon``-DP release (Laplace, exponential mechanism, a whole pure-DP fit):
+  ``r(alpha) = min(epsilon, alpha epsilon^2 / 2)`` (:func:`pure_dp_curve`; ``epsilon`` because
+  ``D_alpha <= D_inf``; ``alpha epsilon^2 / 2`` because ``epsilon``-DP implies
+  ``epsilon^2/2``-zCDP, Bun & Steinke 2016, Prop. 3.3);
+* a ``rho``-zCDP release (Gaussian rounds): ``r(alpha) = alpha rho`` (:func:`zcdp_curve`);
+* DP-SGD: the Poisson-subsampled Gaussian over its steps (:func:`dpsgd_curve`).
+
+The curves are computed by ``dp_accounting`` (:class:`dp_accounting.rdp.RdpAccountant` on the
+grid) and the RDP-to-DP conversion is its ``compute_epsilon`` (Canonne, Kamath & Steinke 2020,
+Prop. 12; Asoodeh et al. 2021). A release recorded without a curve and with ``delta > 0`` has
+curve ``+inf`` (the Rényi branch can never admit past it).
+
+The rule (:class:`FilterRule`)
+------------------------------
+A ledger with budget ``(epsilon, delta)`` splits ``delta = delta_b + delta_R`` once, when it is
+created (``renyi_delta = delta_R``, stored in the ledger). A release is admitted iff, with it,
+**either** branch holds for the whole record:
+
+* **basic**: ``sum epsilon_i <= epsilon`` and ``sum delta_i <= delta_b``;
+* **Rényi at order alpha**, for some ``alpha`` in the grid ``L`` (``|L| = m`` orders):
+  ``conv_alpha(sum_i r_i(alpha), delta_R / m) <= epsilon``, with ``conv_alpha(R, d) =
+  R + log(1 - 1/alpha) - log(d alpha) / (alpha - 1)`` (``dp_accounting``'s conversion at one
+  order).
+
+Otherwise it is refused and nothing is recorded. The sums only grow, so a branch that fails
+once fails for good.
+
+Why the rule is a valid filter: ``(epsilon, delta)``-DP under full adaptivity
+----------------------------------------------------------------------------
+Each branch alone is a known filter. Basic composition with adaptively chosen ``(epsilon_i,
+delta_i)`` that halts before ``sum epsilon_i > epsilon`` or ``sum delta_i > delta_b`` is
+``(epsilon, delta_b)``-DP (Rogers et al. 2016; Whitehouse, Ramdas, Rogers & Wu 2023). The Rényi
+filter at one order ``alpha``, which halts before ``sum r_i(alpha) > B``, makes the stopped
+interaction ``(alpha, B)``-RDP (Feldman & Zrnic 2021, Thm. 3.1; Lécuyer 2021), so with ``B`` the
+largest value whose conversion is ``<= epsilon`` it is ``(epsilon, delta_R / m)``-DP.
+
+Admitting when *either* holds is **not** automatically valid with the smaller of the two deltas,
+and it is not valid with the *tighter* of the two epsilons: which branch applies depends on the
+answers. What holds is a union over the branches. Write ``P``, ``Q`` for the laws of the whole
+transcript (answers and refusals) on neighbouring data, and partition the transcripts by the
+first branch (basic, then the orders in grid order) that holds for the final record; every
+transcript has one, since every admitted release left some branch holding and refusals change
+nothing. Let ``A`` be the transcripts of branch ``k`` and ``F_k`` the interaction run with
+branch ``k``'s filter alone (refusing exactly when branch ``k`` fails). Along a transcript in
+``A``, branch ``k`` held after every admitted release (the sums are monotone) and failed for
+every refused one (every branch failed there), so ``F_k`` makes the same
+decisions and ``P(S and A) = P_{F_k}(S and A)``, likewise for ``Q``. Hence for every set ``S``::
+
+    P(S) = sum_k P_{F_k}(S and A_k) <= sum_k [e^epsilon Q_{F_k}(S and A_k) + delta_k]
+         =  e^epsilon Q(S) + delta_b + m (delta_R / m)  =  e^epsilon Q(S) + delta.
+
+So the ledger is an ``(epsilon, delta)``-DP filter: that is its guarantee, whatever order and
+size the steps take. The price of "either" is the split of ``delta`` (``delta_b`` for basic,
+``delta_R / m`` per order), fixed in advance, which is why a ledger stores ``renyi_delta`` and
+its grid and refuses to be reopened with others. With ``renyi_delta = 0`` (the default of
+:class:`PrivacyOdometer`, and what data sources and Flower clients use) the rule is basic
+composition alone.
+
+What a ledger states about its record (:class:`Composition`): the basic sums ``(sum epsilon_i,
+sum delta_i)`` and the Rényi figure ``(min_alpha conv_alpha(sum r_i(alpha), delta_R / m),
+delta_R)``; the smaller epsilon is *stated*. For steps fixed in advance each figure is a
+composition theorem (Dwork & Roth 2014, Thm. 3.16; Mironov 2017, Prop. 1) and the stated one
+is the record's guarantee; for adaptively chosen steps the guarantee is the filter's, the
+budget, and the stated figure says how much of it the rule has used.
+
+One neighbouring relation, fixed with the budget (:attr:`FilterRule.relation`): the argument
+above holds for one relation, so a ledger's relation is chosen when it is created, like its
+budget, never switched by the steps it sees. Private conformal is DP for *substituting* one
+example (``n`` public); the other steps for adding or removing one. A ``"substitute"`` ledger
+takes both and counts an add/remove release by group privacy (a substitution is a removal and
+an addition): ``(2 epsilon, (1 + e^epsilon) delta)``, with the curve of ``2 epsilon``-DP for a
+pure one (an approximate one has no curve there). An ``"add/remove"`` ledger (the default)
+refuses a substitute release (a ``ValueError`` that says how to create the right ledger).
+
+Whole plans fixed in advance (the ``T`` rounds of a federation, the ``K`` queries of a search)
+are accounted for as one step before they reach a ledger, by their own accountant (for a fixed
+Gaussian plan ``dp_accounting``'s PLD accountant,
+:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`). A PLD rule over adaptively chosen
+steps would not be a valid filter in general, so the ledger's rule stays basic-or-Rényi.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from privcal._params import check_int, check_option, check_real
+from privcal.privacy.guarantee import RELATIONS
+
+__all__ = [
+    "ORDERS",
+    "Composition",
+    "FilterRule",
+    "Spend",
+    "as_relation",
+    "compose_spends",
+    "dpsgd_curve",
+    "event_curve",
+    "pure_dp_curve",
+    "zcdp_curve",
+]
+
+#: The fixed grid of Rényi orders every privcal ledger records curves on (16 orders, so the
+#: Rényi branch pays ``log 16`` in its per-order delta ``delta_R / 16``).
+ORDERS: tuple[float, ...] = (
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0,
+)  # fmt: skip
+
+
+def _orders(orders: Sequence[float] | None) -> np.ndarray:
+    return np.asarray(ORDERS if orders is None else orders, dtype=np.float64)
+
+
+def event_curve(event: Any, count: int = 1, orders: Sequence[float] | None = None) -> np.ndarray:
+    """RDP curve of ``count`` compositions of a ``dp_accounting`` event on ``orders``.
+
+    ``dp_accounting.rdp.RdpAccountant(orders)`` composes the event; its curve is read from the
+    accountant (``dp_accounting`` has no public getter for it).
+
+    Raises
+    ------
+    ValueError
+        If ``dp_accounting``'s RDP accountant does not support the event.
+    """
+    from dp_accounting import rdp
+
+    acc = rdp.RdpAccountant(list(_orders(orders)))
+    if not acc.supports(event):
+        raise ValueError(
+            f"dp_accounting's RDP accountant cannot account for {event!r}; record the release "
+            "with an explicit rdp curve or without one (basic composition only)."
+        )
+    acc.compose(event, check_int(count, "count", "event_curve", low=0))
+    return np.array(acc._rdp, dtype=np.float64)
+
+
+def pure_dp_curve(epsilon: float, orders: Sequence[float] | None = None) -> np.ndarray:
+    """RDP curve of a pure ``epsilon``-DP release: ``min(epsilon, alpha epsilon^2 / 2)``.
+
+    ``epsilon``-DP implies ``D_alpha <= D_inf <= epsilon`` and ``epsilon^2/2``-zCDP (Bun &
+    Steinke 2016, Prop. 3.3), i.e. ``D_alpha <= alpha epsilon^2 / 2`` for every ``alpha > 1``;
+    the zCDP part is ``dp_accounting``'s ``ZCDpEvent(epsilon^2 / 2)``.
+    """
+    import dp_accounting
+
+    eps = check_real(epsilon, "epsilon", "pure_dp_curve", low=0.0)
+    zcdp = event_curve(dp_accounting.ZCDpEvent(eps * eps / 2.0), 1, orders)
+    return np.minimum(zcdp, eps)
+
+
+def zcdp_curve(rho: float, orders: Sequence[float] | None = None) -> np.ndarray:
+    """RDP curve of a ``rho``-zCDP release: ``alpha rho`` (Bun & Steinke 2016, Def. 1.1)."""
+    import dp_accounting
+
+    r = check_real(rho, "rho", "zcdp_curve", low=0.0)
+    return event_curve(dp_accounting.ZCDpEvent(r), 1, orders)
+
+
+def dpsgd_curve(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    orders: Sequence[float] | None = None,
+) -> np.ndarray:
+    """RDP curve of ``steps`` Poisson-subsampled Gaussian steps (DP-SGD, DP-SGLD).
+
+    The same event :func:`privcal.privacy.accounting.rdp_epsilon` composes (Mironov, Talwar &
+    Zhang 2019), on the ledger's grid.
+    """
+    import dp_accounting
+
+    owner = "dpsgd_curve"
+    z = check_real(noise_multiplier, "noise_multiplier", owner, low=0.0, low_open=True)
+    q = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    n = check_int(steps, "steps", owner, low=0)
+    event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
+    return event_curve(event, n, orders)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """What a ledger's record composes to (:meth:`FilterRule.compose`).
+
+    Attributes
+    ----------
+    basic_epsilon, basic_delta : float
+        Basic composition: the sums.
+    renyi_epsilon, renyi_delta : float
+        The Rényi figure ``min_alpha conv_alpha(sum r_i(alpha), renyi_delta / m)`` at
+        ``renyi_delta`` (``inf`` and ``0`` when the ledger has no Rényi branch).
+    order : float or None
+        The order that gives the Rényi figure.
+    relation : {"add/remove", "substitute"}
+        The neighbouring relation the figures hold under.
+    """
+
+    basic_epsilon: float
+    basic_delta: float
+    renyi_epsilon: float
+    renyi_delta: float
+    order: float | None
+    relation: str = "add/remove"
+
+    @property
+    def stated(self) -> str:
+        """``"renyi"`` when its epsilon is strictly smaller than the basic sum, else ``"basic"``."""
+        return "renyi" if self.renyi_epsilon < self.basic_epsilon else "basic"
+
+    @property
+    def epsilon(self) -> float:
+        """The stated epsilon (the smaller of the two)."""
+        return self.renyi_epsilon if self.stated == "renyi" else self.basic_epsilon
+
+    @property
+    def delta(self) -> float:
+        """The delta of the stated figure."""
+        return self.renyi_delta if self.stated == "renyi" else self.basic_delta
+
+
+@dataclass(frozen=True)
+class FilterRule:
+    """The admission rule of a ledger with budget ``(epsilon, delta)`` (module docstring).
+
+    Parameters
+    ----------
+    epsilon : float
+        Epsilon budget, ``> 0``.
+    delta : float
+        Delta budget in ``[0, 1)``.
+    renyi_delta : float
+        ``delta_R``, the part of ``delta`` backing the Rényi branch, in ``[0, delta]``; the basic
+        branch keeps ``delta - renyi_delta``. ``0``: basic composition only.
+    orders : tuple of float
+        The Rényi orders (all ``> 1.01``).
+    relation : {"add/remove", "substitute"}, default="add/remove"
+        The neighbouring relation of the ledger's guarantee.
+    """
+
+    epsilon: float
+    delta: float
+    renyi_delta: float = 0.0
+    orders: tuple[float, ...] = ORDERS
+    relation: str = "add/remove"
+
+    def __post_init__(self) -> None:
+        owner = "FilterRule"
+        check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
+        check_real(self.delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+        if not 0.0 <= float(self.renyi_delta) <= float(self.delta):
+            raise ValueError(
+                f"The 'renyi_delta' of a ledger must be in [0, delta_budget={self.delta!r}] (the "
+                f"part of the delta budget that backs the Rényi filter). Got "
+                f"{self.renyi_delta!r}; pass renyi_delta=0 for basic composition only."
+            )
+        if not self.orders or min(self.orders) <= 1.01:
+            raise ValueError(f"FilterRule needs Rényi orders > 1.01. Got {self.orders!r}.")
+        check_option(self.relation, "relation", owner, RELATIONS)
+
+    @property
+    def basic_delta(self) -> float:
+        """``delta_b = delta - renyi_delta``, the delta budget of the basic branch."""
+        return max(0.0, float(self.delta) - float(self.renyi_delta))
+
+    def compose(
+        self,
+        epsilons: Sequence[float],
+        deltas: Sequence[float],
+        curve: np.ndarray,
+    ) -> Composition:
+        """The record's :class:`Composition` (``curve``: the summed RDP curves on the grid)."""
+        relation = self.relation
+        eps, dlt = math.fsum(epsilons), math.fsum(deltas)
+        if self.renyi_delta <= 0.0:
+            return Composition(eps, dlt, math.inf, 0.0, None, relation)
+        from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+        total = np.asarray(curve, dtype=np.float64)
+        per_order = float(self.renyi_delta) / len(self.orders)
+        r_eps, order = compute_epsilon(list(self.orders), list(total), per_order)
+        r_eps = float(r_eps)
+        order_ = None if math.isinf(r_eps) else float(order)
+        return Composition(eps, dlt, r_eps, float(self.renyi_delta), order_, relation)
+
+    def admits(self, comp: Composition, rel_tol: float = 1e-12) -> bool:
+        """Whether a record composing to ``comp`` is within the budget by either branch."""
+        slack = 1.0 + rel_tol
+        basic = (
+            comp.basic_epsilon <= self.epsilon * slack
+            and comp.basic_delta <= self.basic_delta * slack
+        )
+        return basic or comp.renyi_epsilon <= self.epsilon * slack
+
+
+class Spend(NamedTuple):
+    """One recorded spend as the admission rule sees it (``curve=None``: derive it)."""
+
+    epsilon: float
+    delta: float
+    curve: np.ndarray | None
+    relation: str
+
+    @staticmethod
+    def read(eps: float, dlt: float, curve: str | None, relation: str | None) -> Spend:
+        """A spend from a ledger row (the curve as JSON, ``NULL`` relation: add/remove)."""
+        c = None if curve is None else np.asarray(json.loads(curve), dtype=np.float64)
+        return Spend(float(eps), float(dlt), c, relation or "add/remove")
+
+
+def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
+    """Compose recorded spends under ``rule`` and its neighbouring relation.
+
+    A row without a curve has the pure-DP curve when its delta is 0 and ``+inf`` otherwise; the
+    curves are built only when the rule has a Rényi branch. Under ``"substitute"`` an
+    add/remove row counts by group privacy (:func:`as_relation`; Dwork & Roth 2014, Thm. 2.2
+    and its approximate form).
+
+    Raises
+    ------
+    ValueError
+        If a row is a substitute release and the rule is add/remove.
+    """
+    terms = [as_relation(r, rule.relation) for r in rows]
+    eps = [e for e, _, _ in terms]
+    dlt = [d for _, d, _ in terms]
+    if rule.renyi_delta <= 0.0:
+        return rule.compose(eps, dlt, np.zeros(len(rule.orders)))
+    total = np.zeros(len(rule.orders))
+    for e, d, c in terms:
+        if c is not None:
+            total = total + c
+        elif d == 0.0:
+            total = total + pure_dp_curve(e, rule.orders)
+        else:
+            total = total + np.inf
+    return rule.compose(eps, dlt, total)
+
+
+def as_relation(row: Spend, relation: str) -> tuple[float, float, np.ndarray | None]:
+    """``(epsilon, delta, curve)`` of ``row`` under ``relation`` (``None`` curve: derive it)."""
+    if row.relation == relation:
+        return row.epsilon, row.delta, row.curve
+    if relation == "add/remove":
+        raise ValueError(
+            "A release that is DP for substituting one example (e.g. PrivateConformal, n public) "
+            "cannot be charged to an add/remove ledger, whose guarantee would not cover it. "
+            "Create the pipeline's ledger with relation='substitute' (PrivacyOdometer(..., "
+            "relation='substitute') or 'privcal ledger init PATH --relation substitute'): it "
+            "counts each add/remove step twice (group privacy)."
+        )
+    # add/remove -> substitute: group privacy over the two add/remove steps of a substitution
+    if row.delta == 0.0:
+        return 2.0 * row.epsilon, 0.0, None
+    return 2.0 * row.epsilon, (1.0 + math.exp(row.epsilon)) * row.delta, np.array(np.inf)
