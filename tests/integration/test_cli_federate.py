@@ -274,8 +274,13 @@ def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path)
     from privcal.federated.flower.transcript import carries, read_transcript, reply_arrays
     from privcal.privacy.odometer import read_ledger
     from privcal.private import DataSource
-    from privcal.private.temperature import CURVE_ANCHOR, CURVE_HIGH, CURVE_LOW, CURVE_RATIO
-    from privcal.private.temperature import geometric_grid
+    from privcal.private.temperature import (
+        CURVE_ANCHOR,
+        CURVE_HIGH,
+        CURVE_LOW,
+        CURVE_RATIO,
+        geometric_grid,
+    )
 
     block = _blocks()[3]
     assert "--method acc-t" in block and "--secagg" in block

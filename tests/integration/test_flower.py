@@ -330,3 +330,54 @@ def test_secaggplus_counts_a_refusing_client_once(federation, capsys) -> None:  
     assert "privcal: round 2/2: 4 replied, 1 dropped, 0 refused" in out, out
     lines = status.read_text()
     assert "round 1/2: answered" in lines and "round 2/2: refused (" in lines, lines
+
+
+def test_data_sources_over_secaggplus_answer_with_shares(tmp_path: Path) -> None:
+    """Seed 000 over SecAgg+ with distributed noise (in-process nodes): every source's ledger
+    is charged the fit's epsilon once, the report names SecAgg+ and the threshold, the fit
+    calibrates, and a source's budget questions travel as plain messages."""
+    from privcal.metrics import ece
+    from privcal.metrics.statistics import softmax
+    from privcal.privacy.odometer import read_ledger
+
+    rng = np.random.default_rng(1)
+    z = 3.0 * rng.normal(size=(800, 4))
+    y = np.argmax(z + 2.0 * rng.normal(size=z.shape), axis=1)
+    nodes = []
+    for k in range(4):
+        np.savez(tmp_path / f"s{k}.npz", logits=z[k::4], labels=y[k::4])
+        nodes.append({"data": str(tmp_path / f"s{k}.npz"), "ledger": str(tmp_path / f"l{k}.sqlite"),
+                      "budget": 2.0, "status": str(tmp_path / f"st{k}.log")})  # fmt: skip
+    out = tmp_path / "out"
+    cfg = {"method": "acc-t", "n-classes": 4, "epsilon": 1.0, "secagg": True, "min-clients": 3}
+    run_local({**cfg, "aggregation": "distributed", "out-dir": str(out)}, nodes)
+    report = json.loads((out / "privacy_report.json").read_text())
+    threat = " ".join(report["threat"])
+    assert "Flower's SecAgg+" in threat and "threshold t=3 of K=4" in threat
+    assert "at most 4096 rows" in " ".join(report["public"])
+    assert {r["mechanism"] for r in report["releases"]} == {"distributed discrete laplace"}
+    for node in nodes:
+        assert read_ledger(node["ledger"]).spent == pytest.approx(1.0)
+        assert "answered with a distributed share" in Path(node["status"]).read_text()
+    cal = calibrator_from_dict(json.loads((out / "calibrator.json").read_text()))
+    assert ece(cal.predict_proba(z), y) < ece(softmax(z), y)
+
+
+def test_public_statistic_is_what_a_source_builds_from_its_rows() -> None:
+    """The aggregator's plan (from the public placeholder) is the plan every source builds
+    from its own rows: same label, sensitivity, moved coordinates, row bound and shape."""
+    from privcal.private import DataSource
+    from privcal.private.source import public_statistic, share_plan
+
+    rng = np.random.default_rng(3)
+    src = DataSource(rng.normal(size=(30, 5)), rng.integers(0, 5, 30))
+    grid = np.geomspace(0.5, 4.0, 6)
+    cases = [("accuracy_gap_curve", {"temperatures": grid, "anchor": 2}),
+             ("bin_gaps", {"temperature": 1.5, "n_bins": 7}), ("count", {}),
+             ("clipped_nll_increments", {"temperatures": grid, "bound": 5.0})]  # fmt: skip
+    for query, params in cases:
+        mine, public = getattr(src, f"_{query}")(**params), public_statistic(query, 5, **params)
+        assert (mine.label, mine.sensitivity, mine.moved, mine.row_bound) == (
+            public.label, public.sensitivity, public.moved, public.row_bound)  # fmt: skip
+        assert np.shape(mine.value) == np.shape(public.value)
+        assert share_plan(mine, 0.5, 4, 3, 31, 4096) == share_plan(public, 0.5, 4, 3, 31, 4096)

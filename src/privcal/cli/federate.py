@@ -133,6 +133,11 @@ def server(
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
         _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
         aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
+        if method == "acc-t" and secagg and aggregation != "distributed":
+            raise ValueError(
+                "--method acc-t --secagg sums the data sources' distributed noise shares: drop "
+                "--aggregation trusted (or drop --secagg: each source then adds its own noise)."
+            )
         if not 0 < sample_rate <= 1:
             raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
         if secagg and sample_rate < 1:

@@ -1045,7 +1045,8 @@ def public_statistic(query: str, n_classes: int, **params: Any) -> _Statistic:
             f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
         )
     placeholder = DataSource(np.zeros((1, int(n_classes))), np.zeros(1, dtype=np.int64))
-    return getattr(placeholder, f"_{query}")(**params)  # type: ignore[no-any-return]
+    stat: _Statistic = getattr(placeholder, f"_{query}")(**params)
+    return stat
 
 
 def share_all(

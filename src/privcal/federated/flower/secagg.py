@@ -322,7 +322,7 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
         if cfg.get("task") == "source":
             from privcal.federated.flower.sources import budget_answer
 
-            info = (
+            info: dict[str, Any] = (
                 budget_answer(node, cfg)
                 if cfg.get("query") in ("status", "can_spend")
                 else {"refused": "over SecAgg+ this source answers with shares only"}
@@ -522,6 +522,7 @@ class SecAggSourceSums:
             grid, self.legacy.client_manager
         )
         done.wait()
+        self._round = 0
         self._configs = ConfigRecord({WorkflowKey.CURRENT_ROUND: 0})
         self.legacy.state.config_records[MAIN_CONFIGS_RECORD] = self._configs
         self.legacy.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
@@ -556,7 +557,8 @@ class SecAggSourceSums:
             "share-threshold": int(threshold),
         }
         self.strategy.result = None
-        self._configs[WorkflowKey.CURRENT_ROUND] = int(self._configs[WorkflowKey.CURRENT_ROUND]) + 1
+        self._round += 1
+        self._configs[WorkflowKey.CURRENT_ROUND] = self._round
         _HaltingSecAggPlus(
             num_shares=k,
             reconstruction_threshold=secagg_threshold(int(threshold), k),
