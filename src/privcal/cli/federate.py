@@ -569,12 +569,18 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     console.print("The run is over; the client stopped.")
 
 
-def _await_replies(n: int, log: Path, wait_s: float = 10.0) -> None:
-    """Wait (at most ``wait_s``) until the SuperNode has sent ``n`` replies, the last one being
-    its answer to the server's end-of-run message, so that the server does not wait for it."""
+def _await_replies(log: Path, wait_s: float = 30.0) -> None:
+    """Wait (at most ``wait_s``) until the SuperNode has sent a reply to every message it
+    received (its log's ``Sent successfully`` lines catch up with its ``Received successfully``
+    lines), the last being its answer to the server's end-of-run message.
+
+    Stopping the SuperNode before its last reply's objects are pushed leaves the SuperLink a
+    message whose contents never arrive, and the server's pull of it retries for minutes.
+    """
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if log.read_text(errors="replace").count("Sent successfully") >= n:
+        text = log.read_text(errors="replace")
+        if text.count("Sent successfully") >= max(text.count("Received successfully"), 1):
             return
         time.sleep(0.1)
 
@@ -589,7 +595,7 @@ def _follow(status: Path, log: Path, proc: Any) -> bool:
             style = "yellow" if "WARNING" in line or "refused" in line else None
             err_console.print(line, style=style, markup=False, highlight=False)
             if line.startswith("end:"):
-                _await_replies(sum(ln.startswith(("round ", "end:")) for ln in lines), log)
+                _await_replies(log)
                 return True
         seen = len(lines)
         if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):
