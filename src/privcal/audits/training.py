@@ -31,6 +31,7 @@ import numpy as np
 import torch  # noqa: F401  (this area needs the torch extra: fail here, not mid-audit)
 
 from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits.plants import Plant, patched
 from privcal.training import DPPlattScaling, DPTemperatureScaling
 
 __all__ = [
@@ -100,12 +101,40 @@ def _tail_events(draw: Any, k: int) -> list[Any]:
     return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
 
+def _unbounded_influence() -> Any:
+    """No logit bound and no per-example gradient clipping: the extreme row dominates the fit
+    while the claim still assumes sensitivity ``C``."""
+    from opacus.optimizers import DPOptimizer
+
+    import privcal.training.recalibration as recalibration
+
+    def unclipped_sum(self: DPOptimizer) -> None:
+        for p in self.params:
+            p.summed_grad = p.grad_sample.sum(0)
+
+    return patched(
+        (recalibration, "bounded_logits", lambda z, bound: z),
+        (DPOptimizer, "clip_and_accumulate", unclipped_sum),
+    )
+
+
+#: 200 runs: the extreme row's unclipped gradient moves the parameter far outside the range
+#: the neighbour without it reaches (epsilon_lower above 1.5 epsilon measured).
+_PLANTS = {
+    "unbounded-influence": Plant(
+        "logits not bounded and per-example gradients not clipped", _unbounded_influence, 200
+    )
+}
+
+
 @register(
     "dp-temperature-scaling",
     summary="DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
     runs=600,
     slow=True,
     extra="torch",
+    events=18,
+    plants=_PLANTS,
 )
 def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPTemperatureScaling(epsilon=1.0, epochs=5).fit(z, y).temperature_``."""
@@ -127,6 +156,8 @@ def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     runs=600,
     slow=True,
     extra="torch",
+    events=18,
+    plants=_PLANTS,
 )
 def audit_dp_platt_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPPlattScaling(epsilon=1.0, epochs=5).fit(z, y).params_["a"]``."""
