@@ -137,3 +137,22 @@ def test_max_epsilon_lower_matches_the_issue() -> None:
     """Issue 31: 100 runs per side at a 1e-6 level (per bound) report at most about 1.9."""
     assert max_epsilon_lower(100, 4e-6, 1) == pytest.approx(math.log(0.871 / 0.129), abs=0.01)
     assert max_epsilon_lower(100, 1e-6, 20) < 2.0 <= max_epsilon_lower(150, 1e-6, 20, 1e-5)
+
+
+def test_privacy_doc_lists_every_audit_and_plant() -> None:
+    """docs/privacy.md's table of audits and plants names every registered audit and plant."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "privacy.md").read_text("utf-8")
+    table = doc[doc.index("### Positive controls") :]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    for name, spec in AUDITS.items():
+        row = next((r for r in rows if _names_audit(r.split(" | ")[0], name)), None)
+        assert row is not None, f"docs/privacy.md has no row for audit {name!r}"
+        for plant in spec.plants:
+            assert f"`{plant}`" in row, f"docs/privacy.md's row of {name!r} lacks plant {plant!r}"
+
+
+def _names_audit(cell: str, name: str) -> bool:
+    """Whether a first cell (``| `a`, `b` ``) lists ``name`` among its audits."""
+    return f"`{name}`" in [part.strip(" |") for part in cell.split(",")]
