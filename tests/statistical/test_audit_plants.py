@@ -88,6 +88,68 @@ def test_plant_is_caught(name: str, plant: str) -> None:
     assert report.result.counts.size <= spec.events  # the Bonferroni factor max_epsilon assumes
 
 
+def _patch_targets() -> list[object]:
+    """Every module and class a registered plant patches (the test below checks the list)."""
+    import privcal.conformal.private as conformal_private
+    import privcal.conformal.quantile as conformal_quantile
+    from privcal.federated import methods, simulation
+    from privcal.privacy.distributed import DistributedPlan, ShareLaw
+    from privcal.private import DataSource
+    from privcal.private import source as source_module
+
+    targets: list[object] = [
+        source_module,
+        DataSource,
+        ShareLaw,
+        DistributedPlan,
+        simulation,
+        methods._Scaling,
+        methods.FedTemp,
+        conformal_private,
+        conformal_quantile,
+    ]
+    try:
+        from privcal.federated.flower import task
+
+        targets.append(task)
+    except ImportError:
+        pass
+    try:
+        from opacus.optimizers import DPOptimizer
+
+        import privcal.training.recalibration as recalibration
+
+        targets += [recalibration, DPOptimizer]
+    except ImportError:
+        pass
+    return targets
+
+
+def _snapshot(targets: list[object]) -> list[dict[str, object]]:
+    return [dict(vars(t)) for t in targets]
+
+
+def _changed(before: list[dict[str, object]], after: list[dict[str, object]]) -> list[str]:
+    return [
+        name
+        for b, a in zip(before, after, strict=True)
+        for name in set(b) | set(a)
+        if b.get(name, b) is not a.get(name, a)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "plant"), [(n, p) for n, spec in sorted(AUDITS.items()) for p in spec.plants]
+)
+def test_plant_patches_the_library_and_restores_it(name: str, plant: str) -> None:
+    targets = _patch_targets()
+    before = _snapshot(targets)
+    with AUDITS[name].plants[plant].patch():
+        inside = _snapshot(targets)
+    assert _changed(before, inside), "the plant patched none of the library's modules"
+    assert _changed(before, _snapshot(targets)) == []
+
+
 def test_unknown_plant_is_refused_naming_the_known_ones() -> None:
     spec = get_audit("datasource-count")
     with pytest.raises(ValueError, match="Known plants: exact-release"):
