@@ -23,6 +23,7 @@ __all__ = [
     "get_audit",
     "register",
     "run_audit",
+    "tail_events",
 ]
 
 #: Audit modules by area, with the extra each needs (``None``: core install).
@@ -232,6 +233,19 @@ def run_audit(
 def _relation_text(report: Any) -> str:
     public = "; ".join(report.public) if report.public else "nothing declared public"
     return f"{report.unit}-level {report.relation} (public: {public})"
+
+
+def tail_events(draw: Callable[[int, int], Any], k: int) -> list[Any]:
+    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (``k`` runs per
+    neighbour from ``draw``, drawn first and then discarded, so the events are fixed before the
+    audited samples).
+
+    Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
+    one tail event with all of its mass, where buckets would split it into many small counts.
+    """
+    pilot = np.concatenate([np.asarray(draw(0, k)), np.asarray(draw(1, k))])
+    ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
+    return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
 
 def audit_release(

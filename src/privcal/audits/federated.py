@@ -525,7 +525,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
 #: sigma / t instead of sigma / sqrt(t) leaves sqrt(52) = 7.2-fold less noise than claimed: the
 #: round's loss u is then N(-+0.125, 0.14^2) where the claim allows N(-+0.125, 1), which the
 #: tails at 0.125-0.25 see in 500 runs (epsilon_lower 1.25-1.59 measured in 4 audits, 25-35 s);
-#: 700 for a margin. Default runs of the default-t audit: 150, the fewest the run-size rule
+#: 600 for a margin. Default runs of the default-t audit: 150, the fewest the run-size rule
 #: allows.
 _VIEW_SKIP = Plant(
     "the audited client uploads its encoded payload without its share (a loop from client 1)",
@@ -565,7 +565,7 @@ register(
         "share-std-over-t": Plant(
             "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",
             share_std_over_t,
-            700,
+            600,
         ),
     },
 )(functools.partial(_aggregator_view_audit, threshold=None))

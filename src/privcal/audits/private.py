@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, register, tail_events
 from privcal.audits.plants import (
     Plant,
     first_party_skips_share,
@@ -560,8 +560,10 @@ def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | No
     ``2^64`` (:func:`honest_residual`), leaving the uploads of the audited source and of the
     ``t - 1`` honest others (fixed rows, known to the auditor), whose ``t`` shares must carry
     the whole release's noise. The residual is read through the discrete Laplace likelihood
-    ratio around its exact means (:func:`view_read`). The in-process protocol has no dropouts
-    (every source answers), so collusion is how the worst case is reached.
+    ratio around its exact means (:func:`view_read`), on tail events at a pilot's deciles
+    (:func:`~privcal.audits._registry.tail_events`: a noise smaller than claimed moves the
+    read's whole tail, which one tail event sees with all of its mass). The in-process protocol
+    has no dropouts (every source answers), so collusion is how the worst case is reached.
     """
     data = neighbours()
     others = _other_parts(parties)
@@ -585,6 +587,7 @@ def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | No
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([read(side) for _ in range(k)])
 
+    events = tail_events(draw, max(50, runs // 5))
     given = "" if threshold is None else f", threshold={threshold}"
     name = "private-temperature-aggregator" + ("-default-t" if threshold is None else "")
     return audit_release(
@@ -598,12 +601,15 @@ def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | No
         fit(0)[0].privacy_report_,
         runs=runs,
         alpha=alpha,
+        events=events,
     )
 
 
-#: The share-law plants of both aggregator audits. Shares sized for K (2-fold std at K = 4,
-#: t = 1) need 2000 runs (epsilon_lower 1.3-1.6 measured), a party without its share or a seed
-#: reused by every fit make the view deterministic up to rounding: 100 runs.
+#: The share-law plants of both aggregator audits, read through tail events at the pilot's
+#: deciles (:func:`~privcal.audits._registry.tail_events`). Shares sized for K (2-fold std at
+#: K = 4, t = 1) need 1000 runs (epsilon_lower 1.69; 1.54-1.65 at 800; with bucket events they
+#: needed 2000), a party without its share or a seed reused by every fit make the view
+#: deterministic up to rounding: 100 runs.
 _SKIP = Plant(
     "the audited party uploads its encoded value without its share (a loop from party 1)",
     first_party_skips_share,
@@ -620,29 +626,30 @@ register(
     "aggregation='distributed', K=4 sources, t=1, three colluding (discrete Laplace shares)",
     runs=1000,
     slow=True,
+    events=18,
     plants={
         "shares-sized-for-k": Plant(
-            "each share's law built with K where the threshold t belongs", shares_sized_for_k, 2000
+            "each share's law built with K where the threshold t belongs", shares_sized_for_k, 1000
         ),
         "party-skips-share": _SKIP,
         "reused-seed": _REUSED,
     },
 )(functools.partial(_aggregator_audit, parties=AGGREGATOR_PARTIES, threshold=AGGREGATOR_THRESHOLD))
 # the default threshold t = K: the share law's std over t (not sqrt(t)) leaves 1/4 of the
-# claimed std, but the added row moves the encoded curve by about half its sensitivity D, so
-# the loss the read sees is near 2 epsilon: 1000 runs (epsilon_lower 1.56 measured, 33 s).
-# Default runs: 150, the fewest the run-size rule allows (16 sources per fit).
+# claimed std: 300 runs (epsilon_lower 2.48; 1.86 at 200, 3.00 at 500; about 8 s). Default
+# runs: 150, the fewest the run-size rule allows (16 sources per fit).
 register(
     "private-temperature-aggregator-default-t",
     summary="The aggregator's view of PrivateTemperatureScaling with aggregation='distributed' "
     f"and the default threshold, K={DEFAULT_T_PARTIES} sources, t=K, none colluding",
     runs=150,
     slow=True,
+    events=18,
     plants={
         "share-std-over-t": Plant(
             "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",
             share_std_over_t,
-            1000,
+            300,
         ),
     },
 )(functools.partial(_aggregator_audit, parties=DEFAULT_T_PARTIES, threshold=None))

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch  # noqa: F401  (this area needs the torch extra: fail here, not mid-audit)
 
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, register, tail_events
 from privcal.audits.plants import Plant, patched
 from privcal.training import DPPlattScaling, DPTemperatureScaling
 
@@ -84,21 +84,10 @@ def _audit(name: str, make: Any, read: Any, runs: int, alpha: float, call: str) 
         return np.array([read(fit(side)) for _ in range(k)])
 
     report = fit(0).privacy_report_
-    events = _tail_events(draw, max(50, runs // 5))
+    events = tail_events(draw, max(50, runs // 5))
     return audit_release(
         name, call, _NEIGHBOURS, draw, report, runs=runs, alpha=alpha, events=events
     )
-
-
-def _tail_events(draw: Any, k: int) -> list[Any]:
-    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (drawn first).
-
-    Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
-    one tail event with all of its mass, where buckets would split it into many small counts.
-    """
-    pilot = np.concatenate([draw(0, k), draw(1, k)])
-    ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
-    return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
 
 def _unbounded_influence() -> Any:
