@@ -1,7 +1,10 @@
-"""``privcal audit``: lists the audits, runs one and prints claim, bound and confidence."""
+"""``privcal audit``: lists the audits (table and JSON), runs one and prints claim, bound and
+confidence, and runs one with a planted defect."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 from typer.testing import CliRunner
@@ -48,3 +51,47 @@ def test_bad_input_is_one_error_line() -> None:
         assert res.exit_code == 2, (args, res.output)
         assert "Traceback" not in res.output
         assert "Error:" in res.output
+
+
+def test_list_json_gives_every_audit_with_its_plants() -> None:
+    from privcal.audits import available_audits
+
+    res = runner.invoke(app, ["audit", "--list", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert [r["name"] for r in rows] == list(available_audits())
+    for row in rows:
+        assert {"name", "summary", "runs", "slow", "extra", "plants"} <= set(row)
+        assert row["plants"] and all({"name", "summary"} <= set(p) for p in row["plants"])
+        assert row["max_epsilon"] >= 2 * row["epsilon"]
+
+
+def test_list_table_has_a_plants_column() -> None:
+    res = runner.invoke(app, ["audit", "--list"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "plants" in res.output and "share-std-over-t" in res.output
+
+
+def test_a_caught_plant_exits_1_and_says_so() -> None:
+    args = ["audit", "datasource-count", "--plant", "exact-release", "--runs", "100"]
+    res = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "plant 'exact-release' caught" in res.output and "FAILED" in res.output
+    # the plant is undone: the same audit passes afterwards
+    res = runner.invoke(app, ["audit", "datasource-count", "--runs", "500"])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_unknown_plant_is_one_error_line_before_anything_runs(monkeypatch: Any) -> None:
+    from privcal.audits import _registry, get_audit
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the audit ran")
+
+    spec = dataclasses.replace(get_audit("datasource-count"), function=never)
+    monkeypatch.setitem(_registry._AUDITS, "datasource-count", spec)
+    res = runner.invoke(app, ["audit", "datasource-count", "--plant", "nope"])
+    assert res.exit_code == 2, res.output
+    assert res.output.count("Error:") == 1 and "Known plants: exact-release" in res.output
+    res = runner.invoke(app, ["audit", "datasource-count", "--json"])
+    assert res.exit_code == 2 and "--json applies to --list only" in res.output

@@ -4,7 +4,8 @@ The audits (``privcal.audits.conformal``) call ``PrivateConformal(...).fit`` and
 ``private_quantile`` exactly as a user does: default bins, gamma and noise (``SecureNoise``), so
 they are not seeded; a correct implementation fails with probability at most ``alpha = 1e-6``.
 
-Planted defects, each monkeypatched into the real code path and caught by the *same* audit:
+Planted defects, each registered with its audit, patched into the real code path and caught by
+the *same* audit (``tests/statistical/test_audit_plants.py`` runs them):
 
 * **n-dependent validity under add/remove**: ``PrivateConformal``'s report claims add/remove (the
   old claim) while the target rank ``k`` and the full-set branch depend on ``n``; the audit then
@@ -28,8 +29,6 @@ import numpy as np
 import pytest
 
 import privcal.audits.conformal as conformal_audits
-import privcal.conformal.private as private_mod
-import privcal.conformal.quantile as quantile_mod
 from privcal.audits._registry import _AUDITS, AuditReport
 from privcal.conformal import (
     FullSetWarning,
@@ -37,12 +36,10 @@ from privcal.conformal import (
     min_calibration_size,
     private_quantile,
 )
-from privcal.privacy import PrivacyReport, SeededNoise
+from privcal.privacy import SeededNoise
 
 # the planted-defect runs draw seeded noise on purpose (reproducible failures)
 pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")
-
-PLANTED_RUNS = 300
 
 
 def _run(name: str, runs: int | None = None) -> AuditReport:
@@ -50,11 +47,6 @@ def _run(name: str, runs: int | None = None) -> AuditReport:
     report = _AUDITS[name].run(runs=runs)
     print(report)
     return report
-
-
-def _reuse_seed(monkeypatch: pytest.MonkeyPatch, module: Any, seed: int) -> None:
-    """Plant the defect: every call resolves its noise to a fresh ``SeededNoise(seed)``."""
-    monkeypatch.setattr(module, "resolve_noise", lambda noise, owner, **kw: SeededNoise(seed))
 
 
 def _first_distinguishing_seed(outputs: Any) -> int:
@@ -127,22 +119,16 @@ def test_private_quantile_substitute_audit_passes() -> None:
 # --- planted defects ----------------------------------------------------------------------------
 
 
-def test_planted_n_dependent_bins_under_add_remove_fail(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The old claim: add/remove, while k and the full-set branch depend on n."""
-
-    def old_claim(*args: Any, **kwargs: Any) -> PrivacyReport:
-        kwargs["relation"] = "add/remove"
-        return PrivacyReport(*args, **kwargs)
-
-    monkeypatch.setattr(private_mod, "PrivacyReport", old_claim)
+def test_planted_add_remove_claim_compares_a_threshold_with_full_sets() -> None:
+    """The ``add-remove-claim`` plant (caught in ``test_audit_plants.py``) audits n = 96, the
+    smallest n with a finite threshold, against n = 95, which gets full sets."""
     d, d2, _ = conformal_audits.conformal_neighbours("add/remove")
     assert conformal_audits.CONFORMAL_N == min_calibration_size(0.1, 1.0)
     assert np.isfinite(PrivateConformal().fit(*d).threshold_)
     with pytest.warns(FullSetWarning):
         assert PrivateConformal().fit(*d2).threshold_ == np.inf
-    res = _run("private-conformal", runs=PLANTED_RUNS)
-    assert "add/remove" in res.relation and "removed" in res.neighbours
-    assert not res.passed and res.epsilon_lower > 1.0, str(res)
+    with _AUDITS["private-conformal"].plants["add-remove-claim"].patch():
+        assert PrivateConformal().fit(*d).privacy_report_.relation == "add/remove"
 
 
 @pytest.mark.parametrize(("method", "n0"), [("rank", 96), ("angelopoulos2022", 213)])
@@ -165,41 +151,45 @@ def test_full_set_branch_depends_on_n_which_the_report_declares_public(
         assert est.privacy_report_.public[0].startswith(f"n = {est.n_} ")
 
 
-def test_planted_reused_seed_fails_private_conformal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reused_seed_plants_use_a_seed_that_separates_the_neighbours() -> None:
+    """Each ``reused-seed`` plant's seed is the first that separates its audit's neighbours."""
     d, d2, _ = conformal_audits.conformal_neighbours("substitute")
-    seed = _first_distinguishing_seed(
-        lambda s: [PrivateConformal(noise=SeededNoise(s)).fit(*x).threshold_ for x in (d, d2)]
+    assert (
+        _first_distinguishing_seed(
+            lambda s: [PrivateConformal(noise=SeededNoise(s)).fit(*x).threshold_ for x in (d, d2)]
+        )
+        == 1
     )
-    _reuse_seed(monkeypatch, private_mod, seed)
-    res = _run("private-conformal", runs=PLANTED_RUNS)
-    assert not res.passed and res.epsilon_lower > 1.0, str(res)
-
-
-def test_planted_reused_seed_fails_private_conformal_localized(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A deployment that reuses its seed: the split, the window and the threshold are fixed."""
     d, d2, _ = conformal_audits.localized_neighbours()
-    seed = _first_distinguishing_seed(
-        lambda s: [
-            (lambda e: (e.window_, e.threshold_))(PrivateConformal(noise=SeededNoise(s)).fit(*x))
-            for x in (d, d2)
-        ]
+    assert (
+        _first_distinguishing_seed(
+            lambda s: [
+                (lambda e: (e.window_, e.threshold_))(
+                    PrivateConformal(noise=SeededNoise(s)).fit(*x)
+                )
+                for x in (d, d2)
+            ]
+        )
+        == 13
     )
-    _reuse_seed(monkeypatch, private_mod, seed)
-    res = _run("private-conformal-localized", runs=PLANTED_RUNS)
-    assert not res.passed and res.epsilon_lower > 1.0, str(res)
-
-
-@pytest.mark.parametrize("relation", ["add/remove", "substitute"])
-def test_planted_reused_seed_fails_private_quantile(
-    relation: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    d, d2, _ = conformal_audits.quantile_neighbours(relation)
-    seed = _first_distinguishing_seed(
-        lambda s: [private_quantile(x, 0.5, 1.0, 4, noise=SeededNoise(s)) for x in (d, d2)]
-    )
-    _reuse_seed(monkeypatch, quantile_mod, seed)
-    name = "private-quantile" if relation == "add/remove" else "private-quantile-substitute"
-    res = _run(name, runs=PLANTED_RUNS)
-    assert not res.passed and res.epsilon_lower > 1.0, str(res)
+    for relation, seed in (("add/remove", 6), ("substitute", 29)):
+        d, d2, _ = conformal_audits.quantile_neighbours(relation)
+        assert (
+            _first_distinguishing_seed(
+                lambda s, pair=(d, d2): [
+                    private_quantile(x, 0.5, 1.0, 4, noise=SeededNoise(s)) for x in pair
+                ]
+            )
+            == seed
+        )
+    summaries = [
+        _AUDITS[n].plants["reused-seed"].summary
+        for n in (
+            "private-conformal",
+            "private-conformal-localized",
+            "private-quantile",
+            "private-quantile-substitute",
+        )
+    ]
+    for summary, seed in zip(summaries, (1, 13, 6, 29), strict=True):
+        assert f"SeededNoise({seed})" in summary

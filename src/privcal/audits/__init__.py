@@ -18,14 +18,17 @@ an audit needing the torch or federated extra does not load it until asked:
   server's release for one round;
 * :mod:`privcal.audits.training`: ``DPTemperatureScaling``, ``DPPlattScaling``.
 
-``privcal audit NAME`` runs one from the command line; the test suite runs all of them and, for
-each, a planted defect that the same audit must catch.
+Each audit registers the defects it must catch (:class:`Plant`: a realistic bug planted into the
+real code path by a patch that is undone afterwards, :mod:`privcal.audits.plants`).
+``privcal audit NAME`` runs one from the command line (``--plant DEFECT`` with a defect in); the
+test suite runs all of them and every plant of every audit.
 """
 
 from privcal.audits._registry import (
     AREAS,
     AuditReport,
     DeployedAudit,
+    Plant,
     audit_release,
     available_audits,
     get_audit,
@@ -37,6 +40,7 @@ __all__ = [
     "AREAS",
     "AuditReport",
     "DeployedAudit",
+    "Plant",
     "audit_release",
     "available_audits",
     "get_audit",

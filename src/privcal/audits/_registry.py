@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from privcal._params import check_int, check_probability
-from privcal.privacy.audit import AuditResult, audit_dp
+from privcal.audits.plants import Plant
+from privcal.privacy.audit import AuditResult, audit_dp, max_epsilon_lower
 
 __all__ = [
     "AREAS",
     "AuditReport",
     "DeployedAudit",
+    "Plant",
     "audit_release",
     "available_audits",
     "get_audit",
     "register",
     "run_audit",
+    "tail_events",
 ]
 
 #: Audit modules by area, with the extra each needs (``None``: core install).
@@ -98,12 +101,21 @@ class DeployedAudit:
     summary : str
         One line for ``privcal audit --list``.
     runs : int
-        Default number of runs per neighbour (chosen so the audit fits the test tier it runs in).
+        Default number of runs per neighbour: at least what the run-size rule needs
+        (:attr:`max_epsilon` ``>= 2 epsilon``), and no more than the test tier it runs in allows.
     slow : bool
         Runs in the slow test tier (CI still runs it).
     extra : str or None
         The install extra it needs.
     function : callable
+    events : int
+        The most events the audit tests (its Bonferroni factor ``m``; a pilot can merge some).
+    epsilon, delta : float
+        The budget the audited call asks for. The audit reads its claim from the entry point's
+        own report; the test suite checks that the two agree.
+    plants : mapping of str to Plant
+        The defects planted into this entry point that the audit must catch
+        (``privcal audit NAME --plant DEFECT``).
     """
 
     name: str
@@ -112,26 +124,71 @@ class DeployedAudit:
     slow: bool
     extra: str | None
     function: AuditFunction
+    events: int = 20
+    epsilon: float = 1.0
+    delta: float = 0.0
+    plants: Mapping[str, Plant] = field(default_factory=dict)
 
-    def run(self, runs: int | None = None, alpha: float = 1e-6, **kwargs: Any) -> AuditReport:
+    def max_epsilon(self, runs: int | None = None, alpha: float = 1e-6) -> float:
+        """The largest epsilon lower bound the audit can report at ``runs`` (default: its own):
+        :func:`~privcal.privacy.audit.max_epsilon_lower`, neighbours separating completely on
+        one of :attr:`events` events."""
+        n = self.runs if runs is None else runs
+        return max_epsilon_lower(n, alpha, self.events, self.delta)
+
+    def plant(self, name: str) -> Plant:
+        """The plant registered under ``name``; a ``ValueError`` lists the known ones otherwise."""
+        if name not in self.plants:
+            known = ", ".join(self.plants) or "none"
+            raise ValueError(
+                f"Unknown plant {name!r} for audit {self.name!r}. Known plants: {known} "
+                "(listed by 'privcal audit --list')."
+            )
+        return self.plants[name]
+
+    def run(
+        self,
+        runs: int | None = None,
+        alpha: float = 1e-6,
+        *,
+        plant: str | None = None,
+        **kwargs: Any,
+    ) -> AuditReport:
+        """Run the audit (``runs`` per neighbour; ``None``: :attr:`runs`), with the defect
+        ``plant`` planted into the entry point for the duration of the run if given."""
         owner = f"audit {self.name!r}"
         n = self.runs if runs is None else check_int(runs, "runs", owner, low=100)
         a = check_probability(alpha, "alpha", owner)
-        return self.function(runs=n, alpha=a, **kwargs)
+        if plant is None:
+            return self.function(runs=n, alpha=a, **kwargs)
+        with self.plant(plant).patch():
+            return self.function(runs=n, alpha=a, **kwargs)
 
 
 _AUDITS: dict[str, DeployedAudit] = {}
 
 
 def register(
-    name: str, *, summary: str, runs: int, slow: bool = False, extra: str | None = None
+    name: str,
+    *,
+    summary: str,
+    runs: int,
+    slow: bool = False,
+    extra: str | None = None,
+    events: int = 20,
+    epsilon: float = 1.0,
+    delta: float = 0.0,
+    plants: Mapping[str, Plant] | None = None,
 ) -> Callable[[AuditFunction], AuditFunction]:
-    """Decorator: register ``function(runs, alpha) -> AuditReport`` under ``name``."""
+    """Decorator: register ``function(runs, alpha) -> AuditReport`` under ``name``, with the
+    defects (``plants``) it must catch (see :class:`DeployedAudit` for the rest)."""
 
     def wrap(function: AuditFunction) -> AuditFunction:
         if name in _AUDITS:
             raise ValueError(f"An audit named {name!r} is already registered.")
-        _AUDITS[name] = DeployedAudit(name, summary, runs, slow, extra, function)
+        _AUDITS[name] = DeployedAudit(
+            name, summary, runs, slow, extra, function, events, epsilon, delta, dict(plants or {})
+        )
         return function
 
     return wrap
@@ -165,14 +222,30 @@ def get_audit(name: str) -> DeployedAudit:
     return audits[name]
 
 
-def run_audit(name: str, runs: int | None = None, alpha: float = 1e-6) -> AuditReport:
-    """Run the audit registered under ``name`` (``runs`` per neighbour; ``None``: its default)."""
-    return get_audit(name).run(runs=runs, alpha=alpha)
+def run_audit(
+    name: str, runs: int | None = None, alpha: float = 1e-6, *, plant: str | None = None
+) -> AuditReport:
+    """Run the audit registered under ``name`` (``runs`` per neighbour; ``None``: its default),
+    with its registered defect ``plant`` planted if given."""
+    return get_audit(name).run(runs=runs, alpha=alpha, plant=plant)
 
 
 def _relation_text(report: Any) -> str:
     public = "; ".join(report.public) if report.public else "nothing declared public"
     return f"{report.unit}-level {report.relation} (public: {public})"
+
+
+def tail_events(draw: Callable[[int, int], Any], k: int) -> list[Any]:
+    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (``k`` runs per
+    neighbour from ``draw``, drawn first and then discarded, so the events are fixed before the
+    audited samples).
+
+    Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
+    one tail event with all of its mass, where buckets would split it into many small counts.
+    """
+    pilot = np.concatenate([np.asarray(draw(0, k)), np.asarray(draw(1, k))])
+    ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
+    return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
 
 def audit_release(

@@ -29,7 +29,10 @@ from typing import Any
 
 import numpy as np
 
+import privcal.conformal.private as private_module
+import privcal.conformal.quantile as quantile_module
 from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits.plants import Plant, patched, reused_seed
 from privcal.conformal.localize import LOCALIZE_MIN_N
 
 __all__ = [
@@ -99,6 +102,31 @@ def quantile_neighbours(relation: str) -> tuple[np.ndarray, np.ndarray, str]:
     return c[[3]], c[[3, 0]], "1 score in the last bin; D' adds one in the first"
 
 
+# ------------------------------------------------------------------ planted defects
+def _add_remove_claim() -> Any:
+    """Issue 12's defect: ``PrivateConformal`` reports add/remove while its target rank and its
+    full-set branch depend on ``n``."""
+    from privcal.privacy import PrivacyReport
+
+    def old_claim(*args: Any, **kwargs: Any) -> Any:
+        kwargs["relation"] = "add/remove"
+        return PrivacyReport(*args, **kwargs)
+
+    return patched((private_module, "PrivacyReport", old_claim))
+
+
+def _seeded(module: Any, seed: int, what: str) -> Plant:
+    """Every call of ``module`` draws from ``SeededNoise(seed)``. With a reused seed each
+    neighbour's output is one point, and for some seeds the two points coincide (then nothing
+    can see the defect on this pair): ``seed`` is the first in ``range(200)`` that separates
+    them (found once, asserted in the tests). 300 runs that separate reach epsilon >= 2.7."""
+    return Plant(
+        f"{what} draws its noise from SeededNoise({seed}) on every call (a hard-coded seed)",
+        reused_seed(module, seed=seed),
+        300,
+    )
+
+
 def _audit_fits(
     name: str, entry: str, what: str, draw: Any, report: Any, runs: int, alpha: float
 ) -> AuditReport:
@@ -114,6 +142,16 @@ def _audit_fits(
     summary="PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels), defaults",
     runs=5000,
     slow=True,
+    events=4,
+    plants={
+        # n = 96 (a finite threshold) against n = 95 (full sets): deterministic apart
+        "add-remove-claim": Plant(
+            "the report claims add/remove while k and the full-set branch depend on n",
+            _add_remove_claim,
+            300,
+        ),
+        "reused-seed": _seeded(private_module, 1, "PrivateConformal"),
+    },
 )
 def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
     """Audit ``PrivateConformal().fit`` (default method, bins, noise); output ``threshold_``."""
@@ -169,6 +207,8 @@ def localized_neighbours() -> tuple[Any, Any, str]:
     "(localised default: window and threshold)",
     runs=2000,
     slow=True,
+    events=4,
+    plants={"reused-seed": _seeded(private_module, 13, "PrivateConformal")},
 )
 def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
     """Audit the localised default (Theorem L): the output is the window *and* the threshold.
@@ -246,6 +286,8 @@ def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) ->
     "private-quantile",
     summary="private_quantile(scores, 0.5, 1.0, 4), default noise, add/remove neighbours",
     runs=6000,
+    events=5,
+    plants={"reused-seed": _seeded(quantile_module, 6, "private_quantile")},
 )
 def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
     """Audit ``private_quantile`` with its defaults (add/remove, bounded range, ``SecureNoise``)."""
@@ -256,6 +298,8 @@ def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
     "private-quantile-substitute",
     summary="private_quantile(scores, 0.5, 1.0, 4, relation='substitute'), default noise",
     runs=6000,
+    events=5,
+    plants={"reused-seed": _seeded(quantile_module, 29, "private_quantile")},
 )
 def audit_private_quantile_substitute(runs: int, alpha: float) -> AuditReport:
     """Audit ``private_quantile(..., relation="substitute")``: the worst case, loss 0.954 eps."""

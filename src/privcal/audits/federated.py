@@ -42,6 +42,7 @@ sends, array for array, the reply the audited handler sends for a node holding t
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 import warnings
@@ -53,6 +54,15 @@ from typing import Any
 import numpy as np
 
 from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits.plants import (
+    Plant,
+    first_party_skips_share,
+    patched,
+    reused_seed,
+    share_std_over_t,
+    shares_sized_for_k,
+)
+from privcal.federated import simulation as simulation_module
 
 __all__: list[str] = []
 
@@ -183,7 +193,9 @@ def _simulate_audit(
     )
 
 
-def _register_simulate(method: str, runs: int, slow: bool, aggregation: str | None = None) -> None:
+def _register_simulate(
+    method: str, runs: int, slow: bool, plants: dict[str, Plant], aggregation: str | None = None
+) -> None:
     def audit(runs: int, alpha: float) -> AuditReport:
         return _simulate_audit(method, runs, alpha, aggregation)
 
@@ -195,33 +207,96 @@ def _register_simulate(method: str, runs: int, slow: bool, aggregation: str | No
         runs=runs,
         slow=slow,
         extra=None,
+        delta=DELTA,
+        plants=plants,
     )(audit)
 
 
+# ------------------------------------------------------------------ planted defects
+def _shares_dropped() -> Any:
+    """Every client's noise share is drawn and dropped: the uploads carry the encoded payloads
+    alone, so the secure sum is the exact sum."""
+    from privcal.privacy.distributed import ShareLaw
+
+    def sample(self: Any, noise: Any, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, dtype=np.int64)
+
+    return patched((ShareLaw, "sample", sample))
+
+
+def _observed_k() -> Any:
+    """Issue 12's defect: DP-FedAvg divides the noisy sum by the observed number of clients."""
+    from privcal.federated import methods
+
+    real = methods._Scaling.server_step
+
+    def server_step(
+        self: Any, state: Any, total: Any, n: int, dp: Any = None, denominator: Any = None
+    ) -> Any:
+        return real(self, state, total, n, dp=dp, denominator=float(n) if dp else denominator)
+
+    return patched((methods._Scaling, "server_step", server_step))
+
+
+def _unclipped() -> Any:
+    """A client that skips clipping: its Newton payload leaves as computed."""
+    from privcal.federated import methods
+
+    return patched(
+        (methods.FedTemp, "clip", lambda self, payload, dp: payload),
+        (methods.FedTemp, "clip_many", lambda self, payloads, dp: payloads),
+    )
+
+
+def _seeded_server_noise() -> Any:
+    """The ServerApp draws its noise from SeededNoise(0) in every round of every run."""
+    from privcal.federated.flower import task
+    from privcal.privacy import SeededNoise
+
+    return patched((task, "server_noise", lambda cfg, owner: SeededNoise(0)))
+
+
+# runs: a dropped share or a reused seed makes each neighbour's output deterministic, and 100
+# runs that separate completely show epsilon >= 1.6. The observed-K denominator doubles the noise
+# std on D only: 2000 runs (epsilon_lower 1.4-2.0 measured); an unclipped gradient (30 C_g) moves
+# T to its trust-region edge, which 300 runs see.
+_DROPPED = Plant(
+    "every client's noise share drawn and dropped (the exact sum)", _shares_dropped, 100
+)
+_SEEDED = Plant(
+    "every run draws SeededNoise(0) (a hard-coded seed)", reused_seed(simulation_module), 100
+)
+_OBSERVED_K = Plant(
+    "parameter averaging divides by the observed number of clients, not the declared p K",
+    _observed_k,
+    2000,
+)
+_UNCLIPPED = Plant("a client sends its Newton payload unclipped", _unclipped, 300)
+
 # runs: parameter averaging's audit must see an observed-K denominator (2000 runs: about 5-8 s
 # on the 2-core build machine; the planted defect gives epsilon >= 1.4). FedTemp's Newton audit
-# draws two secure Gaussians per run; 1000 runs see an unclipped client (caught at 300) and
-# reused seeded noise (at 100). The others draw more noise per run with SecureNoise or fit more
-# locally, so they run the minimum (100): L-BFGS fits take 5-30 ms a run, FedBBQ's 512 noisy
+# draws two secure Gaussians per run. The others draw more noise per run with SecureNoise or fit
+# more locally, so they run the fewest runs the run-size rule allows (150: the largest bound
+# they can report is 2.05, twice the claim): L-BFGS fits take 5-30 ms a run, FedBBQ's 512 noisy
 # cells about 25 ms, FedCal's MLP of about 4.4k weights about 0.3-0.4 s (its audit takes
 # minutes: slow tier, and `privcal audit`).
-for _method, _runs, _slow in (
-    ("fedtemp", 1000, False),
-    ("fedtemp-averaging", 2000, False),
-    ("fedvector", 100, False),
-    ("fedopvector", 100, False),
-    ("fedmatrix", 100, False),
-    ("fedcal", 100, True),
-    ("fedbin", 300, False),
-    ("fedbbq", 100, False),
-    ("fedbbq-all", 100, False),
-    ("fedbbq-changed", 100, False),
+for _method, _runs, _slow, _plants in (
+    ("fedtemp", 1000, False, {"reused-seed": _SEEDED}),
+    ("fedtemp-averaging", 2000, False, {"shares-dropped": _DROPPED}),
+    ("fedvector", 150, False, {"shares-dropped": _DROPPED}),
+    ("fedopvector", 150, False, {"shares-dropped": _DROPPED}),
+    ("fedmatrix", 150, False, {"shares-dropped": _DROPPED}),
+    ("fedcal", 150, True, {"shares-dropped": _DROPPED}),
+    ("fedbin", 300, False, {"shares-dropped": _DROPPED}),
+    ("fedbbq", 150, False, {"shares-dropped": _DROPPED}),
+    ("fedbbq-all", 150, False, {"shares-dropped": _DROPPED}),
+    ("fedbbq-changed", 150, False, {"shares-dropped": _DROPPED}),
 ):
-    _register_simulate(_method, _runs, _slow)
+    _register_simulate(_method, _runs, _slow, _plants)
 # the trusted server (aggregation="trusted", seed 003's protocol) is a path users call too; its
 # planted server-side defects (an observed-K denominator, an unclipped client) are caught here
-for _method, _runs in (("fedtemp", 1000), ("fedtemp-averaging", 2000)):
-    _register_simulate(_method, _runs, False, "trusted")
+_register_simulate("fedtemp", 1000, False, {"unclipped": _UNCLIPPED}, "trusted")
+_register_simulate("fedtemp-averaging", 2000, False, {"observed-k": _OBSERVED_K}, "trusted")
 
 
 #: Clients of the aggregator-view audit: the audited one and ``VIEW_CLIENTS - 1`` colluders.
@@ -236,13 +311,16 @@ VIEW_THRESHOLD = 1
 #: claimed is seen best near ``a = 2.5 / f`` (``f = 8``: about 0.3), so the levels span
 #: ``f`` from 2 to beyond 16; ``a = 0`` splits the two neighbours' means.
 VIEW_LEVELS = (0.0, 0.125, 0.25, 0.5, 1.0)
-VIEW_NEIGHBOURS = (
-    f"K = {VIEW_CLIENTS} declared clients, t = {VIEW_THRESHOLD}; D: client 0 enrolled without "
-    "data (it uploads a zero payload and its share), client 1 under-confident, mostly right, "
-    f"clients 2-{VIEW_CLIENTS - 1} enrolled without data; D': client 0 holds over-confident, "
-    "often wrong rows (federated Newton: its gradient and curvature sums clipped to L2 norms "
-    f"C_g and C_h); clients 1-{VIEW_CLIENTS - 1} collude with the server"
-)
+
+
+def _view_neighbours(t: int) -> str:
+    return (
+        f"K = {VIEW_CLIENTS} declared clients, t = {t}; D: client 0 enrolled without data (it "
+        "uploads a zero payload and its share), client 1 under-confident, mostly right, "
+        f"clients 2-{VIEW_CLIENTS - 1} enrolled without data; D': client 0 holds "
+        "over-confident, often wrong rows (federated Newton: its gradient and curvature sums "
+        f"clipped to L2 norms C_g and C_h); clients 1-{VIEW_CLIENTS - t} collude with the server"
+    )
 
 
 def _view_parts(side: int) -> list[np.ndarray]:
@@ -323,9 +401,14 @@ def _tail(column: int, level: float, above: bool) -> Callable[[np.ndarray], np.n
     return lambda s: np.asarray(s)[:, column] <= level
 
 
-def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
-    """FedTemp with DP and distributed aggregation over ``K = 64`` clients with ``threshold=1``,
-    read where the server reads it, with the worst case its report allows.
+def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> AuditReport:
+    """FedTemp with DP and distributed aggregation over ``K = 64`` clients with ``threshold=1``
+    (or, with ``threshold=None``, simulate's default ``t = K - max(1, K // 5) = 52``), read where
+    the server reads it, with the worst case its report allows.
+
+    At the default threshold the colluders are clients ``1 .. K - t`` (client 1, the one with
+    rows, among them) and the ``t - 1`` honest others upload a zero payload and their shares, so
+    the residual holds exactly ``t`` shares; everything below holds with ``t`` for ``1``.
 
     Scenario. The run's report claims ``(epsilon, delta) = (1, 1e-5)`` for the whole run against
     a server joined by up to ``S - t = 63`` clients that reveal their shares. The audit plays
@@ -367,6 +450,8 @@ def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
     from privcal.private import NoiseDominatedWarning
 
     z, y = _data()
+    t = dp_module.default_threshold(VIEW_CLIENTS) if threshold is None else threshold
+    given: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
     seen: list[tuple[Any, list[Any], list[Any]]] = []
     real = dp_module.DPConfig.secure_total
 
@@ -386,14 +471,14 @@ def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
                 rounds=ROUNDS,
                 epsilon=EPSILON,
                 delta=DELTA,
-                threshold=VIEW_THRESHOLD,
+                **given,
                 **PARAMS["fedtemp"],
             )
         return cal
 
     def residuals(cal: Any) -> list[np.ndarray]:
         _, groups, uploads = seen[0]
-        colluders = [u for u in uploads[1:] if u is not None]
+        colluders = [u for u in uploads[1 : 1 + VIEW_CLIENTS - t] if u is not None]
         return [
             honest_residual(cal.aggregator_views_[j], [u[j] for u in colluders])
             for j in range(len(groups))
@@ -415,14 +500,15 @@ def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
         median = np.median(np.vstack([draw(0, k), draw(1, k)]), axis=0)
         for r, m in enumerate(median):
             events += [_tail(r, float(m), True), _tail(r, float(m), False)]
+        shown = "" if threshold is None else f", threshold={threshold}"
         return audit_release(
-            "simulate-fedtemp-aggregator",
+            "simulate-fedtemp-aggregator" + ("-default-t" if threshold is None else ""),
             f'simulate("fedtemp", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
-            f"delta={DELTA:g}, threshold={VIEW_THRESHOLD}, grad_clip=1.0, hess_clip=1.0)."
+            f"delta={DELTA:g}{shown}, grad_clip=1.0, hess_clip=1.0)."
             "aggregator_views_ (the secure sums of round 1's gradients and curvatures that the "
-            f"server sees) less the uploads of the colluding clients 1-{VIEW_CLIENTS - 1}, read "
+            f"server sees) less the uploads of the colluding clients 1-{VIEW_CLIENTS - t}, read "
             "through their Gaussian privacy loss at the claimed std",
-            VIEW_NEIGHBOURS,
+            _view_neighbours(t),
             draw,
             first.privacy_report_,
             runs=runs,
@@ -433,6 +519,19 @@ def _aggregator_view_audit(runs: int, alpha: float) -> AuditReport:
         dp_module.DPConfig.secure_total = real  # type: ignore[method-assign]
 
 
+#: Plants of the server-view audits. Shares sized for K (8-fold std) are seen in the tails of
+#: the round's loss at 500 runs (epsilon_lower 1.4-1.5 measured); a client without its share or
+#: a reused seed leave a deterministic residual: 100 runs. At the default t = 52, a share std of
+#: sigma / t instead of sigma / sqrt(t) leaves sqrt(52) = 7.2-fold less noise than claimed: the
+#: round's loss u is then N(-+0.125, 0.14^2) where the claim allows N(-+0.125, 1), which the
+#: tails at 0.125-0.25 see in 500 runs (epsilon_lower 1.25-1.59 measured in 4 audits, 25-35 s);
+#: 600 for a margin. Default runs of the default-t audit: 150, the fewest the run-size rule
+#: allows.
+_VIEW_SKIP = Plant(
+    "the audited client uploads its encoded payload without its share (a loop from client 1)",
+    first_party_skips_share,
+    100,
+)
 register(
     "simulate-fedtemp-aggregator",
     summary="The server's view (the secure sum of discrete Gaussian shares) of simulate('fedtemp')"
@@ -440,7 +539,36 @@ register(
     f"{VIEW_CLIENTS - VIEW_THRESHOLD} colluding",
     runs=500,
     slow=True,
-)(_aggregator_view_audit)
+    events=16,
+    delta=DELTA,
+    plants={
+        "shares-sized-for-k": Plant(
+            "each share's law built with K where the threshold t belongs", shares_sized_for_k, 500
+        ),
+        "party-skips-share": _VIEW_SKIP,
+        "reused-seed": Plant(
+            "every run's shares drawn from SeededNoise(0) (a hard-coded seed)",
+            reused_seed(simulation_module),
+            100,
+        ),
+    },
+)(functools.partial(_aggregator_view_audit, threshold=VIEW_THRESHOLD))
+register(
+    "simulate-fedtemp-aggregator-default-t",
+    summary="The server's view of simulate('fedtemp') with DP and aggregation='distributed', "
+    f"K={VIEW_CLIENTS} clients, the default t=K-max(1,K//5), K-t colluding",
+    runs=150,
+    slow=True,
+    events=16,
+    delta=DELTA,
+    plants={
+        "share-std-over-t": Plant(
+            "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",
+            share_std_over_t,
+            600,
+        ),
+    },
+)(functools.partial(_aggregator_view_audit, threshold=None))
 
 
 # ------------------------------------------------------------------------------- Flower
@@ -498,6 +626,15 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
     runs=2000,
     slow=False,
     extra="federated",
+    delta=DELTA,
+    plants={
+        # default C_g = 28.3, an unclipped sum of 340 against a noise std of 128 on the sum:
+        # the audit's full 2000 runs
+        "unclipped": Plant("a client sends its Newton payload unclipped", _unclipped, 2000),
+        "seeded-server-noise": Plant(
+            "the ServerApp draws SeededNoise(0) in every run", _seeded_server_noise, 100
+        ),
+    },
 )
 def flower_server_round(runs: int, alpha: float) -> AuditReport:
     """One round of the ServerApp's release (:func:`release_round`) on 1 vs 2 client replies.

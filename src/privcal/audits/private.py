@@ -36,9 +36,18 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits.plants import (
+    Plant,
+    first_party_skips_share,
+    patched,
+    reused_seed,
+    share_std_over_t,
+    shares_sized_for_k,
+)
 from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
+from privcal.private import source as source_module
 from privcal.private.source import curve_release
 from privcal.private.temperature import search_plan
 
@@ -164,6 +173,135 @@ def increments_loss(increments: np.ndarray) -> float:
     return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
 
 
+# ------------------------------------------------------------------ planted defects
+# Each patches what every DataSource answer goes through (``source_module.laplace``, the shared
+# statistic functions, the sensitivities) and is undone after the audit.
+def _exact_release() -> Any:
+    """The noise is drawn and charged, then the exact statistic is released."""
+    real = source_module.laplace
+
+    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
+        return value, real(value, sensitivity, epsilon, noise)[1]
+
+    return patched((source_module, "laplace", leak))
+
+
+def _sensitivity_over(k: int) -> Callable[[], Any]:
+    """The L1 sensitivity divided by ``k`` (charged per cell where it is the whole vector's)."""
+
+    def plant() -> Any:
+        real = source_module.laplace
+
+        def split(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
+            return real(value, sensitivity / k, epsilon, noise)
+
+        return patched((source_module, "laplace", split))
+
+    return plant
+
+
+def _unclipped_nll() -> Any:
+    """The NLL sum computed without its clip ``B`` (one row's NLL is then unbounded)."""
+
+    def unclipped(logits: Any, labels: Any, temperature: Any, bound: Any) -> Any:
+        return clipped_nll_sum(logits, labels, temperature, None)
+
+    return patched((source_module, "clipped_nll_sum", unclipped))
+
+
+def _anchor_only() -> Any:
+    """A curve query that puts noise on the anchor value only and releases the increments
+    exact."""
+    real = source_module.laplace
+
+    def anchor_only(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
+        out, guarantee = real(value, sensitivity, epsilon, noise)
+        v = np.asarray(value, dtype=float)
+        return (np.concatenate([np.atleast_1d(out)[:1], v[1:]]) if v.ndim else out), guarantee
+
+    return patched((source_module, "laplace", anchor_only))
+
+
+def _split_increment_sensitivity() -> Any:
+    """NLL-T's increments priced as if ``B + min(B, log C)`` were shared out over the 16
+    coordinates (``B / k`` each, a budget-split slip)."""
+    real = source_module.nll_curve_sensitivity
+    return patched((source_module, "nll_curve_sensitivity", lambda b, c: real(b, c) / 16))
+
+
+def _data_seeded_noise() -> Any:
+    """Every ``DataSource`` seeds its noise with its own data fingerprint (reproducible
+    answers): the noise, and so the release, is a function of the data."""
+    from privcal.privacy import SeededNoise
+
+    real = DataSource.__init__
+
+    def init(self: DataSource, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        self.noise = SeededNoise(int(self.fingerprint[:15], 16))
+
+    return patched((DataSource, "__init__", init))
+
+
+# runs: an exact or seeded release is deterministic on each neighbour, and 100 runs that
+# separate completely reach epsilon >= 1.6 > 1 (``max_epsilon_lower(100, 1e-6, 20)``); a defect
+# that leaves noise in needs the runs stated with it.
+_EXACT = Plant(
+    "the noise is drawn and charged, then the exact statistic released", _exact_release, 100
+)
+_SEEDED = Plant(
+    "every DataSource draws its noise from SeededNoise(0) (a hard-coded seed)",
+    reused_seed(source_module),
+    300,
+)
+#: Plants of the DataSource query audits, by audit. A sensitivity divided by k leaves Laplace
+#: noise of scale 1/k of the claimed: the released values separate completely, but spread over
+#: ~10 pilot buckets each (about 10% of the runs per bucket), so 1000 runs (0.2 s per 100) are
+#: needed to bound one bucket's ratio above e (epsilon_lower 1.6-1.8 measured). The curve plant
+#: keeps its noise too (800 runs: 1.73), the increments priced at 1/16 of their sensitivity
+#: 1500 (1.97; 1.28-1.37 at 800), the unclipped NLL (loss 5 epsilon spread over buckets) 2000
+#: (2.07; 1.04-1.37 at 500-1000). Queries cost about 2 ms a run.
+_QUERY_PLANTS: dict[str, dict[str, Plant]] = {
+    "datasource-accuracy-gap-sum": {"exact-release": _EXACT},
+    "datasource-count": {"exact-release": _EXACT},
+    "datasource-accuracy-gap-curve": {
+        "anchor-only-noise": Plant(
+            "the curve query noises the anchor value only and releases the increments exact",
+            _anchor_only,
+            800,
+        )
+    },
+    "datasource-clipped-nll-sum": {
+        "unclipped-nll": Plant(
+            "the NLL sum computed without its clip B (sensitivity B no longer holds)",
+            _unclipped_nll,
+            2000,
+        )
+    },
+    "datasource-clipped-nll-increments": {
+        "increment-sensitivity-split": Plant(
+            "the increments' L1 sensitivity B + min(B, log C) shared out over the 16 coordinates",
+            _split_increment_sensitivity,
+            1500,
+        )
+    },
+    "datasource-bin-gaps": {
+        "sensitivity-per-bin": Plant(
+            "the L1 sensitivity 1 divided over the 15 bins (priced per bin)",
+            _sensitivity_over(15),
+            1000,
+        )
+    },
+    "datasource-bin-counts": {
+        "sensitivity-per-cell": Plant(
+            "the L1 sensitivity 1 divided over the 30 cells (priced per cell)",
+            _sensitivity_over(30),
+            1000,
+        )
+    },
+}
+
+
 #: name -> (summary, default runs, the query as a user writes it, the query itself). The vector
 #: queries are read at the coordinate the added row lands in (the auditor built the neighbours).
 _QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
@@ -248,7 +386,7 @@ def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
 
 
 for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
-    register(_name, summary=_summary, runs=_runs, slow=True)(
+    register(_name, summary=_summary, runs=_runs, slow=True, plants=_QUERY_PLANTS[_name])(
         functools.partial(_query_audit, _name, _call, _ask)
     )
 register(
@@ -257,6 +395,7 @@ register(
     "B + min(B, log C)",
     runs=2000,
     slow=True,
+    plants=_QUERY_PLANTS["datasource-clipped-nll-increments"],
 )(
     functools.partial(
         _query_audit,
@@ -267,31 +406,63 @@ register(
         pair=nll_curve_neighbours,
     )
 )
+#: Plants of the calibrators' audits. ECE-T's temperature is the same on both neighbours when
+#: its statistics are exact (the added row shifts every ECE by about the same amount), so its
+#: plant makes the noise itself depend on the data.
+_FIT_PLANTS: dict[str, dict[str, Plant]] = {
+    "private-temperature-acc": {"exact-release": _EXACT},
+    "private-temperature-nll": {"exact-release": _EXACT},
+    "private-temperature-ece": {
+        "data-seeded-noise": Plant(
+            "every DataSource seeds its noise with its data fingerprint (reproducible answers)",
+            _data_seeded_noise,
+            100,
+        )
+    },
+    "private-histogram-binning": {"reused-seed": _SEEDED},
+}
 for _objective, (_summary, _runs) in _OBJECTIVES.items():
-    register(f"private-temperature-{_objective}", summary=_summary, runs=_runs, slow=True)(
-        functools.partial(_temperature_audit, _objective)
-    )
+    register(
+        f"private-temperature-{_objective}",
+        summary=_summary,
+        runs=_runs,
+        slow=True,
+        plants=_FIT_PLANTS[f"private-temperature-{_objective}"],
+    )(functools.partial(_temperature_audit, _objective))
 register(
     "private-histogram-binning",
     summary="PrivateHistogramBinning with its defaults (noisy correct/incorrect bin counts)",
     runs=2500,
     slow=True,
+    plants=_FIT_PLANTS["private-histogram-binning"],
 )(_histogram_binning_audit)
 
 
 # ------------------------------------------------------------------ the aggregator's view
-#: Sources of the distributed audit: the audited one and ``AGGREGATOR_PARTIES - 1`` colluders.
+#: Sources of the distributed audit at ``t = 1``: the audited one and ``AGGREGATOR_PARTIES - 1``
+#: colluders.
 AGGREGATOR_PARTIES = 4
 #: The threshold the audited fit declares: its report then claims the guarantee with up to
 #: ``AGGREGATOR_PARTIES - AGGREGATOR_THRESHOLD`` sources revealing their shares.
 AGGREGATOR_THRESHOLD = 1
+#: Sources of the audit at the default threshold ``t = K`` (no collusion allowed): the sum of
+#: all ``K`` shares is the release's noise. A share law whose std is ``1/t`` of one release's
+#: (instead of ``1/sqrt(t)``) leaves ``1/sqrt(K)`` of the claimed std: 4-fold at ``K = 16``.
+DEFAULT_T_PARTIES = 16
 
 
 def _other_source_rows() -> tuple[np.ndarray, np.ndarray]:
-    """The colluding sources' rows: fixed, identical on both neighbours."""
+    """The other sources' rows: fixed, identical on both neighbours."""
     rng = np.random.default_rng(2025)
     z = 2.0 * rng.normal(size=(N_ROWS, _CLASSES))
     return z, z.argmax(1)
+
+
+def _other_parts(parties: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The rows of the ``parties - 1`` other sources (a split of :func:`_other_source_rows`)."""
+    z, y = _other_source_rows()
+    k = parties - 1
+    return [(z[i::k], y[i::k]) for i in range(k)]
 
 
 class _Colluder(DataSource):
@@ -323,9 +494,10 @@ def honest_residual(view: Any, colluders: list[np.ndarray]) -> np.ndarray:
 
 
 @functools.cache
-def _view_means() -> tuple[np.ndarray, np.ndarray]:
-    """The exact integer means of the honest residual on ``D`` and ``D'``: ``s`` times the audited
-    source's released vector of Acc-T's curve query (randomized rounding is unbiased)."""
+def _view_means(parties: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact integer means of the honest residual on ``D`` and ``D'``: ``s`` times the
+    released vectors of Acc-T's curve query of the audited source and of the honest other
+    sources (the last ``t - 1``; randomized rounding is unbiased)."""
     from privcal.privacy.distributed import DistributedPlan
     from privcal.private.source import MAX_ROWS
 
@@ -333,20 +505,25 @@ def _view_means() -> tuple[np.ndarray, np.ndarray]:
         2.0,
         1.0,
         _GRID.size,
-        n_parties=AGGREGATOR_PARTIES,
-        threshold=AGGREGATOR_THRESHOLD,
+        n_parties=parties,
+        threshold=threshold,
         value_bound=MAX_ROWS,
         shape=(_GRID.size,),
     )
     mu, mu2 = _curve_means()
+    honest = _other_parts(parties)[parties - threshold :]
+    rest = sum(
+        (curve_release(np.asarray(accuracy_gap_sum(z, y, _GRID)), _ANCHOR) for z, y in honest),
+        np.zeros(_GRID.size),
+    )
     s = plan.encoding.scale
-    return s * mu, s * mu2
+    return s * (mu + rest), s * (mu2 + rest)
 
 
-def view_loss(lifted: np.ndarray) -> float:
-    """``|x - mu|_1 - |x - mu'|_1`` of the honest residual ``x`` (the discrete Laplace
-    log-likelihood ratio times ``D / epsilon``): a fixed function of the view."""
-    mu, mu2 = _view_means()
+def view_loss(lifted: np.ndarray, means: tuple[np.ndarray, np.ndarray]) -> float:
+    """``|x - mu|_1 - |x - mu'|_1`` of the honest residual ``x`` with means ``(mu, mu')`` (the
+    discrete Laplace log-likelihood ratio times ``D / epsilon``): a fixed function of the view."""
+    mu, mu2 = means
     x = np.asarray(lifted, dtype=np.float64)
     return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
 
@@ -355,78 +532,124 @@ def view_loss(lifted: np.ndarray) -> float:
 _LOSS_STEPS = 64
 
 
-def view_read(lifted: np.ndarray) -> float:
+def view_read(lifted: np.ndarray, means: tuple[np.ndarray, np.ndarray]) -> float:
     """The scalar the audit reads: :func:`view_loss` in 64ths of its range (so an output that
     is deterministic up to its rounding offsets lands in one bucket, not spread over many),
     ties broken by the coordinate the added row moves most, in half-steps of the encoded
     shift, times ``1e-3`` (the likelihood ratio alone cannot tell two outputs apart whose
     noise is one fixed vector far larger than the shift). A fixed function of the view:
     post-processing, so a correct release still passes."""
-    mu, mu2 = _view_means()
+    mu, mu2 = means
     x = np.asarray(lifted, dtype=np.float64)
     d = float(np.abs(mu2 - mu).sum())  # |encoded shift|_1 <= D
     j = int(np.argmax(np.abs(mu2 - mu)))
     half = abs(float(mu2[j] - mu[j])) / 2.0
-    steps = round(_LOSS_STEPS * view_loss(x) / d)
+    steps = round(_LOSS_STEPS * view_loss(x, means) / d)
     return float(steps + 1e-3 * round((x[j] - (mu[j] + mu2[j]) / 2.0) / half))
 
 
-def _aggregator_audit(runs: int, alpha: float) -> AuditReport:
-    """Acc-T over ``K = 4`` sources with ``aggregation="distributed"`` and ``threshold=1``, read
-    where the aggregator reads it, with the worst case its report allows.
+def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | None) -> AuditReport:
+    """Acc-T over ``K`` sources with ``aggregation="distributed"`` and threshold ``t``
+    (``None``: the fit's default ``t = K``), read where the aggregator reads it, with the worst
+    case its report allows.
 
-    The fit's report claims the guarantee against an aggregator joined by up to ``S - t = 3``
-    sources that reveal their shares. The audit plays that adversary: the three other sources
+    The fit's report claims the guarantee against an aggregator joined by up to ``S - t``
+    sources that reveal their shares. The audit plays that adversary: ``K - t`` other sources
     collude (:class:`_Colluder`: the library's own ``DataSource.share``, its uploads revealed),
     and the aggregator subtracts their uploads from the secure sum of the curve query modulo
-    ``2^64`` (:func:`honest_residual`), leaving the audited source's upload, which must carry
+    ``2^64`` (:func:`honest_residual`), leaving the uploads of the audited source and of the
+    ``t - 1`` honest others (fixed rows, known to the auditor), whose ``t`` shares must carry
     the whole release's noise. The residual is read through the discrete Laplace likelihood
-    ratio (:func:`view_read`). The in-process protocol has no dropouts (every source answers),
-    so collusion is how the worst case is reached. Caught (``tests/statistical/
-    test_deployed_audits_distributed.py``): shares sized for ``K`` instead of ``t``, a party
-    uploading its encoded value without its share, every share drawn from one reused seed.
+    ratio around its exact means (:func:`view_read`), on tail events at a pilot's deciles
+    (:func:`~privcal.audits._registry.tail_events`: a noise smaller than claimed moves the
+    read's whole tail, which one tail event sees with all of its mass). The in-process protocol
+    has no dropouts (every source answers), so collusion is how the worst case is reached.
     """
     data = neighbours()
-    other = _other_source_rows()
-    parties = AGGREGATOR_PARTIES
+    others = _other_parts(parties)
+    t = parties if threshold is None else threshold
+    colluding = parties - t
+    means = _view_means(parties, t)
 
     def fit(side: int) -> tuple[Any, list[_Colluder]]:
-        colluders = [
-            _Colluder(other[0][i :: parties - 1], other[1][i :: parties - 1], name=f"c{i + 1}")
-            for i in range(parties - 1)
-        ]
-        est = PrivateTemperatureScaling(
-            aggregation="distributed", threshold=AGGREGATOR_THRESHOLD
-        ).fit(sources=[DataSource(*data[side], name="audited"), *colluders])
+        colluders = [_Colluder(*others[i], name=f"c{i + 1}") for i in range(colluding)]
+        honest = [DataSource(*others[i], name=f"h{i + 1}") for i in range(colluding, parties - 1)]
+        est = PrivateTemperatureScaling(aggregation="distributed", threshold=threshold).fit(
+            sources=[DataSource(*data[side], name="audited"), *colluders, *honest]
+        )
         return est, colluders
 
     def read(side: int) -> float:
         est, colluders = fit(side)
         residual = honest_residual(est.aggregator_views_[0], [c.uploads[0] for c in colluders])
-        return view_read(residual)
+        return view_read(residual, means)
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([read(side) for _ in range(k)])
 
+    events = tail_events(draw, max(50, runs // 5))
+    given = "" if threshold is None else f", threshold={threshold}"
+    name = "private-temperature-aggregator" + ("-default-t" if threshold is None else "")
     return audit_release(
-        "private-temperature-aggregator",
-        f'PrivateTemperatureScaling(aggregation="distributed", threshold='
-        f"{AGGREGATOR_THRESHOLD}).fit(sources=[a, c1, c2, c3]).aggregator_views_[0] (the "
-        "secure sum the aggregator sees) less the uploads of the colluding sources c1-c3",
-        f"source a: {_NEIGHBOURS}; sources c1-c3 fixed, colluding with the aggregator "
-        f"(K={parties}, t={AGGREGATOR_THRESHOLD}: S - t = {parties - AGGREGATOR_THRESHOLD} "
-        "colluders)",
+        name,
+        f'PrivateTemperatureScaling(aggregation="distributed"{given}).fit(sources=[a, ...'
+        f"{parties - 1} others]).aggregator_views_[0] (the secure sum the aggregator sees)"
+        + (f" less the uploads of the {colluding} colluding sources" if colluding else ""),
+        f"source a: {_NEIGHBOURS}; the other {parties - 1} sources fixed, {colluding} colluding "
+        f"with the aggregator (K={parties}, t={t}: S - t = {colluding} colluders)",
         draw,
         fit(0)[0].privacy_report_,
         runs=runs,
         alpha=alpha,
+        events=events,
     )
 
 
+#: The share-law plants of both aggregator audits, read through tail events at the pilot's
+#: deciles (:func:`~privcal.audits._registry.tail_events`). Shares sized for K (2-fold std at
+#: K = 4, t = 1) need 1000 runs (epsilon_lower 1.69; 1.54-1.65 at 800; with bucket events they
+#: needed 2000), a party without its share or a seed reused by every fit make the view
+#: deterministic up to rounding: 100 runs.
+_SKIP = Plant(
+    "the audited party uploads its encoded value without its share (a loop from party 1)",
+    first_party_skips_share,
+    100,
+)
+_REUSED = Plant(
+    "every source draws its share from SeededNoise(0) (a hard-coded seed)",
+    reused_seed(source_module),
+    100,
+)
 register(
     "private-temperature-aggregator",
     summary="The aggregator's view (the secure sum) of PrivateTemperatureScaling with "
     "aggregation='distributed', K=4 sources, t=1, three colluding (discrete Laplace shares)",
     runs=1000,
     slow=True,
-)(_aggregator_audit)
+    events=18,
+    plants={
+        "shares-sized-for-k": Plant(
+            "each share's law built with K where the threshold t belongs", shares_sized_for_k, 1000
+        ),
+        "party-skips-share": _SKIP,
+        "reused-seed": _REUSED,
+    },
+)(functools.partial(_aggregator_audit, parties=AGGREGATOR_PARTIES, threshold=AGGREGATOR_THRESHOLD))
+# the default threshold t = K: the share law's std over t (not sqrt(t)) leaves 1/4 of the
+# claimed std: 300 runs (epsilon_lower 2.48; 1.86 at 200, 3.00 at 500; about 8 s). Default
+# runs: 150, the fewest the run-size rule allows (16 sources per fit).
+register(
+    "private-temperature-aggregator-default-t",
+    summary="The aggregator's view of PrivateTemperatureScaling with aggregation='distributed' "
+    f"and the default threshold, K={DEFAULT_T_PARTIES} sources, t=K, none colluding",
+    runs=150,
+    slow=True,
+    events=18,
+    plants={
+        "share-std-over-t": Plant(
+            "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",
+            share_std_over_t,
+            300,
+        ),
+    },
+)(functools.partial(_aggregator_audit, parties=DEFAULT_T_PARTIES, threshold=None))

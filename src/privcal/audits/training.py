@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import torch  # noqa: F401  (this area needs the torch extra: fail here, not mid-audit)
 
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits.plants import Plant, patched
 from privcal.training import DPPlattScaling, DPTemperatureScaling
 
 __all__ = [
@@ -83,21 +84,36 @@ def _audit(name: str, make: Any, read: Any, runs: int, alpha: float, call: str) 
         return np.array([read(fit(side)) for _ in range(k)])
 
     report = fit(0).privacy_report_
-    events = _tail_events(draw, max(50, runs // 5))
+    events = tail_events(draw, max(50, runs // 5))
     return audit_release(
         name, call, _NEIGHBOURS, draw, report, runs=runs, alpha=alpha, events=events
     )
 
 
-def _tail_events(draw: Any, k: int) -> list[Any]:
-    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (drawn first).
+def _unbounded_influence() -> Any:
+    """No logit bound and no per-example gradient clipping: the extreme row dominates the fit
+    while the claim still assumes sensitivity ``C``."""
+    from opacus.optimizers import DPOptimizer
 
-    Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
-    one tail event with all of its mass, where buckets would split it into many small counts.
-    """
-    pilot = np.concatenate([draw(0, k), draw(1, k)])
-    ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
-    return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
+    import privcal.training.recalibration as recalibration
+
+    def unclipped_sum(self: DPOptimizer) -> None:
+        for p in self.params:
+            p.summed_grad = p.grad_sample.sum(0)
+
+    return patched(
+        (recalibration, "bounded_logits", lambda z, bound: z),
+        (DPOptimizer, "clip_and_accumulate", unclipped_sum),
+    )
+
+
+#: 200 runs: the extreme row's unclipped gradient moves the parameter far outside the range
+#: the neighbour without it reaches (epsilon_lower above 1.5 epsilon measured).
+_PLANTS = {
+    "unbounded-influence": Plant(
+        "logits not bounded and per-example gradients not clipped", _unbounded_influence, 200
+    )
+}
 
 
 @register(
@@ -106,6 +122,8 @@ def _tail_events(draw: Any, k: int) -> list[Any]:
     runs=600,
     slow=True,
     extra="torch",
+    events=18,
+    plants=_PLANTS,
 )
 def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPTemperatureScaling(epsilon=1.0, epochs=5).fit(z, y).temperature_``."""
@@ -127,6 +145,8 @@ def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     runs=600,
     slow=True,
     extra="torch",
+    events=18,
+    plants=_PLANTS,
 )
 def audit_dp_platt_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPPlattScaling(epsilon=1.0, epochs=5).fit(z, y).params_["a"]``."""

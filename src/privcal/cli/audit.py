@@ -5,10 +5,16 @@ arguments and secure noise, many times on two worst-case neighbouring inputs of 
 privacy report declares, and prints the claimed epsilon, the lower confidence bound on the
 epsilon the runs show, and that bound's confidence. The exit status is 0 when the claim stands,
 1 when the audit found a violation.
+
+``--plant DEFECT`` runs the audit with one of its registered defects planted into the entry point
+(:class:`privcal.audits.Plant`); it exits 1 when the audit catches the defect (as it must) and 0
+when it does not. ``--list`` prints the audits and their plants, ``--list --json`` the same as a
+JSON list.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated
 
@@ -23,14 +29,33 @@ __all__ = ["register"]
 EXIT_VIOLATION = 1
 
 
-def _list() -> None:
+def _list(as_json: bool) -> None:
     from privcal.audits import available_audits
 
+    audits = available_audits()
+    if as_json:
+        rows = [
+            {
+                "name": name,
+                "summary": audit.summary,
+                "runs": audit.runs,
+                "slow": audit.slow,
+                "extra": audit.extra,
+                "events": audit.events,
+                "epsilon": audit.epsilon,
+                "max_epsilon": audit.max_epsilon(),
+                "plants": [{"name": k, "summary": p.summary} for k, p in audit.plants.items()],
+            }
+            for name, audit in audits.items()
+        ]
+        print(json.dumps(rows, indent=2))
+        return
     table = Table(title="privcal audits (privcal audit NAME)", expand=False)
-    for col in ("name", "entry point audited", "default runs", "extra"):
+    for col in ("name", "entry point audited", "default runs", "extra", "plants (--plant)"):
         table.add_column(col, overflow="fold")
-    for name, audit in available_audits().items():
-        table.add_row(name, audit.summary, str(audit.runs), audit.extra or "-")
+    for name, audit in audits.items():
+        plants = ", ".join(audit.plants) or "-"
+        table.add_row(name, audit.summary, str(audit.runs), audit.extra or "-", plants)
     console.print(table)
 
 
@@ -46,11 +71,24 @@ def audit(
         float,
         typer.Option("--alpha", help="Error probability: a correct mechanism fails w.p. <= alpha."),
     ] = 1e-6,
+    plant: Annotated[
+        str | None,
+        typer.Option(
+            "--plant",
+            help="Run with this registered defect planted into the entry point (the audit must "
+            "catch it: exit 1); 'privcal audit --list' names them.",
+        ),
+    ] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the audits and exit.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="With --list: print the audits as a JSON list.")
+    ] = False,
 ) -> None:
     """Audit a private entry point as a user calls it: claimed epsilon vs a lower bound."""
+    if as_json and not list_:
+        fail("--json applies to --list only: run 'privcal audit --list --json'.")
     if list_:
-        _list()
+        _list(as_json)
         return
     if name is None:
         fail("Missing the audit NAME: run 'privcal audit --list' to see them.")
@@ -58,9 +96,11 @@ def audit(
         from privcal.audits import get_audit
 
         spec = get_audit(name)
+        if plant is not None:
+            spec.plant(plant)  # an unknown defect is refused before anything runs
         start = time.perf_counter()
         with err_console.status(f"auditing {name} ..."):
-            report = spec.run(runs=runs, alpha=alpha)
+            report = spec.run(runs=runs, alpha=alpha, plant=plant)
         seconds = time.perf_counter() - start
     verdict = "[green]PASSED[/green]" if report.passed else "[bold red]FAILED[/bold red]"
     table = Table(title=f"privacy audit {name}: {verdict}", show_header=False, expand=False)
@@ -75,7 +115,17 @@ def audit(
         f"epsilon >= {report.epsilon_lower:.4g} at confidence {report.confidence:g}",
     )
     table.add_row("runs", f"{report.runs} per neighbour, {seconds:.1f} s")
+    if plant is not None:
+        table.add_row("planted", f"{plant}: {spec.plants[plant].summary}")
     console.print(table)
+    if plant is not None:
+        if report.passed:
+            console.print(
+                f"plant {plant!r} NOT caught at {report.runs} runs: the audit lacks the power "
+                "to see it (try more --runs)"
+            )
+        else:
+            console.print(f"plant {plant!r} caught: the audit found the planted violation")
     if not report.passed:
         raise typer.Exit(EXIT_VIOLATION)
 

@@ -29,6 +29,20 @@ true privacy loss (for these neighbours and events) is at least ``epsilon_lower`
 fails iff ``epsilon_lower > epsilon``. Its power depends on the events: pick them before looking
 at the samples (bins of a fixed grid, tails beyond fixed thresholds); choosing them from the same
 samples voids the ``alpha`` guarantee.
+
+Largest reportable bound
+------------------------
+Even two neighbours that never produce the same output cannot show more than a ceiling set by
+the sample sizes: the largest bound comes from an event seen in all ``n`` samples of ``M(D)`` and
+in none of the ``n'`` of ``M(D')``, where the exact bounds are ``lower = level^(1/n)`` (the
+Clopper-Pearson lower bound at ``k = n``) and ``upper = 1 - level^(1/n')`` (at ``k' = 0``), so
+
+    epsilon_max(n, n', alpha, m, delta) = log((level^(1/n) - delta) / (1 - level^(1/n'))),
+    level = alpha / (4 m)                                      (:func:`max_epsilon_lower`).
+
+At ``n = n' = 100`` and ``level = 1e-6`` that is 1.91: such an audit cannot tell a mechanism
+that is ``1.9``-DP from one that is not private at all. An audit sized so that
+``epsilon_max >= 2 epsilon`` can at least report a defect that doubles the claimed loss.
 """
 
 from __future__ import annotations
@@ -41,9 +55,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta as beta_dist
 
-from privcal._params import check_probability, check_real
+from privcal._params import check_int, check_probability, check_real
 
-__all__ = ["AuditResult", "audit_dp", "audit_pure_dp", "clopper_pearson"]
+__all__ = ["AuditResult", "audit_dp", "audit_pure_dp", "clopper_pearson", "max_epsilon_lower"]
 
 Event = Callable[[np.ndarray], Any]
 
@@ -228,3 +242,45 @@ def audit_pure_dp(
 ) -> AuditResult:
     """:func:`audit_dp` with ``delta = 0``: audit a pure ``epsilon``-DP claim."""
     return audit_dp(sample_d, sample_d_prime, events, epsilon, 0.0, alpha=alpha)
+
+
+def max_epsilon_lower(
+    runs: int,
+    alpha: float = 1e-6,
+    events: int = 1,
+    delta: float = 0.0,
+    runs_prime: int | None = None,
+) -> float:
+    """The largest ``epsilon_lower`` :func:`audit_dp` can report with these sample sizes.
+
+    Reached when one event holds in all ``runs`` samples of ``M(D)`` and in none of the
+    ``runs_prime`` (default ``runs``) samples of ``M(D')`` (the neighbours separate
+    completely): ``log((level^(1/n) - delta) / (1 - level^(1/n')))`` with the per-bound level
+    ``alpha / (4 events)`` (see the module docstring). 0 when even that shows nothing.
+
+    Parameters
+    ----------
+    runs : int
+        Samples of ``M(D)`` (and of ``M(D')`` unless ``runs_prime`` is given), ``>= 1``.
+    alpha : float, default=1e-6
+        The audit's error probability.
+    events : int, default=1
+        Number of events the audit tests (the Bonferroni factor ``m``); more events, a lower
+        ceiling.
+    delta : float, default=0.0
+        The claimed delta, in ``[0, 1)``.
+    runs_prime : int, optional
+        Samples of ``M(D')``.
+    """
+    owner = "max_epsilon_lower"
+    n = check_int(runs, "runs", owner, low=1)
+    n2 = n if runs_prime is None else check_int(runs_prime, "runs_prime", owner, low=1)
+    m = check_int(events, "events", owner, low=1)
+    a = check_probability(alpha, "alpha", owner)
+    dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
+    level = a / (4.0 * m)
+    lower = math.exp(math.log(level) / n)
+    upper = -math.expm1(math.log(level) / n2)
+    if lower <= dlt:
+        return 0.0
+    return max(0.0, math.log((lower - dlt) / upper))
