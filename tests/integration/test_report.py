@@ -326,6 +326,7 @@ def federate_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the real ServerApp / ClientApps over in-process nodes, with a validation split."""
     pytest.importorskip("flwr")
     from privcal.federated.flower.local import run_local
+    from privcal.federated.policy import ClientPolicy
     from privcal.privacy import InsecureNoiseWarning
 
     wd = tmp_path_factory.mktemp("federate")
@@ -337,7 +338,8 @@ def federate_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         np.savez(
             wd / f"c{k}.npz", logits=z[k * 400 : (k + 1) * 400], labels=y[k * 400 : (k + 1) * 400]
         )
-        nodes.append({"data": str(wd / f"c{k}.npz")})
+        # the clients opt in to the run's seeded noise (and to a run without DP) themselves
+        nodes.append({"data": str(wd / f"c{k}.npz"), **ClientPolicy.permissive().to_node()})
     np.savez(wd / "val.npz", logits=z[1200:], labels=y[1200:])
     out = wd / "out"
     cfg = {
