@@ -30,8 +30,10 @@ the same Laplace likelihood ratio (:func:`increments_loss`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -46,8 +48,10 @@ from privcal.audits.plants import (
     shares_sized_for_k,
 )
 from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
+from privcal.privacy import measurement as measurement_module
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
+from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.private.source import curve_release
 from privcal.private.temperature import search_plan
 
@@ -174,28 +178,31 @@ def increments_loss(increments: np.ndarray) -> float:
 
 
 # ------------------------------------------------------------------ planted defects
-# Each patches what every DataSource answer goes through (``source_module.laplace``, the shared
-# statistic functions, the sensitivities) and is undone after the audit.
+# Each patches what every DataSource answer goes through (the Laplace draw of
+# ``Measurement.release``, the shared statistic functions, a query's measurement) and is undone
+# after the audit.
 def _exact_release() -> Any:
     """The noise is drawn and charged, then the exact statistic is released."""
-    real = source_module.laplace
+    real = measurement_module.laplace
 
-    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-        return value, real(value, sensitivity, epsilon, noise)[1]
+    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any) -> Any:
+        return value, real(value, sensitivity, epsilon, noise, **kw)[1]
 
-    return patched((source_module, "laplace", leak))
+    return patched((measurement_module, "laplace", leak))
 
 
 def _sensitivity_over(k: int) -> Callable[[], Any]:
     """The L1 sensitivity divided by ``k`` (charged per cell where it is the whole vector's)."""
 
     def plant() -> Any:
-        real = source_module.laplace
+        real = measurement_module.laplace
 
-        def split(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-            return real(value, sensitivity / k, epsilon, noise)
+        def split(
+            value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
+        ) -> Any:
+            return real(value, sensitivity / k, epsilon, noise, **kw)
 
-        return patched((source_module, "laplace", split))
+        return patched((measurement_module, "laplace", split))
 
     return plant
 
@@ -212,21 +219,33 @@ def _unclipped_nll() -> Any:
 def _anchor_only() -> Any:
     """A curve query that puts noise on the anchor value only and releases the increments
     exact."""
-    real = source_module.laplace
+    real = measurement_module.laplace
 
-    def anchor_only(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-        out, guarantee = real(value, sensitivity, epsilon, noise)
+    def anchor_only(
+        value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
+    ) -> Any:
+        out, guarantee = real(value, sensitivity, epsilon, noise, **kw)
         v = np.asarray(value, dtype=float)
         return (np.concatenate([np.atleast_1d(out)[:1], v[1:]]) if v.ndim else out), guarantee
 
-    return patched((source_module, "laplace", anchor_only))
+    return patched((measurement_module, "laplace", anchor_only))
 
 
-def _split_increment_sensitivity() -> Any:
+@contextlib.contextmanager
+def _split_increment_sensitivity() -> Iterator[None]:
     """NLL-T's increments priced as if ``B + min(B, log C)`` were shared out over the 16
-    coordinates (``B / k`` each, a budget-split slip)."""
-    real = source_module.nll_curve_sensitivity
-    return patched((source_module, "nll_curve_sensitivity", lambda b, c: real(b, c) / 16))
+    coordinates (``B / k`` each, a budget-split slip): the query's measurement is swapped."""
+    table = QUERY_MEASUREMENTS
+    real = table["clipped_nll_increments"]
+
+    def split(bound: float, n_classes: int) -> float:
+        return real.sensitivity_at(bound=bound, n_classes=n_classes) / 16
+
+    table["clipped_nll_increments"] = dataclasses.replace(real, sensitivity=split)
+    try:
+        yield
+    finally:
+        table["clipped_nll_increments"] = real
 
 
 def _data_seeded_noise() -> Any:
