@@ -68,7 +68,7 @@ from privcal.privacy.distributed import (
     check_aggregation,
     threat_model,
 )
-from privcal.privacy.guarantee import PrivacyReport, Release
+from privcal.privacy.guarantee import PrivacyReport
 from privcal.privacy.noise import NoiseSource, noise_kind
 
 __all__ = [
@@ -350,7 +350,8 @@ def federated_report(
 ) -> PrivacyReport:
     """The privacy report of one federated run (user-level add/remove, zCDP over ``T`` rounds).
 
-    One :class:`~privcal.privacy.Release` covers the whole run: ``T`` rounds of Gaussian noisy
+    One :class:`~privcal.privacy.Release` (the method's payload measurement,
+    :mod:`privcal.federated.payloads`) covers the whole run: ``T`` rounds of Gaussian noisy
     sums composed in zCDP (per-round ``(epsilon, delta)`` shares would overstate the loss of a
     single round), with the accountant's epsilon and the run's delta.
 
@@ -381,7 +382,7 @@ def federated_report(
     """
     t = dp.rounds
     terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
-    what, sensitivity, mech = terms["what"], terms["sensitivity"], terms["mechanism"]
+    what, mech = terms["what"], terms["mechanism"]
     clips, cohort = terms["clips"], terms["cohort"]
     if dp.aggregation == "distributed":
         mech = (
@@ -389,13 +390,13 @@ def federated_report(
             f"K={dp.n_clients}; Kairouz et al. 2021 Prop. 14, rounding included) summed by a "
             "secure sum"
         )
-    release = Release(
-        query=f"{method.name}: {t} round(s) of noisy sums of {what}",
-        mechanism=f"{mech}; zCDP composition, rho={dp.accountant.rho:.6g}",
-        sensitivity=sensitivity,
-        epsilon=dp.spent_epsilon(),
-        delta=dp.delta,
+    release = terms["measurement"].record(
+        f"{method.name}: {t} round(s) of noisy sums of {what}",
+        dp.spent_epsilon(),
         source="federation",
+        delta=dp.delta,
+        mechanism=f"{mech}; zCDP composition, rho={dp.accountant.rho:.6g}",
+        clip=terms["clip"],
     )
     declared = (
         f"number of clients in the federation K={n_clients} (declared before the run)",
