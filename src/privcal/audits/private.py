@@ -49,6 +49,7 @@ from privcal.audits.plants import (
 )
 from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
 from privcal.privacy import measurement as measurement_module
+from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
 from privcal.private.queries import QUERY_MEASUREMENTS
@@ -325,42 +326,56 @@ _QUERY_PLANTS: dict[str, dict[str, Plant]] = {
 #: queries are read at the coordinate the added row lands in (the auditor built the neighbours).
 _QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
     "datasource-accuracy-gap-sum": (
-        "DataSource.accuracy_gap_sum (Acc-T's statistic), Laplace, sensitivity 1",
+        "DataSource.accuracy_gap_sum (Acc-T's statistic)",
         4000,
         "accuracy_gap_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.accuracy_gap_sum(1.0, epsilon=1.0),
     ),
     "datasource-accuracy-gap-curve": (
-        "DataSource.accuracy_gap_curve (Acc-T's default query), Laplace, L1 sensitivity 2",
+        "DataSource.accuracy_gap_curve (Acc-T's default query)",
         4000,
         "accuracy_gap_curve(grid, epsilon=1.0, anchor) on Acc-T's default grid, read through "
         "the log-likelihood ratio of the released vector",
         lambda s: curve_loss(s.accuracy_gap_curve(_GRID, epsilon=1.0, anchor=_ANCHOR)),
     ),
     "datasource-clipped-nll-sum": (
-        "DataSource.clipped_nll_sum (NLL-T's statistic), Laplace, sensitivity B = 10",
+        "DataSource.clipped_nll_sum (NLL-T's statistic), B = 10",
         4000,
         "clipped_nll_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.clipped_nll_sum(1.0, epsilon=1.0),
     ),
     "datasource-bin-gaps": (
-        "DataSource.bin_gaps (ECE-T's statistic), Laplace per bin, L1 sensitivity 1",
+        "DataSource.bin_gaps (ECE-T's statistic)",
         3000,
         "bin_gaps(temperature=1.0, epsilon=1.0)[14] (the bin the added row lands in)",
         lambda s: s.bin_gaps(1.0, epsilon=1.0)[_TOP_BIN],
     ),
     "datasource-bin-counts": (
-        "DataSource.bin_counts (histogram binning), Laplace per cell, L1 sensitivity 1",
+        "DataSource.bin_counts (histogram binning)",
         3000,
         "bin_counts(epsilon=1.0).incorrect[14] (the cell the added row lands in)",
         lambda s: s.bin_counts(epsilon=1.0).incorrect[_TOP_BIN],
     ),
     "datasource-count": (
-        "DataSource.count (a noisy n), Laplace, sensitivity 1",
+        "DataSource.count (a noisy n)",
         4000,
         "count(epsilon=1.0)",
         lambda s: s.count(epsilon=1.0),
     ),
+}
+
+
+def _measured(audit: str) -> Measurement:
+    """The measurement of the query a ``datasource-<query>`` audit asks."""
+    return QUERY_MEASUREMENTS[audit.removeprefix("datasource-").replace("-", "_")]
+
+
+#: objective -> the queries a default fit asks (ECE-T's golden search first reads the sign of
+#: the accuracy gap at T = 3 to pick its range).
+_OBJECTIVE_QUERIES: dict[str, tuple[str, ...]] = {
+    "acc": ("accuracy_gap_curve",),
+    "nll": ("clipped_nll_increments",),
+    "ece": ("accuracy_gap_sum", "bin_gaps"),
 }
 
 #: objective -> (summary, default runs) of the PrivateTemperatureScaling audits.
@@ -405,16 +420,21 @@ def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
 
 
 for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
-    register(_name, summary=_summary, runs=_runs, slow=True, plants=_QUERY_PLANTS[_name])(
-        functools.partial(_query_audit, _name, _call, _ask)
-    )
+    register(
+        _name,
+        summary=_summary,
+        runs=_runs,
+        slow=True,
+        plants=_QUERY_PLANTS[_name],
+        measurements=[_measured(_name)],
+    )(functools.partial(_query_audit, _name, _call, _ask))
 register(
     "datasource-clipped-nll-increments",
-    summary="DataSource.clipped_nll_increments (NLL-T's default query), Laplace, L1 sensitivity "
-    "B + min(B, log C)",
+    summary="DataSource.clipped_nll_increments (NLL-T's default query)",
     runs=2000,
     slow=True,
     plants=_QUERY_PLANTS["datasource-clipped-nll-increments"],
+    measurements=[_measured("datasource-clipped-nll-increments")],
 )(
     functools.partial(
         _query_audit,
@@ -447,6 +467,7 @@ for _objective, (_summary, _runs) in _OBJECTIVES.items():
         runs=_runs,
         slow=True,
         plants=_FIT_PLANTS[f"private-temperature-{_objective}"],
+        measurements=[QUERY_MEASUREMENTS[q] for q in _OBJECTIVE_QUERIES[_objective]],
     )(functools.partial(_temperature_audit, _objective))
 register(
     "private-histogram-binning",
@@ -454,6 +475,7 @@ register(
     runs=2500,
     slow=True,
     plants=_FIT_PLANTS["private-histogram-binning"],
+    measurements=[QUERY_MEASUREMENTS["bin_counts"]],
 )(_histogram_binning_audit)
 
 
@@ -646,6 +668,7 @@ register(
     runs=1000,
     slow=True,
     events=18,
+    measurements=[QUERY_MEASUREMENTS["accuracy_gap_curve"]],  # Acc-T, the default objective
     plants={
         "shares-sized-for-k": Plant(
             "each share's law built with K where the threshold t belongs", shares_sized_for_k, 1000
@@ -664,6 +687,7 @@ register(
     runs=150,
     slow=True,
     events=18,
+    measurements=[QUERY_MEASUREMENTS["accuracy_gap_curve"]],
     plants={
         "share-std-over-t": Plant(
             "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",

@@ -294,14 +294,18 @@ def quantile_counts(scores: Any, edges: np.ndarray) -> np.ndarray:
 
 
 def quantile_sensitivity(q: float) -> float:
-    """``max(1/q, 1/(1-q))``: the sensitivity of every ``w_j`` (see the module docstring)."""
+    """Every utility ``w_j`` moves by at most ``max(1/q, 1/(1-q))`` under either relation
+    (module docstring, "Sensitivity"): sensitivity ``max(1/q, 1/(1-q))``."""
     return max(1.0 / q, 1.0 / (1.0 - q))
 
 
 def quantile_scale(q: float, weights: str = "bounded-range") -> float:
     """``r(q)`` of the weights ``exp(-epsilon w_j / r(q))`` (module docstring).
 
-    ``"bounded-range"``: ``1/q + 1/(1-q)``; ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``.
+    ``"bounded-range"``: ``1/q + 1/(1-q)``, since the penalties' changes lie in one interval
+    of width ``1/q + 1/(1-q)`` under either relation (module docstring, "Bounded range");
+    ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``. Read from the measurements :data:`QUANTILE`
+    and :data:`QUANTILE_BOUNDED_RANGE`.
 
     Examples
     --------
@@ -452,7 +456,7 @@ QUANTILE = register_measurement(
         norm="utility",
         sensitivity=quantile_sensitivity,
         formula="max(1/q, 1/(1-q))",
-        proof="privcal.conformal.quantile",
+        proof="privcal.conformal.quantile.quantile_sensitivity",
     )
 )
 #: :func:`private_quantile` with ``weights="bounded-range"`` (the default): the penalties'
@@ -466,7 +470,7 @@ QUANTILE_BOUNDED_RANGE = register_measurement(
         norm="range",
         sensitivity=lambda q: 1.0 / q + 1.0 / (1.0 - q),
         formula="1/q + 1/(1-q)",
-        proof="privcal.conformal.quantile",
+        proof="privcal.conformal.quantile.quantile_scale",
     )
 )
 #: :func:`_private_rank_quantile` (Theorem R of :mod:`privcal.conformal.private`): every rank

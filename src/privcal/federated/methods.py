@@ -101,6 +101,7 @@ from privcal.federated.payloads import (
     UPDATE,
 )
 from privcal.metrics.statistics import class_histograms, nll_terms, softmax
+from privcal.privacy.measurement import Measurement
 
 __all__ = [
     "METHODS",
@@ -171,6 +172,10 @@ class FedMethod:
         :meth:`DPConfig.release`) or the clients' shares make it up (``"distributed"``,
         :meth:`DPConfig.client_uploads`), and the accountant records each block's ``rho``.
         """
+        raise NotImplementedError
+
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        """The measurements of a round's noisy sums (:mod:`privcal.federated.payloads`)."""
         raise NotImplementedError
 
     def report_terms(self, dp: DPConfig, c: int, cohort: float) -> dict[str, Any]:
@@ -377,6 +382,9 @@ class _Scaling(FedMethod):
 
     def mechanisms_per_round(self, c: int) -> int:
         return 2 if self.newton else 1
+
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        return (NEWTON_GRADIENT, NEWTON_CURVATURE) if self.newton else (UPDATE,)
 
     def payload_bound(self, dp: DPConfig) -> float:
         return max(self.clip_bounds()) if self.newton else dp.clip
@@ -1116,6 +1124,9 @@ class _Binning(FedMethod):
 
     def mechanisms_per_round(self, c: int) -> int:
         return 2 * c
+
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        return (CLASS_HISTOGRAM_ROW,)
 
     def payload_bound(self, dp: DPConfig) -> float:
         return max(dp.clip_pos, dp.clip_neg)
