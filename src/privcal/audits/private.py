@@ -30,10 +30,9 @@ the same Laplace likelihood ratio (:func:`increments_loss`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -232,21 +231,17 @@ def _anchor_only() -> Any:
     return patched((measurement_module, "laplace", anchor_only))
 
 
-@contextlib.contextmanager
-def _split_increment_sensitivity() -> Iterator[None]:
+def _split_increment_sensitivity() -> Any:
     """NLL-T's increments priced as if ``B + min(B, log C)`` were shared out over the 16
-    coordinates (``B / k`` each, a budget-split slip): the query's measurement is swapped."""
-    table = QUERY_MEASUREMENTS
-    real = table["clipped_nll_increments"]
+    coordinates (``B / k`` each, a budget-split slip): the source reads a swapped measurement."""
+    real = QUERY_MEASUREMENTS["clipped_nll_increments"]
 
     def split(bound: float, n_classes: int) -> float:
         return real.sensitivity_at(bound=bound, n_classes=n_classes) / 16
 
-    table["clipped_nll_increments"] = dataclasses.replace(real, sensitivity=split)
-    try:
-        yield
-    finally:
-        table["clipped_nll_increments"] = real
+    swapped = dataclasses.replace(real, sensitivity=split)
+    table = {**QUERY_MEASUREMENTS, "clipped_nll_increments": swapped}
+    return patched((source_module, "QUERY_MEASUREMENTS", table))
 
 
 def _data_seeded_noise() -> Any:
