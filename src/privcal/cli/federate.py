@@ -106,6 +106,12 @@ def server(
     tls: str = typer.Option(None, "--tls", help="CA,CERT,KEY paths for TLS."),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SERVER_OUT,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds to wait for the run."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Run even when the plan (privcal federate plan) expects the release to fall back "
+        "to the uncalibrated model: every site would spend for nothing.",
+    ),
     wait_clients: float = typer.Option(
         300.0,
         "--wait-clients",
@@ -190,6 +196,9 @@ def server(
             "wait-nodes-s": wait_clients,
             "val": "" if val is None else str(val.resolve()),
         }
+        from privcal.cli.federate_plan import server_plan
+
+        cfg["plan"] = server_plan(cfg, force)  # before any process starts or any site spends
         out.mkdir(parents=True, exist_ok=True)
         (out / "interrupted.json").unlink(missing_ok=True)
         with _service() as work:
@@ -804,6 +813,10 @@ def maddock2025(
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``federate server|client`` to ``app`` and ``bench maddock2025`` to ``bench_app``."""
+    """Add ``federate server|client|simulate|plan`` to ``app``, ``bench maddock2025`` to
+    ``bench_app``."""
+    from privcal.cli.federate_plan import plan
+
+    federate_app.command("plan")(plan)
     app.add_typer(federate_app, name="federate")
     bench_app.command("maddock2025")(maddock2025)
