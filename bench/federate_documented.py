@@ -66,7 +66,9 @@ def main() -> None:
     pool, held = perm[: y.size // 2], perm[y.size // 2 :]
     base = ece(softmax(z[held]), y[held])
     print(f"LeNet-5 CIFAR-10, held-out ECE uncalibrated {base:.4f}\n")
-    print("| block | plan | calibrated runs | fell back | held-out ECE (median, range) | T (median) |")
+    print(
+        "| block | plan | calibrated runs | fell back | held-out ECE (median, range) | T (median) |"
+    )
     print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(1)
     for b in blocks():
