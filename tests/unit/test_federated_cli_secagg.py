@@ -150,29 +150,6 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
     assert ClientPolicy.from_node(seen).max_epsilon == 2.0
 
 
-def test_client_with_a_spent_ledger_exits_3(apps: typer.Typer, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("flwr")
-    from privcal.privacy import PrivacyOdometer
-
-    f = tmp_path / "d.npz"
-    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
-    odo = PrivacyOdometer(1.0, ledger=tmp_path / "l.sqlite", delta_budget=1e-5)
-    odo.spend("earlier run", 1.0)
-    r = CliRunner().invoke(
-        apps,
-        [
-            "federate",
-            "client",
-            "--data",
-            str(f),
-            "--ledger",
-            str(tmp_path / "l.sqlite"),
-            "--insecure",
-        ],
-    )
-    assert r.exit_code == 3 and "spent its whole budget" in r.output
-
-
 @pytest.mark.parametrize(
     ("log", "code", "msg"),
     [
