@@ -825,6 +825,7 @@ def run_loop(
                                     spec.search,
                                     n_bins,
                                     nll_bound,
+                                    fallback="none",  # seed 000 (the batched path's)
                                 )
                             p = est.fit(sources=srcs).predict_proba(z[test])
                     eces[spec.label].append(ece(p, y[test], n_bins))

@@ -11,6 +11,7 @@ See ``docs/private.md``.
 
 from privcal.private.baselines import NoRecalibration, one_source
 from privcal.private.binning import PrivateHistogramBinning, noisy_bin_values
+from privcal.private.fallback import release_check
 from privcal.private.source import (
     QUERIES,
     BinCounts,
@@ -42,6 +43,7 @@ __all__ = [
     "noisy_bin_values",
     "one_source",
     "query_sensitivity",
+    "release_check",
     "row_digests",
     "search_plan",
     "split_budget",

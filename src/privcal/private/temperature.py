@@ -59,6 +59,8 @@ is the same and so is the fitted temperature. We sum, which needs no count at al
 needs a source's size ``n`` (private under add/remove): the objectives are totals, and
 ``argmin_T sum / n_total = argmin_T sum``.
 
+Falling back to T = 1: :mod:`privcal.private.fallback` (post-processing of the release).
+
 Counting queries (why the total is exactly epsilon)
 ---------------------------------------------------
 Seed 000's Alg. 1 samples two values before its loop and one in each of its K iterations: K + 2
@@ -93,7 +95,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import check_int, check_option, check_range, check_real
-from privcal.calibrators.base import Calibrator, FitWarning, ReportsPrivacy, register
+from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.calibrators.search import (
     bisect_sign,
     convex_argmin,
@@ -110,6 +112,17 @@ from privcal.privacy.distributed import (
 )
 from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.odometer import as_odometer
+from privcal.private.fallback import (
+    FALLBACKS,
+    NOISE_Z,
+    Evidence,
+    NoiseDominatedWarning,
+    curve_gap_evidence,
+    gap_evidence,
+    golden_evidence,
+    nll_drop_evidence,
+    release_check,
+)
 from privcal.private.source import (
     DataSource,
     answer_all,
@@ -130,6 +143,7 @@ __all__ = [
     "CURVE_HIGH",
     "CURVE_LOW",
     "CURVE_RATIO",
+    "FALLBACKS",
     "NOISE_Z",
     "PAPER_RANGE",
     "NoiseDominatedWarning",
@@ -160,21 +174,6 @@ _WHY = {
     "accuracy gap or the clipped NLL's increments",
     "bisect": "needs the accuracy gap, which is monotone in T",
 }
-
-
-#: The curve and golden searches warn (:class:`NoiseDominatedWarning`) when the released evidence
-#: that the fitted temperature beats ``T = 1`` is below ``NOISE_Z`` SDs of its own noise.
-NOISE_Z = 2.0
-
-
-class NoiseDominatedWarning(FitWarning):
-    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration).
-
-    Raised by the curve searches and the golden-section searches from the release alone
-    (post-processing, no privacy cost): the temperature was fitted to noise, and the calibrated
-    probabilities may be worse than the uncalibrated ones. More data (or sources), a larger
-    epsilon, or keeping ``T = 1`` helps.
-    """
 
 
 @dataclass(frozen=True)
@@ -488,10 +487,24 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         A pipeline ledger charged with the whole fit on arrays (one step of ``epsilon``, pure
         DP, the RDP curve of its ``q`` queries) before any release; a path must be an existing
         ledger file (:meth:`PrivacyOdometer.open`). Refused with ``sources=``.
+    fallback : {"identity", "none"}, default="identity"
+        What the fit releases when its own release cannot tell the fitted temperature from
+        ``T = 1`` (:func:`release_check`: evidence below :data:`NOISE_Z` noise SDs).
+        ``"identity"``: ``T = 1``, the uncalibrated model, with a
+        :class:`NoiseDominatedWarning` (post-processing: no privacy cost). ``"none"``: the
+        fitted temperature, with the same warning (seed 000's behaviour, which may calibrate
+        worse than doing nothing).
 
     Attributes
     ----------
     temperature_ : float
+        The released temperature (``T = 1`` after a fallback).
+    release_temperature_ : float
+        The temperature the search fitted, before the fallback rule (what the privacy audits
+        read: the rule is post-processing of it). In memory, not saved.
+    release_check_ : dict
+        The fallback rule's decision (:func:`release_check`): ``z``, ``threshold``,
+        ``compared``, ``fell_back``, ``noise_dominated``. In memory, not saved.
     t_range_ : (float, float)
         The range searched (after the locating query of ``search="golden"``).
     privacy_report_ : PrivacyReport
@@ -501,9 +514,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         With ``aggregation="distributed"``, what the aggregator saw of each query: the modular
         sum of the uploads (and who dropped). Empty otherwise.
     fit_warnings_ : list of str
-        :class:`NoiseDominatedWarning` messages: the curve and golden-section searches warn when
-        their own release cannot tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise
-        SDs); bisection is not checked (it evaluates no temperature near 1).
+        :class:`NoiseDominatedWarning` messages: every search warns when its own release cannot
+        tell the fitted temperature from ``T = 1`` (``NOISE_Z`` noise SDs), saying whether it
+        fell back.
     n_classes_, n_sources_ : int
 
     Privacy
@@ -514,7 +527,8 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     ``epsilon / q`` for the ``q`` queries of the plan (``q = 1`` for the curve); basic
     composition gives ``epsilon`` per source, and the sources hold disjoint data, so the fit
     is ``epsilon``-DP for every example (parallel composition). The search itself is
-    post-processing of the answers. Public: ``t_range``, the queried temperatures (the curve's
+    post-processing of the answers, and so is the fallback rule (released values and the
+    noise's public scale only). Public: ``t_range``, the queried temperatures (the curve's
     grid and anchor, or functions of earlier answers), ``n_bins``, ``nll_bound``.
 
     Examples
@@ -545,6 +559,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         aggregation: str = "local",
         threshold: int | None = None,
         ledger: Any = None,
+        fallback: str = "identity",
     ) -> None:
         self.objective = objective
         self.epsilon = epsilon
@@ -557,10 +572,12 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.aggregation = aggregation
         self.threshold = threshold
         self.ledger = ledger
+        self.fallback = fallback
 
     def _validate_params(self) -> None:
         owner = type(self).__name__
         search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search, owner)
+        check_option(self.fallback, "fallback", owner, FALLBACKS)
         check_int(self.n_bins, "n_bins", owner, low=1)
         check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
@@ -575,11 +592,16 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         proto = _Protocol(sources, labels, plan, aggregation, threshold)
         if plan.search == "curve":
             assert plan.t_range is not None
-            t = self._curve_search(plan, proto)
+            t, evidence = self._curve_search(plan, proto)
             lo, hi = plan.t_range
         else:
-            t, (lo, hi) = self._iterative_search(plan, proto)
-        self.temperature_ = t
+            t, (lo, hi), evidence = self._iterative_search(plan, proto)
+        check = release_check(t, evidence, str(self.fallback))
+        if check["warning"]:
+            warnings.warn(check["warning"], NoiseDominatedWarning, stacklevel=3)
+        self.release_temperature_ = t
+        self.release_check_ = check
+        self.temperature_ = float(check["temperature"])
         self.t_range_ = (lo, hi)
         return proto
 
@@ -589,21 +611,20 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     def _public_terms(self) -> tuple[str, ...]:
         return ("t_range and the search plan (number of queries, the curve's grid and anchor)",)
 
-    def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> float:
-        """One query per source on the public grid, then post-processing of the sum."""
+    def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> tuple[float, Evidence]:
+        """One query per source on the public grid, then post-processing of the sum; returns
+        the temperature and the release's evidence that it beats ``T = 1``."""
         grid = np.asarray(plan.grid)
         if self.objective == "acc":
             curve = proto.ask("accuracy_gap_curve", temperatures=plan.grid, anchor=plan.anchor)
             curve = np.asarray(curve, dtype=np.float64)
             t = float(monotone_root(curve, grid))
             # the plan's only query, so every release so far is this curve's
-            _check_gap_at_identity(curve, grid, plan.anchor, proto.variances[-1], t)
-            return t
+            return t, curve_gap_evidence(curve, grid, plan.anchor, proto.variances[-1], t)
         inc = proto.ask("clipped_nll_increments", temperatures=plan.grid, bound=self.nll_bound)
         inc = np.asarray(inc, dtype=np.float64)
         t = float(convex_argmin(inc, grid))
-        _check_nll_drop(inc, grid, proto.variances[-1], t)
-        return t
+        return t, nll_drop_evidence(inc, grid, proto.variances[-1], t)
 
     def _objective(self, proto: _Protocol) -> Callable[[float], float]:
         """The noisy objective of one evaluation (one query to every source)."""
@@ -617,31 +638,38 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
     def _iterative_search(
         self, plan: SearchPlan, proto: _Protocol
-    ) -> tuple[float, tuple[float, float]]:
-        """Bisection or golden section (after the locating query when planned)."""
+    ) -> tuple[float, tuple[float, float], Evidence]:
+        """Bisection or golden section (after the locating query when planned); returns the
+        temperature, the range searched and the release's evidence that it beats ``T = 1``."""
         objective = self._objective(proto)
+        width = int(self.n_bins) if self.objective == "ece" else 1
+        seen: list[tuple[float, float, float]] = []  # (T, released value, its variance bound)
+
+        def evaluate(u: float) -> float:
+            v = objective(u)
+            seen.append((u, v, width * proto.variances[-1]))
+            return v
+
+        located: list[tuple[float, float, float]] = []
         if plan.locate:
             g3 = float(proto.ask("accuracy_gap_sum", temperature=AUTO_SPLIT))
+            located.append((AUTO_SPLIT, g3, proto.variances[-1]))
             lo, hi = (float(v) for v in plan.ranges(g3))
         else:
             assert plan.t_range is not None
             lo, hi = plan.t_range
         if plan.search == "bisect":
-            t, _ = bisect_sign(objective, lo, hi, plan.evaluations)
-            return t, (lo, hi)
+            t, _ = bisect_sign(evaluate, lo, hi, plan.evaluations)
+            return t, (lo, hi), gap_evidence(seen, t)
         # seed 000: golden section on |gap| for Acc-T; ECE-T's value sums n_bins |noisy sums|
-        value = (lambda u: abs(objective(u))) if self.objective == "acc" else objective
-        width = int(self.n_bins) if self.objective == "ece" else 1
-        seen: list[tuple[float, float, float]] = []
-
-        def evaluate(u: float) -> float:
-            v = value(u)
-            seen.append((u, v, width * proto.variances[-1]))
-            return v
-
-        t, _ = golden_section(evaluate, lo, hi, plan.evaluations)
-        _check_golden_identity(seen, t)
-        return t, (lo, hi)
+        value = (lambda u: abs(evaluate(u))) if self.objective == "acc" else evaluate
+        t, _ = golden_section(value, lo, hi, plan.evaluations)
+        if self.objective == "acc":
+            seen = [(u, abs(v), var) for u, v, var in seen]
+        evidence = golden_evidence(seen, t)
+        if evidence is None and located:  # range [3, 30]: the locating gap at T = 3 says why
+            evidence = gap_evidence(located, t)
+        return t, (lo, hi), evidence
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         return softmax(z, self.temperature_)
@@ -654,114 +682,3 @@ def _coordinate_variance(releases: Sequence[Release]) -> float:
     its release record) to every coordinate; Laplace(b) has variance ``2 b^2``.
     """
     return float(sum(2.0 * (r.sensitivity / r.epsilon) ** 2 for r in releases))
-
-
-def _identity_index(grid: np.ndarray) -> int | None:
-    """Index of the grid point ``T = 1`` (to rounding), or ``None`` when 1 is not on the grid."""
-    i = int(np.argmin(np.abs(np.log(grid))))
-    return i if abs(float(np.log(grid[i]))) < 1e-9 else None
-
-
-def _check_gap_at_identity(
-    curve: np.ndarray, grid: np.ndarray, anchor: int, var: float, t: float
-) -> None:
-    """Acc-T: warn when the released gap at ``T = 1`` is within ``NOISE_Z`` SDs of 0.
-
-    The curve value at grid point ``j`` carries ``|j - anchor| + 1`` independent noise draws
-    (:meth:`~privcal.private.DataSource.accuracy_gap_curve`), so its SD is
-    ``sqrt((|j - anchor| + 1) var)``. A gap at ``T = 1`` that small means the release cannot say
-    whether the uncalibrated model is over- or under-confident.
-    """
-    i = _identity_index(grid)
-    if i is None:
-        return
-    sd = float(np.sqrt((abs(i - anchor) + 1) * var))
-    gap = float(curve[i])
-    if abs(gap) < NOISE_Z * sd:
-        warnings.warn(
-            f"The released accuracy gap at T = 1 is {gap:.4g}, within {NOISE_Z:g} noise standard "
-            f"deviations ({NOISE_Z * sd:.4g}) of 0: the private fit cannot tell whether the "
-            f"model is over- or under-confident, and T = {t:.4g} may calibrate worse than no "
-            "calibration (T = 1). Use more data or sources, or a larger epsilon.",
-            NoiseDominatedWarning,
-            stacklevel=2,
-        )
-
-
-#: The golden searches compare with their evaluation nearest ``T = 1`` when it lies within this
-#: factor of 1 (the default ECE-T search on ``[0.5, 3]`` evaluates ``T = 0.991`` first).
-IDENTITY_FACTOR = 1.05
-
-
-def _check_golden_identity(seen: Sequence[tuple[float, float, float]], t: float) -> None:
-    """Golden section: warn when its evaluation nearest ``T = 1`` is not above its evaluation
-    nearest the fitted ``t`` by ``NOISE_Z`` SDs of their difference.
-
-    ``seen`` holds ``(T, value, variance bound)`` of every evaluation, all of them released
-    values. A value is a noisy sum (NLL-T), ``|noisy sum|`` (Acc-T) or ``sum_m |noisy sum_m|``
-    over the ``M`` bins (ECE-T); each noisy coordinate is a sum over sources of independent
-    Laplace draws with variance ``v`` (:func:`_coordinate_variance`), and the value is
-    1-Lipschitz in each coordinate, so by the Efron-Stein inequality its variance is at most
-    ``M v`` (``M = 1`` for the scalars). Two evaluations use independent draws, so their
-    difference has SD at most ``sqrt(v_1 + v_2)``. Only released values and public scales
-    enter: post-processing. No check when no evaluation lies within :data:`IDENTITY_FACTOR` of
-    1 (then the search range excludes ``T = 1`` or never came near it) or when the fitted ``t``
-    is nearest that evaluation itself.
-    """
-    temps = np.log([s[0] for s in seen])
-    i = int(np.argmin(np.abs(temps)))
-    j = int(np.argmin(np.abs(temps - np.log(t))))
-    if abs(temps[i]) > np.log(IDENTITY_FACTOR) or i == j:
-        return
-    (t_i, f_i, v_i), (t_j, f_j, v_j) = seen[i], seen[j]
-    drop, sd = f_i - f_j, float(np.sqrt(v_i + v_j))
-    if drop < NOISE_Z * sd:
-        warnings.warn(
-            f"The released objective falls by {drop:.4g} from T = {t_i:.4g} (next to T = 1) to "
-            f"T = {t_j:.4g} (next to the fitted T = {t:.4g}), within {NOISE_Z:g} noise standard "
-            f"deviations ({NOISE_Z * sd:.4g}): the private search cannot tell its temperature "
-            "from no calibration (T = 1), and the calibrated probabilities may be worse than "
-            "the uncalibrated ones. Use more data or sources, or a larger epsilon.",
-            NoiseDominatedWarning,
-            stacklevel=2,
-        )
-
-
-def _drop_coefficients(grid: np.ndarray, i: int, t: float) -> np.ndarray:
-    """``a`` with ``F(T_i) - S(t) = a . diff(F)``, ``S`` the not-a-knot cubic spline of ``F`` in
-    ``log T`` (linear in ``F``: the spline of the unit vectors gives its weights ``w``)."""
-    from scipy.interpolate import CubicSpline
-
-    x = np.log(grid)
-    c = -CubicSpline(x, np.eye(x.size), axis=0)(np.log(t))
-    c[i] += 1.0
-    return np.cumsum(c[::-1])[::-1][1:]
-
-
-def _check_nll_drop(inc: np.ndarray, grid: np.ndarray, var: float, t: float) -> None:
-    """NLL-T: warn when the released clipped NLL at ``t`` is not below that at ``T = 1`` by
-    ``NOISE_Z`` SDs.
-
-    The noisy curve is ``F_j = sum_{l < j} inc_l`` (independent increments, each with variance
-    ``var``), read at ``t`` by the not-a-knot cubic spline in ``log T`` through the grid values,
-    a linear map ``F(t) = w . F`` (the spline of the unit vectors gives ``w``). So the drop
-    ``F(1) - F(t) = c . F = (L^T c) . inc`` with ``c = e_1 - w`` and ``L`` the cumulative-sum
-    matrix, and its noise SD is exactly ``sqrt(var) ||L^T c||``, ``(L^T c)_l = sum_{j > l}
-    c_j``.
-    """
-    i = _identity_index(grid)
-    if i is None:
-        return
-    coef = _drop_coefficients(grid, i, t)
-    drop = float(coef @ inc)
-    sd = float(np.sqrt(var * np.sum(coef**2)))
-    if drop < NOISE_Z * sd:
-        warnings.warn(
-            f"The released clipped NLL falls by {drop:.4g} from T = 1 to the fitted T = {t:.4g}, "
-            f"within {NOISE_Z:g} noise standard deviations ({NOISE_Z * sd:.4g}): the private fit "
-            "cannot tell its temperature from no calibration (T = 1), and the calibrated "
-            "probabilities may be worse than the uncalibrated ones. Use more data or sources, "
-            "or a larger epsilon.",
-            NoiseDominatedWarning,
-            stacklevel=2,
-        )
