@@ -355,10 +355,21 @@ def fit(
             "--input before it releases; refused when it would pass the ledger's budget.",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Keep a flagged private temperature fit (acc-t, nll-t, temperature, ece-t "
+            "with --epsilon) whose own release cannot tell its temperature from T = 1: it may "
+            "calibrate worse than no calibration. Without it such a fit exits 2 and saves "
+            "nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Fit a calibrator on validation scores and save it as JSON."""
     from privcal._params import check_option
     from privcal.calibrators import METHODS
+    from privcal.calibrators.summary import release_summary
 
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
@@ -392,7 +403,7 @@ def fit(
                 estimator = fit_private(
                     method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
                     seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
-                    threshold=threshold, ledger=ledger,
+                    threshold=threshold, ledger=ledger, force=force,
                 )  # fmt: skip
             else:
                 with _fit_status():
@@ -404,6 +415,7 @@ def fit(
         )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
     console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out} ({summary.name})")
+    console.print(f"Released: {release_summary(estimator)['text']}", highlight=False)
 
 
 def _write_fit_summary(

@@ -114,18 +114,43 @@ def fit_private(
     aggregation: str = "local",
     threshold: int | None = None,
     ledger: Path | None = None,
+    force: bool = False,
 ) -> Any:
     """Fit the private calibrator ``method`` and print its privacy report on stderr.
 
     The options were checked by :func:`check_private_request`. ``--seed`` switches to seeded
-    (simulation) noise, with a warning.
+    (simulation) noise, with a warning. A temperature fit whose release cannot tell its
+    temperature from ``T = 1`` (:func:`privcal.private.release_check`) exits 2 without saving,
+    unless ``force`` keeps it (``fallback="none"``, with a warning).
     """
     spec = PRIVATE_METHODS[method]
     if spec["kind"] == "dp-sgd":
         assert scores is not None
         return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed, ledger)
-    return _fit_luo(
-        spec, scores, epsilon, sources, seed, n_bins, t_range, aggregation, threshold, ledger
+    est = _fit_luo(
+        spec, scores, epsilon, sources, seed, n_bins, t_range, aggregation, threshold, ledger,
+        force,
+    )  # fmt: skip
+    check = getattr(est, "release_check_", None)
+    if check is not None and check["fell_back"]:
+        _refuse_flagged(method, check, sources)
+    return est
+
+
+def _refuse_flagged(method: str, check: dict[str, Any], sources: list[str]) -> None:
+    """Exit 2 with one line: why the fit is flagged and what to change (the budget is spent)."""
+    t = check["release_temperature"]
+    how = (
+        f"{check['z']:.2f} noise standard deviations, fewer than {check['threshold']:g}"
+        if check["z"] is not None
+        else "nothing it can measure"
+    )
+    more = "more or larger --sources" if sources else "more rows"
+    fail(
+        f"The private {method} fit cannot tell its temperature T = {t:.4g} from no calibration "
+        f"(T = 1): {check['compared']}, {how}; it may calibrate worse than no calibration, so "
+        f"nothing was saved (the budget is spent). Use {more} or a larger --epsilon, or pass "
+        f"--force to keep T = {t:.4g}."
     )
 
 
@@ -140,10 +165,21 @@ def _fit_luo(
     aggregation: str = "local",
     threshold: int | None = None,
     ledger: Path | None = None,
+    force: bool = False,
 ) -> Any:
-    """Private temperature scaling or histogram binning, on sources or one private array."""
+    """Private temperature scaling or histogram binning, on sources or one private array.
+
+    A temperature fit runs with ``fallback="none"`` under ``force`` (kept, with its warning),
+    else ``"identity"``; the fallback's own warning is dropped when the fit fell back, since
+    :func:`fit_private` then refuses it in one line.
+    """
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
-    from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
+    from privcal.private import (
+        DataSource,
+        NoiseDominatedWarning,
+        PrivateHistogramBinning,
+        PrivateTemperatureScaling,
+    )
 
     est: Any
     if spec["kind"] == "histogram":
@@ -158,8 +194,11 @@ def _fit_luo(
             t_range="auto" if t_range is None else t_range,
             aggregation=aggregation,
             threshold=threshold,
+            fallback="none" if force else "identity",
         )
     with warnings.catch_warnings():
+        if not force:  # a fallback is refused by fit_private in one line of its own
+            warnings.filterwarnings("ignore", ".* falls back to T = 1", NoiseDominatedWarning)
         if seed is not None:  # the user asked for simulation noise explicitly: said once
             warnings.simplefilter("ignore", InsecureNoiseWarning)
             warn(SEEDED_NOISE_WARNING)

@@ -9,10 +9,13 @@ line, then the verb's numbers as raw values (metrics as fractions; :func:`jsonab
 What each verb writes
 ---------------------
 * ``privcal fit --out cal.json``: the calibrator and ``cal.summary.json``: method, class,
-  parameters, warnings; for a non-private fit the metrics and reliability data of the input
-  scores before and after the calibrator (on the data it was fitted on); for a private fit its
-  privacy report and, with ``--sources``, each ledger's state after the fit, and **no**
-  statistic of the private data (those would be releases nobody paid for).
+  parameters, warnings, ``released`` (the released parameters and, for a private temperature
+  fit, whether it fell back to ``T = 1`` and why: :func:`~privcal.calibrators.summary.
+  release_summary`, also under ``privacy_report``); for a non-private fit the metrics and
+  reliability data of the input scores before and after the calibrator (on the data it was
+  fitted on); for a private fit its privacy report and, with ``--sources``, each ledger's
+  state after the fit, and **no** statistic of the private data (those would be releases
+  nobody paid for).
 * ``privcal evaluate --out eval.json``: the metrics table and the reliability data before (and
   after, with ``--calibrator``).
 * ``privcal conformal --out sets.csv``: the sets and ``sets.summary.json``: the summary the
@@ -105,7 +108,10 @@ def fit_summary(
     ``metrics`` are the ``evaluate`` metrics of the input scores and of the calibrated ones (the
     CLI computes them; ``None`` for a private fit, whose data must not be summarised).
     """
+    from privcal.calibrators.summary import release_summary
+
     d = est.to_dict()
+    released = release_summary(est)
     out: dict[str, Any] = {
         "method": method,
         "class": d.get("class"),
@@ -115,6 +121,7 @@ def fit_summary(
         "n_bins": n_bins,
         "private": private,
         "warnings": list(warnings),
+        "released": released,
     }
     if logits is not None and labels is not None:
         out["n_samples"], out["n_classes"] = int(logits.shape[0]), int(logits.shape[1])
@@ -123,7 +130,11 @@ def fit_summary(
         out["reliability"] = _reliability_pair(logits, est.predict_proba(logits), labels, n_bins)
     rep = getattr(est, "privacy_report_", None)
     if private and rep is not None:
-        out["privacy_report"] = rep.to_dict()
+        out["privacy_report"] = {
+            **rep.to_dict(),
+            "released": released,
+            "fallback": released.get("fallback"),
+        }
         if sources:
             from privcal.privacy.odometer import read_ledger
 

@@ -728,15 +728,29 @@ class FedTemp(_Scaling):
         the noise dominates (:func:`noise_dominance`): then, once the run's last round is in,
         it warns :class:`~privcal.private.NoiseDominatedWarning` and keeps the message in
         ``fit_warnings_``. Post-processing of released values: no budget is spent.
-        ``release_temperature_`` (in memory, not saved) is the temperature before that
-        fallback, what the privacy audits observe (:mod:`privcal.audits.federated`): a claim
-        that holds for it holds for any post-processing of it.
+        ``release_check_`` (in memory, not saved) records the decision in the form of
+        :func:`privcal.private.release_check`. ``release_temperature_`` (in memory, not saved)
+        is the temperature before that fallback, what the privacy audits observe
+        (:mod:`privcal.audits.federated`): a claim that holds for it holds for any
+        post-processing of it.
         """
         beta = float(self.fitted_params(state)[0])
         check = noise_dominance(state, beta)
         cal = TemperatureScaling(objective="nll", t_range=self.t_range)
         cal.fit_warnings_ = []
         cal.release_temperature_ = float(1.0 / beta)
+        if check is not None:  # the decision, for the reports (calibrators.summary)
+            cal.release_check_ = {
+                "rule": "identity",
+                "z": check["z"],
+                "threshold": FED_NOISE_Z,
+                "compared": f"the released gradients of {check['rounds_used']} round(s) between "
+                "T = 1 and the release",
+                "release_temperature": cal.release_temperature_,
+                "temperature": 1.0 if check["dominated"] else cal.release_temperature_,
+                "fell_back": bool(check["dominated"]),
+                "noise_dominated": bool(check["dominated"]),
+            }
         if check is not None and check["dominated"]:
             if check["final"]:
                 import warnings

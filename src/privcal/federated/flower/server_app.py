@@ -39,6 +39,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from flwr.serverapp import Grid, ServerApp
 
 from privcal.calibrators import Calibrator
+from privcal.calibrators.summary import release_summary
 from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
 from privcal.federated.flower.messaging import exchange
 from privcal.federated.flower.task import (
@@ -363,14 +364,23 @@ def finish_run(
         cal = fm.calibrator(state, c)
     for w in seen:
         print(f"privcal: WARNING: {w.message}", flush=True)
+    released = release_summary(cal)
+    print(f"privcal: release: {released['text']}", flush=True)
     if out_dir is None:
         return cal
     dump_json(out_dir / "calibrator.json", cal.to_dict())
     dump_json(out_dir / "config.json", cfg)
     dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
     if report is not None:
-        dump_json(out_dir / "privacy_report.json", report.to_dict())
+        dump_json(out_dir / "privacy_report.json", report_with_release(report, released))
     return cal
+
+
+def report_with_release(report: Any, released: dict[str, Any]) -> dict[str, Any]:
+    """``privacy_report.json``: the report's keys, plus ``released`` (the released parameters,
+    :func:`~privcal.calibrators.summary.release_summary`) and ``fallback`` (whether the release
+    fell back to ``T = 1`` and why; ``None`` for a method without a fallback rule)."""
+    return {**report.to_dict(), "released": released, "fallback": released.get("fallback")}
 
 
 def check_on_server(cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None) -> None:
@@ -571,11 +581,13 @@ def seed000(
     for w in seen:  # shown on the operator's console as the federated methods' warnings are
         print(f"privcal: WARNING: {w.message}", flush=True)
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
-    print(f"privcal: DP Acc-T over {len(sources)} sources: T = {est.temperature_:.4g}", flush=True)
+    released = release_summary(est)
+    print(f"privcal: DP Acc-T over {len(sources)} sources: {released['text']}", flush=True)
     end_run(grid, nodes, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
-        dump_json(out_dir / "privacy_report.json", est.privacy_report_.to_dict())
+        report = report_with_release(est.privacy_report_, released)
+        dump_json(out_dir / "privacy_report.json", report)
         dump_json(out_dir / "config.json", cfg)
         dump_json(
             out_dir / "history.json",

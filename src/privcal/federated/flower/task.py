@@ -524,12 +524,15 @@ def compare_uncalibrated(
     """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``,
     and both reliability diagrams' per-bin data (``reliability``, for ``privcal report``).
 
-    ``worse`` is true when the calibrated ECE (equal-width, ``n_bins`` bins) exceeds the
-    uncalibrated one on these rows; ``summary`` is a one-line account (with ``WARNING`` first
-    when worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
+    ``ece_change`` is the change of ECE (equal-width, ``n_bins`` bins) with a paired bootstrap
+    95 % interval over these rows and its verdict (:func:`privcal.metrics.compare.
+    paired_bootstrap`); ``worse`` is true when the whole interval is above 0 (worse beyond the
+    rows' sampling error); ``summary`` is a one-line account (with ``WARNING`` first when
+    worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
     server's own split, or a client's own console).
     """
     from privcal.metrics import accuracy, classwise_ece, ece, reliability
+    from privcal.metrics.compare import WORSE, paired_bootstrap
     from privcal.metrics.statistics import softmax
 
     before, after = softmax(z), cal.predict_proba(z)
@@ -537,7 +540,9 @@ def compare_uncalibrated(
     for name, fn in (("ece", ece), ("cwece", classwise_ece)):
         out[name] = [float(fn(before, y, n_bins)), float(fn(after, y, n_bins))]
     out["accuracy"] = [float(accuracy(before, y)), float(accuracy(after, y))]
-    out["worse"] = bool(out["ece"][1] > out["ece"][0])
+    change = paired_bootstrap(lambda p, t: ece(p, t, n_bins), before, after, y)
+    out["ece_change"] = change
+    out["worse"] = change["verdict"] == WORSE
     out["reliability"] = {
         "before": reliability(before, y, n_bins).to_dict(),
         "after": reliability(after, y, n_bins).to_dict(),
@@ -545,7 +550,9 @@ def compare_uncalibrated(
     line = (
         f"ECE {out['ece'][0]:.4f} -> {out['ece'][1]:.4f}, classwise ECE {out['cwece'][0]:.4f} -> "
         f"{out['cwece'][1]:.4f}, accuracy {out['accuracy'][0]:.4f} -> {out['accuracy'][1]:.4f} "
-        f"(uncalibrated -> calibrated, {out['rows']} rows)"
+        f"(uncalibrated -> calibrated, {out['rows']} rows); ECE change "
+        f"{change['diff']:+.4f}, 95% interval [{change['low']:+.4f}, {change['high']:+.4f}]: "
+        f"{change['verdict']}"
     )
     out["summary"] = (
         f"WARNING: the calibrator is worse than the uncalibrated model: {line}"

@@ -1,0 +1,127 @@
+"""What a fitted calibrator releases, in a few numbers: for consoles, reports and
+``privacy_report.json``.
+
+:func:`release_summary` states the released parameters (the temperature, or for vector, matrix
+and binning maps each array's shape and range) and, for the private fits that have a fallback
+rule (:func:`privcal.private.release_check`, FedTemp's
+:func:`~privcal.federated.methods.noise_dominance`), whether the release fell back to ``T = 1``
+and why. :func:`release_line` says the same in one line. Both read only the calibrator's own
+fitted state, which is the release itself: nothing here touches the data it was fitted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FALLBACK_KEYS", "release_line", "release_summary"]
+
+#: The keys of a fallback decision that reports keep (a ``release_check_`` may hold more).
+FALLBACK_KEYS = (
+    "rule",
+    "z",
+    "threshold",
+    "compared",
+    "release_temperature",
+    "temperature",
+    "fell_back",
+    "noise_dominated",
+)
+
+
+def _array_summary(value: Any) -> dict[str, Any]:
+    a = np.asarray(value, dtype=np.float64)
+    finite = a[np.isfinite(a)]
+    out: dict[str, Any] = {"shape": list(a.shape)}
+    if finite.size:
+        out.update(
+            min=float(finite.min()), median=float(np.median(finite)), max=float(finite.max())
+        )
+    if finite.size < a.size:
+        out["empty"] = int(a.size - finite.size)  # NaN: empty bins
+    return out
+
+
+def release_summary(cal: Any) -> dict[str, Any]:
+    """The released parameters of a fitted calibrator and, where it has one, its fallback.
+
+    Returns
+    -------
+    dict
+        ``class``; ``parameters``: each fitted attribute without its trailing underscore, a
+        number as it is (``temperature``), an array as ``{shape, min, median, max[, empty]}``;
+        ``fallback`` (only for a fit with a fallback rule): :data:`FALLBACK_KEYS` of its
+        ``release_check_``; ``text``: :func:`release_line`.
+    """
+    params: dict[str, Any] = {}
+    for name in (*cal._fitted_names(), "n_classes_"):
+        if not hasattr(cal, name):
+            continue
+        value = getattr(cal, name)
+        key = name.rstrip("_")
+        if isinstance(value, (bool, np.bool_)):
+            params[key] = bool(value)
+        elif isinstance(value, (int, float, np.integer, np.floating)):
+            params[key] = value.item() if isinstance(value, np.generic) else value
+        elif isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):
+            params[key] = [float(v) for v in value]
+        else:
+            params[key] = _array_summary(value)
+    out: dict[str, Any] = {"class": type(cal).__name__, "parameters": params}
+    check = getattr(cal, "release_check_", None)
+    if isinstance(check, Mapping):
+        out["fallback"] = {k: check.get(k) for k in FALLBACK_KEYS}
+    out["text"] = release_line(out)
+    return out
+
+
+def _parameters_text(params: Mapping[str, Any]) -> str:
+    if "temperature" in params:
+        return f"T = {float(params['temperature']):.4g}"
+    parts = []
+    for k, v in params.items():
+        if isinstance(v, Mapping) and "min" in v:
+            shape = "x".join(str(s) for s in v["shape"])
+            parts.append(f"{k} ({shape}) in [{v['min']:.3g}, {v['max']:.3g}]")
+        elif isinstance(v, Mapping):
+            parts.append(f"{k} ({'x'.join(str(s) for s in v['shape'])}, empty)")
+    return "; ".join(parts) or "no fitted parameters"
+
+
+def release_line(summary: Mapping[str, Any]) -> str:
+    """One line: the released parameters and, for a fit with a fallback rule, what it decided.
+
+    Examples
+    --------
+    >>> release_line({"class": "TemperatureScaling", "parameters": {"temperature": 1.21}})
+    'T = 1.21'
+    >>> release_line({"class": "PrivateTemperatureScaling", "parameters": {"temperature": 1.0},
+    ...               "fallback": {"fell_back": True, "release_temperature": 0.25, "z": 0.82,
+    ...                            "threshold": 2.0, "rule": "identity"}})
+    'T = 1 (fell back to the uncalibrated model: the release favours T = 0.25 over T = 1 by 0.82 noise SDs, fewer than 2)'
+    """  # noqa: E501
+    text = _parameters_text(summary.get("parameters", {}))
+    fb = summary.get("fallback")
+    if not fb:
+        return text
+    z, t, need = fb.get("z"), fb.get("release_temperature"), fb.get("threshold")
+    short = (
+        f"by {z:.2f} noise SDs, fewer than {need:g}"
+        if z is not None
+        else "by nothing it can measure (no released value next to T = 1)"
+    )
+    if fb.get("fell_back"):
+        return (
+            f"{text} (fell back to the uncalibrated model: the release favours T = {t:.4g} over "
+            f"T = 1 {short})"
+        )
+    if fb.get("noise_dominated"):
+        return (
+            f"{text} (kept with fallback='{fb.get('rule')}' although the release favours it over "
+            f"T = 1 {short}: it may calibrate worse than no calibration)"
+        )
+    if z is None:
+        return text
+    return f"{text} (the release favours it over T = 1 by {z:.2f} noise SDs, at least {need:g})"

@@ -1,0 +1,83 @@
+"""Comparing a calibrator with doing nothing, with an interval (never a winner within the noise).
+
+:func:`paired_bootstrap` gives the change of a metric from the uncalibrated scores to the
+calibrated ones on the same rows and a percentile interval from resampling those rows (paired:
+each resample draws rows, and both metrics are computed on them). :func:`verdict` turns an
+interval of a change in an error (lower is better) into the words every report uses: "better
+than uncalibrated" only when the whole interval is below 0, "worse than uncalibrated" only when
+it is above 0, and otherwise "no better than uncalibrated".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BETTER", "NO_BETTER", "WORSE", "paired_bootstrap", "verdict"]
+
+BETTER, NO_BETTER, WORSE = (
+    "better than uncalibrated",
+    "no better than uncalibrated",
+    "worse than uncalibrated",
+)
+
+
+def verdict(low: float, high: float) -> str:
+    """The words for an interval ``[low, high]`` of a change in an error (after - before).
+
+    Examples
+    --------
+    >>> verdict(-0.05, -0.01), verdict(-0.01, 0.02), verdict(0.001, 0.02)
+    ('better than uncalibrated', 'no better than uncalibrated', 'worse than uncalibrated')
+    """
+    if high < 0.0:
+        return BETTER
+    if low > 0.0:
+        return WORSE
+    return NO_BETTER
+
+
+def paired_bootstrap(
+    metric: Callable[[np.ndarray, np.ndarray], float],
+    before: np.ndarray,
+    after: np.ndarray,
+    labels: np.ndarray,
+    *,
+    resamples: int = 400,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The change ``metric(after) - metric(before)`` on the same rows, with a paired bootstrap
+    percentile interval at ``level`` over ``resamples`` row resamples (seeded).
+
+    ``before`` and ``after`` are ``N x C`` probabilities of the same ``N`` rows. Returns
+    ``diff``, ``low``, ``high``, ``level``, ``resamples`` and ``verdict`` (:func:`verdict`).
+    The interval describes the sampling error of these rows, not of the calibrator's fit.
+    """
+    before = np.asarray(before)
+    after = np.asarray(after)
+    labels = np.asarray(labels)
+    n = labels.shape[0]
+    if before.shape[0] != n or after.shape[0] != n:
+        raise ValueError(
+            "The 'before', 'after' and 'labels' parameters of paired_bootstrap must have the "
+            f"same number of rows. Got {before.shape[0]}, {after.shape[0]} and {n} instead."
+        )
+    rng = np.random.default_rng(seed)
+    diff = float(metric(after, labels) - metric(before, labels))
+    draws = np.empty(resamples)
+    for b in range(resamples):
+        idx = rng.integers(0, n, n)
+        draws[b] = metric(after[idx], labels[idx]) - metric(before[idx], labels[idx])
+    tail = 100.0 * (1.0 - level) / 2.0
+    low, high = (float(v) for v in np.percentile(draws, [tail, 100.0 - tail]))
+    return {
+        "diff": diff,
+        "low": low,
+        "high": high,
+        "level": level,
+        "resamples": resamples,
+        "verdict": verdict(low, high),
+    }
