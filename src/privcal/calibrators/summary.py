@@ -32,9 +32,16 @@ FALLBACK_KEYS = (
 
 
 def _array_summary(value: Any) -> dict[str, Any]:
-    a = np.asarray(value, dtype=np.float64)
+    """Shape and range of an array; a ragged list (isotonic thresholds per class) gives its
+    length as the shape and the range of every value in it."""
+    try:
+        a = np.asarray(value, dtype=np.float64)
+        shape = list(a.shape)
+    except ValueError:
+        a = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in value])
+        shape = [len(value)]
     finite = a[np.isfinite(a)]
-    out: dict[str, Any] = {"shape": list(a.shape)}
+    out: dict[str, Any] = {"shape": shape}
     if finite.size:
         out.update(
             min=float(finite.min()), median=float(np.median(finite)), max=float(finite.max())

@@ -256,6 +256,10 @@ def _fit(o: Output) -> list[dict[str, Any]]:
     params = ", ".join(f"{k}={v}" for k, v in (d.get("params") or {}).items())
     n = f" on {d['n_samples']} examples, {d['n_classes']} classes" if "n_samples" in d else ""
     metrics = d.get("metrics")
+    if isinstance(d.get("released"), Mapping):  # summaries from before it have no such line
+        private = "private " if d.get("private") else ""
+        what = f"The {private}{d['method']} fit ({d['class']}) released"
+        blocks.append(takeaway(_release_finding(what, d, {})))
     if metrics:
         cols = list(metrics)
         before, after = metrics[cols[0]], metrics[cols[-1]]
@@ -464,17 +468,9 @@ def _federate(o: Output) -> list[dict[str, Any]]:
     check = _read_json(folder / "check.json")
     cfg = _read_json(folder / "config.json") or {}
     method = cfg.get("method", cal.get("class", "?"))
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = [takeaway(_release_finding(f"{method} released", rep, cal))]
     if isinstance(check, dict) and "ece" in check:
-        worse = bool(check.get("worse"))
-        blocks.append(
-            takeaway(
-                f"On the server's validation split ({check['rows']} rows) the federated "
-                f"calibrator {'is WORSE than' if worse else 'improves on'} the uncalibrated "
-                f"model: ECE {_change(check['ece'][0], check['ece'][1])}, classwise ECE "
-                f"{_change(check['cwece'][0], check['cwece'][1])}."
-            )
-        )
+        blocks.append(takeaway(_held_out_finding(check)))
     else:
         blocks.append(
             takeaway(
@@ -577,6 +573,50 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         )
         blocks.append(privacy_block(rep, trust=trust, source="privacy_report.json"))
     return [_section(f"privcal federate server: {folder.name}", blocks, "history.json")]
+
+
+def _release_finding(what: str, rep: Any, cal: Mapping[str, Any]) -> str:
+    """The first line of a run: what it released, and whether it fell back to ``T = 1`` and
+    why (``privacy_report.json``'s ``released``; without it, the calibrator file's state)."""
+    released = rep.get("released") if isinstance(rep, Mapping) else None
+    if not isinstance(released, Mapping):
+        from privcal.calibrators.summary import release_line
+
+        fitted = {k.rstrip("_"): v for k, v in (cal.get("fitted") or {}).items()}
+        params = {k: v for k, v in fitted.items() if isinstance(v, (int, float))}
+        released = {"parameters": params, "text": release_line({"parameters": params})}
+    fb = released.get("fallback") or {}
+    if fb.get("fell_back"):
+        return (
+            f"FELL BACK to the uncalibrated model: {what} T = 1, because its own release could "
+            f"not tell its fitted T = {_num(fb.get('release_temperature'))} from T = 1 "
+            + (
+                f"({_num(fb.get('z'))} noise SDs, fewer than {_num(fb.get('threshold'))})"
+                if fb.get("z") is not None
+                else "(nothing it could measure)"
+            )
+            + "; this run calibrated nothing. More clients or data, or a larger ε, helps."
+        )
+    return f"{what} {released.get('text', '?')}."
+
+
+def _held_out_finding(check: Mapping[str, Any]) -> str:
+    """The held-out effect with its interval: never "improves" within the rows' noise."""
+    change = check.get("ece_change")
+    head = (
+        f"On the server's validation split ({check['rows']} rows): ECE "
+        f"{_change(check['ece'][0], check['ece'][1])}, classwise ECE "
+        f"{_change(check['cwece'][0], check['cwece'][1])}"
+    )
+    if not isinstance(change, Mapping):  # a check.json from before the interval
+        return head + " (no interval recorded, so no verdict)."
+    verdict = str(change["verdict"])
+    return (
+        f"{head}; the ECE change's {100 * change['level']:.0f}% bootstrap interval is "
+        f"[{100 * change['low']:+.2f}, {100 * change['high']:+.2f}] pp: "
+        + (verdict.upper() if verdict.startswith(("worse", "no better")) else verdict)
+        + "."
+    )
 
 
 def _scoreboard(o: Output) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ calibrated ones on the same rows and a percentile interval from resampling those
 each resample draws rows, and both metrics are computed on them). :func:`verdict` turns an
 interval of a change in an error (lower is better) into the words every report uses: "better
 than uncalibrated" only when the whole interval is below 0, "worse than uncalibrated" only when
-it is above 0, and otherwise "no better than uncalibrated".
+it is above 0, and otherwise "no better than uncalibrated". :func:`replicate_interval` gives
+the interval from paired differences over replicates (splits, draws, data sets) instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BETTER", "NO_BETTER", "WORSE", "paired_bootstrap", "verdict"]
+__all__ = ["BETTER", "NO_BETTER", "WORSE", "paired_bootstrap", "replicate_interval", "verdict"]
 
 BETTER, NO_BETTER, WORSE = (
     "better than uncalibrated",
@@ -80,4 +81,33 @@ def paired_bootstrap(
         "level": level,
         "resamples": resamples,
         "verdict": verdict(low, high),
+    }
+
+
+def replicate_interval(diffs: Any, z: float = 2.0) -> dict[str, Any]:
+    """Mean of paired per-replicate differences (method - uncalibrated) +- ``z`` standard errors.
+
+    ``SE = sd(d, ddof=1) / sqrt(R)`` over the ``R`` replicates; with one replicate there is no
+    spread, the interval is unbounded and the verdict is "no better than uncalibrated". Every
+    difference 0 (a method that released the uncalibrated model each time) gives ``[0, 0]``:
+    no better. Returns ``diff``, ``se``, ``low``, ``high``, ``replicates`` and ``verdict``.
+
+    Examples
+    --------
+    >>> replicate_interval([-0.02, -0.03, -0.025])["verdict"]
+    'better than uncalibrated'
+    >>> replicate_interval([0.0, 0.0, 0.0])["verdict"]
+    'no better than uncalibrated'
+    """
+    d = np.asarray(diffs, dtype=np.float64).ravel()
+    mean = float(d.mean())
+    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("inf")
+    low, high = mean - z * se, mean + z * se
+    return {
+        "diff": mean,
+        "se": se,
+        "low": low,
+        "high": high,
+        "replicates": int(d.size),
+        "verdict": verdict(low, high) if np.isfinite(se) else NO_BETTER,
     }

@@ -222,15 +222,31 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         }
         for c in corruptions
     ]
-    best = min(methods, key=lambda m: means[m]["ece"])
-    ts = means["temperature"]
+    from privcal.metrics.compare import BETTER, replicate_interval
+
+    # each method against doing nothing: paired ECE differences over the corruptions, +- 2 SE
+    versus = {
+        m: replicate_interval(
+            [cell[c, m]["ece"] - cell[c, UNCALIBRATED]["ece"] for c in corruptions]
+        )
+        for m in methods
+    }
+    ts, ts_v = means["temperature"], versus["temperature"]
+    better = [m for m in methods if versus[m]["verdict"] == BETTER]
+    others = [m for m in methods if versus[m]["verdict"] != BETTER]
     blocks = [
         takeaway(
             f"Under distribution shift the network is over-confident: its mean ECE over "
             f"{len(corruptions)} corruptions is {100 * base['ece']:.2f}% at "
             f"{100 * base['accuracy']:.2f}% accuracy. Temperature scaling on a validation half "
-            f"brings it to {100 * ts['ece']:.2f}%; the lowest is {best} "
-            f"({100 * means[best]['ece']:.2f}%)."
+            f"brings it to {100 * ts['ece']:.2f}% ({100 * ts_v['diff']:+.2f} ± "
+            f"{200 * ts_v['se']:.2f} pp, paired over corruptions: {ts_v['verdict']}). Better "
+            f"than uncalibrated beyond 2 SE: {', '.join(better) or 'none'}"
+            + (
+                "; " + ", ".join(f"{m} ({versus[m]['verdict']})" for m in others) + "."
+                if others
+                else "."
+            )
         ),
         text(
             f"A small MLP trained on clean scikit-learn digits (train accuracy "

@@ -129,16 +129,24 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     found = ", ".join(
         f"{r['task']} {r['method']} (eps {r['epsilon']:g}: {r['why']})" for r in worse
     )
+    from privcal.metrics.compare import BETTER, verdict
+
     private = [r for r in rows if r["epsilon"] != math.inf]
-    best = min(private, key=lambda r: r["ece"])
+    # never a winner within the noise: each private row against doing nothing, diff +- 2 SE
+    better = [
+        r["method"]
+        for r in private
+        if verdict(r["diff"] - 2 * r["diff_se"], r["diff"] + 2 * r["diff_se"]) == BETTER
+    ]
     blocks.insert(
         0,
         takeaway(
             f"Scoreboard on {sb.DIGITS}: {len(worse)} of {len(rows) + len(conf) + len(fed)} "
             "rows are worse than doing nothing"
             + (f" ({found})" if worse else "")
-            + f"; the best private calibrator at ε = 1 is {best['method']} (ECE "
-            f"{100 * best['ece']:.2f}%, {best['ratio']:.2f}x its non-private twin)."
+            + f"; private calibrators at ε = 1 better than uncalibrated beyond 2 SE over "
+            f"splits: {', '.join(better) or 'none'} (of {len(private)}); the others are no "
+            "better than uncalibrated."
         ),
     )
     blocks.append(
