@@ -37,7 +37,8 @@ def test_audit_prints_one_line_per_warning_kind() -> None:
     lines = _stderr_lines("audit", "private-temperature-acc", "--runs", "200")
     assert len(lines) == 1, lines[:4]
     (line,) = lines
-    assert line.startswith("Warning: The released accuracy gap at T = 1 is ")
+    assert line.startswith("Warning: The private fit cannot tell T = ")
+    assert "the released accuracy gap at T = 1 is " in line and "falls back to T = 1" in line
     assert line.endswith(", first shown)") and " (x" in line
     count = int(line.rsplit(" (x", 1)[1].split(",")[0])
     assert count > 100
@@ -58,18 +59,20 @@ def test_evaluate_zero_probabilities_is_one_warning_line(shared_data: Path) -> N
 
 def test_seeded_private_fit_keeps_its_fit_warnings(tmp_path: Path) -> None:
     """``--seed`` silences the seeded-noise warning only (said once, as a ``Warning:`` line);
-    the fit's own diagnostics still show (a noise-dominated fit at epsilon = 0.05, n = 100)."""
+    the fit's own diagnostics still show (a noise-dominated fit at epsilon = 0.05, n = 100, kept
+    with --force: without it the fit is refused, tests/integration/test_release_reporting.py)."""
     rng = np.random.default_rng(0)
     data = tmp_path / "val.npz"
     np.savez(data, logits=3 * rng.normal(size=(100, 5)), labels=rng.integers(0, 5, 100))
     lines = _stderr_lines(
         "fit", "--method", "acc-t", "--epsilon", "0.05", "--input", str(data), "--seed", "0",
-        "--out", str(tmp_path / "t.json"),
+        "--out", str(tmp_path / "t.json"), "--force",
     )  # fmt: skip
     warned = [line for line in lines if line.startswith("Warning:")]
     assert len(warned) == 2, lines
     assert warned[0] == f"Warning: {SEEDED_NOISE_WARNING}"
-    assert warned[1].startswith("Warning: The released accuracy gap at T = 1 is ")
+    assert warned[1].startswith("Warning: The private fit cannot tell T = ")
+    assert "may calibrate worse than no calibration" in warned[1]
 
 
 def test_collect_warnings_groups_by_kind_and_counts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,6 +51,27 @@ def _array_summary(value: Any) -> dict[str, Any]:
     return out
 
 
+def _summarise(params: dict[str, Any], key: str, value: Any) -> None:
+    """``params[key]``: a number as it is, a pair of numbers as a list, an array's summary; a
+    mapping (DP-SGD's ``params_``) one entry per item, ``key.item``."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _summarise(params, f"{key}.{k}", v)
+    elif isinstance(value, str):
+        params[key] = value
+    elif isinstance(value, (bool, np.bool_)):
+        params[key] = bool(value)
+    elif isinstance(value, (int, float, np.integer, np.floating)):
+        params[key] = value.item() if isinstance(value, np.generic) else value
+    elif isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):
+        params[key] = [float(v) for v in value]
+    else:
+        try:
+            params[key] = _array_summary(value)
+        except (TypeError, ValueError):  # not numbers (names, mixed records): their kind only
+            params[key] = {"kind": type(value).__name__}
+
+
 def release_summary(cal: Any) -> dict[str, Any]:
     """The released parameters of a fitted calibrator and, where it has one, its fallback.
 
@@ -64,18 +85,8 @@ def release_summary(cal: Any) -> dict[str, Any]:
     """
     params: dict[str, Any] = {}
     for name in (*cal._fitted_names(), "n_classes_"):
-        if not hasattr(cal, name):
-            continue
-        value = getattr(cal, name)
-        key = name.rstrip("_")
-        if isinstance(value, (bool, np.bool_)):
-            params[key] = bool(value)
-        elif isinstance(value, (int, float, np.integer, np.floating)):
-            params[key] = value.item() if isinstance(value, np.generic) else value
-        elif isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):
-            params[key] = [float(v) for v in value]
-        else:
-            params[key] = _array_summary(value)
+        if hasattr(cal, name):
+            _summarise(params, name.rstrip("_"), getattr(cal, name))
     out: dict[str, Any] = {"class": type(cal).__name__, "parameters": params}
     check = getattr(cal, "release_check_", None)
     if isinstance(check, Mapping):

@@ -109,10 +109,12 @@ def gap_evidence(seen: Sequence[tuple[float, float, float]], t: float) -> Eviden
         return None
     u, gap, var = min(between, key=lambda s: abs(np.log(s[0])))
     sd = float(np.sqrt(var))
-    return (
+    if not sd > 0.0:
+        return None
+    return (  # one wording for both directions: the CLI groups warnings by their words
         float(-d * gap / sd),
-        f"the released accuracy gap at T = {u:.4g} is {gap:.4g} (noise SD {sd:.4g}; T "
-        f"{'>' if d > 0 else '<'} 1 needs a {'negative' if d > 0 else 'positive'} gap)",
+        f"the released accuracy gap at T = {u:.4g} is {gap:.4g} (noise SD {sd:.4g}; a fit "
+        "above 1 needs it below 0, one below 1 above 0)",
     )
 
 
@@ -177,6 +179,8 @@ def nll_drop_evidence(inc: np.ndarray, grid: np.ndarray, var: float, t: float) -
     coef = drop_coefficients(grid, i, t)
     drop = float(coef @ inc)
     sd = float(np.sqrt(var * np.sum(coef**2)))
+    if not sd > 0.0:  # t is the grid point T = 1 itself: nothing to compare
+        return None
     return (
         float(drop / sd),
         f"the released clipped NLL falls by {drop:.4g} from T = 1 to the fitted T (noise SD "
