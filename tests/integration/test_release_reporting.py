@@ -159,3 +159,23 @@ def test_federated_report_of_a_calibrated_run_shows_t_and_held_out_effect(tmp_pa
     assert check["worse"] is False and change["verdict"] == "better than uncalibrated"
     assert "ECE" in held_out and "bootstrap interval" in held_out
     assert held_out.endswith("better than uncalibrated.")
+
+
+def test_evaluate_states_the_held_out_effect_with_its_interval(tmp_path: Path) -> None:
+    z, y = _scores(3000, 10, 3)
+    np.savez(tmp_path / "val.npz", logits=z[:1000], labels=y[:1000])
+    np.savez(tmp_path / "test.npz", logits=z[1000:], labels=y[1000:])
+    assert (
+        _fit("-m", "temperature", "-i", tmp_path / "val.npz", "-o", tmp_path / "ts.json").exit_code
+        == 0
+    )
+    res = runner.invoke(
+        app, ["evaluate", "-i", str(tmp_path / "test.npz"), "-c", str(tmp_path / "ts.json"),
+              "--out", str(tmp_path / "eval.json")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    change = json.loads((tmp_path / "eval.json").read_text())["ece_change"]
+    assert change["low"] <= change["diff"] <= change["high"] < 0.0  # 3x over-confident
+    assert change["verdict"] == "better than uncalibrated"
+    found = _findings(tmp_path / "eval.json")[0]
+    assert "bootstrap interval of the change" in found and "better than uncalibrated" in found

@@ -328,11 +328,17 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     first = metrics[cols[0]]
     if len(cols) > 1:
         last = metrics[cols[-1]]
+        change = d.get("ece_change")
         found = (
-            f"On {d['input']} ({d['n_samples']} examples) the calibrator "
-            f"{'lowers' if last['ECE'] < first['ECE'] else 'does not lower'} the ECE: "
-            f"{_change(first['ECE'], last['ECE'])}; accuracy "
-            f"{_change(first['Accuracy'], last['Accuracy'])}."
+            f"On {d['input']} ({d['n_samples']} examples) the calibrator takes the ECE "
+            f"{_change(first['ECE'], last['ECE'])}"
+            + (
+                f" (95% bootstrap interval of the change [{100 * change['low']:+.2f}, "
+                f"{100 * change['high']:+.2f}] pp: {change['verdict']})"
+                if isinstance(change, Mapping)
+                else ""
+            )
+            + f"; accuracy {_change(first['Accuracy'], last['Accuracy'])}."
         )
     else:
         found = (

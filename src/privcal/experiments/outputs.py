@@ -17,7 +17,8 @@ What each verb writes
   state after the fit, and **no** statistic of the private data (those would be releases
   nobody paid for).
 * ``privcal evaluate --out eval.json``: the metrics table and the reliability data before (and
-  after, with ``--calibrator``).
+  after, with ``--calibrator``, then also ``ece_change``: the change of ECE with its paired
+  bootstrap interval over the rows and its verdict, :mod:`privcal.metrics.compare`).
 * ``privcal conformal --out sets.csv``: the sets and ``sets.summary.json``: the summary the
   command prints, the set-size counts, coverage by set size (with test labels) and the privacy
   report of a private threshold.
@@ -192,6 +193,14 @@ def evaluate_summary(
     }
     if logits is not None:
         out["reliability"] = _reliability_pair(logits, probs, labels, n_bins)
+        if probs is not None:  # the held-out effect, with its interval over these rows
+            from privcal.metrics import ece
+            from privcal.metrics.compare import paired_bootstrap
+            from privcal.metrics.statistics import softmax
+
+            out["ece_change"] = paired_bootstrap(
+                lambda p, t: ece(p, t, n_bins), softmax(logits), probs, labels
+            )
     elif top_label_reliability:
         stages = ("before", "after")[: len(top_label_reliability)]
         pairs = zip(stages, top_label_reliability, strict=True)
