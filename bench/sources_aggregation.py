@@ -1,4 +1,4 @@
-"""DP Acc-T across three data sources: distributed noise shares against local noise, on real networks.
+"""DP Acc-T across three data sources: distributed shares against local noise, real networks.
 
 Run from the repository root::
 
