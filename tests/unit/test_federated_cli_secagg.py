@@ -196,3 +196,22 @@ def test_secaggplus_ring_round_trip_is_exact() -> None:
     mean = (dequantize([modular], r, q)[0] - (n - 1) * r) * (q / ratio)
     expected = residues.astype(np.int64).sum(axis=0) % m
     assert wire_to_residues(mean, n, bits).tolist() == expected.tolist()
+
+
+def test_a_client_that_never_reached_the_server_says_where_it_tried(
+    apps: typer.Typer, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("flwr")
+    from privcal.federated.flower.deploy import free_port
+
+    f = tmp_path / "d.npz"
+    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    r = CliRunner().invoke(
+        apps,
+        ["federate", "client", "--data", str(f), "--superlink", address, "--retry-s", "2",
+         "--accept", "none", "--insecure"],
+    )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert f"Could not reach the server at {address} within 2 s (--retry-s)" in r.output
+    assert "Traceback" not in r.output

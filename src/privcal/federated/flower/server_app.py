@@ -199,13 +199,13 @@ def progress_line(
     The counts and the round's duration are what the operator of the SuperLink sees anyway
     (Flower logs every reply); they are printed on the operator's console only, never written
     to ``history.json`` of a DP run. ``eps`` is the run's accountant: the privacy loss of
-    rounds ``1..t`` together, composed in zCDP and converted to ``(epsilon, delta)``, which
-    reaches ``budget`` after the last round (a client's ledger is charged ``budget / T`` per
-    round instead, and holds ``budget`` after the last round as well; docs/federated.md).
+    rounds ``1..t`` together, composed and converted to ``(epsilon, delta)`` as the run
+    converts (:func:`~privcal.federated.dp.run_epsilon`), which reaches ``budget`` after the
+    last round; a client's ledger is brought up to the same figure before each round it
+    answers (docs/federated.md).
     """
     spent = (
-        f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed: "
-        "zCDP -> (epsilon, delta))"
+        f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed)"
         if budget > 0
         else "no DP"
     )

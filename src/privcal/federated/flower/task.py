@@ -209,16 +209,18 @@ def client_payload(
 
 
 def composed_epsilon(cfg: dict[str, Any], rounds_done: int) -> float:
-    """The run's epsilon after ``rounds_done`` of its ``T`` rounds: ``zcdp_epsilon(r rho / T,
-    delta)`` with ``rho = zcdp_rho(epsilon, delta)`` the run's whole zCDP budget (each round's
-    noise is sized for ``rho / T`` or less), so ``composed_epsilon(cfg, T) <= epsilon``. Public:
-    it reads the run configuration only."""
-    from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+    """The run's epsilon after ``rounds_done`` of its ``T`` rounds: ``r rho / T`` converted at
+    ``delta``, with ``rho`` the run's whole budget (:func:`~privcal.federated.dp.run_rho`; each
+    round's noise is sized for ``rho / T`` or less) and the run's conversion (exact Gaussian for
+    the server's noise, zCDP for distributed shares), so ``composed_epsilon(cfg, T) <=
+    epsilon``. Public: it reads the run configuration only."""
+    from privcal.federated.dp import conversion_of, run_epsilon, run_rho
 
     if rounds_done <= 0:
         return 0.0
     eps, dlt, t = float(cfg["epsilon"]), float(cfg["delta"]), int(cfg["rounds"])
-    return zcdp_epsilon(min(rounds_done, t) * zcdp_rho(eps, dlt) / t, dlt)
+    conversion = conversion_of(str(cfg.get("aggregation", DEFAULTS["aggregation"])))
+    return run_epsilon(min(rounds_done, t) * run_rho(eps, dlt, conversion) / t, dlt, conversion)
 
 
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
@@ -278,7 +280,7 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             mechanism=(
                 "discrete gaussian shares (distributed, zCDP composed over rounds)"
                 if cfg.get("aggregation") == "distributed"
-                else "gaussian (server-side, zCDP composed over rounds)"
+                else "gaussian (server-side, rounds composed exactly as one Gaussian)"
             ),
         )
     except BudgetExceededError as err:
