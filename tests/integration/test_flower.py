@@ -103,6 +103,11 @@ def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: 
         "private",
     )
     assert report["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    # what the run released and whether it fell back (issue 32), beside the report's own keys
+    fb = report["fallback"]
+    assert report["released"]["parameters"]["temperature"] == cal_dict["fitted"]["temperature_"]
+    assert fb["temperature"] == cal_dict["fitted"]["temperature_"]
+    assert fb["fell_back"] == (fb["z"] < fb["threshold"]) and fb["rule"] == "identity"
     assert any(f"K={N_CLIENTS}" in p for p in report["public"])
     assert calibrator_from_dict(cal_dict).predict_proba(z[:3]).shape == (3, 4)
 

@@ -585,12 +585,14 @@ def _release_finding(what: str, rep: Any, cal: Mapping[str, Any]) -> str:
     """The first line of a run: what it released, and whether it fell back to ``T = 1`` and
     why (``privacy_report.json``'s ``released``; without it, the calibrator file's state)."""
     released = rep.get("released") if isinstance(rep, Mapping) else None
-    if not isinstance(released, Mapping):
-        from privcal.calibrators.summary import release_line
+    if not isinstance(released, Mapping):  # a run without DP (or from before the key)
+        from privcal.calibrators import calibrator_from_dict
+        from privcal.calibrators.summary import release_summary
 
-        fitted = {k.rstrip("_"): v for k, v in (cal.get("fitted") or {}).items()}
-        params = {k: v for k, v in fitted.items() if isinstance(v, (int, float))}
-        released = {"parameters": params, "text": release_line({"parameters": params})}
+        try:
+            released = release_summary(calibrator_from_dict(dict(cal)))
+        except (KeyError, TypeError, ValueError):
+            released = {"text": "a calibrator this page cannot read"}
     fb = released.get("fallback") or {}
     if fb.get("fell_back"):
         return (
