@@ -42,7 +42,8 @@ def prepare(folder: Path) -> None:
 
     ``val.npz`` / ``test.npz`` (first and second half), ``hospital_a.npz`` / ``hospital_b.npz``
     (the halves of ``val``), ``unlabelled.npy`` (the test logits), ``toplabel.csv`` (the test
-    set's true label, predicted label and confidence) and ``broken.npz`` (a truncated copy).
+    set's true label, predicted label and confidence), ``broken.npz`` (a truncated copy) and
+    ``tiny.npz`` (the first 20 rows of ``val``).
     """
     from privcal.data import digits_shift, write_scores
 
@@ -50,6 +51,7 @@ def prepare(folder: Path) -> None:
     half = z.shape[0] // 2
     write_scores(folder / "val.npz", z[:half], y[:half])
     write_scores(folder / "test.npz", z[half:], y[half:])
+    write_scores(folder / "tiny.npz", z[:20], y[:20])
     quarter = half // 2
     write_scores(folder / "hospital_a.npz", z[:quarter], y[:quarter])
     write_scores(folder / "hospital_b.npz", z[quarter:half], y[quarter:half])

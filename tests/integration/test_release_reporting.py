@@ -84,7 +84,7 @@ def test_fit_with_a_clear_signal_releases_its_temperature(tmp_path: Path) -> Non
     t = released["parameters"]["temperature"]
     assert t == json.loads(out.read_text())["fitted"]["temperature_"] > 1.5
     assert not released["fallback"]["fell_back"] and released["fallback"]["z"] >= 2.0
-    assert f"Released: T = {t:.4g} (the release favours it over T = 1 by" in res.output
+    assert f"Released: T = {t:.4g} (its release favours it over T = 1 by" in res.output
     page = runner.invoke(app, ["report", str(tmp_path / "cal.summary.json")])
     assert page.exit_code == 0, page.output
     html = (tmp_path / "cal.summary.html").read_text()
@@ -152,7 +152,7 @@ def test_federated_report_of_a_calibrated_run_shows_t_and_held_out_effect(tmp_pa
     t = run["cal"].temperature_
     assert t > 1.2 and not run["report"]["fallback"]["fell_back"]
     first, held_out = _findings(tmp_path / "calibrated")[:2]
-    assert first.startswith(f"fedtemp released T = {t:.4g} (the release favours it over T = 1")
+    assert first.startswith(f"fedtemp released T = {t:.4g} (its release favours it over T = 1")
     check = json.loads((tmp_path / "calibrated" / "check.json").read_text())
     change = check["ece_change"]
     assert change["low"] <= change["diff"] <= change["high"] < 0.0

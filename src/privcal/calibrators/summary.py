@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FALLBACK_KEYS", "release_line", "release_summary"]
+__all__ = ["FALLBACK_KEYS", "evidence_phrase", "release_line", "release_summary"]
 
 #: The keys of a fallback decision that reports keep (a ``release_check_`` may hold more).
 FALLBACK_KEYS = (
@@ -108,6 +108,21 @@ def _parameters_text(params: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "no fitted parameters"
 
 
+def evidence_phrase(z: float | None) -> str:
+    """How far a release favours its fitted temperature over ``T = 1``, in words.
+
+    Examples
+    --------
+    >>> evidence_phrase(3.14159), evidence_phrase(-0.5)
+    ('its release favours it over T = 1 by 3.14 noise SDs', 'its release favours T = 1 over it by 0.50 noise SDs')
+    """  # noqa: E501
+    if z is None:
+        return "its release holds no value next to T = 1 to compare with"
+    if z >= 0:
+        return f"its release favours it over T = 1 by {z:.2f} noise SDs"
+    return f"its release favours T = 1 over it by {-z:.2f} noise SDs"
+
+
 def release_line(summary: Mapping[str, Any]) -> str:
     """One line: the released parameters and, for a fit with a fallback rule, what it decided.
 
@@ -116,30 +131,26 @@ def release_line(summary: Mapping[str, Any]) -> str:
     >>> release_line({"class": "TemperatureScaling", "parameters": {"temperature": 1.21}})
     'T = 1.21'
     >>> release_line({"class": "PrivateTemperatureScaling", "parameters": {"temperature": 1.0},
-    ...               "fallback": {"fell_back": True, "release_temperature": 0.25, "z": 0.82,
+    ...               "fallback": {"fell_back": True, "release_temperature": 0.25, "z": -0.82,
     ...                            "threshold": 2.0, "rule": "identity"}})
-    'T = 1 (fell back to the uncalibrated model: the release favours T = 0.25 over T = 1 by 0.82 noise SDs, fewer than 2)'
+    'T = 1 (fell back to the uncalibrated model from the fitted T = 0.25: its release favours T = 1 over it by 0.82 noise SDs, and keeping it needs 2 in its favour)'
     """  # noqa: E501
     text = _parameters_text(summary.get("parameters", {}))
     fb = summary.get("fallback")
     if not fb:
         return text
     z, t, need = fb.get("z"), fb.get("release_temperature"), fb.get("threshold")
-    short = (
-        f"by {z:.2f} noise SDs, fewer than {need:g}"
-        if z is not None
-        else "by nothing it can measure (no released value next to T = 1)"
-    )
+    said = evidence_phrase(z)
     if fb.get("fell_back"):
         return (
-            f"{text} (fell back to the uncalibrated model: the release favours T = {t:.4g} over "
-            f"T = 1 {short})"
+            f"{text} (fell back to the uncalibrated model from the fitted T = {t:.4g}: {said}, "
+            f"and keeping it needs {need:g} in its favour)"
         )
     if fb.get("noise_dominated"):
         return (
-            f"{text} (kept with fallback='{fb.get('rule')}' although the release favours it over "
-            f"T = 1 {short}: it may calibrate worse than no calibration)"
+            f"{text} (kept with fallback='{fb.get('rule')}': {said}, short of the {need:g} in "
+            "its favour the rule needs; it may calibrate worse than no calibration)"
         )
     if z is None:
         return text
-    return f"{text} (the release favours it over T = 1 by {z:.2f} noise SDs, at least {need:g})"
+    return f"{text} ({said}; the rule needs {need:g})"

@@ -595,15 +595,14 @@ def _release_finding(what: str, rep: Any, cal: Mapping[str, Any]) -> str:
             released = {"text": "a calibrator this page cannot read"}
     fb = released.get("fallback") or {}
     if fb.get("fell_back"):
+        from privcal.calibrators.summary import evidence_phrase
+
         return (
-            f"FELL BACK to the uncalibrated model: {what} T = 1, because its own release could "
-            f"not tell its fitted T = {_num(fb.get('release_temperature'))} from T = 1 "
-            + (
-                f"({_num(fb.get('z'))} noise SDs, fewer than {_num(fb.get('threshold'))})"
-                if fb.get("z") is not None
-                else "(nothing it could measure)"
-            )
-            + "; this run calibrated nothing. More clients or data, or a larger ε, helps."
+            f"FELL BACK to the uncalibrated model: {what} T = 1, because its fitted T = "
+            f"{_num(fb.get('release_temperature'))} could not be told from T = 1 "
+            f"({evidence_phrase(fb.get('z'))}; keeping it needs {_num(fb.get('threshold'))} in "
+            "its favour); this run calibrated nothing. More clients or data, or a larger ε, "
+            "helps."
         )
     return f"{what} {released.get('text', '?')}."
 

@@ -25,7 +25,7 @@ N_SOURCES, N_SAMPLES, EPSILON, SEVERITY = 25, 12, 1.0, 5
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
-    from privcal.calibrators.summary import release_summary
+    from privcal.calibrators.summary import evidence_phrase, release_summary
     from privcal.experiments.document import column, privacy_block, table, takeaway, text
     from privcal.experiments.luo2020 import GridPoint
     from privcal.experiments.luo2020 import run as luo_run
@@ -94,11 +94,10 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     )
     check = cal.release_check_
     fit_line = (
-        f"fell back to T = 1 (its release favoured T = {cal.release_temperature_:.2f} by "
-        + (f"{check['z']:.2f}" if check["z"] is not None else "no measurable")
-        + " noise SDs, fewer than 2)"
+        f"fell back to T = 1 (fitted T = {cal.release_temperature_:.2f}: "
+        f"{evidence_phrase(check['z'])}, fewer than 2 in its favour)"
         if check["fell_back"]
-        else f"released T = {cal.temperature_:.2f}"
+        else f"released T = {cal.temperature_:.2f} ({evidence_phrase(check['z'])})"
     )
     ledgers = [
         {"source": src.name, "budget": src.budget, "spent": src.spent, "remaining": src.remaining}
