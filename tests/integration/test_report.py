@@ -14,6 +14,7 @@ shown in the table's unit. The CLI's error rule holds for ``report``; ``fit``, `
 from __future__ import annotations
 
 import fcntl
+import html as html_lib
 import json
 import math
 import os
@@ -422,6 +423,26 @@ def test_fit_evaluate_conformal_outputs_make_a_report(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", str(out / "ts.json"), "-o", str(tmp_path / "one.html")])
     assert res.exit_code == 0, res.output
     assert "privcal fit: ts.summary.json" in (tmp_path / "one.html").read_text()
+
+
+def test_an_interrupted_federation_says_so(tmp_path: Path) -> None:
+    """The folder of a run stopped before its release (what ``privcal federate server`` leaves
+    on Ctrl-C: interrupted.json, the rounds' history, run.log, no calibrator): the report shows
+    what exists and says the run was interrupted, in its first lines."""
+    out = tmp_path / "federated-secagg"
+    out.mkdir()
+    (out / "interrupted.json").write_text(
+        json.dumps({"interrupted": True, "signal": "SIGINT", "clients_told": True, "time": "t0"})
+    )
+    (out / "history.json").write_text(json.dumps([{"round": 1, "epsilon_spent": 2.2}]))
+    (out / "run.log").write_text("privcal: round 1/3 ...\n")
+    res = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    assert "federate-interrupted" in res.output
+    page = html_lib.unescape((tmp_path / "r.html").read_text())
+    first = page.index("This run was interrupted (SIGINT at t0) before its release")
+    assert first < page.index("1 round(s) were summed before the stop")
+    assert "every client was told and stopped" in page and "run.log" in page
 
 
 # -- errors ---------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ _WHAT = (
 class Output:
     """One output privcal wrote: its kind, its main file and the folder it lives in."""
 
-    kind: str  # demo, federate, fit, evaluate, conformal, scoreboard
+    kind: str  # demo, federate, federate-interrupted, fit, evaluate, conformal, scoreboard
     path: Path
     data: dict[str, Any]
 
@@ -131,7 +131,12 @@ def find_outputs(path: str | Path) -> list[Output]:
             )
         return [out]
     found: list[Output] = []
-    if all((path / f).is_file() for f in _FEDERATE_FILES):
+    stopped = _read_json(path / "interrupted.json")
+    if isinstance(stopped, dict) and stopped.get("interrupted"):  # a run stopped before release
+        history = _read_json(path / "history.json")
+        stopped["history"] = history if isinstance(history, list) else []
+        found.append(Output("federate-interrupted", path, stopped))
+    elif all((path / f).is_file() for f in _FEDERATE_FILES):
         history = _read_json(path / "history.json")
         if isinstance(history, list):
             found.append(Output("federate", path, {"history": history}))
@@ -155,6 +160,7 @@ def build(outputs: Sequence[Output]) -> Report:
     builders = {
         "demo": _demo_sections,
         "federate": _federate,
+        "federate-interrupted": _interrupted,
         "fit": _fit,
         "evaluate": _evaluate,
         "conformal": _conformal,
@@ -464,6 +470,29 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
             privacy_block(d["privacy_report"], trust=d.get("trust", "not recorded."), source=src)
         )
     return [_section(f"privcal conformal: {d['sets']}", blocks, src)]
+
+
+def _interrupted(o: Output) -> list[dict[str, Any]]:
+    """A federation stopped before its release (``interrupted.json``): what exists, and why."""
+    d, folder = o.data, o.path
+    rounds = len(d["history"])
+    told = "every client was told and stopped" if d.get("clients_told") else (
+        "the clients were not told (they stop when they lose the server)"
+    )  # fmt: skip
+    files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    blocks = [
+        takeaway(
+            f"This run was interrupted ({d.get('signal', 'stopped')} at {d.get('time', '?')}) "
+            f"before its release: no calibrator was written; {told}."
+        ),
+        takeaway(
+            f"{rounds} round(s) were summed before the stop (history.json). A client's ledger "
+            "keeps the charges of the rounds it answered: a reply that left the client is a "
+            "release, whether or not the server summed it."
+        ),
+        text(f"Files in `{folder.name}`: " + ", ".join(f"`{f}`" for f in files) + "."),
+    ]
+    return [_section("Federated run (interrupted)", blocks, "interrupted.json")]
 
 
 def _federate(o: Output) -> list[dict[str, Any]]:
