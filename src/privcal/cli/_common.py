@@ -66,8 +66,10 @@ __all__ = [
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
+    "plain_text",
     "print_warnings",
     "set_debug",
+    "table_width",
     "user_errors",
     "warn",
     "warning_kind",
@@ -119,6 +121,24 @@ class _Console(Console):
 console: Console = _Console()
 #: Standard error (errors, warnings, progress).
 err_console: Console = _Console(stderr=True)
+
+
+#: A terminal escape sequence (colours, cursor moves): CSI ``ESC [ ... final byte`` or a
+#: two-character ``ESC X``.
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escape sequences: what a log file keeps of a coloured line."""
+    return _ESCAPE.sub("", text)
+
+
+def table_width() -> int:
+    """Width of a privacy table on standard output: :data:`privcal._text.TEXT_WIDTH` (100), or
+    the terminal's width when it is narrower."""
+    from privcal._text import TEXT_WIDTH
+
+    return min(TEXT_WIDTH, console.width)
 
 
 def input_kind_option() -> Any:

@@ -14,7 +14,15 @@ from typing import Annotated, Any
 
 import typer
 
-from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
+from privcal.cli._common import (
+    EXIT_BUDGET,
+    console,
+    err_console,
+    fail,
+    plain_text,
+    table_width,
+    user_errors,
+)
 
 __all__ = ["client", "maddock2025", "register", "server", "simulate"]
 
@@ -311,9 +319,11 @@ def _check_ring(
 
 
 def _server_line(log: Any) -> Any:
-    """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log``."""
+    """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log`` as
+    plain text (Flower colours its log levels: the escape codes are left out of the file)."""
 
     def show(line: str) -> None:
+        line = plain_text(line)
         log.write(line + "\n")
         log.flush()
         text = line.split("privcal: ", 1)[1] if "privcal: " in line else None
@@ -353,7 +363,8 @@ def _print_report(path: Path) -> None:
     if not path.exists():
         console.print("No DP (--epsilon 0): the calibrator is not private.")
         return
-    console.print(str(PrivacyReport.from_dict(json.loads(path.read_text()))), markup=False)
+    report = PrivacyReport.from_dict(json.loads(path.read_text()))
+    console.print(report.format(table_width()), markup=False, highlight=False)
     console.print(f"Wrote {path}")
 
 

@@ -162,6 +162,8 @@ def NoiseSourceDPOptimizer(optimizer: Any, *, noise: NoiseSource, **kwargs: Any)
 #: Share of the budget :class:`DPTemperatureScaling` / :class:`DPPlattScaling` spend on a
 #: Laplace count of the validation set (the step schedule is derived from that count, never n).
 COUNT_SHARE = 0.02
+#: L1 sensitivity of that count (add/remove one example changes it by one).
+COUNT_SENSITIVITY = 1.0
 #: Public box every parameter is projected onto after each step (post-processing): ``log T`` in
 #: ``[log 1e-2, log 1e2]``, every other parameter in ``[-1e3, 1e3]``.
 LOG_TEMPERATURE_RANGE = (math.log(1e-2), math.log(1e2))
@@ -394,8 +396,13 @@ class _DPScaling(ReportsPrivacy, Calibrator):
             # the DP-SGD plan (so its RDP curve) is read from the count: check the whole fit by
             # basic composition first, then charge each release before it is drawn
             odometer.check(f"{owner}.fit", float(self.epsilon), float(self.delta))
-            odometer.spend(f"{owner}.fit: count n", eps_count, mechanism="laplace")
-        n_estimate, _ = laplace(float(z.shape[0]), 1.0, eps_count, noise)
+            odometer.spend(
+                f"{owner}.fit: count n",
+                eps_count,
+                mechanism="laplace",
+                sensitivity=COUNT_SENSITIVITY,
+            )
+        n_estimate, _ = laplace(float(z.shape[0]), COUNT_SENSITIVITY, eps_count, noise)
         batch = full_batch(float(n_estimate)) if self.batch_size is None else self.batch_size
         clip = (
             auto_clip(float(n_estimate), eps_sgd, float(self.delta))
@@ -458,7 +465,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
                 Release(
                     query="count n (sets the step schedule)",
                     mechanism="laplace",
-                    sensitivity=1.0,
+                    sensitivity=COUNT_SENSITIVITY,
                     epsilon=eps_count,
                     delta=0.0,
                     source="recalibration",
