@@ -158,7 +158,7 @@ def test_parts_dirichlet_is_the_simulate_split_and_seeded(
         (["--parts", "200", "--out", "s{k}.npz", "--partition", "dirichlet", "--beta", "0.01"],
          "raise --beta (less skew) or lower --parts"),
         (["--out-cal", "c.npz", "--beta", "0.5"], "pass --parts and --out"),
-        ([], "needs --out-cal and --out-test"),
+        ([], "Missing option '--out-cal'"),
     ],
 )  # fmt: skip
 def test_parts_bad_input_is_one_error_line(

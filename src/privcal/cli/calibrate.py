@@ -32,10 +32,12 @@ from privcal.cli._common import (
     console,
     err_console,
     fail,
+    force_option,
     input_kind_option,
     load_calibrator,
     load_scores,
     load_unlabelled,
+    refuse_overwrite,
     user_errors,
     write_probs,
 )
@@ -355,13 +357,20 @@ def fit(
             "--input before it releases; refused when it would pass the ledger's budget.",
         ),
     ] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
-    """Fit a calibrator on validation scores and save it as JSON."""
+    """Fit a calibrator on validation scores and save it as JSON.
+
+    --out (and its summary, NAME.summary.json) is not written over when it holds a private
+    calibrator, unless --force.
+    """
     from privcal._params import check_option
     from privcal.calibrators import METHODS
+    from privcal.experiments.outputs import summary_path
 
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
+        refuse_overwrite((out, summary_path(out)), "--out", "privcal fit", force)
         _check_t_range(t_range)
         private = (
             epsilon is not None

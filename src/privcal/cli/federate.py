@@ -19,7 +19,9 @@ from privcal.cli._common import (
     console,
     err_console,
     fail,
+    force_option,
     plain_text,
+    refuse_overwrite,
     table_width,
     user_errors,
 )
@@ -124,8 +126,11 @@ def server(
             "checks on its own data.",
         ),
     ] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
-    """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result."""
+    """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
+
+    An --out folder holding an earlier DP run's release is not written over, unless --force."""
     with user_errors():
         from privcal.federated import METHODS
 
@@ -190,6 +195,7 @@ def server(
             "wait-nodes-s": timeout,
             "val": "" if val is None else str(val.resolve()),
         }
+        _fresh_out(out, "privcal federate server", force)
         out.mkdir(parents=True, exist_ok=True)
         with _service() as work:
             fp = FlowerProcesses(
@@ -316,6 +322,26 @@ def _check_ring(
     assert dp is not None
     for g in fm.noise_groups(dp, fm.payload_shape(n_classes)):
         dp.plan(g)
+
+
+#: What a run writes to --out (the ServerApp, and run.log here).
+_RUN_FILES = (
+    "calibrator.json",
+    "history.json",
+    "state.json",
+    "config.json",
+    "privacy_report.json",
+    "aggregator_view.json",
+    "run.log",
+)
+
+
+def _fresh_out(out: Path, owner: str, force: bool) -> None:
+    """Refuse an --out folder whose earlier run released privately (unless ``force``), then
+    remove the earlier run's files, so that none of them passes for this run's."""
+    refuse_overwrite([out / "privacy_report.json", out / "calibrator.json"], "--out", owner, force)
+    for name in _RUN_FILES:
+        (out / name).unlink(missing_ok=True)
 
 
 def _server_line(log: Any) -> Any:
@@ -665,9 +691,11 @@ def simulate(
     ),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SIM_OUT,
     timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
-    partition of DATA; progress per round; writes the calibrator, history and privacy report."""
+    partition of DATA; progress per round; writes the calibrator, history and privacy report
+    (not over an earlier DP run's, unless --force)."""
     with user_errors():
         _need_flwr()
         from privcal.federated import METHODS
@@ -721,6 +749,7 @@ def simulate(
             owner="privcal federate simulate",
         )
         fed = federation_config(num_nodes, num_cpus, ray_address)
+        _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)
         with _service() as work:
             where = f"the Ray cluster at {ray_address}" if ray_address else "this machine"

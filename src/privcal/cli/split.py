@@ -335,9 +335,11 @@ def split(
         if partition != "stratified" or beta is not None:
             fail("--partition and --beta choose how --parts K splits; pass --parts and --out.")
         if out_cal is None or out_test is None:
+            missing = "--out-cal" if out_cal is None else "--out-test"
             fail(
-                "privcal split needs --out-cal and --out-test (a calibration / test split), or "
-                "--parts K --out 'site{k}.npz' (K site files)."
+                f"Missing option '{missing}': privcal split DATA --out-cal CAL --out-test TEST "
+                "writes a calibration / test split (or --parts K --out 'site{k}.npz': K site "
+                "files)."
             )
         _check_args(data, out_cal, out_test, test_size, cal_size)
         scores = _read(data, input_kind)
