@@ -27,11 +27,11 @@ def _invoke(*args: Any) -> Any:
     return runner.invoke(app, [str(a) for a in args])
 
 
-def _refused(res: Any, path: Path) -> None:
+def _refused(res: Any, path: Path, why: str = "which cost privacy budget") -> None:
     assert res.exit_code == 2, res.output
     assert res.stderr.count("Error:") == 1 and "Traceback" not in res.output
     line = " ".join(res.stderr.split())
-    assert "--force" in line and str(path) in line and "cost privacy budget" in line
+    assert "--force" in line and str(path) in line and why in line
 
 
 @pytest.fixture
@@ -75,7 +75,8 @@ def test_fit_refuses_when_only_the_summary_holds_the_release(
     res = _invoke("fit", "-m", "acc-t", "--epsilon", "1", "--seed", "0", "-i", val, "-o", a1)
     assert res.exit_code == 0, res.output
     a1.unlink()  # the calibrator is gone; its summary (with the privacy report) is not
-    _refused(_invoke("fit", "-m", "temperature", "-i", val, "-o", a1), tmp_path / "a1.summary.json")
+    res = _invoke("fit", "-m", "temperature", "-i", val, "-o", a1)
+    _refused(res, tmp_path / "a1.summary.json", "seeded noise (epsilon=1), not private")
 
 
 def test_conformal_keeps_private_sets(tmp_path: Path, scores: tuple[Path, Path]) -> None:
@@ -86,8 +87,9 @@ def test_conformal_keeps_private_sets(tmp_path: Path, scores: tuple[Path, Path])
     res = _invoke(*private)
     assert res.exit_code == 0, res.output
     first = sets.read_bytes()
-    _refused(_invoke(*private), tmp_path / "sets.summary.json")
-    _refused(_invoke(*args), tmp_path / "sets.summary.json")
+    seeded = "seeded noise (epsilon=1), not private"
+    _refused(_invoke(*private), tmp_path / "sets.summary.json", seeded)
+    _refused(_invoke(*args), tmp_path / "sets.summary.json", seeded)
     assert sets.read_bytes() == first
     res = _invoke(*args, "--force")
     assert res.exit_code == 0, res.output
@@ -158,5 +160,5 @@ def test_private_release_reads_each_kind_of_file(tmp_path: Path) -> None:
     found = {p.name: private_release(p) for p in tmp_path.iterdir()}
     private = {n for n, what in found.items() if what is not None}
     assert private == {"cal.json", "cal.summary.json", "privacy_report.json"}
-    assert "epsilon=0.7; private" in str(found["cal.json"])
+    assert "private computation (epsilon=0.7), which cost" in str(found["cal.json"])
     assert private_release(tmp_path / "missing.json") is None

@@ -186,8 +186,10 @@ def private_release(path: Path) -> str | None:
     if not isinstance(report, dict) or not report.get("releases"):
         return None
     epsilon = report.get("epsilon")
-    spent = f"epsilon={epsilon:g}; " if isinstance(epsilon, (int, float)) else ""
-    return f"the release of a private computation ({spent}{report.get('status', 'private')})"
+    spent = f" (epsilon={epsilon:g})" if isinstance(epsilon, (int, float)) else ""
+    if report.get("status", "private") == "private":
+        return f"the release of a private computation{spent}, which cost privacy budget"
+    return f"a release drawn with seeded noise{spent}, not private but charged like one"
 
 
 def refuse_overwrite(paths: Iterable[Path], option: str, owner: str, force: bool) -> None:
@@ -200,8 +202,8 @@ def refuse_overwrite(paths: Iterable[Path], option: str, owner: str, force: bool
         what = private_release(Path(path))
         if what is not None:
             fail(
-                f"{option} of {owner}: {str(path)!r} holds {what}, which cost privacy budget; "
-                f"pass --force to overwrite it, or choose another {option}."
+                f"{option} of {owner}: {str(path)!r} holds {what}; pass --force to overwrite "
+                f"it, or choose another {option}."
             )
 
 
