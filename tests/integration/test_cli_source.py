@@ -76,11 +76,12 @@ def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path
     r = invoke(cli, "source", "status", "--ledger", ledgers[0])
     assert r.exit_code == 0 and "accuracy_gap" in r.output and "remaining=0.4" in r.output
     # a second fit over the remaining budget is refused and spends nothing
-    r = invoke(cli, *[a if a != 0.6 else 0.5 for a in args])
+    again = tmp_path / "again.json"
+    r = invoke(cli, *[{0.6: 0.5, tmp_path / "cal.json": again}.get(a, a) for a in args])
     assert r.exit_code == 3, r.output
     assert all(DataSource.open(led).spent == pytest.approx(0.6) for led in ledgers)
-    # histogram binning fits with what is left
-    r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args])
+    # histogram binning fits with what is left (--force: cal.json holds the first release)
+    r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args], "--force")
     assert r.exit_code == 0, r.output
     assert all(DataSource.open(led).remaining == pytest.approx(0.0) for led in ledgers)
 
