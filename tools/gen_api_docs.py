@@ -21,6 +21,7 @@ MODULES = (
     "privcal.privacy.accounting",
     "privcal.privacy.filter",
     "privcal.privacy.audit",
+    "privcal.privacy.measurement",
     "privcal.private",
     "privcal.conformal",
     "privcal.training",

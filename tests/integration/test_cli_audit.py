@@ -64,6 +64,9 @@ def test_list_json_gives_every_audit_with_its_plants() -> None:
         assert {"name", "summary", "runs", "slow", "extra", "plants"} <= set(row)
         assert row["plants"] and all({"name", "summary"} <= set(p) for p in row["plants"])
         assert row["max_epsilon"] >= 2 * row["epsilon"]
+        # the mechanism and sensitivity come from the audited measurements
+        assert row["measurements"]
+        assert all({"name", "mechanism", "sensitivity"} <= set(m) for m in row["measurements"])
 
 
 def test_list_table_has_a_plants_column() -> None:

@@ -178,15 +178,26 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     _run_block(two, wd2, 2, "federated-out", None)
     epsilon = float(re.findall(r"--epsilon (\S+)", five)[0])
     _run_block(five, wd5, 5, "federated-out-5", epsilon)
-    # a client whose ledger is spent refuses at once: exit status 3, one Error line
-    line = next(ln for ln in five.splitlines() if "federate client" in ln)
-    again = line.strip().rstrip(" &").replace("$k", "0")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    res = subprocess.run(
-        ["bash", "-c", again], cwd=wd5, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 3, res.stdout + res.stderr
-    assert res.stderr.count("Error:") == 1 and "Traceback" not in res.stderr
+    # the block again: every ledger is spent, so every client refuses in round 0; the server
+    # ends within 30 s of its start with one line naming why, each client with one line (exit
+    # status 3)
+    proc = _start(five, wd5)
+    assert proc.stdout is not None
+    lines, started = [], None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if started is None and "SuperLink on" in line:
+                started = time.monotonic()
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    output = "".join(lines)
+    assert started is not None and time.monotonic() - started < 30, output
+    assert output.count("Error: This client refused the run: the run costs epsilon 5") == 5
+    assert "refused: 0 of 5 clients joined; min-clients is 2 (5 refused" in output, output
+    assert output.count("Error:") == 6 and "Traceback" not in output, output
 
 
 def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
@@ -262,6 +273,46 @@ def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Pat
     time.sleep(0.5)
     assert _alive(tree) == []
     assert _tmp_dirs() <= before
+
+
+def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> None:
+    """Ctrl-C to the server of the documented five-client SecAgg+ block in round 1: within
+    10 s no process privcal started remains (checked by PID), every client exits 0 with one
+    line saying the server stopped the run, the port is free, and the output folder says the
+    run was interrupted."""
+    import socket
+
+    block = _blocks()[2]
+    _write_clients(tmp_path, [f"site{k}" for k in range(5)])
+    proc = _start(block, tmp_path)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # until every client has joined: round 1 is under way
+        lines.append(line)
+        if "clients joined the run" in line:
+            break
+    tree = FlowerProcesses._descendants(proc.pid)
+    server = [p for p in tree if b"federate\x00server" in _cmdline(p)]
+    assert len(server) == 1, "".join(lines)
+    t0 = time.monotonic()
+    os.kill(server[0], signal.SIGINT)
+    try:
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    took = time.monotonic() - t0
+    output = "".join(lines) + rest
+    assert took < 10, output
+    assert _alive(tree) == [], output
+    assert output.count("The server stopped the run (the server's operator stopped") == 5, output
+    assert "Stopped by SIGINT" in output and "Traceback" not in output, output
+    with socket.socket() as s:  # the documented port is free again (a server can listen)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 9092))
+        s.listen()
+    info = json.loads((tmp_path / "federated-secagg" / "interrupted.json").read_text())
+    assert info["signal"] == "SIGINT" and info["clients_told"] is True
 
 
 def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path) -> None:

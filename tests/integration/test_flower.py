@@ -145,7 +145,7 @@ def test_seed000_acc_t_over_flower_respects_ledgers(tmp_path: Path) -> None:
 
 def test_client_crashing_mid_round_is_dropped(federation, capsys) -> None:  # type: ignore[no-untyped-def]
     nodes, wd, _z, _y, _parts = federation
-    victim = {"data": nodes[0]["data"], "die-at-round": 1}
+    victim = {**nodes[0], "die-at-round": 1}  # its policy too: it joins, then crashes
     cal_dict, history = _run([*nodes, victim], wd, method="fedtemp", rounds=1, tag="kill")
     assert history[0]["n_clients"] == N_CLIENTS
     assert history[0]["sampled"] == N_CLIENTS + 1

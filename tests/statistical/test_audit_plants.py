@@ -93,12 +93,14 @@ def _patch_targets() -> list[object]:
     import privcal.conformal.private as conformal_private
     import privcal.conformal.quantile as conformal_quantile
     from privcal.federated import methods, simulation
+    from privcal.privacy import measurement as measurement_module
     from privcal.privacy.distributed import DistributedPlan, ShareLaw
     from privcal.private import DataSource
     from privcal.private import source as source_module
 
     targets: list[object] = [
         source_module,
+        measurement_module,
         DataSource,
         ShareLaw,
         DistributedPlan,

@@ -10,6 +10,7 @@ source (noise scale halved, so the true loss is ``2 epsilon``) must fail.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.privacy.audit import audit_pure_dp
+from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource
 from privcal.private.source import curve_release
 
@@ -46,11 +48,24 @@ class Recorder(NoiseSource):
         raise AssertionError
 
 
+def _halved(m: Measurement) -> Measurement:
+    """``m`` with half its sensitivity (the same public parameters)."""
+    if not callable(m.sensitivity):
+        return replace(m, sensitivity=m.sensitivity / 2.0)
+    real = m.sensitivity
+
+    @functools.wraps(real)
+    def half(**params: Any) -> float:
+        return real(**params) / 2.0
+
+    return replace(m, sensitivity=half)
+
+
 class HalvedScaleSource(DataSource):
     """Broken on purpose: calibrates its noise to half the true sensitivity."""
 
     def _release(self, stat: Any, epsilon: float) -> Any:
-        return super()._release(replace(stat, sensitivity=stat.sensitivity / 2.0), epsilon)
+        return super()._release(replace(stat, measurement=_halved(stat.measurement)), epsilon)
 
 
 def neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -153,50 +153,75 @@ ASKS = {
 }
 
 
+def _skip_join(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that skips privcal's round 0 (not the ServerApp as shipped): every node is
+    asked straight into round 1, and each client must still refuse there."""
+    from privcal.federated.flower import server_app
+
+    def every_node(grid: object, cfg: dict) -> list[int]:
+        return sorted(grid.get_node_ids())  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(server_app, "join_run", every_node)
+    monkeypatch.setattr(secagg, "join_run", every_node)
+
+
+@pytest.mark.parametrize("skip_join", [False, True], ids=["as shipped", "server skips round 0"])
 @pytest.mark.parametrize("ask", list(ASKS))
 def test_plain_clients_refuse_and_charge_nothing(
-    sites: list[dict], tmp_path: Path, ask: str, monkeypatch: pytest.MonkeyPatch
+    sites: list[dict], tmp_path: Path, ask: str, skip_join: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Trusted DP run over the plain ClientApp: every client refuses every round."""
+    """Trusted DP run over the plain ClientApp: every client refuses the run in round 0 (the
+    server stops before its first round with their reason), or, when the server skips round 0,
+    every round."""
     change, reason = ASKS[ask]
     _never_read(monkeypatch)
+    if skip_join:
+        _skip_join(monkeypatch)
     cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
     cfg.update(change, **{"out-dir": str(tmp_path / "out")})
-    with pytest.warns(UserWarning) if "noise" in change else nullcontext():
-        try:
+    with pytest.warns(UserWarning) if "noise" in change and skip_join else nullcontext():
+        with pytest.raises(RuntimeError, match="refused") as err:
             run_local(cfg, sites)
-        except RuntimeError:
-            pass  # the server may stop on a round nobody answered
+    assert reason in str(err.value)
     for node in sites:
         assert _spent(node) == 0.0
         lines = Path(node["status"]).read_text().splitlines()
         assert lines and all("refused" in ln and reason in ln for ln in lines), lines
+        assert skip_join or lines[0].startswith("end: refused the run (")
 
 
+@pytest.mark.parametrize("skip_join", [False, True], ids=["as shipped", "server skips round 0"])
 @pytest.mark.parametrize("ask", [*ASKS, "threshold of K"])
 def test_secagg_clients_refuse_before_any_key_and_charge_nothing(
-    sites: list[dict], tmp_path: Path, ask: str, monkeypatch: pytest.MonkeyPatch
+    sites: list[dict], tmp_path: Path, ask: str, skip_join: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Distributed DP run over SecAgg+: every client refuses at SecAgg+'s setup; the server
-    stops with their reasons and releases nothing. For ``t = K`` the server is made to skip
-    privcal's own refusal (a server that does not run privcal's ServerApp as shipped)."""
+    """Distributed DP run over SecAgg+: every client refuses in round 0, or, when the server
+    skips round 0, at SecAgg+'s setup; the server stops with their reasons and releases
+    nothing. For ``t = K`` the server is made to skip privcal's own refusal (a server that does
+    not run privcal's ServerApp as shipped)."""
     change, reason = ASKS.get(ask, ({"threshold": K}, "not one SecAgg+ can enforce"))
     _never_read(monkeypatch)
+    if skip_join:
+        _skip_join(monkeypatch)
     if ask == "threshold of K":  # the old clamp: SecAgg+ would reconstruct from K - 1 shares
         monkeypatch.setattr(secagg, "secagg_threshold", lambda t, n: max(2, min(t, n - 1)))
     cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
     cfg.update(secagg=True, aggregation="distributed", threshold=K - 1)
     cfg.update(change, **{"out-dir": str(tmp_path / "out")})
-    with pytest.warns(UserWarning) if "noise" in change else nullcontext():
-        with pytest.raises(RuntimeError, match="privcal client refused") as err:
+    shown = "privcal client refused" if skip_join else "refused"
+    with pytest.warns(UserWarning) if "noise" in change and skip_join else nullcontext():
+        with pytest.raises(RuntimeError, match=shown) as err:
             run_local(cfg, sites)
     assert reason in str(err.value)
     assert not (tmp_path / "out" / "calibrator.json").exists()
     for node in sites:
         assert _spent(node) == 0.0
         lines = Path(node["status"]).read_text().splitlines()
-        assert lines == [f"round setup: refused ({lines[0].split('(', 1)[1][:-1]})"]
-        assert reason in lines[0]
+        head = "round setup: refused (" if skip_join else "end: refused the run ("
+        assert lines[0].startswith(head) and reason in lines[0]
+        # and, as shipped, the server's stop (the client then exits instead of waiting)
+        assert len(lines) == 1 + (not skip_join)
+        assert skip_join or lines[1].startswith("end: the server stopped the run (0 of 4")
 
 
 def test_secagg_threshold_is_t_exactly() -> None:
@@ -204,3 +229,49 @@ def test_secagg_threshold_is_t_exactly() -> None:
     for t, k in ((5, 5), (1, 5), (6, 5)):
         with pytest.raises(ValueError, match=r"cannot be enforced by SecAgg\+"):
             secagg.secagg_threshold(t, k)
+
+
+@pytest.mark.parametrize("secagg_run", [False, True], ids=["plain", "secagg+"])
+def test_round_0_ends_a_run_no_client_can_pay_for(
+    sites: list[dict], tmp_path: Path, secagg_run: bool
+) -> None:
+    """Spent ledgers: every client refuses the run in round 0 with its ledger's figures, the
+    server stops with one line naming why, nothing more is charged and no calibrator is
+    written."""
+    for node in sites:
+        PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5).spend("earlier", 2.5)
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
+    if secagg_run:
+        cfg.update(secagg=True, aggregation="distributed", threshold=K - 1)
+    cfg["out-dir"] = str(tmp_path / "out")
+    with pytest.raises(RuntimeError, match=r"privcal: refused: 0 of 4 clients joined") as err:
+        run_local(cfg, sites)
+    assert "ledger has epsilon 0.5 of 3 left" in str(err.value)
+    assert not (tmp_path / "out" / "calibrator.json").exists()
+    for node in sites:
+        assert _spent(node) == 2.5
+        first = Path(node["status"]).read_text().splitlines()[0]
+        assert first.startswith("end: refused the run (the run costs epsilon 1, delta 1e-05")
+
+
+def test_round_0_refuses_a_run_for_another_model(sites: list[dict], tmp_path: Path) -> None:
+    """``n-classes`` that is not the width of the clients' logits: refused in round 0, before
+    any ledger is charged (it would release a calibrator the sites cannot apply)."""
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C + 7, "min-clients": 2}
+    cfg.update(epsilon=1.0, **{"out-dir": str(tmp_path / "out")})
+    with pytest.raises(RuntimeError, match="privcal: refused") as err:
+        run_local(cfg, sites)
+    assert f"logits have {C} classes and the run asks for n-classes = {C + 7}" in str(err.value)
+    assert all(_spent(node) == 0.0 for node in sites)
+
+
+def test_round_0_shows_each_client_its_cost(sites: list[dict], tmp_path: Path) -> None:
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
+    cfg.update({"out-dir": str(tmp_path / "out"), "plan": "expected to calibrate"})
+    run_local(cfg, sites)
+    for node in sites:
+        lines = Path(node["status"]).read_text().splitlines()
+        assert lines[0].startswith("joined run ") and "fedtemp, 2 rounds, epsilon 1" in lines[0]
+        assert "charge this client's ledger epsilon 1 over its 2 rounds (2 of 3 left" in lines[0]
+        assert lines[1] == "plan: expected to calibrate"
+        assert _spent(node) == pytest.approx(1.0)

@@ -30,6 +30,13 @@ def test_api_reference_is_current() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("path", ["docs/private.md", "docs/privacy.md"])
+def test_sensitivity_tables_are_current(path: str) -> None:
+    gen = _tool("gen_privacy_docs")
+    current = (ROOT / path).read_text()
+    assert gen.render(path) == current, f"{path} is stale: run tools/gen_privacy_docs.py"
+
+
 def test_readme_example_runs(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S)

@@ -6,6 +6,7 @@ Each fit is charged to the ledger before its first noise draw; a fit the ledger 
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -186,8 +187,20 @@ def test_simulate_charges_the_run_before_its_first_round(data) -> None:
     assert refused.at_first_draw is None and len(odo.releases) == 1
     with pytest.raises(ValueError, match="charges DP runs"):
         simulate("fedtemp", z, y, parts, rounds=1, ledger=odo)
-    # a trusted run is a Gaussian plan fixed in advance: its PLD epsilon is charged (smaller)
+    # distributed shares: 4 rho by the zCDP conversion; a trusted run (the server's Gaussian
+    # noise, rho from the exact Gaussian profile): 4 rho exactly, as dp-accounting's PLD says
+    from privcal.privacy.accounting import (
+        gaussian_rho,
+        pld_gaussian_epsilon,
+        zcdp_epsilon,
+        zcdp_rho,
+    )
+
+    assert release.epsilon == pytest.approx(zcdp_epsilon(4 * zcdp_rho(1.0, 1e-6), 1e-6))
     trusted = PrivacyOdometer(3.0, delta_budget=1e-5)
     simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-6, noise=SeededNoise(0),
              ledger=trusted, aggregation="trusted")  # fmt: skip
-    assert trusted.releases[0].epsilon < release.epsilon
+    mu = math.sqrt(8 * gaussian_rho(1.0, 1e-6))
+    assert trusted.releases[0].epsilon == pytest.approx(
+        pld_gaussian_epsilon(1 / mu, 1e-6), rel=1e-3
+    )

@@ -150,29 +150,6 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
     assert ClientPolicy.from_node(seen).max_epsilon == 2.0
 
 
-def test_client_with_a_spent_ledger_exits_3(apps: typer.Typer, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("flwr")
-    from privcal.privacy import PrivacyOdometer
-
-    f = tmp_path / "d.npz"
-    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
-    odo = PrivacyOdometer(1.0, ledger=tmp_path / "l.sqlite", delta_budget=1e-5)
-    odo.spend("earlier run", 1.0)
-    r = CliRunner().invoke(
-        apps,
-        [
-            "federate",
-            "client",
-            "--data",
-            str(f),
-            "--ledger",
-            str(tmp_path / "l.sqlite"),
-            "--insecure",
-        ],
-    )
-    assert r.exit_code == 3 and "spent its whole budget" in r.output
-
-
 @pytest.mark.parametrize(
     ("log", "code", "msg"),
     [
@@ -219,3 +196,22 @@ def test_secaggplus_ring_round_trip_is_exact() -> None:
     mean = (dequantize([modular], r, q)[0] - (n - 1) * r) * (q / ratio)
     expected = residues.astype(np.int64).sum(axis=0) % m
     assert wire_to_residues(mean, n, bits).tolist() == expected.tolist()
+
+
+def test_a_client_that_never_reached_the_server_says_where_it_tried(
+    apps: typer.Typer, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("flwr")
+    from privcal.federated.flower.deploy import free_port
+
+    f = tmp_path / "d.npz"
+    np.savez(f, logits=np.zeros((2, 3)), labels=np.array([0, 1]))
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    r = CliRunner().invoke(
+        apps,
+        ["federate", "client", "--data", str(f), "--superlink", address, "--retry-s", "2",
+         "--accept", "none", "--insecure"],
+    )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert f"Could not reach the server at {address} within 2 s (--retry-s)" in r.output
+    assert "Traceback" not in r.output

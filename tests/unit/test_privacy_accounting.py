@@ -130,3 +130,53 @@ def test_pld_plan_saves_noise_against_the_zcdp_conversion() -> None:
 def test_bad_parameters(call, name: str) -> None:
     with pytest.raises(ValueError, match=f"The '{name}' parameter of"):
         call()
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-6)])
+def test_exact_gaussian_conversion_is_the_pld_accountants(epsilon: float, delta: float) -> None:
+    """gaussian_rho / gaussian_epsilon (closed form, sqrt(2 rho)-GDP) agree with dp-accounting's
+    PLD accountant on one Gaussian of ratio sqrt(2 rho), and leave more rho than zCDP's."""
+    from privcal.privacy.accounting import (
+        gaussian_epsilon,
+        gaussian_rho,
+        pld_gaussian_epsilon,
+        zcdp_rho,
+    )
+
+    rho = gaussian_rho(epsilon, delta)
+    assert gaussian_epsilon(rho, delta) == pytest.approx(epsilon, rel=1e-9)
+    assert gaussian_epsilon(rho, delta) <= epsilon
+    assert pld_gaussian_epsilon(1.0 / math.sqrt(2.0 * rho), delta) == pytest.approx(
+        epsilon, rel=1e-3
+    )
+    assert rho > zcdp_rho(epsilon, delta)
+    # 12 rounds of a plan are one Gaussian: the PLD of the 12 rounds says the same
+    z = math.sqrt(12 / (2.0 * rho))
+    assert pld_gaussian_epsilon(z, delta, rounds=12) == pytest.approx(epsilon, rel=1e-3)
+
+
+def test_a_gaussian_accountant_refuses_other_releases() -> None:
+    from privcal.privacy.accounting import ZCDPAccountant
+
+    acc = ZCDPAccountant(conversion="gaussian")
+    acc.step(sigma=3.0)
+    with pytest.raises(ValueError, match="continuous Gaussian releases only"):
+        acc.step_rho(0.1)
+    with pytest.raises(ValueError, match="'conversion' parameter of ZCDPAccountant"):
+        ZCDPAccountant(conversion="pld")
+
+
+def test_a_trusted_federated_run_spends_exactly_its_claim() -> None:
+    from privcal.federated.dp import DPConfig, noise_multiplier
+    from privcal.privacy import SecureNoise
+
+    for aggregation, conversion in (("trusted", "gaussian"), ("distributed", "zcdp")):
+        dp = DPConfig(1.0, 1e-5, 3, noise=SecureNoise(), aggregation=aggregation, n_clients=5)
+        assert dp.accountant.conversion == conversion
+        s = noise_multiplier(1.0, 1e-5, 3, 1, conversion)
+        for _ in range(3):
+            dp.accountant.step(sigma=s)
+        assert dp.spent_epsilon() == pytest.approx(1.0, rel=1e-6) and dp.spent_epsilon() <= 1.0
+    assert noise_multiplier(1.0, 1e-5, 12, 1, "gaussian") == pytest.approx(
+        0.922 * noise_multiplier(1.0, 1e-5, 12), rel=1e-3
+    )

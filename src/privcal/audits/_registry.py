@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ import numpy as np
 from privcal._params import check_int, check_probability
 from privcal.audits.plants import Plant
 from privcal.privacy.audit import AuditResult, audit_dp, max_epsilon_lower
+from privcal.privacy.measurement import Measurement, get_measurement
 
 __all__ = [
     "AREAS",
@@ -116,6 +117,10 @@ class DeployedAudit:
     plants : mapping of str to Plant
         The defects planted into this entry point that the audit must catch
         (``privcal audit NAME --plant DEFECT``).
+    measurements : tuple of str
+        The registered :class:`~privcal.privacy.measurement.Measurement` names whose releases
+        the audited entry point makes; ``privcal audit --list`` prints their mechanism and
+        sensitivity from the objects.
     """
 
     name: str
@@ -128,6 +133,11 @@ class DeployedAudit:
     epsilon: float = 1.0
     delta: float = 0.0
     plants: Mapping[str, Plant] = field(default_factory=dict)
+    measurements: tuple[str, ...] = ()
+
+    def measured(self) -> list[Measurement]:
+        """The measurements the audit tests (:attr:`measurements`, resolved)."""
+        return [get_measurement(name) for name in self.measurements]
 
     def max_epsilon(self, runs: int | None = None, alpha: float = 1e-6) -> float:
         """The largest epsilon lower bound the audit can report at ``runs`` (default: its own):
@@ -179,15 +189,29 @@ def register(
     epsilon: float = 1.0,
     delta: float = 0.0,
     plants: Mapping[str, Plant] | None = None,
+    measurements: Sequence[Measurement] = (),
 ) -> Callable[[AuditFunction], AuditFunction]:
     """Decorator: register ``function(runs, alpha) -> AuditReport`` under ``name``, with the
-    defects (``plants``) it must catch (see :class:`DeployedAudit` for the rest)."""
+    defects (``plants``) it must catch and the ``measurements`` whose releases it tests (see
+    :class:`DeployedAudit` for the rest)."""
+    if not measurements:
+        raise ValueError(f"The audit {name!r} must name the measurements it tests.")
 
     def wrap(function: AuditFunction) -> AuditFunction:
         if name in _AUDITS:
             raise ValueError(f"An audit named {name!r} is already registered.")
         _AUDITS[name] = DeployedAudit(
-            name, summary, runs, slow, extra, function, events, epsilon, delta, dict(plants or {})
+            name,
+            summary,
+            runs,
+            slow,
+            extra,
+            function,
+            events,
+            epsilon,
+            delta,
+            dict(plants or {}),
+            tuple(m.name for m in measurements),
         )
         return function
 

@@ -34,6 +34,7 @@ import privcal.conformal.quantile as quantile_module
 from privcal.audits._registry import AuditReport, audit_release, register
 from privcal.audits.plants import Plant, patched, reused_seed
 from privcal.conformal.localize import LOCALIZE_MIN_N
+from privcal.conformal.quantile import QUANTILE_BOUNDED_RANGE, RANK_QUANTILE
 
 __all__ = [
     "CONFORMAL_N",
@@ -143,6 +144,7 @@ def _audit_fits(
     runs=5000,
     slow=True,
     events=4,
+    measurements=[RANK_QUANTILE],
     plants={
         # n = 96 (a finite threshold) against n = 95 (full sets): deterministic apart
         "add-remove-claim": Plant(
@@ -208,6 +210,7 @@ def localized_neighbours() -> tuple[Any, Any, str]:
     runs=2000,
     slow=True,
     events=4,
+    measurements=[RANK_QUANTILE],
     plants={"reused-seed": _seeded(private_module, 13, "PrivateConformal")},
 )
 def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
@@ -287,6 +290,7 @@ def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) ->
     summary="private_quantile(scores, 0.5, 1.0, 4), default noise, add/remove neighbours",
     runs=6000,
     events=5,
+    measurements=[QUANTILE_BOUNDED_RANGE],
     plants={"reused-seed": _seeded(quantile_module, 6, "private_quantile")},
 )
 def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
@@ -299,6 +303,7 @@ def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
     summary="private_quantile(scores, 0.5, 1.0, 4, relation='substitute'), default noise",
     runs=6000,
     events=5,
+    measurements=[QUANTILE_BOUNDED_RANGE],
     plants={"reused-seed": _seeded(quantile_module, 29, "private_quantile")},
 )
 def audit_private_quantile_substitute(runs: int, alpha: float) -> AuditReport:

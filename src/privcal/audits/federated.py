@@ -63,6 +63,8 @@ from privcal.audits.plants import (
     shares_sized_for_k,
 )
 from privcal.federated import simulation as simulation_module
+from privcal.federated.methods import get_method
+from privcal.federated.payloads import NEWTON_CURVATURE, NEWTON_GRADIENT
 
 __all__: list[str] = []
 
@@ -91,6 +93,8 @@ PARAMS: dict[str, dict[str, Any]] = {"fedtemp": {"grad_clip": 1.0, "hess_clip": 
 #: and its NLL (about 19) stays within the bounded NLL's 20 nats, so it counts (with logits
 #: +-20 the wrong rows' NLL of 40 would be left out, as the central fit leaves them out).
 FLOWER_LOGIT = 9.5
+#: The measurements of a federated Newton round (FedTemp's default update).
+_NEWTON = (NEWTON_GRADIENT, NEWTON_CURVATURE)
 FLOWER_ROWS = 45
 
 
@@ -209,6 +213,7 @@ def _register_simulate(
         extra=None,
         delta=DELTA,
         plants=plants,
+        measurements=get_method(method).payload_measurements(),
     )(audit)
 
 
@@ -541,6 +546,7 @@ register(
     slow=True,
     events=16,
     delta=DELTA,
+    measurements=_NEWTON,
     plants={
         "shares-sized-for-k": Plant(
             "each share's law built with K where the threshold t belongs", shares_sized_for_k, 500
@@ -561,6 +567,7 @@ register(
     slow=True,
     events=16,
     delta=DELTA,
+    measurements=_NEWTON,
     plants={
         "share-std-over-t": Plant(
             "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",
@@ -627,6 +634,7 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
     slow=False,
     extra="federated",
     delta=DELTA,
+    measurements=_NEWTON,
     plants={
         # default C_g = 28.3, an unclipped sum of 340 against a noise std of 128 on the sum:
         # the audit's full 2000 runs

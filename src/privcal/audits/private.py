@@ -30,6 +30,7 @@ the same Laplace likelihood ratio (:func:`increments_loss`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -46,8 +47,11 @@ from privcal.audits.plants import (
     shares_sized_for_k,
 )
 from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
+from privcal.privacy import measurement as measurement_module
+from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
+from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.private.source import curve_release
 from privcal.private.temperature import search_plan
 
@@ -174,28 +178,31 @@ def increments_loss(increments: np.ndarray) -> float:
 
 
 # ------------------------------------------------------------------ planted defects
-# Each patches what every DataSource answer goes through (``source_module.laplace``, the shared
-# statistic functions, the sensitivities) and is undone after the audit.
+# Each patches what every DataSource answer goes through (the Laplace draw of
+# ``Measurement.release``, the shared statistic functions, a query's measurement) and is undone
+# after the audit.
 def _exact_release() -> Any:
     """The noise is drawn and charged, then the exact statistic is released."""
-    real = source_module.laplace
+    real = measurement_module.laplace
 
-    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-        return value, real(value, sensitivity, epsilon, noise)[1]
+    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any) -> Any:
+        return value, real(value, sensitivity, epsilon, noise, **kw)[1]
 
-    return patched((source_module, "laplace", leak))
+    return patched((measurement_module, "laplace", leak))
 
 
 def _sensitivity_over(k: int) -> Callable[[], Any]:
     """The L1 sensitivity divided by ``k`` (charged per cell where it is the whole vector's)."""
 
     def plant() -> Any:
-        real = source_module.laplace
+        real = measurement_module.laplace
 
-        def split(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-            return real(value, sensitivity / k, epsilon, noise)
+        def split(
+            value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
+        ) -> Any:
+            return real(value, sensitivity / k, epsilon, noise, **kw)
 
-        return patched((source_module, "laplace", split))
+        return patched((measurement_module, "laplace", split))
 
     return plant
 
@@ -212,21 +219,29 @@ def _unclipped_nll() -> Any:
 def _anchor_only() -> Any:
     """A curve query that puts noise on the anchor value only and releases the increments
     exact."""
-    real = source_module.laplace
+    real = measurement_module.laplace
 
-    def anchor_only(value: Any, sensitivity: float, epsilon: float, noise: Any = None) -> Any:
-        out, guarantee = real(value, sensitivity, epsilon, noise)
+    def anchor_only(
+        value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
+    ) -> Any:
+        out, guarantee = real(value, sensitivity, epsilon, noise, **kw)
         v = np.asarray(value, dtype=float)
         return (np.concatenate([np.atleast_1d(out)[:1], v[1:]]) if v.ndim else out), guarantee
 
-    return patched((source_module, "laplace", anchor_only))
+    return patched((measurement_module, "laplace", anchor_only))
 
 
 def _split_increment_sensitivity() -> Any:
     """NLL-T's increments priced as if ``B + min(B, log C)`` were shared out over the 16
-    coordinates (``B / k`` each, a budget-split slip)."""
-    real = source_module.nll_curve_sensitivity
-    return patched((source_module, "nll_curve_sensitivity", lambda b, c: real(b, c) / 16))
+    coordinates (``B / k`` each, a budget-split slip): the source reads a swapped measurement."""
+    real = QUERY_MEASUREMENTS["clipped_nll_increments"]
+
+    def split(bound: float, n_classes: int) -> float:
+        return real.sensitivity_at(bound=bound, n_classes=n_classes) / 16
+
+    swapped = dataclasses.replace(real, sensitivity=split)
+    table = {**QUERY_MEASUREMENTS, "clipped_nll_increments": swapped}
+    return patched((source_module, "QUERY_MEASUREMENTS", table))
 
 
 def _data_seeded_noise() -> Any:
@@ -306,42 +321,56 @@ _QUERY_PLANTS: dict[str, dict[str, Plant]] = {
 #: queries are read at the coordinate the added row lands in (the auditor built the neighbours).
 _QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
     "datasource-accuracy-gap-sum": (
-        "DataSource.accuracy_gap_sum (Acc-T's statistic), Laplace, sensitivity 1",
+        "DataSource.accuracy_gap_sum (Acc-T's statistic)",
         4000,
         "accuracy_gap_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.accuracy_gap_sum(1.0, epsilon=1.0),
     ),
     "datasource-accuracy-gap-curve": (
-        "DataSource.accuracy_gap_curve (Acc-T's default query), Laplace, L1 sensitivity 2",
+        "DataSource.accuracy_gap_curve (Acc-T's default query)",
         4000,
         "accuracy_gap_curve(grid, epsilon=1.0, anchor) on Acc-T's default grid, read through "
         "the log-likelihood ratio of the released vector",
         lambda s: curve_loss(s.accuracy_gap_curve(_GRID, epsilon=1.0, anchor=_ANCHOR)),
     ),
     "datasource-clipped-nll-sum": (
-        "DataSource.clipped_nll_sum (NLL-T's statistic), Laplace, sensitivity B = 10",
+        "DataSource.clipped_nll_sum (NLL-T's statistic), B = 10",
         4000,
         "clipped_nll_sum(temperature=1.0, epsilon=1.0)",
         lambda s: s.clipped_nll_sum(1.0, epsilon=1.0),
     ),
     "datasource-bin-gaps": (
-        "DataSource.bin_gaps (ECE-T's statistic), Laplace per bin, L1 sensitivity 1",
+        "DataSource.bin_gaps (ECE-T's statistic)",
         3000,
         "bin_gaps(temperature=1.0, epsilon=1.0)[14] (the bin the added row lands in)",
         lambda s: s.bin_gaps(1.0, epsilon=1.0)[_TOP_BIN],
     ),
     "datasource-bin-counts": (
-        "DataSource.bin_counts (histogram binning), Laplace per cell, L1 sensitivity 1",
+        "DataSource.bin_counts (histogram binning)",
         3000,
         "bin_counts(epsilon=1.0).incorrect[14] (the cell the added row lands in)",
         lambda s: s.bin_counts(epsilon=1.0).incorrect[_TOP_BIN],
     ),
     "datasource-count": (
-        "DataSource.count (a noisy n), Laplace, sensitivity 1",
+        "DataSource.count (a noisy n)",
         4000,
         "count(epsilon=1.0)",
         lambda s: s.count(epsilon=1.0),
     ),
+}
+
+
+def _measured(audit: str) -> Measurement:
+    """The measurement of the query a ``datasource-<query>`` audit asks."""
+    return QUERY_MEASUREMENTS[audit.removeprefix("datasource-").replace("-", "_")]
+
+
+#: objective -> the queries a default fit asks (ECE-T's golden search first reads the sign of
+#: the accuracy gap at T = 3 to pick its range).
+_OBJECTIVE_QUERIES: dict[str, tuple[str, ...]] = {
+    "acc": ("accuracy_gap_curve",),
+    "nll": ("clipped_nll_increments",),
+    "ece": ("accuracy_gap_sum", "bin_gaps"),
 }
 
 #: objective -> (summary, default runs) of the PrivateTemperatureScaling audits.
@@ -386,16 +415,21 @@ def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
 
 
 for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
-    register(_name, summary=_summary, runs=_runs, slow=True, plants=_QUERY_PLANTS[_name])(
-        functools.partial(_query_audit, _name, _call, _ask)
-    )
+    register(
+        _name,
+        summary=_summary,
+        runs=_runs,
+        slow=True,
+        plants=_QUERY_PLANTS[_name],
+        measurements=[_measured(_name)],
+    )(functools.partial(_query_audit, _name, _call, _ask))
 register(
     "datasource-clipped-nll-increments",
-    summary="DataSource.clipped_nll_increments (NLL-T's default query), Laplace, L1 sensitivity "
-    "B + min(B, log C)",
+    summary="DataSource.clipped_nll_increments (NLL-T's default query)",
     runs=2000,
     slow=True,
     plants=_QUERY_PLANTS["datasource-clipped-nll-increments"],
+    measurements=[_measured("datasource-clipped-nll-increments")],
 )(
     functools.partial(
         _query_audit,
@@ -428,6 +462,7 @@ for _objective, (_summary, _runs) in _OBJECTIVES.items():
         runs=_runs,
         slow=True,
         plants=_FIT_PLANTS[f"private-temperature-{_objective}"],
+        measurements=[QUERY_MEASUREMENTS[q] for q in _OBJECTIVE_QUERIES[_objective]],
     )(functools.partial(_temperature_audit, _objective))
 register(
     "private-histogram-binning",
@@ -435,6 +470,7 @@ register(
     runs=2500,
     slow=True,
     plants=_FIT_PLANTS["private-histogram-binning"],
+    measurements=[QUERY_MEASUREMENTS["bin_counts"]],
 )(_histogram_binning_audit)
 
 
@@ -627,6 +663,7 @@ register(
     runs=1000,
     slow=True,
     events=18,
+    measurements=[QUERY_MEASUREMENTS["accuracy_gap_curve"]],  # Acc-T, the default objective
     plants={
         "shares-sized-for-k": Plant(
             "each share's law built with K where the threshold t belongs", shares_sized_for_k, 1000
@@ -645,6 +682,7 @@ register(
     runs=150,
     slow=True,
     events=18,
+    measurements=[QUERY_MEASUREMENTS["accuracy_gap_curve"]],
     plants={
         "share-std-over-t": Plant(
             "each share's std is 1/t of one release's instead of 1/sqrt(t) (wrong for t > 1 only)",

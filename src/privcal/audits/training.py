@@ -32,7 +32,9 @@ import torch  # noqa: F401  (this area needs the torch extra: fail here, not mid
 
 from privcal.audits._registry import AuditReport, audit_release, register, tail_events
 from privcal.audits.plants import Plant, patched
+from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training import DPPlattScaling, DPTemperatureScaling
+from privcal.training.recalibration import DP_SGD
 
 __all__ = [
     "AUDIT_EPOCHS",
@@ -116,6 +118,10 @@ _PLANTS = {
 }
 
 
+#: A DP recalibration fit releases a noisy count (its step schedule) and the DP-SGD weights.
+_MEASURED = (QUERY_MEASUREMENTS["count"], DP_SGD)
+
+
 @register(
     "dp-temperature-scaling",
     summary="DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
@@ -124,6 +130,7 @@ _PLANTS = {
     extra="torch",
     events=18,
     plants=_PLANTS,
+    measurements=_MEASURED,
 )
 def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPTemperatureScaling(epsilon=1.0, epochs=5).fit(z, y).temperature_``."""
@@ -147,6 +154,7 @@ def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     extra="torch",
     events=18,
     plants=_PLANTS,
+    measurements=_MEASURED,
 )
 def audit_dp_platt_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPPlattScaling(epsilon=1.0, epochs=5).fit(z, y).params_["a"]``."""

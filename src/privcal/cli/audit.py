@@ -8,8 +8,9 @@ epsilon the runs show, and that bound's confidence. The exit status is 0 when th
 
 ``--plant DEFECT`` runs the audit with one of its registered defects planted into the entry point
 (:class:`privcal.audits.Plant`); it exits 1 when the audit catches the defect (as it must) and 0
-when it does not. ``--list`` prints the audits and their plants, ``--list --json`` the same as a
-JSON list.
+when it does not. ``--list`` prints the audits, the measurements each tests (mechanism and
+sensitivity read from the :class:`~privcal.privacy.measurement.Measurement` objects) and their
+plants, ``--list --json`` the same as a JSON list.
 """
 
 from __future__ import annotations
@@ -45,17 +46,22 @@ def _list(as_json: bool) -> None:
                 "epsilon": audit.epsilon,
                 "max_epsilon": audit.max_epsilon(),
                 "plants": [{"name": k, "summary": p.summary} for k, p in audit.plants.items()],
+                "measurements": [m.row() for m in audit.measured()],
             }
             for name, audit in audits.items()
         ]
         print(json.dumps(rows, indent=2))
         return
     table = Table(title="privcal audits (privcal audit NAME)", expand=False)
-    for col in ("name", "entry point audited", "default runs", "extra", "plants (--plant)"):
+    cols = ("name", "entry point audited", "releases (mechanism, sensitivity)", "default runs")
+    for col in (*cols, "extra", "plants (--plant)"):
         table.add_column(col, overflow="fold")
     for name, audit in audits.items():
         plants = ", ".join(audit.plants) or "-"
-        table.add_row(name, audit.summary, str(audit.runs), audit.extra or "-", plants)
+        measured = "; ".join(
+            f"{m.name}: {m.mechanism}, {m.norm} {m.formula}" for m in audit.measured()
+        )
+        table.add_row(name, audit.summary, measured, str(audit.runs), audit.extra or "-", plants)
     console.print(table)
 
 

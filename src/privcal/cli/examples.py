@@ -45,6 +45,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "federate client": (
         "privcal federate client --data site0.npz --ledger site0.sqlite --budget 4 --insecure",
     ),
+    "federate plan": ("privcal federate plan --num-nodes 5 --epsilon 5 --secagg",),
     "federate simulate": (
         "privcal federate simulate all.npz --num-nodes 10 --epsilon 1 --noise seeded",
     ),

@@ -116,6 +116,19 @@ def server(
     tls: str = typer.Option(None, "--tls", help="CA,CERT,KEY paths for TLS."),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SERVER_OUT,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds to wait for the run."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Run even when the plan (privcal federate plan) expects the release to fall back "
+        "to the uncalibrated model (every site would spend for nothing), and write over an "
+        "--out folder that holds an earlier DP run's release.",
+    ),
+    wait_clients: float = typer.Option(
+        300.0,
+        "--wait-clients",
+        help="Seconds to wait for --num-nodes clients to connect; then the run goes on with "
+        "those connected if at least --min-clients, else ends (nothing is spent).",
+    ),
     val: Annotated[
         Path | None,
         typer.Option(
@@ -126,7 +139,6 @@ def server(
             "checks on its own data.",
         ),
     ] = None,
-    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
 
@@ -145,6 +157,8 @@ def server(
             if v < 1:
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
         _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
+        if not wait_clients > 0:
+            raise ValueError(f"--wait-clients must be > 0. Got {wait_clients}.")
         aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
         if method == "acc-t" and secagg and aggregation != "distributed":
             raise ValueError(
@@ -192,14 +206,23 @@ def server(
             "aggregation": aggregation,
             "threshold": threshold or 0,
             "out-dir": str(out),
-            "wait-nodes-s": timeout,
+            "wait-nodes-s": wait_clients,
             "val": "" if val is None else str(val.resolve()),
         }
         _fresh_out(out, "privcal federate server", force)
+        from privcal.cli.federate_plan import server_plan
+
+        cfg["plan"] = server_plan(cfg, force)  # before any process starts or any site spends
         out.mkdir(parents=True, exist_ok=True)
+        (out / "interrupted.json").unlink(missing_ok=True)
         with _service() as work:
             fp = FlowerProcesses(
-                work, host=host, insecure=certs is None, certificates=certs, port=port
+                work,
+                host=host,
+                insecure=certs is None,
+                certificates=certs,
+                port=port,
+                die_with_parent=True,
             )
             try:
                 try:
@@ -215,6 +238,12 @@ def server(
                 )
                 with (out / "run.log").open("w") as log:
                     res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
+            except _Stopped as stop:
+                # the ServerApp tells the clients the run stopped; then every process goes
+                marker = out / "interrupted.json"  # the ServerApp writes it once told
+                told = fp.stop_serverapp(wait_s=6.0, done=marker.exists) and marker.exists()
+                _write_interrupted(out, stop.signum, told)
+                raise
             finally:
                 fp.stop()
     _server_end(res, out)
@@ -342,6 +371,25 @@ def _fresh_out(out: Path, owner: str, force: bool) -> None:
     refuse_overwrite([out / "privacy_report.json", out / "calibrator.json"], "--out", owner, force)
     for name in _RUN_FILES:
         (out / name).unlink(missing_ok=True)
+
+
+def _write_interrupted(out: Path, signum: int, told: bool) -> None:
+    """``interrupted.json`` in the output folder: the run was stopped before its release
+    (``privcal report`` reads it); ``history.json`` holds the rounds that were released. The
+    ServerApp writes the file first (the rounds done, the clients told), the CLI adds the
+    signal."""
+    import json
+    import signal
+
+    path = out / "interrupted.json"
+    info = json.loads(path.read_text()) if path.exists() else {}  # the ServerApp's part
+    info.update(
+        interrupted=True,
+        signal=signal.Signals(signum).name,
+        clients_told=told,
+        time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    path.write_text(json.dumps(info, indent=2) + "\n")
 
 
 def _server_line(log: Any) -> Any:
@@ -515,11 +563,14 @@ def client(
             from privcal.privacy import PrivacyOdometer
 
             odo = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget)
-            if odo.remaining <= 0:
-                fail(
+            if odo.remaining <= 0:  # it still connects: the server learns why in round 0
+                err_console.print(
                     f"The ledger {str(ledger)!r} has spent its whole budget ({odo.spent:g} of "
-                    f"{budget:g}); this client cannot answer any DP round.",
-                    code=EXIT_BUDGET,
+                    f"{budget:g}): this client will refuse every DP run, and tells the server "
+                    "so when the run starts.",
+                    style="yellow",
+                    markup=False,
+                    highlight=False,
                 )
             node.update(
                 {"ledger": str(ledger.resolve()), "budget": budget, "delta-budget": delta_budget}
@@ -564,7 +615,12 @@ def _client_policy(
 
 
 def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s: float) -> None:
-    """Run the SuperNode, show this client's status lines, end with the run or the server."""
+    """Run the SuperNode, show this client's status lines, end with the run or the server.
+
+    Exit status: 0 when the run ended (released, or stopped by the server: one line says
+    which), :data:`EXIT_BUDGET` when this client refused the run (its policy, its ledger, its
+    data's classes), 1 when the server could not be reached or was lost.
+    """
     import logging
     import threading
 
@@ -578,7 +634,7 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     threads: list[threading.Thread] = []
     with _service() as work:
         node["status"] = str(work / "status.log")
-        fp = FlowerProcesses(work)
+        fp = FlowerProcesses(work, die_with_parent=True)
         try:
             proc = fp.start_supernode(
                 "supernode", node, wait_s=0, retry_s=retry_s, superlink=superlink, tls=tls
@@ -588,7 +644,8 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
                 f"Client of {superlink}: waiting for rounds (gives up after {retry_s:g} s "
                 "without the server)."
             )
-            ended = _follow(work / "status.log", work / "supernode.log", proc)
+            end = _follow(work / "status.log", work / "supernode.log", proc)
+            reached = _reached_server(work / "supernode.log")
         finally:
             # the executor threads first (each ends its task, if any, within a poll), then the
             # SuperNode: a thread must not talk to a SuperNode that is gone (a long
@@ -597,13 +654,31 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             for t in threads:
                 t.join(timeout=5)
             fp.stop()
-    if not ended:
+    if end is None and not reached:
+        fail(
+            f"Could not reach the server at {superlink} within {retry_s:g} s (--retry-s): is "
+            "`privcal federate server` running there, and are the address and --insecure / "
+            "--root-certificates right?",
+            code=1,
+        )
+    if end is None:
         fail(
             f"Lost the server at {superlink}: no connection for {retry_s:g} s (--retry-s); "
             "the client stopped.",
             code=1,
         )
+    refused, stopped = "end: refused the run (", "end: the server stopped the run ("
+    if end.startswith(refused):
+        fail(f"This client refused the run: {end[len(refused) : -1]}.", EXIT_BUDGET)
+    if end.startswith(stopped):
+        console.print(f"The server stopped the run ({end[len(stopped) : -1]}); the client stopped.")
+        return
     console.print("The run is over; the client stopped.")
+
+
+def _reached_server(log: Path) -> bool:
+    """Whether the SuperNode ever registered with the SuperLink (its log names its node id)."""
+    return log.exists() and "SuperNode ID" in log.read_text(errors="replace")
 
 
 def _await_replies(log: Path, wait_s: float = 30.0) -> None:
@@ -622,9 +697,9 @@ def _await_replies(log: Path, wait_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def _follow(status: Path, log: Path, proc: Any) -> bool:
-    """Print new status lines until the run's end (True), or until the SuperNode gives up on
-    the server or exits (False)."""
+def _follow(status: Path, log: Path, proc: Any) -> str | None:
+    """Print new status lines until the run's end (the ``end:`` line), or until the SuperNode
+    gives up on the server or exits (None)."""
     seen = 0
     while True:
         lines = status.read_text().splitlines() if status.exists() else []
@@ -633,10 +708,10 @@ def _follow(status: Path, log: Path, proc: Any) -> bool:
             err_console.print(line, style=style, markup=False, highlight=False)
             if line.startswith("end:"):
                 _await_replies(log)
-                return True
+                return line
         seen = len(lines)
         if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):
-            return False
+            return None
         time.sleep(0.2)
 
 
@@ -778,6 +853,10 @@ def maddock2025(
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    """Add ``federate server|client`` to ``app`` and ``bench maddock2025`` to ``bench_app``."""
+    """Add ``federate server|client|simulate|plan`` to ``app``, ``bench maddock2025`` to
+    ``bench_app``."""
+    from privcal.cli.federate_plan import plan
+
+    federate_app.command("plan")(plan)
     app.add_typer(federate_app, name="federate")
     bench_app.command("maddock2025")(maddock2025)

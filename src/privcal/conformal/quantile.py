@@ -161,6 +161,7 @@ made in log space by :meth:`~privcal.privacy.NoiseSource.exponential_index` (Gum
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -168,12 +169,16 @@ import numpy as np
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
+from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.mechanisms import exponential, exponential_log_weights
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = [
     "GRIDS",
     "LOGIT_SPAN",
+    "QUANTILE",
+    "QUANTILE_BOUNDED_RANGE",
+    "RANK_QUANTILE",
     "WEIGHTS",
     "bin_edges",
     "logit_edges",
@@ -289,14 +294,18 @@ def quantile_counts(scores: Any, edges: np.ndarray) -> np.ndarray:
 
 
 def quantile_sensitivity(q: float) -> float:
-    """``max(1/q, 1/(1-q))``: the sensitivity of every ``w_j`` (see the module docstring)."""
+    """Every utility ``w_j`` moves by at most ``max(1/q, 1/(1-q))`` under either relation
+    (module docstring, "Sensitivity"): sensitivity ``max(1/q, 1/(1-q))``."""
     return max(1.0 / q, 1.0 / (1.0 - q))
 
 
 def quantile_scale(q: float, weights: str = "bounded-range") -> float:
     """``r(q)`` of the weights ``exp(-epsilon w_j / r(q))`` (module docstring).
 
-    ``"bounded-range"``: ``1/q + 1/(1-q)``; ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``.
+    ``"bounded-range"``: ``1/q + 1/(1-q)``, since the penalties' changes lie in one interval
+    of width ``1/q + 1/(1-q)`` under either relation (module docstring, "Bounded range");
+    ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``. Read from the measurements :data:`QUANTILE`
+    and :data:`QUANTILE_BOUNDED_RANGE`.
 
     Examples
     --------
@@ -304,8 +313,8 @@ def quantile_scale(q: float, weights: str = "bounded-range") -> float:
     (11.1111, 20.0)
     """
     if weights == "bounded-range":
-        return 1.0 / q + 1.0 / (1.0 - q)
-    return 2.0 * quantile_sensitivity(q)
+        return QUANTILE_BOUNDED_RANGE.sensitivity_at(q=q)
+    return 2.0 * QUANTILE.sensitivity_at(q=q)
 
 
 def quantile_penalties(less: Any, upto: Any, n: Any, q: float) -> np.ndarray:
@@ -435,18 +444,63 @@ def _private_rank_quantile(
     return float(edges[_draw_by_runs(-p, 1.0 + slope, epsilon, noise) + 1])
 
 
+#: The exponential mechanism of :func:`private_quantile` with ``weights="sensitivity"``: every
+#: utility moves by at most ``max(1/q, 1/(1-q))`` (the report records it; the weights' scale is
+#: twice that, seed 002 as corrected in issue 12).
+QUANTILE = register_measurement(
+    Measurement(
+        name="conformal.private_quantile",
+        statistic="the bin edge of the q-quantile of the scores (exponential mechanism on the "
+        "penalties max(C_{j-1}/q, (n - C_j)/(1-q)); the same bound under substitute)",
+        mechanism="exponential",
+        norm="utility",
+        sensitivity=quantile_sensitivity,
+        formula="max(1/q, 1/(1-q))",
+        proof="privcal.conformal.quantile.quantile_sensitivity",
+    )
+)
+#: :func:`private_quantile` with ``weights="bounded-range"`` (the default): the penalties'
+#: changes lie in one interval of width ``R = 1/q + 1/(1-q)`` under either relation.
+QUANTILE_BOUNDED_RANGE = register_measurement(
+    Measurement(
+        name="conformal.private_quantile.bounded_range",
+        statistic="the bin edge of the q-quantile of the scores (bounded-range exponential "
+        "mechanism on the same penalties; the same bound under substitute)",
+        mechanism="exponential (bounded range)",
+        norm="range",
+        sensitivity=lambda q: 1.0 / q + 1.0 / (1.0 - q),
+        formula="1/q + 1/(1-q)",
+        proof="privcal.conformal.quantile.quantile_scale",
+    )
+)
+#: :func:`_private_rank_quantile` (Theorem R of :mod:`privcal.conformal.private`): every rank
+#: penalty moves within ``[-1, r]`` under substitute with ``n`` public.
+RANK_QUANTILE = register_measurement(
+    Measurement(
+        name="conformal.private_rank_quantile",
+        statistic="the bin edge at target rank k of the scores (bounded-range exponential "
+        "mechanism on the rank penalties, slope r)",
+        mechanism="exponential (bounded range)",
+        norm="range",
+        sensitivity=lambda slope: 1.0 + slope,
+        formula="1 + r",
+        proof="privcal.conformal.private",
+        relation="substitute",
+    )
+)
+
+
 def rank_quantile_release(
     k: int, m: int, slope: float, epsilon: float, source: str, note: str = ""
 ) -> Release:
-    """The :class:`~privcal.privacy.Release` record of one :func:`_private_rank_quantile` draw:
-    the bounded-range exponential mechanism with range ``1 + slope`` (Theorem R). ``note`` is
-    appended to the query (e.g. which end of a window it is)."""
-    return Release(
-        query=f"private_rank_quantile(k={k}, m={m}, slope={slope:g}){note}",
-        mechanism="exponential (bounded range)",
-        sensitivity=1.0 + slope,
-        epsilon=epsilon,
+    """The :class:`~privcal.privacy.Release` record of one :func:`_private_rank_quantile` draw
+    (:data:`RANK_QUANTILE`: range ``1 + slope``, Theorem R). ``note`` is appended to the query
+    (e.g. which end of a window it is)."""
+    return RANK_QUANTILE.record(
+        f"private_rank_quantile(k={k}, m={m}, slope={slope:g}){note}",
+        epsilon,
         source=source,
+        slope=slope,
     )
 
 
@@ -460,18 +514,19 @@ def quantile_release(
 ) -> Release:
     """The :class:`~privcal.privacy.Release` record of one :func:`private_quantile` draw.
 
-    ``sensitivity`` is the scale ``r(q)`` of the weights ``exp(-epsilon w / r(q))``; for
-    ``weights="sensitivity"`` the record keeps seed 002's convention (``r(q) / 2``).
+    ``sensitivity`` is the scale ``r(q)`` of the weights ``exp(-epsilon w / r(q))`` the draw
+    used; it must be :func:`quantile_scale` ``(q, weights)``, which the measurement
+    (:data:`QUANTILE`, :data:`QUANTILE_BOUNDED_RANGE`) states: for ``weights="sensitivity"``
+    the record keeps seed 002's convention (``r(q) / 2``).
     """
-    shown = sensitivity / 2.0 if weights == "sensitivity" else sensitivity
-    mech = "exponential (bounded range)" if weights == "bounded-range" else "exponential"
-    return Release(
-        query=f"private_quantile(q={q:.6g}, m={m})",
-        mechanism=mech,
-        sensitivity=shown,
-        epsilon=epsilon,
-        source=source,
-    )
+    measurement = QUANTILE_BOUNDED_RANGE if weights == "bounded-range" else QUANTILE
+    if not math.isclose(sensitivity, quantile_scale(q, weights), rel_tol=1e-12):
+        raise ValueError(
+            f"The 'sensitivity' parameter of quantile_release must be the scale "
+            f"quantile_scale(q, {weights!r}) = {quantile_scale(q, weights)!r} the draw used. "
+            f"Got {sensitivity!r} instead."
+        )
+    return measurement.record(f"private_quantile(q={q:.6g}, m={m})", epsilon, source=source, q=q)
 
 
 @overload

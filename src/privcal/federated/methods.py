@@ -94,7 +94,14 @@ from privcal.federated.calibrators import (
     mlp_nll_and_grad,
 )
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_l2, clip_rows_l2
+from privcal.federated.payloads import (
+    CLASS_HISTOGRAM_ROW,
+    NEWTON_CURVATURE,
+    NEWTON_GRADIENT,
+    UPDATE,
+)
 from privcal.metrics.statistics import class_histograms, nll_terms, softmax
+from privcal.privacy.measurement import Measurement
 
 __all__ = [
     "METHODS",
@@ -167,12 +174,17 @@ class FedMethod:
         """
         raise NotImplementedError
 
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        """The measurements of a round's noisy sums (:mod:`privcal.federated.payloads`)."""
+        raise NotImplementedError
+
     def report_terms(self, dp: DPConfig, c: int, cohort: float) -> dict[str, Any]:
         """What the run's privacy report states about one round's release.
 
-        Keys: ``what`` (the summed payload), ``sensitivity`` (float), ``mechanism``, ``clips``
-        and ``cohort`` (how the sum is used), all read by
-        :func:`privcal.federated.dp.federated_report`.
+        Keys: ``what`` (the summed payload), ``measurement`` (its
+        :mod:`~privcal.federated.payloads` measurement) and ``clip`` (the clip bound the
+        recorded sensitivity is read at), ``mechanism``, ``clips`` and ``cohort`` (how the sum
+        is used), all read by :func:`privcal.federated.dp.federated_report`.
         """
         raise NotImplementedError
 
@@ -371,6 +383,9 @@ class _Scaling(FedMethod):
     def mechanisms_per_round(self, c: int) -> int:
         return 2 if self.newton else 1
 
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        return (NEWTON_GRADIENT, NEWTON_CURVATURE) if self.newton else (UPDATE,)
+
     def payload_bound(self, dp: DPConfig) -> float:
         return max(self.clip_bounds()) if self.newton else dp.clip
 
@@ -379,13 +394,14 @@ class _Scaling(FedMethod):
         (``C_h``, ``C_h s_h``); averaging: the whole update (``C``, ``C s_1``)."""
         size = int(np.prod(shape))
         if not self.newton:
-            return [NoiseGroup(np.arange(size), dp.clip, dp.clip * dp.multiplier(1), dp.clip)]
+            sens = UPDATE.sensitivity_at(clip=dp.clip)
+            return [NoiseGroup(np.arange(size), sens, dp.clip * dp.multiplier(1), dp.clip)]
         p = self.x0(self.n_classes_of_payload(size)).size
         cg, ch = self.clip_bounds()
         sg, sh = self.noise_ratios(dp)
         return [
-            NoiseGroup(np.arange(p), cg, cg * sg, cg),
-            NoiseGroup(np.arange(p, size), ch, ch * sh, ch),
+            NoiseGroup(np.arange(p), NEWTON_GRADIENT.sensitivity_at(clip=cg), cg * sg, cg),
+            NoiseGroup(np.arange(p, size), NEWTON_CURVATURE.sensitivity_at(clip=ch), ch * sh, ch),
         ]
 
     def n_classes_of_payload(self, size: int) -> int:
@@ -489,7 +505,8 @@ class _Scaling(FedMethod):
             s = dp.multiplier(1)
             return {
                 "what": "clipped client updates (parameter averaging)",
-                "sensitivity": dp.clip,
+                "measurement": UPDATE,
+                "clip": dp.clip,
                 "mechanism": f"gaussian on the sum (std C s = {dp.clip * s:.6g} per round)",
                 "clips": f"clip bound C={dp.clip:g} (L2 norm of a client's update)",
                 "cohort": f"expected cohort size p K={cohort:g} (the fixed denominator of the "
@@ -499,7 +516,8 @@ class _Scaling(FedMethod):
         sg, sh = self.noise_ratios(dp)
         return {
             "what": "clipped client gradient and curvature sums (federated Newton)",
-            "sensitivity": cg,
+            "measurement": NEWTON_GRADIENT,
+            "clip": cg,
             "mechanism": (
                 f"gaussian on the summed gradient (L2 sensitivity C_g={cg:.6g}, std "
                 f"{cg * sg:.6g}) and on the summed curvature (L2 sensitivity C_h={ch:.6g}, std "
@@ -1107,6 +1125,9 @@ class _Binning(FedMethod):
     def mechanisms_per_round(self, c: int) -> int:
         return 2 * c
 
+    def payload_measurements(self) -> tuple[Measurement, ...]:
+        return (CLASS_HISTOGRAM_ROW,)
+
     def payload_bound(self, dp: DPConfig) -> float:
         return max(dp.clip_pos, dp.clip_neg)
 
@@ -1118,18 +1139,19 @@ class _Binning(FedMethod):
         c = int(shape[1])
         s = dp.multiplier(self.mechanisms_per_round(c))
         half = int(np.prod(shape[1:]))
+        pos = math.sqrt(c) * CLASS_HISTOGRAM_ROW.sensitivity_at(clip=dp.clip_pos)
+        neg = math.sqrt(c) * CLASS_HISTOGRAM_ROW.sensitivity_at(clip=dp.clip_neg)
         return [
-            NoiseGroup(np.arange(half), math.sqrt(c) * dp.clip_pos, dp.clip_pos * s, dp.clip_pos),
-            NoiseGroup(
-                np.arange(half, 2 * half), math.sqrt(c) * dp.clip_neg, dp.clip_neg * s, dp.clip_neg
-            ),
+            NoiseGroup(np.arange(half), pos, dp.clip_pos * s, dp.clip_pos),
+            NoiseGroup(np.arange(half, 2 * half), neg, dp.clip_neg * s, dp.clip_neg),
         ]
 
     def report_terms(self, dp: DPConfig, c: int, cohort: float) -> dict[str, Any]:
         s = dp.multiplier(self.mechanisms_per_round(c))
         return {
             "what": "clipped client class histograms",
-            "sensitivity": max(dp.clip_pos, dp.clip_neg),
+            "measurement": CLASS_HISTOGRAM_ROW,
+            "clip": max(dp.clip_pos, dp.clip_neg),
             "mechanism": (
                 f"gaussian on each summed class histogram (std C+ s = {dp.clip_pos * s:.6g}, "
                 f"C- s = {dp.clip_neg * s:.6g}; {2 * c} mechanisms per round)"

@@ -14,7 +14,6 @@ the result is the same:
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any
 
@@ -176,7 +175,8 @@ def simulate(
     sums only; parameter averaging divides by the fixed public expected cohort ``p K``
     (:func:`~privcal.federated.dp.expected_cohort`; L2 sensitivity of the average
     ``C / (p K)``), never by the observed number of clients. The run is ``rho``-zCDP with
-    ``rho = zcdp_rho(epsilon, delta)``, hence ``(epsilon, delta)``-DP.
+    ``rho = run_rho(epsilon, delta)`` (:mod:`privcal.federated.dp`), hence ``(epsilon,
+    delta)``-DP.
     Client sampling is not used for amplification. Without DP nothing is private (class totals
     used by non-DP weighting are exact).
     """
@@ -267,17 +267,15 @@ def _charge_ledger(
 ) -> None:
     """Charge a pipeline ledger with a DP run, converted from user to example level.
 
-    The run is ``rho``-zCDP for adding or removing one user (``rho = zcdp_rho(epsilon,
-    delta)``, module :mod:`privcal.federated.dp`). Adding or removing one *example* changes one
-    user's data, i.e. removes that user and adds it back changed: a group of two users, so the
-    run is ``4 rho``-zCDP per example (Bun & Steinke 2016, Prop. 1.9). The ledger gets
-    ``(zcdp_epsilon(4 rho, delta), delta)`` and the curve ``4 rho alpha``. Under
-    ``aggregation="trusted"`` the run is a plan of continuous Gaussian releases fixed in
-    advance, whose composition is one Gaussian with ``sensitivity / sigma = sqrt(8 rho)`` per
-    example: its PLD epsilon (:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`) is
-    charged when smaller.
+    The run is ``rho``-zCDP for adding or removing one user (``rho = run_rho(epsilon, delta)``,
+    module :mod:`privcal.federated.dp`). Adding or removing one *example* changes one user's
+    data, i.e. removes that user and adds it back changed: a group of two users, so the run is
+    ``4 rho``-zCDP per example (Bun & Steinke 2016, Prop. 1.9). The ledger gets ``4 rho``
+    converted at ``delta`` as the run converts (``aggregation="trusted"``: continuous Gaussian
+    releases, whose composition is exactly ``sqrt(8 rho)``-GDP per example; distributed shares:
+    the zCDP conversion) and the curve ``4 rho alpha``.
     """
-    from privcal.privacy.accounting import pld_gaussian_epsilon, zcdp_epsilon, zcdp_rho
+    from privcal.federated.dp import run_epsilon, run_rho
     from privcal.privacy.filter import zcdp_curve
     from privcal.privacy.odometer import as_odometer
 
@@ -286,10 +284,8 @@ def _charge_ledger(
         raise ValueError(
             f"The 'ledger' parameter of {owner} charges DP runs; pass epsilon and delta too."
         )
-    rho = 4.0 * zcdp_rho(dp.epsilon, dp.delta)
-    epsilon = zcdp_epsilon(rho, dp.delta)
-    if dp.aggregation == "trusted":
-        epsilon = min(epsilon, pld_gaussian_epsilon(1.0 / math.sqrt(2.0 * rho), dp.delta))
+    rho = 4.0 * run_rho(dp.epsilon, dp.delta, dp.conversion)
+    epsilon = run_epsilon(rho, dp.delta, dp.conversion)
     odometer.spend(
         f"simulate({fm.name}, {rounds} rounds, example level)",
         epsilon,

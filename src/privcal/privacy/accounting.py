@@ -26,6 +26,11 @@ exactly: their privacy loss distribution is that of one Gaussian with noise mult
 bound), which is tighter than the zCDP conversion above: at 12 rounds and ``(1, 1e-5)`` the
 noise is 7.8% smaller. Only for plans fixed in advance: a PLD "filter" over adaptively chosen
 steps is not valid in general (the ledger's rule is :mod:`privcal.privacy.filter`).
+
+For continuous Gaussian releases the same figure has a closed form: their composition is
+``sqrt(2 rho)``-GDP, adaptively too (:func:`gaussian_epsilon`, :func:`gaussian_rho`); a federated
+run with the server's Gaussian noise (``aggregation="trusted"``) is accounted that way
+(``ZCDPAccountant(conversion="gaussian")``). Discrete Gaussian shares keep the zCDP conversion.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from privcal._params import check_int, check_probability, check_real
 
 __all__ = [
     "ZCDPAccountant",
+    "gaussian_epsilon",
+    "gaussian_rho",
     "gaussian_zcdp_rho",
     "gdp_delta",
     "gdp_epsilon",
@@ -318,8 +325,63 @@ def zcdp_gaussian_sigma(
     return d * math.sqrt(k / (2.0 * rho)) * (1.0 + 1e-9)
 
 
+#: How an accountant turns its total ``rho`` into ``(epsilon, delta)`` (:class:`ZCDPAccountant`).
+CONVERSIONS = ("zcdp", "gaussian")
+
+
+def gaussian_epsilon(rho: float, delta: float) -> float:
+    """Exact epsilon at ``delta`` of continuous Gaussian releases whose zCDP parameters sum to
+    ``rho``.
+
+    A Gaussian release with ratio ``D / sigma`` is ``D/sigma``-GDP and GDP composes, adaptively,
+    as ``mu = sqrt(sum mu_i^2)`` (Dong, Roth & Su 2022, Cor. 3.3); its ``rho = mu^2 / 2`` (Bun &
+    Steinke 2016, Prop. 1.6), so the composition is ``sqrt(2 rho)``-GDP, whose privacy profile is
+    exactly the analytic Gaussian's (Balle & Wang 2018, Thm. 8): :func:`gdp_epsilon`. Tighter
+    than :func:`zcdp_epsilon` for Gaussian releases only (a discrete Gaussian or any other
+    ``rho``-zCDP release needs the zCDP conversion). It equals the PLD accountant's figure for
+    the same plan (:func:`pld_gaussian_epsilon`, tested), at a fraction of its cost.
+    """
+    owner = "gaussian_epsilon"
+    r = check_real(rho, "rho", owner, low=0.0)
+    dlt = check_probability(delta, "delta", owner)
+    return 0.0 if r == 0.0 else gdp_epsilon(math.sqrt(2.0 * r), dlt)
+
+
+def gaussian_rho(epsilon: float, delta: float) -> float:
+    """Largest total ``rho`` of continuous Gaussian releases that is ``(epsilon, delta)``-DP
+    (:func:`gaussian_epsilon`; the lower, more private end of the bisection bracket).
+
+    Examples
+    --------
+    >>> gaussian_rho(1.0, 1e-5) > zcdp_rho(1.0, 1e-5)  # the exact conversion leaves more rho
+    True
+    """
+    owner = "gaussian_rho"
+    eps = _pos(epsilon, "epsilon", owner)
+    dlt = check_probability(delta, "delta", owner)
+    lo, hi = 0.0, 1.0
+    while gdp_epsilon(hi, dlt) <= eps:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if gdp_epsilon(mid, dlt) <= eps:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo * lo / 2.0
+
+
 class ZCDPAccountant:
     """Running zCDP account of Gaussian (or any rho-zCDP) releases; one per run, not per round.
+
+    Parameters
+    ----------
+    conversion : {"zcdp", "gaussian"}, default="zcdp"
+        How the total ``rho`` becomes ``(epsilon, delta)``: :func:`zcdp_epsilon` (valid for any
+        ``rho``-zCDP release), or :func:`gaussian_epsilon` (exact, for continuous Gaussian
+        releases only: such an accountant refuses :meth:`step_rho`).
 
     Examples
     --------
@@ -329,7 +391,13 @@ class ZCDPAccountant:
     0.125
     """
 
-    def __init__(self) -> None:
+    def __init__(self, conversion: str = "zcdp") -> None:
+        if conversion not in CONVERSIONS:
+            raise ValueError(
+                f"The 'conversion' parameter of ZCDPAccountant must be one of {CONVERSIONS}. "
+                f"Got {conversion!r} instead."
+            )
+        self.conversion = conversion
         self.history: list[float] = []
 
     def step(self, *, sigma: float, sensitivity: float = 1.0) -> None:
@@ -337,7 +405,13 @@ class ZCDPAccountant:
         self.history.append(gaussian_zcdp_rho(sigma, sensitivity, 1))
 
     def step_rho(self, rho: float) -> None:
-        """Record one ``rho``-zCDP release."""
+        """Record one ``rho``-zCDP release (not a continuous Gaussian one: zCDP conversion only)."""
+        if self.conversion == "gaussian":
+            raise ValueError(
+                "This ZCDPAccountant converts with the exact Gaussian profile, which holds for "
+                "continuous Gaussian releases only: record them with step(sigma=...), or use "
+                "ZCDPAccountant(conversion='zcdp') for other rho-zCDP releases."
+            )
         self.history.append(check_real(rho, "rho", "ZCDPAccountant.step_rho", low=0.0))
 
     @property
@@ -345,14 +419,16 @@ class ZCDPAccountant:
         return math.fsum(self.history)
 
     def get_epsilon(self, delta: float) -> float:
-        return zcdp_epsilon(self.rho, delta)
+        convert = gaussian_epsilon if self.conversion == "gaussian" else zcdp_epsilon
+        return convert(self.rho, delta)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": "zcdp", "history": list(self.history)}
+        return {"kind": "zcdp", "conversion": self.conversion, "history": list(self.history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != "zcdp":
             raise ValueError(f"ZCDPAccountant.load_state_dict needs kind 'zcdp'. Got {state!r}.")
+        self.conversion = str(state.get("conversion", "zcdp"))
         self.history = [float(r) for r in state["history"]]
 
 

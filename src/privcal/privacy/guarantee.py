@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from privcal._params import check_option, check_real
@@ -208,6 +208,20 @@ class Release:
     def guarantee(self, unit: str = "example", relation: str = "add/remove") -> Guarantee:
         """The release's :class:`Guarantee`."""
         return Guarantee(self.epsilon, self.delta, unit, relation)
+
+    @classmethod
+    def from_guarantee(
+        cls, query: str, mechanism: str, sensitivity: float, guarantee: Guarantee, source: str
+    ) -> Release:
+        """The record of a mechanism's ``guarantee`` at ``sensitivity``: the one place a
+        release is made (:meth:`privcal.privacy.measurement.Measurement.record`)."""
+        if not isinstance(guarantee, Guarantee):
+            raise TypeError(f"Release.from_guarantee takes a Guarantee. Got {guarantee!r} instead.")
+        return cls(query, mechanism, sensitivity, guarantee.epsilon, guarantee.delta, source)
+
+    def for_source(self, source: str) -> Release:
+        """The same release recorded under another source label (a report's name for it)."""
+        return replace(self, source=source)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -394,6 +394,26 @@ class PrivacyOdometer:
                 ),
             )
 
+    def spend_release(
+        self, release: Release, *, rdp: Any = None, relation: str = "add/remove"
+    ) -> None:
+        """:meth:`spend` the budget of ``release`` (the record of a
+        :class:`~privcal.privacy.measurement.Measurement`) with its query, mechanism and
+        sensitivity: the ledger's row is the release itself."""
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"PrivacyOdometer.spend_release takes a Release. Got {release!r} instead."
+            )
+        self.spend(
+            release.query,
+            release.epsilon,
+            release.delta,
+            mechanism=release.mechanism,
+            sensitivity=release.sensitivity,
+            rdp=rdp,
+            relation=relation,
+        )
+
     def check(
         self,
         query: str,

@@ -7,29 +7,12 @@ mechanism after recording the spend.
 
 Query vocabulary
 ----------------
-==========================  ==========================================  =======================
-method                      exact statistic (shared function)            L1 sensitivity
-==========================  ==========================================  =======================
-``accuracy_gap_sum(T)``     :math:`\\sum_i 1[c_i] - \\mathrm{conf}_T(i)`  1
-                            (``accuracy_gap_sum``)
-``clipped_nll_sum(T, B)``   :math:`\\sum_i \\min(\\ell_T(i), B)`          B
-                            (``clipped_nll_sum``)
-``clipped_nll_increments``  the increments of that sum between          B + min(B, log C)
-``(Ts, B)``                 consecutive temperatures of a public grid   (total variation of
-                            (``clipped_nll_sum`` at each T)              one clipped term, see
-                                                                         the method)
-``accuracy_gap_curve(Ts)``  the same sum at every temperature of an      2 (the anchor value
-                            increasing public grid (``accuracy_gap_sum``  and the increments,
-                            at each T)                                   see the method)
-``bin_gaps(T, M)``          per-bin :math:`\\sum_{i\\in B_m} 1[c_i] -     1
-                            \\mathrm{conf}_T(i)` (``calibration_bins``
-                            ``(...).gaps()``)
-``bin_counts(T, M)``        per-bin correct and incorrect counts         1 (the pair of
-                            (``calibration_bins``: ``sum_correct``,      histograms); the
-                            ``counts - sum_correct``), returned as       paper's (correct,
-                            (correct, total)                             total) release has 2
-``count()``                 :math:`n`                                    1
-==========================  ==========================================  =======================
+``accuracy_gap_sum(T)``, ``accuracy_gap_curve(Ts)``, ``clipped_nll_sum(T, B)``,
+``clipped_nll_increments(Ts, B)``, ``bin_gaps(T, M)``, ``bin_counts(T, M)`` and ``count()``. Each
+query is one :class:`~privcal.privacy.measurement.Measurement`
+(:data:`privcal.private.queries.QUERY_MEASUREMENTS`): its statistic (a shared function of
+:mod:`privcal.metrics.statistics`), the Laplace mechanism and its L1 sensitivity, derived in the
+query method's docstring. The table of ``docs/private.md`` is generated from those objects.
 
 Neighbouring relation: add or remove one example (one row of logits and its label). Under it the
 number of rows ``n`` is itself private, so the source publishes only ``n_classes`` and its name;
@@ -62,7 +45,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -84,11 +67,18 @@ from privcal.privacy import (
     PrivacyOdometer,
     PrivacyReport,
     Release,
-    laplace,
     noise_kind,
     resolve_noise,
 )
 from privcal.privacy.distributed import AggregatorView, DistributedPlan, SecureSum
+from privcal.privacy.measurement import Measurement
+from privcal.private.queries import (
+    DISTRIBUTED_LAPLACE,
+    QUERIES,
+    QUERY_MEASUREMENTS,
+    nll_curve_sensitivity,
+    query_sensitivity,
+)
 
 __all__ = [
     "MAX_ROWS",
@@ -112,49 +102,6 @@ SOURCE_PUBLIC: tuple[str, ...] = (
     "the source's name",
     "query parameters (temperatures, bins, clip bounds)",
 )
-
-#: The closed vocabulary: query name -> L1 sensitivity under add/remove one example (``B`` is
-#: the clip bound, passed with the query; ``C`` the public number of classes).
-QUERIES: dict[str, str] = {
-    "accuracy_gap_sum": "1",
-    "accuracy_gap_curve": "2",
-    "clipped_nll_sum": "B",
-    "clipped_nll_increments": "B + min(B, log C)",
-    "bin_gaps": "1",
-    "bin_counts": "1",
-    "count": "1",
-}
-
-
-def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
-    """L1 sensitivity ``B + min(B, log C)`` of :meth:`DataSource.clipped_nll_increments`.
-
-    Derived in that method's docstring (add/remove one example; ``C`` public).
-    """
-    b = check_real(bound, "bound", "nll_curve_sensitivity", low=0.0, low_open=True)
-    c = check_int(n_classes, "n_classes", "nll_curve_sensitivity", low=2)
-    return b + min(b, math.log(c))
-
-
-def query_sensitivity(
-    query: str, bound: float | None = None, n_classes: int | None = None
-) -> float:
-    """L1 sensitivity of a vocabulary query under add/remove one example (see module table)."""
-    if query not in QUERIES:
-        raise ValueError(
-            f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
-        )
-    if query in ("clipped_nll_sum", "clipped_nll_increments"):
-        if bound is None:
-            raise ValueError(f"{query} needs its clip bound B: the sensitivity depends on B.")
-        if query == "clipped_nll_sum":
-            return float(bound)
-        if n_classes is None:
-            raise ValueError(
-                f"{query} needs the number of classes C: its sensitivity is B + min(B, log C)."
-            )
-        return nll_curve_sensitivity(bound, n_classes)
-    return float(QUERIES[query])
 
 
 @dataclass(frozen=True)
@@ -319,18 +266,31 @@ def _scalar(released: Any) -> float:
 class _Statistic:
     """One query's exact answer and what its release needs to know.
 
-    ``value`` is the vector released (before noise); ``sensitivity`` its L1 sensitivity under
-    add/remove one example; ``moved`` the most coordinates one example can move; ``row_bound``
-    the most one example adds to a coordinate's absolute value; ``finish`` the post-processing
-    from the released vector to what the query returns.
+    ``value`` is the vector released (before noise); ``measurement`` is the query's
+    (:data:`~privcal.private.queries.QUERY_MEASUREMENTS`, read when the statistic is computed)
+    and ``params`` the public parameters its sensitivity reads; ``moved`` the most coordinates
+    one example can move; ``row_bound`` the most one example adds to a coordinate's absolute
+    value; ``finish`` the post-processing from the released vector to what the query returns.
     """
 
     label: str
     value: float | np.ndarray
-    sensitivity: float
+    measurement: Measurement
     moved: int
     row_bound: float
     finish: Callable[[Any], Any]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sensitivity(self) -> float:
+        """The L1 sensitivity under add/remove one example, read from the measurement."""
+        return self.measurement.sensitivity_at(**self.params)
+
+    def record(self, epsilon: float, source: str, mechanism: str | None = None) -> Release:
+        """The release of this statistic at ``epsilon`` whose noise is drawn elsewhere."""
+        return self.measurement.record(
+            self.label, epsilon, source=source, mechanism=mechanism, **self.params
+        )
 
 
 @dataclass(frozen=True)
@@ -499,14 +459,24 @@ class DataSource:
     def _epsilon(self, epsilon: Any, query: str) -> float:
         return check_real(epsilon, "epsilon", f"DataSource.{query}", low=0.0, low_open=True)
 
+    def _charge(self, release: Release) -> None:
+        """Spend ``release`` on the odometer (durable with a ledger), then keep it."""
+        self.odometer.spend_release(release)
+        self.history.append(release)
+
     def _release(self, stat: _Statistic, epsilon: float) -> Any:
-        """Spend ``epsilon`` (recorded before anything leaves), then release ``value + Lap``."""
-        self.odometer.spend(stat.label, epsilon, mechanism="laplace", sensitivity=stat.sensitivity)
-        self.history.append(
-            Release(stat.label, "laplace", stat.sensitivity, epsilon, 0.0, self.name)
+        """The query's measurement: charged (recorded before anything leaves), then
+        ``value + Lap``."""
+        noisy, _ = stat.measurement.release(
+            stat.value,
+            epsilon,
+            self.noise,
+            query=stat.label,
+            source=self.name,
+            charge=self._charge,
+            **stat.params,
         )
-        release, _ = laplace(stat.value, stat.sensitivity, epsilon, self.noise)
-        return stat.finish(release)
+        return stat.finish(noisy)
 
     def share(
         self,
@@ -573,9 +543,7 @@ class DataSource:
         stat = getattr(self, f"_{query}")(**params)
         ring = SecureSum() if ring is None else ring
         plan = share_plan(stat, eps, n_parties, threshold, ring.bits, max_rows)
-        mechanism = "distributed discrete laplace"
-        self.odometer.spend(stat.label, eps, mechanism=mechanism, sensitivity=stat.sensitivity)
-        self.history.append(Release(stat.label, mechanism, stat.sensitivity, eps, 0.0, self.name))
+        self._charge(stat.record(eps, self.name, DISTRIBUTED_LAPLACE))
         return Share(plan.share(stat.value, self.noise, ring), plan, stat.finish, stat.label)
 
     def _temperature(self, temperature: Any, query: str) -> float:
@@ -611,7 +579,14 @@ class DataSource:
     def _accuracy_gap_sum(self, temperature: Any) -> _Statistic:
         t = self._temperature(temperature, "accuracy_gap_sum")
         value = float(accuracy_gap_sum(self._z, self._y, t))
-        return _Statistic(f"accuracy_gap_sum(T={t:.6g})", value, 1.0, 1, 1.0, _scalar)
+        return _Statistic(
+            f"accuracy_gap_sum(T={t:.6g})",
+            value,
+            QUERY_MEASUREMENTS["accuracy_gap_sum"],
+            1,
+            1.0,
+            _scalar,
+        )
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
         """Noisy :meth:`accuracy_gap_sum` at every temperature of a public increasing grid.
@@ -671,7 +646,7 @@ class DataSource:
         return _Statistic(
             label,
             curve_release(curve, a),
-            2.0,
+            QUERY_MEASUREMENTS["accuracy_gap_curve"],
             temps.size,
             1.0,
             lambda r: curve_from_release(np.asarray(r), a),
@@ -694,8 +669,8 @@ class DataSource:
 
         Privacy
         -------
-        Each clipped term lies in ``[0, B]``: one example changes the sum by at most ``B``, the
-        sensitivity. Without the clip one example's NLL is unbounded (``-log p_y`` grows without
+        Each clipped term lies in ``[0, B]``: one example changes the sum by at most ``B``,
+        sensitivity B. Without the clip one example's NLL is unbounded (``-log p_y`` grows without
         limit as ``p_y -> 0``), so no finite noise would make the sum private. Laplace scale
         ``B / epsilon``; pure ``epsilon``-DP.
         """
@@ -706,7 +681,10 @@ class DataSource:
         t = self._temperature(temperature, "clipped_nll_sum")
         b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
         value = float(clipped_nll_sum(self._z, self._y, t, b))
-        return _Statistic(f"clipped_nll_sum(T={t:.6g}, B={b:g})", value, b, 1, b, _scalar)
+        label = f"clipped_nll_sum(T={t:.6g}, B={b:g})"
+        return _Statistic(
+            label, value, QUERY_MEASUREMENTS["clipped_nll_sum"], 1, b, _scalar, {"bound": b}
+        )
 
     def clipped_nll_increments(
         self, temperatures: Any, epsilon: float, bound: float = 10.0
@@ -755,8 +733,9 @@ class DataSource:
           + \\log C)`, so :math:`f(T_k) - m \\le \\min(B, \\log C)`.
 
         Hence :math:`\\mathrm{TV} \\le B + \\min(B, \\log C)` for every example, whatever the
-        grid and its size :math:`k` (:func:`nll_curve_sensitivity`; releasing the ``k`` values
-        instead would cost ``k B``). ``C`` is public. For a label below the top logit the bound
+        grid and its size :math:`k`: sensitivity B + min(B, log C)
+        (:func:`nll_curve_sensitivity`; releasing the ``k`` values instead would cost ``k B``).
+        ``C`` is public. For a label below the top logit the bound
         has a slack of at least :math:`\\log 2` (:math:`p_y \\le 1/2`, so :math:`m \\ge \\log 2`),
         which covers floating-point rounding of the computed terms. Laplace scale
         ``(B + min(B, log C)) / epsilon`` per coordinate; pure ``epsilon``-DP.
@@ -778,9 +757,10 @@ class DataSource:
         label = (
             f"clipped_nll_increments(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, B={b:g})"
         )
-        sensitivity = nll_curve_sensitivity(b, self.n_classes)
         # one clipped term lies in [0, B], so each increment moves by at most B
-        return _Statistic(label, np.diff(curve), sensitivity, temps.size - 1, b, np.asarray)
+        params = {"bound": b, "n_classes": self.n_classes}
+        m = QUERY_MEASUREMENTS["clipped_nll_increments"]
+        return _Statistic(label, np.diff(curve), m, temps.size - 1, b, np.asarray, params)
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
         """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.
@@ -811,7 +791,8 @@ class DataSource:
         t = self._temperature(temperature, "bin_gaps")
         m = self._n_bins(n_bins, "bin_gaps")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
-        return _Statistic(f"bin_gaps(T={t:.6g}, M={m})", stats.gaps(), 1.0, 1, 1.0, np.asarray)
+        label = f"bin_gaps(T={t:.6g}, M={m})"
+        return _Statistic(label, stats.gaps(), QUERY_MEASUREMENTS["bin_gaps"], 1, 1.0, np.asarray)
 
     def bin_counts(self, epsilon: float, n_bins: int = 15, temperature: float = 1.0) -> BinCounts:
         """Noisy per-bin numbers of correct and of incorrect predictions (histogram binning).
@@ -831,7 +812,7 @@ class DataSource:
         Privacy
         -------
         The released vector is ``(correct_1..M, incorrect_1..M)``: one example adds 1 to exactly
-        one of these ``2M`` cells, so the L1 sensitivity is **1**. Seed 000 (App. C.2.3)
+        one of these ``2M`` cells: L1 sensitivity 1. Seed 000 (App. C.2.3)
         releases ``(correct, total)`` instead, with sensitivity 2 (one example moves a correct
         cell and a total cell); both carry the same information (``total = correct +
         incorrect``), but ours needs half the noise scale. Laplace scale ``1 / epsilon`` per
@@ -850,7 +831,9 @@ class DataSource:
             out = np.asarray(released, dtype=np.float64)
             return BinCounts(out[:m], out[m:])
 
-        return _Statistic(f"bin_counts(T={t:.6g}, M={m})", value, 1.0, 1, 1.0, finish)
+        return _Statistic(
+            f"bin_counts(T={t:.6g}, M={m})", value, QUERY_MEASUREMENTS["bin_counts"], 1, 1.0, finish
+        )
 
     def count(self, epsilon: float) -> float:
         """Noisy number of examples ``n`` (private under add/remove).
@@ -864,7 +847,9 @@ class DataSource:
         return self._release(self._count(), eps)
 
     def _count(self) -> _Statistic:
-        return _Statistic("count", float(self._z.shape[0]), 1.0, 1, 1.0, _scalar)
+        return _Statistic(
+            "count", float(self._z.shape[0]), QUERY_MEASUREMENTS["count"], 1, 1.0, _scalar
+        )
 
     # ------------------------------------------------------------------ ledger-backed sources
     @classmethod

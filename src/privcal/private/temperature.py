@@ -315,10 +315,7 @@ class _Protocol:
 
     def record(self, src: DataSource, label: str, before: int) -> None:
         """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
-        for r in src.history[before:]:
-            self.releases.append(
-                Release(r.query, r.mechanism, r.sensitivity, r.epsilon, r.delta, label)
-            )
+        self.releases.extend(r.for_source(label) for r in src.history[before:])
 
 
 def source_labels(sources: Sequence[DataSource]) -> list[str]:

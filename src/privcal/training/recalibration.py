@@ -40,18 +40,19 @@ from privcal.privacy import (
     InsecureNoiseWarning,
     NoiseSource,
     PrivacyReport,
-    Release,
     SeededNoise,
-    laplace,
     noise_kind,
     resolve_noise,
 )
 from privcal.privacy.filter import dpsgd_curve
+from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.odometer import as_odometer
+from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training._torch import require_torch
 
 __all__ = [
     "AUTHORS_CODE_SETTINGS",
+    "DP_SGD",
     "DP_TS_SETTINGS",
     "PAPER_SETTINGS",
     "DPPlattScaling",
@@ -67,6 +68,22 @@ __all__ = [
     "split_key",
     "step_schedule",
 ]
+
+#: DP-SGD (Opacus, and :class:`NoiseSourceDPOptimizer`): every step releases the sum of
+#: per-example gradients clipped to L2 norm ``C`` plus Gaussian noise, on a Poisson sample; the
+#: steps are composed by the accountant. Derived in :class:`DPTemperatureScaling`'s docstring.
+DP_SGD = register_measurement(
+    Measurement(
+        name="training.dp_sgd",
+        statistic="at each step, the sum of per-example gradients clipped to L2 norm C on a "
+        "Poisson sample of rate q; the steps composed by Opacus's RDP or PRV accountant",
+        mechanism="subsampled gaussian",
+        norm="L2",
+        sensitivity=lambda max_grad_norm: max_grad_norm,
+        formula="C",
+        proof="privcal.training.recalibration.DPTemperatureScaling",
+    )
+)
 
 
 # ------------------------------------------------------------------------ per-sample grads
@@ -162,8 +179,6 @@ def NoiseSourceDPOptimizer(optimizer: Any, *, noise: NoiseSource, **kwargs: Any)
 #: Share of the budget :class:`DPTemperatureScaling` / :class:`DPPlattScaling` spend on a
 #: Laplace count of the validation set (the step schedule is derived from that count, never n).
 COUNT_SHARE = 0.02
-#: L1 sensitivity of that count (add/remove one example changes it by one).
-COUNT_SENSITIVITY = 1.0
 #: Public box every parameter is projected onto after each step (post-processing): ``log T`` in
 #: ``[log 1e-2, log 1e2]``, every other parameter in ``[-1e3, 1e3]``.
 LOG_TEMPERATURE_RANGE = (math.log(1e-2), math.log(1e2))
@@ -400,9 +415,15 @@ class _DPScaling(ReportsPrivacy, Calibrator):
                 f"{owner}.fit: count n",
                 eps_count,
                 mechanism="laplace",
-                sensitivity=COUNT_SENSITIVITY,
+                sensitivity=QUERY_MEASUREMENTS["count"].sensitivity_at(),
             )
-        n_estimate, _ = laplace(float(z.shape[0]), COUNT_SENSITIVITY, eps_count, noise)
+        n_estimate, count_release = QUERY_MEASUREMENTS["count"].release(
+            float(z.shape[0]),
+            eps_count,
+            noise,
+            query="count n (sets the step schedule)",
+            source="recalibration",
+        )
         batch = full_batch(float(n_estimate)) if self.batch_size is None else self.batch_size
         clip = (
             auto_clip(float(n_estimate), eps_sgd, float(self.delta))
@@ -462,23 +483,16 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         self.accountant_history_ = [tuple(h) for h in acc.history]
         self.privacy_report_ = PrivacyReport(
             [
-                Release(
-                    query="count n (sets the step schedule)",
-                    mechanism="laplace",
-                    sensitivity=COUNT_SENSITIVITY,
-                    epsilon=eps_count,
-                    delta=0.0,
-                    source="recalibration",
-                ),
-                Release(
-                    query=f"DP-SGD {type(self).__name__} ({kind}, {total} steps, q={q:.4g})",
-                    mechanism=f"subsampled gaussian, opacus {self.accountant}",
-                    sensitivity=clip,
-                    epsilon=_accounted_epsilon(
+                count_release,
+                DP_SGD.record(
+                    f"DP-SGD {type(self).__name__} ({kind}, {total} steps, q={q:.4g})",
+                    _accounted_epsilon(
                         tuple(self.accountant_history_), float(self.delta), str(self.accountant)
                     ),
-                    delta=float(self.delta),
                     source="recalibration",
+                    delta=float(self.delta),
+                    mechanism=f"subsampled gaussian, opacus {self.accountant}",
+                    max_grad_norm=clip,
                 ),
             ],
             unit="example",

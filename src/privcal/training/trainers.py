@@ -24,10 +24,11 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.metrics.statistics import softmax
-from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport, Release
+from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
 from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
+from privcal.training.recalibration import DP_SGD
 
 torch, opacus = require_torch("privcal.training.trainers")
 from opacus.accountants import create_accountant  # noqa: E402
@@ -527,13 +528,13 @@ class DPSGDTrainer(SGDTrainer):
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta))
         self.privacy_report_ = PrivacyReport(
             [
-                Release(
-                    query=f"{query} ({self.steps_} steps, q={self.sample_rate_:.4g})",
-                    mechanism=f"subsampled gaussian, opacus {self.accountant}",
-                    sensitivity=float(self.max_grad_norm),
-                    epsilon=self.epsilon_,
-                    delta=float(self.delta),
+                DP_SGD.record(
+                    f"{query} ({self.steps_} steps, q={self.sample_rate_:.4g})",
+                    self.epsilon_,
                     source="train",
+                    delta=float(self.delta),
+                    mechanism=f"subsampled gaussian, opacus {self.accountant}",
+                    max_grad_norm=float(self.max_grad_norm),
                 )
             ],
             unit="example",

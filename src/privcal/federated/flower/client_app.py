@@ -21,10 +21,15 @@ What leaves the client (user-level DP, add/remove one client):
   only by a client whose policy accepts ``"none"``.
 * ``task = "source"``: seed 000's DataSource queries, each charged by its own ledger
   (:mod:`privcal.federated.flower.sources`).
+* ``task = "join"`` (round 0, before any round): the client checks the run against its policy,
+  its logits' width against ``n-classes`` and, with a ledger, the run's whole cost against
+  what its ledger has left; it answers ``joined`` or a refusal, and shows the plan and its cost
+  on its own console (:func:`~privcal.federated.flower.task.join_answer`).
 * ``task = "end"``: the run is over; the reply is empty (``info["ok"]``). The client checks
   the final calibrator against its uncalibrated logits on its *own* data and writes the result
   only to its own ``status`` file (node config), which ``privcal federate client`` shows and
-  then exits. Nothing of the check is sent.
+  then exits. Nothing of the check is sent. A run the server stopped (``stopped``: the reason)
+  carries no calibrator; the client shows the reason and exits.
 * A refusal: ``info["refused"]``, a reason that depends on the client's budget, not its data.
 
 Progress (``status`` file, local only): one line per round (answered, or refused and why).
@@ -46,6 +51,7 @@ from privcal.federated.flower.task import (
     client_node,
     client_payload,
     composed_epsilon,
+    join_answer,
     method_from_config,
     write_status,
 )
@@ -79,8 +85,10 @@ def query(msg: Message, context: Context) -> Message:
             return _info_reply(msg, {"refused": refusal})
         z, y = client_data(node, context.run_config)
         return _info_reply(msg, answer_source_query(z, y, node, cfg, int(context.run_id)))
+    if task == "join":
+        return _info_reply(msg, join_answer(node, cfg, context.run_config, int(context.run_id)))
     if task == "end":
-        check_locally(node, context.run_config, str(cfg["calibrator"]))
+        end_locally(node, context.run_config, cfg)
         return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0:
@@ -120,16 +128,25 @@ def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
     )
 
 
-def check_locally(node: dict[str, Any], run_config: Any, calibrator_json: str) -> None:
-    """End of run: compare the calibrator with the uncalibrated model on this client's data."""
+def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> None:
+    """The server's end of the run (``task = "end"``), shown on this client's console only.
+
+    A run that released a calibrator sends it (``calibrator``): the client checks it against
+    its uncalibrated logits on its own data (nothing of the check is sent). A run the server
+    stopped before its release (interrupted, or too few clients joined) sends ``stopped``
+    with the reason instead.
+    """
+    if not node.get("status"):
+        return
+    if cfg.get("stopped"):
+        write_status(node, f"end: the server stopped the run ({cfg['stopped']})")
+        return
     import json
 
     from privcal.calibrators import calibrator_from_dict
     from privcal.federated.flower.task import compare_uncalibrated
 
-    if not node.get("status"):
-        return
-    cal = calibrator_from_dict(json.loads(calibrator_json))
+    cal = calibrator_from_dict(json.loads(str(cfg["calibrator"])))
     z, y = client_data(node, run_config)
     write_status(node, f"check on this client's data: {compare_uncalibrated(cal, z, y)['summary']}")
     write_status(node, "end: the run is over")

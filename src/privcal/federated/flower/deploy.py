@@ -27,10 +27,27 @@ from privcal.federated.flower.task import DEFAULTS
 __all__ = ["FlowerProcesses", "free_port", "supernode_command", "write_app"]
 
 
+def _die_with_parent() -> None:
+    """``preexec_fn``: ask Linux to send this child SIGTERM when its parent thread ends."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _cmdline(pid: int) -> str:
+    """The command line of a live process (Linux ``/proc``; empty when gone or elsewhere)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _bin(name: str) -> str:
@@ -128,6 +145,11 @@ class FlowerProcesses:
     extra_env : dict, optional
         Environment variables set for every process started (e.g. ``RAY_ADDRESS`` for a
         simulation run on a Ray cluster).
+    die_with_parent : bool, default=False
+        Linux: each process started gets SIGTERM when the thread that started it ends
+        (``PR_SET_PDEATHSIG``), so a command killed outright (SIGKILL, a crash) leaves no
+        SuperLink or SuperNode behind. Only for objects used from one thread that outlives the
+        processes (the CLI's main thread).
     """
 
     workdir: Path
@@ -136,6 +158,7 @@ class FlowerProcesses:
     certificates: tuple[str, str, str] | None = None
     port: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    die_with_parent: bool = False
     procs: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     runtime: dict[str, str] = field(default_factory=dict)
     served: set[str] = field(default_factory=set)
@@ -181,6 +204,7 @@ class FlowerProcesses:
             env=self.env,
             cwd=self.workdir,  # Flower writes its state files into the working directory
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         self.procs[name] = proc
         return proc
@@ -347,6 +371,31 @@ class FlowerProcesses:
             out += kids
             todo += kids
         return out
+
+    def stop_serverapp(self, wait_s: float = 8.0, done: Callable[[], bool] | None = None) -> bool:
+        """SIGTERM to the running ServerApp (``flwr-serverapp``, a descendant of the SuperLink),
+        and wait at most ``wait_s`` for it to end or for ``done()``; True when either happened
+        (or no ServerApp ran).
+
+        privcal's ServerApp answers SIGTERM by telling every client that the run stopped
+        (:func:`~privcal.federated.flower.server_app.stop_on_signal`), so the clients exit at
+        once instead of retrying a SuperLink that is about to go.
+        """
+        link = self.procs.get("superlink")
+        if link is None or link.poll() is not None:
+            return True
+        apps = [pid for pid in self._descendants(link.pid) if "flwr-serverapp" in _cmdline(pid)]
+        for pid in apps:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if (done is not None and done()) or not any(_cmdline(pid) for pid in apps):
+                return True
+            time.sleep(0.1)
+        return False
 
     def stop(self, name: str | None = None) -> None:
         """Stop one process (by name) or all of them: SIGTERM to its group, then SIGKILL."""

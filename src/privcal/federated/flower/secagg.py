@@ -81,12 +81,14 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from privcal.federated.dp import DPConfig, expected_cohort
-from privcal.federated.flower.client_app import answered_line, check_locally
+from privcal.federated.flower.client_app import answered_line, end_locally
 from privcal.federated.flower.server_app import (
     check_on_server,
     end_run,
     finish_run,
+    join_run,
     progress_line,
+    stop_on_signal,
 )
 from privcal.federated.flower.task import (
     DEFAULTS,
@@ -98,6 +100,7 @@ from privcal.federated.flower.task import (
     client_payload,
     dp_from_config,
     dump_json,
+    join_answer,
     method_from_config,
     server_noise,
     write_status,
@@ -317,8 +320,11 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
         cfg = dict(msg.content["config"])
         node = client_node(context.node_config, context.run_config)
         if cfg.get("task") == "end":
-            check_locally(node, context.run_config, str(cfg["calibrator"]))
+            end_locally(node, context.run_config, cfg)
             return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
+        if cfg.get("task") == "join":
+            answer = join_answer(node, {**DEFAULTS, **cfg}, context.run_config, int(context.run_id))
+            return Message(RecordDict({"info": ConfigRecord(answer)}), reply_to=msg)
         if cfg.get("task") == "source":
             from privcal.federated.flower.sources import budget_answer
 
@@ -591,9 +597,17 @@ server = ServerApp()
 @server.main()
 def _main(grid: Any, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
-    if cfg["method"] == "acc-t":  # seed 000's data sources, distributed noise over SecAgg+
-        _seed000_secagg(grid, context, cfg)
-        return
+    with stop_on_signal(grid, cfg):
+        if cfg["method"] == "acc-t":  # seed 000's data sources, distributed noise over SecAgg+
+            _seed000_secagg(grid, context, cfg)
+        else:
+            _federate(grid, context, cfg)
+
+
+def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
+    """A federated method's run over SecAgg+: round 0 (:func:`~privcal.federated.flower.
+    server_app.join_run`), ``T`` SecAgg+ rounds, the release."""
+    join_run(grid, cfg)  # a client that refused refuses SecAgg+'s setup too (a dropout)
     fm = method_from_config(cfg)
     c = int(cfg["n-classes"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None

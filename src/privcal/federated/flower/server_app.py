@@ -24,10 +24,13 @@ Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``), ``history.j
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,13 +198,13 @@ def progress_line(
     The counts and the round's duration are what the operator of the SuperLink sees anyway
     (Flower logs every reply); they are printed on the operator's console only, never written
     to ``history.json`` of a DP run. ``eps`` is the run's accountant: the privacy loss of
-    rounds ``1..t`` together, composed in zCDP and converted to ``(epsilon, delta)``, which
-    reaches ``budget`` after the last round (a client's ledger is charged ``budget / T`` per
-    round instead, and holds ``budget`` after the last round as well; docs/federated.md).
+    rounds ``1..t`` together, composed and converted to ``(epsilon, delta)`` as the run
+    converts (:func:`~privcal.federated.dp.run_epsilon`), which reaches ``budget`` after the
+    last round; a client's ledger is brought up to the same figure before each round it
+    answers (docs/federated.md).
     """
     spent = (
-        f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed: "
-        "zCDP -> (epsilon, delta))"
+        f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed)"
         if budget > 0
         else "no DP"
     )
@@ -250,18 +253,19 @@ def _class_totals(grid: Grid, nodes: list[int], cfg: dict[str, Any], c: int) -> 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
-    if cfg["method"] == "acc-t":
-        seed000(grid, cfg)
-        return
+    with stop_on_signal(grid, cfg):
+        if cfg["method"] == "acc-t":
+            seed000(grid, cfg)
+        else:
+            _federate(grid, cfg)
+
+
+def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
+    """A federated method's run: round 0 (:func:`join_run`), ``T`` rounds, the release."""
     fm = method_from_config(cfg)
     rounds = int(cfg["rounds"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
-    n_declared = int(cfg["num-nodes"])
-    nodes = _wait_nodes(grid, n_declared, float(cfg["wait-nodes-s"]))
-    if len(nodes) < int(cfg["min-clients"]):
-        raise RuntimeError(
-            f"privcal: only {len(nodes)} SuperNodes connected; min-clients is {cfg['min-clients']}."
-        )
+    nodes = join_run(grid, cfg)
     timeout = float(cfg["round-timeout-s"])
     dp = (
         dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
@@ -281,7 +285,7 @@ def main(grid: Grid, context: Context) -> None:
     history = []
     for t in range(1, rounds + 1):
         t0 = time.perf_counter()
-        live = sorted(grid.get_node_ids())
+        live = sorted(set(grid.get_node_ids()) & set(nodes))  # the clients that joined
         sampled = live if p >= 1.0 else [n for n in live if rng.random() < p]
         dst, replies = _query_nodes(grid, sampled, state, {**cfg, "round": t}, timeout)
         # a client counts once: it replied (a payload, a refusal or an error), or it did not
@@ -398,6 +402,106 @@ def end_run(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) 
     """Tell every node that the run is over, with the calibrator it may check locally."""
     content = {**cfg, "task": "end", "round": 0, "calibrator": json.dumps(cal.to_dict())}
     _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
+
+
+def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> None:
+    """Tell every connected node that the server stopped the run before its release.
+
+    Each client shows ``reason`` and exits (:func:`~privcal.federated.flower.client_app.
+    end_locally`) instead of waiting ``--retry-s`` for a server that is gone. Waits at most
+    ``wait_s`` for the nodes to take the message.
+    """
+    content = {"task": "end", "round": 0, "stopped": reason}
+    _query(grid, sorted(grid.get_node_ids()), {}, content, wait_s)
+
+
+def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
+    """Round 0: wait for the declared clients, ask each to join, return those that joined.
+
+    Each client answers from its own side (:func:`~privcal.federated.flower.task.join_answer`):
+    its policy, its logits' width against ``n-classes``, and whether its ledger can pay the whole
+    run. Nothing is charged and no data is sent. Fewer than ``min-clients`` joining ends the
+    run here with one line naming the clients' reasons (the clients are told and exit), before
+    any budget is spent; so do fewer than the threshold ``t`` of a distributed run, whose sums of
+    fewer than ``t`` shares are never released.
+    """
+    n_declared, need = int(cfg["num-nodes"]), int(cfg["min-clients"])
+    if cfg.get("aggregation") == "distributed" and float(cfg["epsilon"]) > 0:
+        from privcal.federated.dp import default_threshold  # fewer than t release nothing
+
+        need = max(need, int(cfg["threshold"]) or default_threshold(n_declared))
+    nodes = _wait_nodes(grid, n_declared, float(cfg["wait-nodes-s"]))
+    if len(nodes) < need:
+        reason = (
+            f"only {len(nodes)} of {n_declared} clients connected within "
+            f"{float(cfg['wait-nodes-s']):g} s; min-clients is {need}"
+        )
+        stop_run(grid, cfg, reason)
+        raise RuntimeError(f"privcal: too few clients: {reason}.")
+    content = {**cfg, "task": "join", "round": 0}
+    dst, replies = _query_nodes(grid, nodes, {}, content, float(cfg["round-timeout-s"]))
+    joined, reasons = [], []
+    for r in replies:
+        nid = dst.get(r.metadata.reply_to_message_id, r.metadata.src_node_id)
+        info = {} if r.has_error() else dict(r.content["info"]) if "info" in r.content else {}
+        if info.get("joined"):
+            joined.append(nid)
+            continue
+        why = (
+            str(r.error.reason)
+            if r.has_error()
+            else str(info.get("refused", "no answer to the join request"))
+        )
+        reasons.append(why)
+        print(f"privcal: client {nid} refused the run: {why}", flush=True)
+    if len(joined) < need:
+        common = max(set(reasons), key=reasons.count) if reasons else "no reply"
+        reason = (
+            f"{len(joined)} of {len(nodes)} clients joined; min-clients is {need} "
+            f"({len(reasons)} refused, e.g. {common})"
+        )
+        stop_run(grid, cfg, reason)
+        raise RuntimeError(f"privcal: refused: {reason}.")
+    print(f"privcal: {len(joined)} of {len(nodes)} clients joined the run", flush=True)
+    return sorted(joined)
+
+
+class RunInterrupted(BaseException):
+    """SIGTERM or SIGINT reached the ServerApp (a ``BaseException``, like KeyboardInterrupt:
+    no ``except Exception`` in a Flower workflow swallows it)."""
+
+
+@contextlib.contextmanager
+def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
+    """Run the body; on SIGTERM/SIGINT tell the clients the run stopped, then fail the run.
+
+    ``privcal federate server`` sends SIGTERM to the ServerApp when it is interrupted, so the
+    clients learn at once that the run is over (and exit) instead of retrying a server that is
+    gone. A client's ledger keeps what it charged for rounds it answered: a reply that left the
+    client is a release whether or not the server summed it (docs/federated.md).
+    """
+    import signal
+
+    def interrupt(signum: int, _frame: Any) -> None:
+        raise RunInterrupted(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():  # in-process tests
+        yield
+        return
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except RunInterrupted as stop:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)  # one stop message, whatever else arrives
+        print(f"privcal: interrupted: the server's operator stopped the run ({stop})", flush=True)
+        stop_run(grid, cfg, "the server's operator stopped the run before its release")
+        if cfg.get("out-dir"):
+            dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": True})
+        raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def seed000(

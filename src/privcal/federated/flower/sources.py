@@ -35,6 +35,7 @@ from privcal.federated.flower.messaging import send_and_receive
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
+from privcal.private.queries import DISTRIBUTED_LAPLACE
 
 __all__ = [
     "QUERIES",
@@ -47,6 +48,9 @@ __all__ = [
     "run_label",
     "source_refusal",
 ]
+
+#: The fields of a release a node's reply carries (its source's name is the server's label).
+_RELEASE_FIELDS = ("query", "mechanism", "sensitivity", "epsilon", "delta")
 
 #: Queries a node answers (DataSource methods, plus budget status).
 QUERIES = (
@@ -159,7 +163,7 @@ def answer_source_query(
         value = getattr(src, method)(**kwargs)
     except BudgetExceededError as err:
         return {"refused": str(err)}
-    releases = [[r.query, r.mechanism, r.sensitivity, r.epsilon, r.delta] for r in src.history]
+    releases = [[getattr(r, f) for f in _RELEASE_FIELDS] for r in src.history]
     return {
         "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
         "releases": json.dumps(releases),
@@ -269,8 +273,10 @@ class RemoteSource(DataSource):
         info = dict(reply.content["info"])
         if "refused" in info:
             raise RuntimeError(f"{self!r} refused {query!r}: {info['refused']!s}")
-        for q, mech, sens, eps, dlt in json.loads(str(info.get("releases", "[]"))):
-            self.history.append(Release(q, mech, sens, eps, dlt, self.name))
+        for row in json.loads(str(info.get("releases", "[]"))):
+            # the node's own records read back (its source's measurements made them)
+            record = dict(zip(_RELEASE_FIELDS, row, strict=True))
+            self.history.append(Release.from_dict({**record, "source": self.name}))
         return json.loads(str(info["value"]))
 
     def _call(self, query: str, **kwargs: Any) -> Any:
@@ -399,8 +405,5 @@ class SecAggSource(RemoteSource):
             [s.node_id for s in remote], method, epsilon, threshold, remote[0].n_classes, kwargs
         )
         for s in remote:
-            s.history.append(
-                Release(stat.label, "distributed discrete laplace", stat.sensitivity, epsilon,
-                        0.0, s.name)
-            )  # fmt: skip
+            s.history.append(stat.record(epsilon, s.name, DISTRIBUTED_LAPLACE))
         return view, plan, stat.finish

@@ -40,6 +40,7 @@ __all__ = [
     "compare_uncalibrated",
     "composed_epsilon",
     "dp_from_config",
+    "join_answer",
     "load_client_data",
     "method_from_config",
     "server_noise",
@@ -69,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "min-clients": 2,
     "num-nodes": 2,
     "wait-nodes-s": 60.0,
+    "plan": "",  # the server's plan of the run (privcal.federated.plan), shown to each client
     "round-timeout-s": 60.0,
     "noise": "secure",  # "secure" (OpenDP) | "seeded" (tests; the report says not private)
     "secagg": False,
@@ -207,16 +209,18 @@ def client_payload(
 
 
 def composed_epsilon(cfg: dict[str, Any], rounds_done: int) -> float:
-    """The run's epsilon after ``rounds_done`` of its ``T`` rounds: ``zcdp_epsilon(r rho / T,
-    delta)`` with ``rho = zcdp_rho(epsilon, delta)`` the run's whole zCDP budget (each round's
-    noise is sized for ``rho / T`` or less), so ``composed_epsilon(cfg, T) <= epsilon``. Public:
-    it reads the run configuration only."""
-    from privcal.privacy.accounting import zcdp_epsilon, zcdp_rho
+    """The run's epsilon after ``rounds_done`` of its ``T`` rounds: ``r rho / T`` converted at
+    ``delta``, with ``rho`` the run's whole budget (:func:`~privcal.federated.dp.run_rho`; each
+    round's noise is sized for ``rho / T`` or less) and the run's conversion (exact Gaussian for
+    the server's noise, zCDP for distributed shares), so ``composed_epsilon(cfg, T) <=
+    epsilon``. Public: it reads the run configuration only."""
+    from privcal.federated.dp import conversion_of, run_epsilon, run_rho
 
     if rounds_done <= 0:
         return 0.0
     eps, dlt, t = float(cfg["epsilon"]), float(cfg["delta"]), int(cfg["rounds"])
-    return zcdp_epsilon(min(rounds_done, t) * zcdp_rho(eps, dlt) / t, dlt)
+    conversion = conversion_of(str(cfg.get("aggregation", DEFAULTS["aggregation"])))
+    return run_epsilon(min(rounds_done, t) * run_rho(eps, dlt, conversion) / t, dlt, conversion)
 
 
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
@@ -276,13 +280,79 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             mechanism=(
                 "discrete gaussian shares (distributed, zCDP composed over rounds)"
                 if cfg.get("aggregation") == "distributed"
-                else "gaussian (server-side, zCDP composed over rounds)"
+                else "gaussian (server-side, rounds composed exactly as one Gaussian)"
             ),
         )
     except BudgetExceededError as err:
         return str(err)
     node["charged"] = charge
     return None
+
+
+def join_answer(
+    node: dict[str, Any], cfg: dict[str, Any], run_config: Mapping[str, Any], run_id: int = 0
+) -> dict[str, Any]:
+    """A client's answer to the server's round 0 (``task = "join"``), before any round.
+
+    The client checks, in this order, and refuses with the first reason that applies (the reply
+    ``{"refused": reason}``; nothing is charged, nothing of its data is sent):
+
+    1. its own :class:`~privcal.federated.policy.ClientPolicy` (the run configuration only);
+    2. the run's ``n-classes`` against the width of its own logits (the shared model's output
+       size, not a property of its rows): a mismatch would fail every round, or release a
+       calibrator for another model;
+    3. with a ledger, that the run's whole ``(epsilon, delta)`` fits in what the ledger has
+       left (a run charges its declared epsilon over its ``T`` rounds, :func:`charge_round`), so
+       a client never starts a run it would have to leave half-way with its budget spent.
+
+    Otherwise it answers ``{"joined": True}`` and writes the plan and its cost against its own
+    ledger to its status file (what ``privcal federate client`` shows) before round 1.
+    """
+    policy = ClientPolicy.from_node(node)
+    refusal = policy.refusal(cfg)
+    if refusal is None:
+        z, _ = client_data(node, run_config)
+        c = int(cfg["n-classes"])
+        if z.shape[1] != c:
+            refusal = (
+                f"this client's logits have {z.shape[1]} classes and the run asks for "
+                f"n-classes = {c} (the server's --n-classes must be the model's output size)"
+            )
+    cost = ""
+    eps, dlt = float(cfg["epsilon"]), float(cfg["delta"])
+    if refusal is None and node.get("ledger") and eps > 0:
+        odo = PrivacyOdometer(
+            float(node.get("budget", 1.0)),
+            ledger=str(node["ledger"]),
+            delta_budget=float(node.get("delta-budget", 1e-5)),
+            name=str(node.get("name", "client")),
+        )
+        if not odo.can_spend(eps, dlt):
+            refusal = (
+                f"the run costs epsilon {eps:g}, delta {dlt:g}; this client's ledger has "
+                f"epsilon {odo.remaining:.4g} of {odo.budget:g} left (delta "
+                f"{odo.delta_spent:.3g} of {odo.delta_budget:g} spent)"
+            )
+        else:
+            cost = (
+                f"; it will charge this client's ledger epsilon {eps:g} over its "
+                f"{int(cfg['rounds'])} rounds ({odo.remaining - eps:.4g} of {odo.budget:g} left "
+                "after the run)"
+            )
+    if refusal is not None:
+        write_status(node, f"end: refused the run ({refusal})")
+        return {"refused": refusal}
+    what = (
+        f"epsilon {eps:g}, delta {dlt:g}, {cfg.get('aggregation', 'trusted')} aggregation"
+        if eps > 0
+        else "no DP (exact payloads)"
+    )
+    write_status(
+        node, f"joined run {run_id}: {cfg['method']}, {int(cfg['rounds'])} rounds, {what}{cost}"
+    )
+    if cfg.get("plan"):
+        write_status(node, f"plan: {cfg['plan']}")
+    return {"joined": True}
 
 
 def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
