@@ -11,6 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from privcal._text import NO_SENSITIVITY, TEXT_WIDTH
 from privcal.cli import calibrate
 from privcal.cli import source as source_cli
 from privcal.data import write_scores
@@ -75,11 +76,12 @@ def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path
     r = invoke(cli, "source", "status", "--ledger", ledgers[0])
     assert r.exit_code == 0 and "accuracy_gap" in r.output and "remaining=0.4" in r.output
     # a second fit over the remaining budget is refused and spends nothing
-    r = invoke(cli, *[a if a != 0.6 else 0.5 for a in args])
+    again = tmp_path / "again.json"
+    r = invoke(cli, *[{0.6: 0.5, tmp_path / "cal.json": again}.get(a, a) for a in args])
     assert r.exit_code == 3, r.output
     assert all(DataSource.open(led).spent == pytest.approx(0.6) for led in ledgers)
-    # histogram binning fits with what is left
-    r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args])
+    # histogram binning fits with what is left (--force: cal.json holds the first release)
+    r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args], "--force")
     assert r.exit_code == 0, r.output
     assert all(DataSource.open(led).remaining == pytest.approx(0.0) for led in ledgers)
 
@@ -255,6 +257,7 @@ def test_status_reads_a_ledger_made_from_python(
     cli: typer.Typer, overconfident: Any, tmp_path: Path
 ) -> None:
     from privcal.privacy import SeededNoise
+    from privcal.privacy.odometer import read_ledger
 
     z, y = overconfident
     led = tmp_path / "py.sqlite"
@@ -263,8 +266,13 @@ def test_status_reads_a_ledger_made_from_python(
     src.accuracy_gap_sum(1.5, 0.25)
     r = _status(cli, led)
     assert r.exit_code == 0, r.output
-    assert "Ledger 'py'" in r.output and "accuracy_gap_sum" in r.output
+    assert f"Ledger {led} (source 'py')" in r.output and "accuracy_gap_sum" in r.output
     assert "budget epsilon=2  spent=0.25  remaining=1.75" in r.output
+    # the release's real sensitivity, as the source recorded it
+    (release,) = read_ledger(led).releases
+    assert release.sensitivity > 0
+    row = next(line for line in r.output.splitlines() if "accuracy_gap_sum" in line)
+    assert f" {release.sensitivity:g} " in row and "nan" not in r.output
 
 
 def test_status_reads_a_flower_client_ledger(cli: typer.Typer, tmp_path: Path) -> None:
@@ -283,10 +291,32 @@ def test_status_reads_a_flower_client_ledger(cli: typer.Typer, tmp_path: Path) -
     r = _status(cli, led)
     assert r.exit_code == 0, r.output
     assert "federated run 7, round 2 of 4 (fedtemp)" in r.output
+    assert f"Ledger {led} (source 'client0')" in " ".join(r.output.split())
+    # a round's charge covers two statistics (no one sensitivity): a dash and why, never nan
+    assert "nan" not in r.output and "sensitivity  —" in r.output
+    assert NO_SENSITIVITY in " ".join(r.output.split())
+    assert max(len(line) for line in r.output.splitlines()) <= TEXT_WIDTH
     spent = composed_epsilon(cfg, 2)  # the ledger holds the composed epsilon after round 2
     assert f"spent={spent:g}  remaining={1 - spent:g}  delta budget=1e-05  delta spent=1e-05" in (
         r.output
     )
+
+
+def test_status_wraps_by_row_within_100_columns(cli: typer.Typer, tmp_path: Path) -> None:
+    """Releases too long for columns are shown one block per release, no line over 100."""
+    from privcal.privacy import PrivacyOdometer
+
+    led = tmp_path / "long.sqlite"
+    odo = PrivacyOdometer(1.0, ledger=led, name="long")
+    odo.spend("q " * 60, 0.1, mechanism="gaussian on the summed gradient " * 8, sensitivity=2.5)
+    odo.spend("count", 0.2, mechanism="laplace", sensitivity=1.0)
+    r = _status(cli, led)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(line) for line in lines) <= TEXT_WIDTH
+    assert "release 1" in lines and "release 2" in lines
+    assert "  sensitivity  2.5" in lines and "  sensitivity  1" in lines
+    assert "remaining=0.7" in r.output
 
 
 def test_status_of_a_file_that_is_no_ledger(cli: typer.Typer, tmp_path: Path) -> None:

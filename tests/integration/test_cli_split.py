@@ -98,6 +98,83 @@ def test_top_label_file(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "top-label" in res.stderr
 
 
+def test_parts_stratified_make_k_site_files(
+    tmp_path: Path, data: tuple[Path, np.ndarray, np.ndarray]
+) -> None:
+    """--parts 5: five files of 60 rows, each with the class counts 30 / 20 / 10 (the file's
+    150 / 100 / 50 divided by 5), every row in exactly one, logits unchanged."""
+    path, z, y = data
+    res = _invoke("split", path, "--parts", "5", "--out", tmp_path / "site{k}.npz")
+    assert res.exit_code == 0, res.output
+    assert "into 5 parts, stratified by label, seed 0" in res.output
+    sites = [read_scores(tmp_path / f"site{k}.npz") for k in range(5)]
+    assert not (tmp_path / "site5.npz").exists()
+    for s in sites:
+        assert s.n_samples == 60
+        np.testing.assert_array_equal(np.bincount(s.labels), [30, 20, 10])
+    rows = {tuple(r) for r in np.column_stack([y, z])}
+    got = [tuple(r) for s in sites for r in np.column_stack([s.labels, s.logits])]
+    assert len(got) == len(set(got)) == 300 and set(got) == rows
+
+
+def test_parts_dirichlet_is_the_simulate_split_and_seeded(
+    tmp_path: Path, data: tuple[Path, np.ndarray, np.ndarray]
+) -> None:
+    """--partition dirichlet writes dirichlet_partition(labels, K, beta, seed) (the split
+    'privcal federate simulate' draws); the same seed gives the same files, another seed not."""
+    from privcal.federated import dirichlet_partition
+
+    path, _, y = data
+    labels = {}
+    for name, seed in (("a", "3"), ("b", "3"), ("c", "4")):
+        args = ["--parts", "4", "--partition", "dirichlet", "--beta", "0.5", "--seed", seed]
+        res = _invoke("split", path, *args, "--out", tmp_path / f"{name}{{k}}.csv")
+        assert res.exit_code == 0, res.output
+        assert "Dirichlet beta=0.5" in res.output
+        labels[name] = [read_scores(tmp_path / f"{name}{k}.csv").labels for k in range(4)]
+    want = dirichlet_partition(y, n_clients=4, beta=0.5, seed=3)
+    for got, idx in zip(labels["a"], want, strict=True):
+        np.testing.assert_array_equal(got, y[idx])
+    assert all(np.array_equal(u, v) for u, v in zip(labels["a"], labels["b"], strict=True))
+    assert not all(
+        u.shape == v.shape and np.array_equal(u, v)
+        for u, v in zip(labels["a"], labels["c"], strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--parts", "1", "--out", "s{k}.npz"], "'--parts' parameter of privcal split must be"),
+        (["--parts", "301", "--out", "s{k}.npz"], "choose --parts <= 300"),
+        (["--parts", "3", "--out", "s.npz"], "with {k} for the part's number"),
+        (["--parts", "3"], "with {k} for the part's number"),
+        (["--out", "s{k}.npz"], "pass --parts"),
+        (["--parts", "3", "--out", "s{k}.txt"], "must end in one of"),
+        (["--parts", "3", "--out", "s{k}.npz", "--out-cal", "c.npz"], "drop --out-cal"),
+        (["--parts", "3", "--out", "s{k}.npz", "--beta", "0.5"], "--partition dirichlet"),
+        (["--parts", "3", "--out", "s{k}.npz", "--partition", "dirichlet", "--beta", "0"],
+         "'--beta' parameter of privcal split must be > 0"),
+        (["--parts", "200", "--out", "s{k}.npz", "--partition", "dirichlet", "--beta", "0.01"],
+         "raise --beta (less skew) or lower --parts"),
+        (["--out-cal", "c.npz", "--beta", "0.5"], "pass --parts and --out"),
+        ([], "Missing option '--out-cal'"),
+    ],
+)  # fmt: skip
+def test_parts_bad_input_is_one_error_line(
+    tmp_path: Path,
+    data: tuple[Path, np.ndarray, np.ndarray],
+    args: list[str],
+    needle: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = _invoke("split", data[0], *args)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.count("Error:") == 1 and needle in " ".join(res.stderr.split())
+    assert not list(tmp_path.glob("s*.npz")) and not list(tmp_path.glob("c*.npz"))
+
+
 @pytest.mark.skipif(shared_data_dir() is None, reason="shared/data is absent")
 def test_split_a_shared_file_in_a_real_process(tmp_path: Path) -> None:
     shared = shared_data_dir()

@@ -33,6 +33,7 @@ from privcal.federated import (
     noise_multiplier,
     simulate,
     split_clients,
+    stratified_partition,
 )
 from privcal.federated.dp import validate_payload
 from privcal.federated.methods import noise_dominance, temperature_newton
@@ -72,6 +73,28 @@ def test_dirichlet_partition_is_reproducible(data) -> None:  # type: ignore[no-u
     a = dirichlet_partition(y, 10, 0.3, seed=4)
     b = dirichlet_partition(y, 10, 0.3, seed=4)
     assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("k", [2, 5, 7])
+def test_stratified_partition_keeps_each_class_share(data, k: int) -> None:  # type: ignore[no-untyped-def]
+    _, y = data
+    parts = stratified_partition(y, n_clients=k, seed=1)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(y.size))
+    sizes = [p.size for p in parts]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == y.size
+    counts = np.bincount(y, minlength=5)
+    for p in parts:  # every class: floor or ceil of its count / k in every part
+        got = np.bincount(y[p], minlength=5)
+        assert np.all((got == counts // k) | (got == -(-counts // k))), (got, counts)
+    again = stratified_partition(y, n_clients=k, seed=1)
+    assert all(np.array_equal(u, v) for u, v in zip(parts, again, strict=True))
+    other = stratified_partition(y, n_clients=k, seed=2)
+    assert not all(np.array_equal(u, v) for u, v in zip(parts, other, strict=True))
+
+
+def test_stratified_partition_refuses_more_clients_than_rows() -> None:
+    with pytest.raises(ValueError, match="'n_clients' parameter of stratified_partition"):
+        stratified_partition(np.array([0, 1, 1]), n_clients=4)
 
 
 def test_other_partitions() -> None:

@@ -62,12 +62,17 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "force_option",
     "input_kind_option",
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
+    "plain_text",
     "print_warnings",
+    "private_release",
+    "refuse_overwrite",
     "set_debug",
+    "table_width",
     "user_errors",
     "warn",
     "warning_kind",
@@ -121,6 +126,24 @@ console: Console = _Console()
 err_console: Console = _Console(stderr=True)
 
 
+#: A terminal escape sequence (colours, cursor moves): CSI ``ESC [ ... final byte`` or a
+#: two-character ``ESC X``.
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escape sequences: what a log file keeps of a coloured line."""
+    return _ESCAPE.sub("", text)
+
+
+def table_width() -> int:
+    """Width of a privacy table on standard output: :data:`privcal._text.TEXT_WIDTH` (100), or
+    the terminal's width when it is narrower."""
+    from privcal._text import TEXT_WIDTH
+
+    return min(TEXT_WIDTH, console.width)
+
+
 def input_kind_option() -> Any:
     """The ``--input-kind auto|logits|probs`` option (shared by every verb that reads scores)."""
     return typer.Option(
@@ -129,6 +152,59 @@ def input_kind_option() -> Any:
         help="What the score arrays hold; 'auto' takes it from the file layout.",
         show_default=True,
     )
+
+
+def force_option() -> Any:
+    """The ``--force`` option of every verb that writes a private release."""
+    return typer.Option(
+        "--force",
+        help="Overwrite an output that holds a private release (it cost privacy budget); "
+        "without it the command refuses before any work.",
+    )
+
+
+def private_release(path: Path) -> str | None:
+    """What private release the file ``path`` holds, or ``None`` (no file, or no release).
+
+    A release is a privacy report with at least one release: a private calibrator's JSON
+    (``fitted.privacy_report_``), a summary written beside an output (``privacy_report``) or a
+    run's ``privacy_report.json``. A file that is not such JSON holds none.
+    """
+    import json
+
+    if not path.is_file() or path.suffix.lower() != ".json":
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    fitted = data.get("fitted")
+    report = fitted.get("privacy_report_") if isinstance(fitted, dict) else None
+    report = report or data.get("privacy_report") or data
+    if not isinstance(report, dict) or not report.get("releases"):
+        return None
+    epsilon = report.get("epsilon")
+    spent = f" (epsilon={epsilon:g})" if isinstance(epsilon, (int, float)) else ""
+    if report.get("status", "private") == "private":
+        return f"the release of a private computation{spent}, which cost privacy budget"
+    return f"a release drawn with seeded noise{spent}, not private but charged like one"
+
+
+def refuse_overwrite(paths: Iterable[Path], option: str, owner: str, force: bool) -> None:
+    """Unless ``force``, refuse (one ``Error:`` line naming ``--force``) when one of ``paths``
+    holds a private release (:func:`private_release`): it cost privacy budget, and writing over
+    it would lose it for good. Called before any work."""
+    if force:
+        return
+    for path in paths:
+        what = private_release(Path(path))
+        if what is not None:
+            fail(
+                f"{option} of {owner}: {str(path)!r} holds {what}; pass --force to overwrite "
+                f"it, or choose another {option}."
+            )
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -36,6 +36,7 @@ from privcal.cli._common import (
     load_calibrator,
     load_scores,
     load_unlabelled,
+    refuse_overwrite,
     user_errors,
     write_probs,
 )
@@ -359,20 +360,27 @@ def fit(
         bool,
         typer.Option(
             "--force",
-            help="Keep a flagged private temperature fit (acc-t, nll-t, temperature, ece-t "
-            "with --epsilon) whose own release cannot tell its temperature from T = 1: it may "
-            "calibrate worse than no calibration. Without it such a fit exits 2 and saves "
-            "nothing.",
+            help="Overwrite an output that holds a private release (it cost privacy budget), "
+            "and keep a flagged private temperature fit (acc-t, nll-t, temperature, ece-t with "
+            "--epsilon) whose own release cannot tell its temperature from T = 1: it may "
+            "calibrate worse than no calibration. Without it the command refuses such an "
+            "output before any work, and such a fit exits 2 and saves nothing.",
         ),
     ] = False,
 ) -> None:
-    """Fit a calibrator on validation scores and save it as JSON."""
+    """Fit a calibrator on validation scores and save it as JSON.
+
+    --out (and its summary, NAME.summary.json) is not written over when it holds a private
+    calibrator, unless --force.
+    """
     from privcal._params import check_option
     from privcal.calibrators import METHODS
     from privcal.calibrators.summary import release_summary
+    from privcal.experiments.outputs import summary_path
 
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
+        refuse_overwrite((out, summary_path(out)), "--out", "privcal fit", force)
         _check_t_range(t_range)
         private = (
             epsilon is not None

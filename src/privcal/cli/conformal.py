@@ -25,7 +25,9 @@ from privcal.cli._common import (
     console,
     err_console,
     fail,
+    force_option,
     load_unlabelled,
+    refuse_overwrite,
     user_errors,
 )
 
@@ -236,19 +238,23 @@ def conformal(
             "before it is released; refused when it would pass the ledger's budget.",
         ),
     ] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Fit conformal prediction sets on CAL; report (and with --out write) the sets of TEST.
 
     With --epsilon the threshold is epsilon-DP for substituting one calibration example, with the
     number of calibration examples n public (level, bins and gamma are computed from n); the
     summary states the relation, the public quantities and the status ("not private: seeded
-    noise" with --seed).
+    noise" with --seed). --out and its summary are not written over when they hold a private
+    threshold's sets, unless --force.
     """
     from privcal.data.io import OUTPUT_SUFFIXES, write_columns
+    from privcal.experiments.outputs import summary_path
 
     with user_errors():
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
+            refuse_overwrite((out, summary_path(out)), "--out", "privcal conformal", force)
         est = _estimator(score, alpha, epsilon, bins, seed, method, localize, ledger)
         cal_logits, cal_labels = _load(cal, "--cal")
         if cal_labels is None:

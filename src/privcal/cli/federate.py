@@ -14,7 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
-from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
+from privcal.cli._common import (
+    EXIT_BUDGET,
+    console,
+    err_console,
+    fail,
+    force_option,
+    plain_text,
+    refuse_overwrite,
+    table_width,
+    user_errors,
+)
 
 __all__ = ["client", "maddock2025", "register", "server", "simulate"]
 
@@ -110,7 +120,8 @@ def server(
         False,
         "--force",
         help="Run even when the plan (privcal federate plan) expects the release to fall back "
-        "to the uncalibrated model: every site would spend for nothing.",
+        "to the uncalibrated model (every site would spend for nothing), and write over an "
+        "--out folder that holds an earlier DP run's release.",
     ),
     wait_clients: float = typer.Option(
         300.0,
@@ -129,7 +140,9 @@ def server(
         ),
     ] = None,
 ) -> None:
-    """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result."""
+    """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
+
+    An --out folder holding an earlier DP run's release is not written over, unless --force."""
     with user_errors():
         from privcal.federated import METHODS
 
@@ -196,6 +209,7 @@ def server(
             "wait-nodes-s": wait_clients,
             "val": "" if val is None else str(val.resolve()),
         }
+        _fresh_out(out, "privcal federate server", force)
         from privcal.cli.federate_plan import server_plan
 
         cfg["plan"] = server_plan(cfg, force)  # before any process starts or any site spends
@@ -339,6 +353,26 @@ def _check_ring(
         dp.plan(g)
 
 
+#: What a run writes to --out (the ServerApp, and run.log here).
+_RUN_FILES = (
+    "calibrator.json",
+    "history.json",
+    "state.json",
+    "config.json",
+    "privacy_report.json",
+    "aggregator_view.json",
+    "run.log",
+)
+
+
+def _fresh_out(out: Path, owner: str, force: bool) -> None:
+    """Refuse an --out folder whose earlier run released privately (unless ``force``), then
+    remove the earlier run's files, so that none of them passes for this run's."""
+    refuse_overwrite([out / "privacy_report.json", out / "calibrator.json"], "--out", owner, force)
+    for name in _RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
 def _write_interrupted(out: Path, signum: int, told: bool) -> None:
     """``interrupted.json`` in the output folder: the run was stopped before its release
     (``privcal report`` reads it); ``history.json`` holds the rounds that were released. The
@@ -359,9 +393,11 @@ def _write_interrupted(out: Path, signum: int, told: bool) -> None:
 
 
 def _server_line(log: Any) -> Any:
-    """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log``."""
+    """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log`` as
+    plain text (Flower colours its log levels: the escape codes are left out of the file)."""
 
     def show(line: str) -> None:
+        line = plain_text(line)
         log.write(line + "\n")
         log.flush()
         text = line.split("privcal: ", 1)[1] if "privcal: " in line else None
@@ -401,7 +437,8 @@ def _print_report(path: Path) -> None:
     if not path.exists():
         console.print("No DP (--epsilon 0): the calibrator is not private.")
         return
-    console.print(str(PrivacyReport.from_dict(json.loads(path.read_text()))), markup=False)
+    report = PrivacyReport.from_dict(json.loads(path.read_text()))
+    console.print(report.format(table_width()), markup=False, highlight=False)
     console.print(f"Wrote {path}")
 
 
@@ -729,9 +766,11 @@ def simulate(
     ),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SIM_OUT,
     timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
-    partition of DATA; progress per round; writes the calibrator, history and privacy report."""
+    partition of DATA; progress per round; writes the calibrator, history and privacy report
+    (not over an earlier DP run's, unless --force)."""
     with user_errors():
         _need_flwr()
         from privcal.federated import METHODS
@@ -785,6 +824,7 @@ def simulate(
             owner="privcal federate simulate",
         )
         fed = federation_config(num_nodes, num_cpus, ray_address)
+        _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)
         with _service() as work:
             where = f"the Ray cluster at {ray_address}" if ray_address else "this machine"

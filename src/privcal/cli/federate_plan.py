@@ -43,8 +43,6 @@ def plan(
     """Say, before any site spends, the noise per round, the signal a site can contribute and
     whether the release is expected to beat doing nothing (exit 0), or not (exit 2), with the
     smallest K and epsilon that would.
-
-    Example: privcal federate plan --num-nodes 5 --epsilon 5 --secagg
     """
     with user_errors():
         from privcal.federated.plan import plan_run

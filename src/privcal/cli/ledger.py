@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from privcal.cli._common import console, fail, user_errors
+from privcal._text import format_table, wrap
+from privcal.cli._common import console, fail, table_width, user_errors
 
 __all__ = ["ledger_init", "ledger_show", "register"]
 
@@ -82,13 +82,18 @@ def ledger_show(
     with user_errors():
         record = read_ledger(path)
         comp = record.composition()
-    table = Table(title=f"Ledger {record.name!r} ({path})")
-    for col in ("step", "query", "mechanism", "relation", "epsilon", "delta"):
-        table.add_column(col)
+    width = table_width()
+    named = f" (source {record.name!r})" if record.name else ""
+    header = ("step", "query", "mechanism", "relation", "epsilon", "delta")
     relations = record.relations or ["add/remove"] * len(record.releases)
-    for i, (r, rel) in enumerate(zip(record.releases, relations, strict=True), 1):
-        table.add_row(str(i), r.query, r.mechanism, rel, f"{r.epsilon:.6g}", f"{r.delta:.3g}")
-    console.print(table)
+    rows = [
+        (str(i), r.query, r.mechanism, rel, f"{r.epsilon:.6g}", f"{r.delta:.3g}")
+        for i, (r, rel) in enumerate(zip(record.releases, relations, strict=True), 1)
+    ]
+    table = format_table(header, rows, width) if rows else "no release"
+    console.print(
+        "\n".join([*wrap(f"Ledger {path}{named}", width), table]), markup=False, highlight=False
+    )
     out = [
         f"budget: epsilon={record.budget:g}, delta={record.delta_budget:g}, {record.relation} "
         "(the filter's guarantee for the whole pipeline, steps chosen after seeing earlier ones "
@@ -116,8 +121,9 @@ def ledger_show(
         f"stated: epsilon={comp.epsilon:.6g}, delta={comp.delta:.3g} ({comp.stated}: {why}; "
         f"{comp.relation}{group})"
     )
-    for line in out:
-        console.print(line, highlight=False, soft_wrap=True)
+    console.print(
+        "\n".join(x for line in out for x in wrap(line, width)), markup=False, highlight=False
+    )
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -82,8 +82,11 @@ def _bench() -> None:
 
 
 def _register_all() -> None:
+    from privcal.cli.examples import add_examples
+
     for name in VERB_MODULES:
         importlib.import_module(name).register(app, bench_app)
+    add_examples(app)  # a short example at the end of every command's --help
 
 
 _register_all()

@@ -2,8 +2,10 @@
 
 * ``privcal source init --data val.npz --budget 1.0 --ledger src.sqlite [--name NAME]`` creates a
   data source's SQLite ledger (budget, data path and its SHA-256). The data stay where they are.
-* ``privcal source status --ledger src.sqlite`` prints the budget, what was spent and every
-  release, for any ledger privcal writes (``source init``, ``DataSource(..., ledger=PATH)`` from
+* ``privcal source status --ledger src.sqlite`` prints the ledger's path and name, the budget,
+  what was spent and every release (its sensitivity, or ``—`` with the reason when none was
+  recorded), as a table that fits 100 columns (:func:`privcal._text.format_table`), for any
+  ledger privcal writes (``source init``, ``DataSource(..., ledger=PATH)`` from
   Python, a Flower client's ``--ledger``); it only reads the file.
 * ``privcal bench luo2020 [--data FILE] [--trials 500] [--out DIR]`` runs Luo et al. (2020)'s
   protocol (:func:`privcal.experiments.luo2020.run`).
@@ -14,13 +16,13 @@ Private fitting on sources (``privcal fit --epsilon E --sources a.sqlite ...``) 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from privcal.cli._common import console, err_console, user_errors
+from privcal.cli._common import console, err_console, table_width, user_errors
 
 __all__ = ["register"]
 
@@ -53,27 +55,35 @@ def source_status(
     ],
 ) -> None:
     """Print a ledger's budget, what it has spent and every release (reads it only)."""
+    from privcal._text import NO_SENSITIVITY, format_table, number, wrap
     from privcal.privacy.odometer import read_ledger
 
     with user_errors():
         record = read_ledger(ledger)
-    table = Table(title=f"Ledger {record.name!r} ({ledger})")
-    for col in ("#", "query", "mechanism", "sensitivity", "epsilon", "delta"):
-        table.add_column(col)
-    for i, r in enumerate(record.releases, 1):
-        table.add_row(
-            str(i), r.query, r.mechanism, f"{r.sensitivity:g}", f"{r.epsilon:.6g}", f"{r.delta:g}"
-        )
-    console.print(table)
+    width = table_width()
+    named = f" (source {record.name!r})" if record.name else ""
+    lines = wrap(f"Ledger {ledger}{named}", width)
+    header = ("release", "query", "mechanism", "sensitivity", "epsilon", "delta")
+    rows = [
+        (str(i), r.query, r.mechanism, number(r.sensitivity), f"{r.epsilon:.6g}", f"{r.delta:g}")
+        for i, r in enumerate(record.releases, 1)
+    ]
+    lines.append(format_table(header, rows, width) if rows else "no release")
+    if any(math.isnan(r.sensitivity) for r in record.releases):
+        lines.extend(wrap(NO_SENSITIVITY, width))
     delta = (
         f"  delta budget={record.delta_budget:g}  delta spent={record.delta_spent:.6g}"
         if record.delta_budget > 0
         else ""
     )
-    console.print(
-        f"budget epsilon={record.budget:g}  spent={record.spent:.6g}  "
-        f"remaining={record.remaining:.6g}{delta}"
+    lines.extend(
+        wrap(
+            f"budget epsilon={record.budget:g}  spent={record.spent:.6g}  "
+            f"remaining={record.remaining:.6g}{delta}",
+            width,
+        )
     )
+    console.print("\n".join(lines), markup=False, highlight=False)
 
 
 def bench_luo2020(

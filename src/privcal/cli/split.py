@@ -1,10 +1,16 @@
-"""``privcal split``: a seeded, stratified calibration / test split of one labelled scores file.
+"""``privcal split``: seeded, stratified splits of one labelled scores file.
 
 * ``privcal split DATA --out-cal cal.npz --out-test test.npz [--test-size 0.5 | --cal-size N]
   [--seed 0]`` splits the rows of DATA (any layout :func:`privcal.data.read_scores` reads) into
   a calibration part and a test part, stratified by label (scikit-learn's
   :func:`~sklearn.model_selection.train_test_split` with ``stratify=labels``), so that each part
   keeps the class proportions of the whole file and holds every class.
+* ``privcal split DATA --parts K --out site{k}.npz [--partition stratified|dirichlet]
+  [--beta 0.1] [--seed 0]`` makes the ``K`` site files of a federation (``site0.npz`` ..
+  ``site{K-1}.npz``, one per ``privcal federate client``):
+  :func:`~privcal.federated.stratified_partition` (near-equal parts, each with the class
+  proportions of DATA) or :func:`~privcal.federated.dirichlet_partition` (label skew, the split
+  ``privcal federate simulate`` draws with the same ``--beta`` and ``--seed``).
 
 The real data in ``shared/data`` hold no validation split; ``privcal split`` makes one. Each
 part is written in privcal's layout chosen by its suffix (:func:`privcal.data.write_scores`:
@@ -21,6 +27,7 @@ import math
 from pathlib import Path
 from typing import Annotated
 
+import click
 import numpy as np
 import typer
 
@@ -42,6 +49,12 @@ SPLIT_SUFFIXES = (".npz", ".csv", ".parquet")
 TOP_LABEL_SUFFIXES = (".csv", ".parquet")
 #: ``--test-size`` when neither size is given.
 DEFAULT_TEST_SIZE = 0.5
+#: Values of ``--partition`` (with ``--parts``).
+PARTITIONS = ("stratified", "dirichlet")
+#: ``--beta`` when not given: the default of ``privcal federate simulate``.
+DEFAULT_BETA = 0.1
+#: Draws of a Dirichlet split tried before giving up (every part must get a row).
+DIRICHLET_TRIES = 100
 
 
 def _part_sizes(n: int, test_size: float | None, cal_size: int | None) -> tuple[int, int]:
@@ -165,6 +178,75 @@ def _check_args(
             fail(f"{option} {str(out)!r} is DATA itself; write the parts to new files.")
 
 
+def _site_paths(data: Path, parts: int, out: str | None, beta: float | None) -> list[Path]:
+    """The ``--parts`` files named by ``--out`` (``{k}`` = 0 .. K-1), checked before any work."""
+    if parts < 2:
+        fail(
+            f"The '--parts' parameter of privcal split must be a number of site files >= 2. "
+            f"Got {parts} instead."
+        )
+    if out is None or "{k}" not in out:
+        fail(
+            "--parts K writes K files named by --out with {k} for the part's number (0 .. K-1), "
+            f"e.g. --out 'site{{k}}.npz'. Got {'no --out' if out is None else repr(out)}."
+        )
+    if beta is not None and not beta > 0:
+        fail(f"The '--beta' parameter of privcal split must be > 0. Got {beta:g} instead.")
+    paths = [Path(out.replace("{k}", str(k))) for k in range(parts)]
+    for path in paths:
+        check_output_path(path, "--out", "privcal split", SPLIT_SUFFIXES)
+        if data.exists() and path.resolve() == data.resolve():
+            fail(f"--out {str(path)!r} is DATA itself; write the parts to new files.")
+    return paths
+
+
+def _site_indices(
+    labels: np.ndarray, parts: int, partition: str, beta: float, seed: int
+) -> list[np.ndarray]:
+    """The rows of each site: :func:`~privcal.federated.stratified_partition` or
+    :func:`~privcal.federated.dirichlet_partition` (every part at least one row)."""
+    from privcal.federated.partition import dirichlet_partition, stratified_partition
+
+    if parts > labels.size:
+        raise ValueError(
+            f"--parts {parts} is more than the {labels.size} rows of DATA; each part needs a "
+            f"row: choose --parts <= {labels.size}."
+        )
+    if partition == "stratified":
+        return stratified_partition(labels, n_clients=parts, seed=seed)
+    try:
+        return dirichlet_partition(
+            labels, n_clients=parts, beta=beta, seed=seed, max_tries=DIRICHLET_TRIES
+        )
+    except ValueError:  # no draw left every part a row (the only error left after the checks)
+        raise ValueError(
+            f"--partition dirichlet --beta {beta:g}: no draw of {DIRICHLET_TRIES} gave each of "
+            f"the {parts} parts a row; raise --beta (less skew) or lower --parts."
+        ) from None
+
+
+def _read(data: Path, input_kind: str) -> Scores:
+    kind: InputKind = input_kind  # type: ignore[assignment]
+    try:
+        return load_scores(data, kind, full=False)
+    except ValueError as err:
+        if "has no labels" in str(err):
+            raise ValueError(f"{err} privcal split stratifies by label.") from None
+        raise
+
+
+def _check_top_label(data: Path, scores: Scores, outs: dict[str, list[Path]]) -> None:
+    if not scores.is_top_label:
+        return
+    for option, paths in outs.items():
+        for out in paths:
+            if out.suffix.lower() not in TOP_LABEL_SUFFIXES:
+                fail(
+                    f"{str(data)!r} is a top-label file; {option} must end in .csv or .parquet "
+                    f"(the top-label layout). Got {str(out)!r}."
+                )
+
+
 def split(
     data: Annotated[
         Path,
@@ -174,15 +256,17 @@ def split(
         ),
     ],
     out_cal: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--out-cal", help="Calibration part; its suffix picks the format: .npz, .csv, .parquet."
+            "--out-cal",
+            help="Calibration part; its suffix picks the format: .npz, .csv, .parquet.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     out_test: Annotated[
-        Path,
-        typer.Option("--out-test", help="Test part; .npz, .csv or .parquet."),
-    ],
+        Path | None,
+        typer.Option("--out-test", help="Test part; .npz, .csv or .parquet.", show_default=False),
+    ] = None,
     test_size: Annotated[
         float | None,
         typer.Option(
@@ -198,31 +282,68 @@ def split(
             help="Rows in the calibration part (instead of --test-size); the rest is the test.",
         ),
     ] = None,
+    parts: Annotated[
+        int | None,
+        typer.Option(
+            "--parts",
+            help="K >= 2: write K site files (a federation's clients) named by --out, instead "
+            "of --out-cal and --out-test.",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            help="With --parts: the site files, a name with {k} for 0 .. K-1, e.g. site{k}.npz.",
+            show_default=False,
+        ),
+    ] = None,
+    partition: Annotated[
+        str,
+        typer.Option(
+            "--partition",
+            click_type=click.Choice(PARTITIONS),
+            help="With --parts: 'stratified' (near-equal parts with the class proportions of "
+            "DATA) or 'dirichlet' (label skew, Dirichlet(--beta) class shares per part).",
+        ),
+    ] = "stratified",
+    beta: Annotated[
+        float | None,
+        typer.Option(
+            "--beta",
+            help=f"Concentration of --partition dirichlet, > 0; smaller is more skewed (default "
+            f"{DEFAULT_BETA}, as privcal federate simulate).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random split.")] = 0,
     input_kind: Annotated[str, input_kind_option()] = "auto",
 ) -> None:
-    """Split labelled scores into calibration and test parts, stratified by label and seeded.
+    """Split labelled scores into calibration and test parts, or into K site files, seeded.
 
-    Each part keeps the class proportions of DATA and holds every class; full score vectors are
-    written as privcal logits (probabilities p as log p, what privcal reads them as), top-label
-    files as top-label CSV/Parquet.
+    Calibration / test: each part keeps the class proportions of DATA and holds every class.
+    --parts K: near-equal parts with the class proportions of DATA (stratified), or Dirichlet
+    label skew. Full score vectors are written as privcal logits (probabilities p as log p, what
+    privcal reads them as), top-label files as top-label CSV/Parquet.
     """
     with user_errors():
+        if parts is not None or out is not None:
+            _split_sites(data, parts, out, partition, beta, seed, input_kind, test_size,
+                         cal_size, out_cal, out_test)  # fmt: skip
+            return
+        if partition != "stratified" or beta is not None:
+            fail("--partition and --beta choose how --parts K splits; pass --parts and --out.")
+        if out_cal is None or out_test is None:
+            missing = "--out-cal" if out_cal is None else "--out-test"
+            fail(
+                f"Missing option '{missing}': privcal split DATA --out-cal CAL --out-test TEST "
+                "writes a calibration / test split (or --parts K --out 'site{k}.npz': K site "
+                "files)."
+            )
         _check_args(data, out_cal, out_test, test_size, cal_size)
-        kind: InputKind = input_kind  # type: ignore[assignment]
-        try:
-            scores = load_scores(data, kind, full=False)
-        except ValueError as err:
-            if "has no labels" in str(err):
-                raise ValueError(f"{err} privcal split stratifies by label.") from None
-            raise
-        if scores.is_top_label:
-            for option, out in (("--out-cal", out_cal), ("--out-test", out_test)):
-                if out.suffix.lower() not in TOP_LABEL_SUFFIXES:
-                    fail(
-                        f"{str(data)!r} is a top-label file; {option} must end in .csv or "
-                        f".parquet (the top-label layout). Got {str(out)!r}."
-                    )
+        scores = _read(data, input_kind)
+        _check_top_label(data, scores, {"--out-cal": [out_cal], "--out-test": [out_test]})
         n_cal, n_test = _part_sizes(scores.n_samples, test_size, cal_size)
         cal_idx, test_idx = split_indices(scores.labels, n_cal, n_test, seed)
         _write(out_cal, _take(scores, cal_idx))
@@ -233,6 +354,53 @@ def split(
         f"seed {seed}: {n_cal} -> {out_cal}, {n_test} -> {out_test}",
         highlight=False,
     )
+
+
+def _split_sites(
+    data: Path,
+    parts: int | None,
+    out: str | None,
+    partition: str,
+    beta: float | None,
+    seed: int,
+    input_kind: str,
+    test_size: float | None,
+    cal_size: int | None,
+    out_cal: Path | None,
+    out_test: Path | None,
+) -> None:
+    """``privcal split DATA --parts K --out PATTERN``: write the K site files."""
+    split_options = {
+        "--test-size": test_size,
+        "--cal-size": cal_size,
+        "--out-cal": out_cal,
+        "--out-test": out_test,
+    }
+    given = [name for name, value in split_options.items() if value is not None]
+    if given:
+        fail(
+            f"--parts K writes K site files: drop {', '.join(given)} (a calibration / test split)."
+        )
+    if parts is None:
+        fail("--out names the site files of --parts K; pass --parts (e.g. --parts 5).")
+    if partition == "stratified" and beta is not None:
+        fail("--beta is the concentration of --partition dirichlet; drop it, or pass that.")
+    paths = _site_paths(data, parts, out, beta)
+    scores = _read(data, input_kind)
+    _check_top_label(data, scores, {"--out": paths})
+    b = DEFAULT_BETA if beta is None else beta
+    rows = _site_indices(scores.labels, parts, partition, b, seed)
+    how = "stratified by label" if partition == "stratified" else f"Dirichlet beta={b:g}"
+    n_classes = int(np.unique(scores.labels).size)
+    console.print(
+        f"Split {scores.n_samples} rows of {data.name} ({n_classes} classes present) into "
+        f"{parts} parts, {how}, seed {seed}:",
+        highlight=False,
+    )
+    for path, idx in zip(paths, rows, strict=True):
+        _write(path, _take(scores, idx))
+        present = int(np.unique(scores.labels[idx]).size)
+        console.print(f"  {idx.size} rows ({present} classes) -> {path}", highlight=False)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

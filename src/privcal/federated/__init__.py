@@ -32,6 +32,7 @@ from privcal.federated.partition import (
     group_partition,
     iid_partition,
     split_clients,
+    stratified_partition,
 )
 from privcal.federated.simulation import evaluate, simulate
 
@@ -60,4 +61,5 @@ __all__ = [
     "simulate",
     "simulate_flower",
     "split_clients",
+    "stratified_partition",
 ]

@@ -5,6 +5,7 @@
   class ``j`` are dealt to the clients in proportion to :math:`p_{j,k}`. Small ``beta`` gives
   strong skew; large ``beta`` approaches IID.
 * :func:`iid_partition`: a uniformly random split into near-equal parts.
+* :func:`stratified_partition`: near-equal parts that each keep the class proportions.
 * :func:`group_partition`: one client per value of a group column (a natural partition, as LEAF).
 * :func:`split_clients`: each client splits its rows into a calibration part and a test part.
 
@@ -19,7 +20,13 @@ import numpy as np
 
 from privcal._params import check_int, check_real
 
-__all__ = ["dirichlet_partition", "group_partition", "iid_partition", "split_clients"]
+__all__ = [
+    "dirichlet_partition",
+    "group_partition",
+    "iid_partition",
+    "split_clients",
+    "stratified_partition",
+]
 
 
 def _check_n_clients(n_clients: Any, n: int, owner: str) -> int:
@@ -123,6 +130,45 @@ def iid_partition(n: int, n_clients: int, seed: int = 0) -> list[np.ndarray]:
     k = _check_n_clients(n_clients, n, owner)
     perm = np.random.default_rng(check_int(seed, "seed", owner, low=0)).permutation(n)
     return [np.sort(a) for a in np.array_split(perm, k)]
+
+
+def stratified_partition(labels: Any, n_clients: int, seed: int = 0) -> list[np.ndarray]:
+    """Partition the rows into ``n_clients`` parts of near-equal size, stratified by label.
+
+    The rows are shuffled within each class, the classes are laid end to end, and row ``i`` of
+    that order goes to client ``i mod K``. So a class with ``n_j`` rows gives each client
+    :math:`\\lfloor n_j / K \\rfloor` or :math:`\\lceil n_j / K \\rceil` of them (each part keeps
+    the class proportions up to one row per class), and the part sizes differ by at most one:
+    :math:`\\lfloor N / K \\rfloor` or :math:`\\lceil N / K \\rceil`. A class with fewer than
+    ``K`` rows is in some parts only.
+
+    Parameters
+    ----------
+    labels : array_like of int, shape (N,)
+    n_clients : int
+        ``K``, in ``[1, N]``.
+    seed : int, default=0
+
+    Returns
+    -------
+    list of ndarray
+        ``K`` sorted index arrays that partition ``range(N)``.
+
+    Examples
+    --------
+    >>> y = np.repeat(np.arange(3), [10, 6, 4])
+    >>> parts = stratified_partition(y, n_clients=2, seed=0)
+    >>> [np.bincount(y[p]).tolist() for p in parts]
+    [[5, 3, 2], [5, 3, 2]]
+    """
+    owner = "stratified_partition"
+    y = _labels(labels, owner)
+    k = _check_n_clients(n_clients, y.size, owner)
+    rng = np.random.default_rng(check_int(seed, "seed", owner, low=0))
+    order = np.concatenate([rng.permutation(np.flatnonzero(y == j)) for j in np.unique(y)])
+    client = np.empty(y.size, dtype=np.int64)
+    client[order] = np.arange(y.size) % k
+    return [np.flatnonzero(client == c) for c in range(k)]
 
 
 def group_partition(groups: Any) -> list[np.ndarray]:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from privcal._params import check_option, check_real
+from privcal._text import NO_SENSITIVITY, TEXT_WIDTH, format_table, number, wrap
 
 __all__ = [
     "NOISE_KINDS",
@@ -383,28 +384,42 @@ class PrivacyReport:
         )
 
     def __str__(self) -> str:
+        return self.format()
+
+    def format(self, width: int = TEXT_WIDTH) -> str:
+        """The report as text, no line longer than ``width``: the releases as a table (one block
+        per release when the columns would not fit, :func:`privcal._text.format_table`), then
+        the guarantee per source and in total, the mechanisms, what is public, who is trusted
+        and the status. A release with no recorded sensitivity shows ``—``."""
         header = ("source", "query", "mechanism", "sensitivity", "epsilon", "delta")
         rows = [
-            (r.source, r.query, r.mechanism, f"{r.sensitivity:g}", f"{r.epsilon:g}", f"{r.delta:g}")
+            (
+                r.source,
+                r.query,
+                r.mechanism,
+                number(r.sensitivity),
+                f"{r.epsilon:g}",
+                f"{r.delta:g}",
+            )
             for r in self.releases
         ]
-        widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-        out = [line(header), line(["-" * w for w in widths])]
-        out += [line(row) for row in rows]
+        out = [format_table(header, rows, width)]
+        if any(math.isnan(r.sensitivity) for r in self.releases):
+            out.extend(wrap(NO_SENSITIVITY, width))
         out.append("")
-        for s, g in self.per_source().items():
-            out.append(f"source {s!r}: epsilon={g.epsilon:g}, delta={g.delta:g} (basic)")
-        out.append(
+        lines = [
+            f"source {s!r}: epsilon={g.epsilon:g}, delta={g.delta:g} (basic)"
+            for s, g in self.per_source().items()
+        ]
+        lines.append(
             f"total ({self.unit}-level, {self.relation}, parallel across sources): "
             f"epsilon={self.epsilon:g}, delta={self.delta:g}"
         )
         mechanisms = sorted({r.mechanism for r in self.releases})
-        out.append(f"mechanism: {', '.join(mechanisms) if mechanisms else 'none (no release)'}")
-        out.append(f"public: {'; '.join(self.public) if self.public else 'nothing declared'}")
-        out.extend(f"trust: {t}" for t in self.threat)
-        out.append(f"status: {self.status}")
+        lines.append(f"mechanism: {', '.join(mechanisms) if mechanisms else 'none (no release)'}")
+        lines.append(f"public: {'; '.join(self.public) if self.public else 'nothing declared'}")
+        lines.extend(f"trust: {t}" for t in self.threat)
+        lines.append(f"status: {self.status}")
+        for text in lines:
+            out.extend(wrap(text, width))
         return "\n".join(out)

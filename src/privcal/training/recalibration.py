@@ -411,7 +411,12 @@ class _DPScaling(ReportsPrivacy, Calibrator):
             # the DP-SGD plan (so its RDP curve) is read from the count: check the whole fit by
             # basic composition first, then charge each release before it is drawn
             odometer.check(f"{owner}.fit", float(self.epsilon), float(self.delta))
-            odometer.spend(f"{owner}.fit: count n", eps_count, mechanism="laplace")
+            odometer.spend(
+                f"{owner}.fit: count n",
+                eps_count,
+                mechanism="laplace",
+                sensitivity=QUERY_MEASUREMENTS["count"].sensitivity_at(),
+            )
         n_estimate, count_release = QUERY_MEASUREMENTS["count"].release(
             float(z.shape[0]),
             eps_count,
