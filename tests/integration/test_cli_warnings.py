@@ -111,3 +111,10 @@ def test_collect_warnings_prints_before_an_error_propagates(
 )
 def test_warning_kind_ignores_numbers_only(a: str, b: str, same: bool) -> None:
     assert (warning_kind(UserWarning, a) == warning_kind(UserWarning, b)) is same
+
+
+def test_a_number_at_the_end_of_a_sentence_is_one_kind() -> None:
+    """``T = 64.`` and ``T = 0.52.`` are the same kind (the full stop is not the number's)."""
+    assert warning_kind(UserWarning, "keeps T = 64.") == warning_kind(
+        UserWarning, "keeps T = 0.52."
+    )

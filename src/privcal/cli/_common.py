@@ -223,7 +223,7 @@ def warn(message: str) -> None:
 
 
 #: A number in a warning's message (not part of a name such as ``float32`` or ``n_1``).
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w)")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w)")
 #: Categories Python hides by default; the CLI hides them too.
 _HIDDEN = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
 

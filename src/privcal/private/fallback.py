@@ -188,6 +188,10 @@ def nll_drop_evidence(inc: np.ndarray, grid: np.ndarray, var: float, t: float) -
     )
 
 
+#: ``|log T|`` below which a fit is ``T = 1`` for the rule (reports show 4 significant digits).
+AT_ONE = 5e-4
+
+
 def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> dict[str, Any]:
     """The fallback rule of the private temperature fits: keep ``t`` or release ``T = 1``.
 
@@ -196,7 +200,8 @@ def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> d
     release holds nothing to compare with ``T = 1``. The rule: ``t`` is kept when ``z >=``
     :data:`NOISE_Z`; otherwise, with ``fallback="identity"``, the release is ``T = 1`` (the
     uncalibrated model), and with ``fallback="none"`` (seed 000) ``t`` is kept with a warning.
-    A fit at ``T = 1`` already has nothing to fall back from.
+    A fit at ``T = 1`` (within :data:`AT_ONE` in ``log T``, below the 4 digits a report shows)
+    already has nothing to fall back from.
 
     Privacy: ``z`` is a function of released values and of the noise's public scale, so the
     rule is post-processing: the guarantee is unchanged and no budget is spent.
@@ -220,7 +225,8 @@ def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> d
         if evidence is None
         else evidence[1]
     )
-    dominated = abs(float(np.log(t))) > 1e-12 and (z is None or z < NOISE_Z)
+    # a fit within AT_ONE of T = 1 is T = 1 as every report shows it: nothing to fall back from
+    dominated = abs(float(np.log(t))) > AT_ONE and (z is None or z < NOISE_Z)
     fell_back = dominated and fallback == "identity"
     why = (
         f"{compared}, {z:.2f} noise standard deviations (fewer than {NOISE_Z:g})"
