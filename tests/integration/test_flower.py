@@ -313,14 +313,16 @@ def test_seed000_fit_warnings_reach_the_operator(tmp_path: Path, capsys, monkeyp
 
 
 def test_secaggplus_counts_a_refusing_client_once(federation, capsys) -> None:  # type: ignore[no-untyped-def]
-    """A client whose ledger cannot pay round 2 drops out of that SecAgg+ round: its console
-    says it refused and why, and the server counts it once (4 replied, 1 dropped), whatever
-    number of SecAgg+ stages it missed; 4 survivors still meet the default t = 4 of 5."""
+    """A client whose ledger cannot pay the whole run refuses it in round 0 (its console says
+    why; its ledger is not charged), and in every SecAgg+ round it is counted once (4 replied,
+    1 dropped), whatever number of SecAgg+ stages it missed; 4 survivors still meet the default
+    t = 4 of 5."""
     from privcal.federated.flower.task import DEFAULTS, composed_epsilon
+    from privcal.privacy import PrivacyOdometer
 
     nodes, wd, _z, _y, _parts = federation
     cfg = {"method": "fedtemp", "rounds": 2, "epsilon": 50.0, "secagg": True}
-    first = composed_epsilon({**DEFAULTS, **cfg}, 1)
+    first = composed_epsilon({**DEFAULTS, **cfg, "aggregation": "distributed"}, 1)
     status = wd / "refuser-status.log"
     refuser = {
         **nodes[0],
@@ -331,10 +333,15 @@ def test_secaggplus_counts_a_refusing_client_once(federation, capsys) -> None:  
     }
     _run([refuser, *nodes[1:]], wd, tag="refuse", aggregation="distributed", **cfg)
     out = capsys.readouterr().out
-    assert "privcal: round 1/2: 5 replied, 0 dropped, 0 refused" in out, out
-    assert "privcal: round 2/2: 4 replied, 1 dropped, 0 refused" in out, out
+    assert "refused the run: the run costs epsilon 50" in out, out
+    assert "privcal: 4 of 5 clients joined the run" in out, out
+    for t in (1, 2):
+        assert f"privcal: round {t}/2: 4 replied, 1 dropped, 0 refused" in out, out
     lines = status.read_text()
-    assert "round 1/2: answered" in lines and "round 2/2: refused (" in lines, lines
+    assert lines.startswith("end: refused the run (the run costs epsilon 50"), lines
+    assert "answered" not in lines, lines
+    ledger = PrivacyOdometer(first * (1 + 1e-9), ledger=refuser["ledger"], delta_budget=1e-5)
+    assert ledger.spent == 0.0
 
 
 def test_data_sources_over_secaggplus_answer_with_shares(tmp_path: Path) -> None:

@@ -94,30 +94,39 @@ def test_single_file_is_split_as_simulate_splits_it(tmp_path: Path) -> None:
         assert np.array_equal(zk, z[parts[k]]) and np.array_equal(yk, y[parts[k]])
 
 
-def test_simulated_ledger_charges_then_refuses(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pays", ["the whole run", "round 1 only"])
+def test_simulated_ledger_charges_then_refuses(tmp_path: Path, pays: str) -> None:
+    """A simulated client with a ledger charges each round it answers; a ledger that cannot pay
+    the rest of the run refuses (nothing charged), as a deployed client does."""
+    from privcal.privacy import PrivacyOdometer
+
     fm = method_from_config(CFG)
     state = fm.init(2)
     z, y = audit._data()
     np.savez(tmp_path / "all.npz", logits=z, labels=y)
+    budget = CFG["epsilon"] if pays == "the whole run" else composed_epsilon(CFG, 1)
     run_config = {
         **CFG,
         "partitions": str(tmp_path / "all.npz"),
         "ledgers": str(tmp_path / "ledgers"),
-        "ledger-budget": composed_epsilon(CFG, 1),  # round 1 of the run's two, composed
+        "ledger-budget": budget,
     }
     (tmp_path / "ledgers").mkdir()
     ctx = _simulated(0, 2, run_config)
     first = query(_message(state, CFG, 1), ctx)
-    assert "arrays" in first.content
     second = query(_message(state, {**CFG, "round": 2}, 1), ctx)
-    assert "refused" in dict(second.content["info"])
-    from privcal.privacy import PrivacyOdometer
-
-    budget = composed_epsilon(CFG, 1)
+    again = query(_message(state, {**CFG, "round": 2}, 1), ctx)  # a second answer: refused
+    assert "refused" in dict(again.content["info"])
     odo = PrivacyOdometer(
         budget, ledger=tmp_path / "ledgers" / "client-0.sqlite", delta_budget=1e-5
     )
-    assert odo.spent == pytest.approx(budget)
+    if pays == "the whole run":
+        assert "arrays" in first.content and "arrays" in second.content
+        assert odo.spent == pytest.approx(budget)
+    else:
+        assert "rest of the run costs epsilon 1" in dict(first.content["info"])["refused"]
+        assert "refused" in dict(second.content["info"])
+        assert odo.spent == 0.0
 
 
 def test_bad_partition_settings_name_the_setting(tmp_path: Path) -> None:

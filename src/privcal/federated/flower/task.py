@@ -237,7 +237,9 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     run's ``delta``, the number the server shows after round ``r``). The charges of a run are
     found in the ledger by the run's id, so a client first sampled in round 3 pays for rounds
     1-3 at once; the last round brings the ledger to the run's declared ``(epsilon, delta)``
-    exactly (at least the composed figure). The
+    exactly (at least the composed figure). A round is refused, with nothing charged, when the
+    ledger cannot pay the *rest of the run* (what :func:`join_answer` checks in round 0): a
+    client never starts, or goes on with, a run it would have to leave half-way. The
     amount charged is left in ``node["charged"]``. A client answers each round of a run at most
     once, and refuses a round number outside ``1..T``. Once the budget is spent it refuses. A
     client without a ledger keeps no budget of its own and always replies (the server's report
@@ -267,6 +269,12 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             "be a release its ledger did not plan for"
         )
     charged = math.fsum(r.epsilon for r in before)
+    if not odo.can_spend(max(eps - charged, 1e-300), 0.0 if before else float(cfg["delta"])):
+        # the rest of the run must fit, as in round 0 (join_answer): never leave a run half-way
+        return (
+            f"the rest of the run costs epsilon {eps - charged:.4g}; this client's ledger has "
+            f"{odo.remaining:.4g} of {odo.budget:g} left; nothing was charged"
+        )
     # the run's composed epsilon so far; after the last round the run's declared epsilon
     # (composed_epsilon(T) <= epsilon: the ledger then records exactly the report's claim)
     target = eps if rnd == t else composed_epsilon(cfg, rnd)
