@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/privcal demo
 
+# two pytest-xdist workers (the 2-core build machine's budget is 15 minutes); tests marked
+# xdist_group (the Flower federations, the demo's fixture) stay on one worker
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

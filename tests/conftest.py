@@ -6,18 +6,115 @@
 * ``sample_labels``: ``f(logits, T, rng)`` draws one label per row from ``softmax(logits / T)``.
 * ``overconfident``: small synthetic over-confident logits and labels (labels drawn from
   ``softmax(z / 2)``, so the logits are over-confident by a factor of about two).
+
+Under pytest-xdist (``make test`` runs ``-n 2``) each worker process is made to look like a
+serial run (:func:`pytest_configure`): xdist's workers inherit ``COLUMNS=80`` and ``LINES=24``,
+which would set the width of the CLI's Rich output, and each worker gets its own ``TMPDIR``, so a
+test that checks for temporary folders its run left behind (``privcal-flwr-*``) sees only its
+own worker's. A test marked ``exclusive`` (the federations of a dozen processes whose tests time
+their rounds and their shutdown) runs with no other test at once (:class:`_RunAlone`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import Callable
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+#: An xdist worker's own TMPDIR and the TMPDIR it replaced.
+_WORKER_TMP = pytest.StashKey[tuple[str, str | None]]()
+#: An xdist worker's :class:`_RunAlone`.
+_RUN_ALONE = pytest.StashKey["_RunAlone"]()
+
+
+class _RunAlone:
+    """Across the xdist workers of one run: a test marked ``exclusive`` runs alone.
+
+    Every test holds ``run.lock`` while it runs (setup to teardown): shared, or exclusive when
+    marked. Before taking it a worker passes through ``turn.lock``, which an exclusive test
+    keeps while it waits for the others' current tests to end, so that tests starting one after
+    the other on the other worker cannot keep it waiting. Both files are in the run's base
+    temporary folder, shared by its workers (``<basetemp>/popen-gwN`` is each worker's own).
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.turn: IO[str] = open(os.path.join(folder, "turn.lock"), "a")
+        self.run: IO[str] = open(os.path.join(folder, "run.lock"), "a")
+
+    @contextmanager
+    def hold(self, alone: bool) -> Iterator[None]:
+        fcntl.flock(self.turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.run, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self.turn.close()
+        self.run.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In an xdist worker: drop the ``COLUMNS`` / ``LINES`` that xdist sets, give the worker
+    a ``TMPDIR`` of its own (inherited by the processes its tests start), removed at its end,
+    and open the run's :class:`_RunAlone` locks."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+    # short: Ray puts its Unix sockets under TMPDIR, and their paths must stay under 108 bytes
+    folder = tempfile.mkdtemp(prefix=f"pc-{worker}-")
+    # like /tmp: tests that run a child process as another user (nobody) reach their folders
+    os.chmod(folder, 0o1777)
+    config.stash[_WORKER_TMP] = (folder, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = folder
+    config.stash[_RUN_ALONE] = _RunAlone(os.path.dirname(str(config.option.basetemp)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Under xdist, run the test under :class:`_RunAlone`'s lock (alone when ``exclusive``)."""
+    if _RUN_ALONE not in item.config.stash:
+        return (yield)
+    with item.config.stash[_RUN_ALONE].hold(item.get_closest_marker("exclusive") is not None):
+        return (yield)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the worker's ``TMPDIR`` and restore the one it replaced."""
+    if _RUN_ALONE in config.stash:
+        config.stash[_RUN_ALONE].close()
+    if _WORKER_TMP not in config.stash:
+        return
+    folder, before = config.stash[_WORKER_TMP]
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    for _ in range(5):  # a Ray process still ending may write its last logs meanwhile
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder):
+            break
+        time.sleep(1.0)
 
 
 def _sample_labels(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> np.ndarray:

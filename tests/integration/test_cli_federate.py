@@ -1,8 +1,11 @@
 """``privcal federate`` as docs/cli.md gives it: real SuperLink, SuperNodes and CLI processes.
 
 Runs the documented two-client block (no DP), then the five-client block (ledgers, user-level
-DP), each exactly as written in docs/cli.md (synthetic over-confident logits in the files they
-name), and checks the server's per-round progress lines, the clients' status lines and end,
+DP), each as written in docs/cli.md (synthetic over-confident logits in the files they name)
+with one change: the SuperLink listens on a free port instead of the default 9092 (the server
+gets ``--port``, each client ``--superlink``: :func:`_blocks`), so that runs side by side (two
+pytest-xdist workers, or another checkout's tests on the same machine) never share a port; and
+checks the server's per-round progress lines, the clients' status lines and end,
 that the calibrator is not worse than the uncalibrated model on the clients' data, that a spent
 ledger refuses with exit status 3, and that no process or temporary folder is left after the
 run and after SIGTERM.
@@ -26,22 +29,36 @@ import pytest
 pytest.importorskip("flwr")
 
 from privcal.calibrators import calibrator_from_dict
-from privcal.federated.flower.deploy import FlowerProcesses
+from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.metrics import ece
 from privcal.metrics.statistics import softmax
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# exclusive: a federation of a dozen processes, timed, runs with no other test at once (xdist)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.exclusive]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 BIN = Path(sys.executable).parent
 
 
 def _blocks() -> list[str]:
-    """The bash blocks of the ``privcal federate`` section of docs/cli.md."""
+    """The bash blocks of the ``privcal federate`` section of docs/cli.md, each with its
+    SuperLink on a free port of its own (:func:`_on_free_port`)."""
     text = DOCS.read_text()
     start = text.index("## `privcal federate`")
     section = text[start : text.index("\n## ", start + 5)]
-    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    return [_on_free_port(b) for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S)]
+
+
+def _on_free_port(block: str) -> str:
+    """``block`` with its server's SuperLink on a free loopback port (``--port``) and its
+    clients pointed there (``--superlink``) instead of the documented default 127.0.0.1:9092."""
+    assert "--port" not in block and "--superlink" not in block, block
+    port = free_port()
+    server = "privcal federate server "
+    client = "privcal federate client "
+    assert server in block and client in block, block
+    block = block.replace(server, f"{server}--port {port} ")
+    return block.replace(client, f"{client}--superlink 127.0.0.1:{port} ")
 
 
 def _write_clients(wd: Path, names: list[str]) -> None:
@@ -283,6 +300,7 @@ def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> N
     import socket
 
     block = _blocks()[2]
+    port = int(re.findall(r"--port (\d+)", block)[0])
     _write_clients(tmp_path, [f"site{k}" for k in range(5)])
     proc = _start(block, tmp_path)
     assert proc.stdout is not None
@@ -307,9 +325,9 @@ def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> N
     assert _alive(tree) == [], output
     assert output.count("The server stopped the run (the server's operator stopped") == 5, output
     assert "Stopped by SIGINT" in output and "Traceback" not in output, output
-    with socket.socket() as s:  # the documented port is free again (a server can listen)
+    with socket.socket() as s:  # the run's port is free again (a server can listen)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 9092))
+        s.bind(("127.0.0.1", port))
         s.listen()
     info = json.loads((tmp_path / "federated-secagg" / "interrupted.json").read_text())
     assert info["signal"] == "SIGINT" and info["clients_told"] is True

@@ -35,6 +35,8 @@ def test_markdown_table() -> None:
     ]
 
 
+# the demo_run tests share one xdist worker, so the session fixture runs the demo once
+@pytest.mark.xdist_group("demo")
 def test_demo_writes_report_figures_and_results(demo_run: tuple[Path, str]) -> None:
     report, printed = demo_run
     out = report.parent
@@ -53,6 +55,7 @@ def test_demo_writes_report_figures_and_results(demo_run: tuple[Path, str]) -> N
     assert "Mean over 5 corruptions" in printed and "temperature" in printed
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_temperature_scaling_lowers_ece(demo_run: tuple[Path, str]) -> None:
     report, _ = demo_run
     with (report.parent / "calibration.csv").open() as fh:
@@ -73,6 +76,7 @@ def test_demo_temperature_scaling_lowers_ece(demo_run: tuple[Path, str]) -> None
     assert f"{100 * mean('temperature', 'ece'):.2f}" in line
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_scoreboard_section(demo_run: tuple[Path, str]) -> None:
     report, _ = demo_run
     text = report.read_text()

@@ -90,6 +90,7 @@ def test_missing_data_is_one_error_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # Ray and a SuperLink with six simulated nodes: no other test at once
 @pytest.mark.timeout(900)
 def test_simulation_engine_run_equals_simulate_and_leaves_nothing(
     data: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path

@@ -269,6 +269,8 @@ def _check_page(html_path: Path, folder: Path, min_figures: int) -> dict[str, An
 # -- the demo's folder ----------------------------------------------------------------------------
 
 
+# with test_demo.py's demo_run tests: one xdist worker runs the demo once
+@pytest.mark.xdist_group("demo")
 def test_demo_report_html_in_chromium(demo_run: tuple[Path, str]) -> None:
     report, _ = demo_run
     folder = report.parent

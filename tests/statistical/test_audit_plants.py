@@ -35,28 +35,12 @@ pytestmark = [
 
 AUDITS = available_audits()
 
-#: Audits whose read cannot see their plant: after one round these methods' P(class 0 | probe)
-#: lands in the same 0.05-wide bucket on both neighbours even when the secure sum is exact
-#: (measured: 0.7303-0.7311 for fedvector and fedmatrix, identical for the binning methods), so
-#: the audit has no power on this pair. Strict: the day the audit gains it, this fails.
-NO_POWER = {
-    "simulate-fedvector",
-    "simulate-fedmatrix",
-    "simulate-fedbin",
-    "simulate-fedbbq",
-    "simulate-fedbbq-all",
-    "simulate-fedbbq-changed",
-}
-
 
 def _plant_cases() -> list[object]:
     cases = []
     for name, spec in AUDITS.items():
         for plant in spec.plants:
             marks = [pytest.mark.slow] if spec.slow else []
-            if name in NO_POWER:
-                reason = "the probe's bucket does not move between the neighbours (NO_POWER)"
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
             cases.append(pytest.param(name, plant, marks=marks, id=f"{name}:{plant}"))
     return cases
 

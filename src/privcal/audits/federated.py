@@ -27,6 +27,14 @@ releases have noise std ``C s / 2``; dividing by the *observed* number of client
 2 on ``D'``) doubles the noise std on ``D``, which the audit's tail events see far beyond
 ``epsilon = 1`` (planted in the tests).
 
+FedVector, FedMatrix and the binning methods (``simulate-fedvector`` ...): client 2 holds
+rows that put its clipped contribution where one released value reads it: rows of class 1 with
+logits ``(10, 0)`` move the summed gradient along ``w_0`` by ``C_g`` (:data:`SCALING_ROWS`), rows
+of class 0 at the probe fill one bin of the class-0 positive histogram up to ``C+``
+(:data:`BIN_ROWS`). The audit reads that value (``coef_``, ``counts_``) in tail events at a
+pilot's deciles, so noise shares drawn and dropped (the exact secure sum) separate the
+neighbours completely (:func:`_simulate_audit`).
+
 The Flower audit (``flower-server-round``) runs the ServerApp's default method (FedTemp,
 Newton, with the run config's default clip rule ``C_g = 2 sqrt(200)``): its second client has
 45 rows with logits ``+-9.5`` (within the bounded NLL's 20 nats) so that its gradient sum
@@ -53,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, register, tail_events
 from privcal.audits.plants import (
     Plant,
     first_party_skips_share,
@@ -72,7 +80,8 @@ EPSILON = 1.0
 DELTA = 1e-5
 ROUNDS = 1
 ROWS = 20
-#: The fixed input whose predicted probability summarises a calibrator (all but FedTemp).
+#: The fixed input whose predicted probability summarises a calibrator (the audits of FedTemp's
+#: averaging, FedOPVector and FedCal), and the row the binning audits' client 2 holds.
 PROBE = np.array([[1.0, 0.0]])
 #: Events of a probability summary, fixed in advance: 20 buckets of width 0.05.
 PROBABILITY_EVENTS = np.linspace(0.0, 1.0, 21)[1:-1]
@@ -85,6 +94,30 @@ NEWTON_NEIGHBOURS = (
     "K = 2 declared clients; D: client 1 (under-confident, mostly right) and an absent client 2; "
     "D': client 2 added (over-confident, often wrong; federated Newton: its gradient and "
     "curvature sums clipped to L2 norms C_g and C_h)"
+)
+#: Client 2 of the FedVector and FedMatrix audits: ``SCALING_ROWS`` rows of class 1 with logits
+#: ``(SCALING_LOGIT, 0)``. At the identity map each row's residual is ``p - e_1 = (1, -1)`` up to
+#: ``e^-10``, so its gradient lies on ``w_0`` (``z_0 = 10``, vector scaling; ``W_00`` and
+#: ``-W_10``, matrix scaling) and on the two intercepts (``+-1``): a summed gradient of norm
+#: 303 (vector) or 426 (matrix), clipped to the default ``C_g`` (42.4, 283), 99% (70%) of it on
+#: ``w_0`` (``W_00``); the curvature (``q = p (1 - p) = 4.5e-5`` a row) stays near 0, and the
+#: NLL of 10 nats is within the bounded NLL's 20, so every row counts.
+SCALING_LOGIT = 10.0
+SCALING_ROWS = 30
+SCALING_NEIGHBOURS = (
+    "K = 2 declared clients; D: client 1 (under-confident, mostly right) and an absent client 2; "
+    f"D': client 2 added ({SCALING_ROWS} rows of class 1 with logits ({SCALING_LOGIT:g}, 0): its "
+    "gradient sum, on the weights of z_0 and the intercepts, clipped to L2 norm C_g, its "
+    "curvature about 0)"
+)
+#: Client 2 of the binning audits: ``BIN_ROWS`` rows of class 0 at :data:`PROBE`. Its positive
+#: histogram of class 0 holds them all in the probe's bin, a row of L2 norm 20 clipped to the
+#: default ``C+ = 10``; its negative histogram of class 1 (20 in one bin) is within ``C- = 50``.
+BIN_ROWS = 20
+BINNING_NEIGHBOURS = (
+    "K = 2 declared clients; D: client 1 (under-confident, mostly right) and an absent client 2; "
+    f"D': client 2 added ({BIN_ROWS} rows of class 0 at the probe logits (1, 0): its class-0 "
+    "positive histogram all in the probe's bin, clipped to L2 norm C+)"
 )
 #: Method parameters of the audited calls: Newton FedTemp with clip bounds its data exceeds.
 PARAMS: dict[str, dict[str, Any]] = {"fedtemp": {"grad_clip": 1.0, "hess_clip": 1.0}}
@@ -105,22 +138,32 @@ def _client(rows: int, logit: float, right: int) -> tuple[np.ndarray, np.ndarray
     return np.where(np.eye(2, dtype=bool)[top], logit, -logit), y
 
 
-def _data(logit2: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
-    """Client 1's rows, then client 2's worst-case rows (two classes).
+def _data(method: str = "fedtemp") -> tuple[np.ndarray, np.ndarray]:
+    """Client 1's rows, then client 2's worst-case rows for ``method`` (two classes).
 
     Client 1: logits +-0.2, 80% right: its NLL-optimal inverse temperature is about 3.5 (update
-    +2.5 from 1, clipped to +C). Client 2: logits +-2 (``logit2``), 60% right: about 0.1
-    (update -0.9, clipped to -C). Both optima are interior, so the local Newton fits converge
-    quickly. For Newton at ``beta = 1``: client 1 sends about (-1.6, 0.8), client 2 about
-    (+30, 5.7) (+-2); the Flower audit's client 2 (:data:`FLOWER_ROWS`) about (+340, 0).
+    +2.5 from 1, clipped to +C). Client 2, FedTemp and the averaging methods: logits +-2, 60%
+    right: about 0.1 (update -0.9, clipped to -C). Both optima are interior, so the local Newton
+    fits converge quickly. For Newton at ``beta = 1``: client 1 sends about (-1.6, 0.8), client
+    2 about (+30, 5.7) (+-2); the Flower audit's client 2 (:data:`FLOWER_ROWS`) about (+340, 0).
+    FedVector and FedMatrix: client 2 of :data:`SCALING_ROWS`; the binning methods: of
+    :data:`BIN_ROWS`.
     """
     z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
-    z2, y2 = _client(ROWS, logit2, int(0.6 * ROWS))
+    if method in ("fedvector", "fedmatrix"):
+        z2 = np.tile([SCALING_LOGIT, 0.0], (SCALING_ROWS, 1))
+        y2 = np.ones(SCALING_ROWS, dtype=np.int64)
+    elif method.startswith(("fedbin", "fedbbq")):
+        z2, y2 = np.repeat(PROBE, BIN_ROWS, axis=0), np.zeros(BIN_ROWS, dtype=np.int64)
+    else:
+        z2, y2 = _client(ROWS, 2.0, int(0.6 * ROWS))
     return np.vstack([z1, z2]), np.concatenate([y1, y2])
 
 
-def _parts(side: int) -> list[np.ndarray]:
-    client2 = np.arange(ROWS, 2 * ROWS) if side else np.array([], dtype=np.int64)
+def _parts(side: int, n: int = 2 * ROWS) -> list[np.ndarray]:
+    """Client 1 holds the first :data:`ROWS` of ``n`` rows; client 2 the rest on ``D'``
+    (``side = 1``), nothing on ``D``."""
+    client2 = np.arange(ROWS, n) if side else np.array([], dtype=np.int64)
     return [np.arange(ROWS), client2]
 
 
@@ -132,29 +175,64 @@ def _temperature(cal: Any) -> float:
     return float(getattr(cal, "release_temperature_", cal.temperature_))
 
 
-def _summary(method: str) -> Callable[[Any], float]:
-    """The scalar read from a calibrator: FedTemp's temperature (before its noise-dominance
-    fallback, :func:`_temperature`), else P(class 0 | PROBE)."""
-    if method.startswith("fedtemp"):
-        return _temperature
-    return _probe_probability
-
-
 def _probe_probability(cal: Any) -> float:
-    from privcal.calibrators.binning import UnnormalisableRowsWarning
+    """P(class 0 | :data:`PROBE`)."""
+    return float(cal.predict_proba(PROBE)[0, 0])
 
-    with warnings.catch_warnings():  # noisy histograms can leave the probe's bins empty
-        warnings.simplefilter("ignore", UnnormalisableRowsWarning)
-        return float(cal.predict_proba(PROBE)[0, 0])
+
+def _first_weight(cal: Any) -> float:
+    """The released ``w_0``: FedVector's ``coef_[0]``, FedMatrix's ``coef_[0, 0]``."""
+    return float(np.ravel(cal.coef_)[0])
+
+
+def _probe_bin_count(cal: Any) -> float:
+    """The released (noisy) positive count of class 0 in :data:`PROBE`'s bin
+    (``counts_[0, 0, b]``, FedBin's and FedBBQ's fitted state)."""
+    from privcal.metrics.statistics import bin_indices, softmax
+
+    counts = np.asarray(cal.counts_, dtype=np.float64)
+    b = int(bin_indices(softmax(PROBE)[:, 0], counts.shape[-1])[0])
+    return float(counts[0, 0, b])
+
+
+#: Per method: the released value an audit reads, as written in its report, and its neighbours.
+#: Methods not listed read P(class 0 | probe) in :data:`PROBABILITY_EVENTS`.
+READS: dict[str, tuple[Callable[[Any], float], str, str]] = {
+    "fedtemp": (_temperature, "release_temperature_", NEWTON_NEIGHBOURS),
+    "fedtemp-averaging": (_temperature, "release_temperature_", NEIGHBOURS),
+    "fedvector": (_first_weight, "coef_[0]", SCALING_NEIGHBOURS),
+    "fedmatrix": (_first_weight, "coef_[0, 0]", SCALING_NEIGHBOURS),
+    **{
+        m: (_probe_bin_count, "counts_[0, 0, bin of the probe]", BINNING_NEIGHBOURS)
+        for m in ("fedbin", "fedbbq", "fedbbq-all", "fedbbq-changed")
+    },
+}
 
 
 def _simulate_audit(
     method: str, runs: int, alpha: float, aggregation: str | None = None
 ) -> AuditReport:
+    """``simulate(method, ...)`` on ``D`` and ``D'`` (:func:`_data`), one released value read.
+
+    Read (:data:`READS`): FedTemp's temperature, in buckets at a pilot's quantiles
+    (:func:`~privcal.audits._registry.audit_release`'s default). FedVector and FedMatrix: the
+    released weight ``w_0`` on which client 2's clipped gradient lies; the binning methods: the
+    released positive count of class 0 in the bin client 2 fills. Client 2 moves each of these
+    by its whole clip bound (FedMatrix: ``0.7 C_g``, the rest on ``-W_10`` and the intercepts),
+    read in tail events at a pilot's deciles (:func:`~privcal.audits._registry.tail_events`):
+    a release whose noise is missing or too small moves the read's whole tail. (The probe's
+    probability does not see a missing noise here: after one round the step of FedVector and
+    FedMatrix is damped by a curvature floor set by the noise, so it moves P(class 0 | probe) by
+    0.001, and a binning bin whose count is below the noise keeps the model's probability.)
+    The others (FedOPVector, FedCal and the averaging FedTemp, whose one-round updates move it)
+    read P(class 0 | :data:`PROBE`) in fixed buckets 0.05 wide, without pilot runs.
+    """
     from privcal.federated import simulate
 
-    z, y = _data()
-    summary = _summary(method)
+    z, y = _data(method)
+    read, what, neighbours = READS.get(
+        method, (_probe_probability, "predict_proba(probe)[0, 0]", NEIGHBOURS)
+    )
     params = dict(PARAMS.get(method, {}))
     if aggregation is not None:  # None: simulate's own default, as a user calls it
         params["aggregation"] = aggregation
@@ -168,7 +246,7 @@ def _simulate_audit(
                 method,
                 z,
                 y,
-                _parts(side),
+                _parts(side, len(y)),
                 rounds=ROUNDS,
                 epsilon=EPSILON,
                 delta=DELTA,
@@ -177,18 +255,20 @@ def _simulate_audit(
         return cal
 
     def draw(side: int, k: int) -> np.ndarray:
-        return np.array([summary(call(side)) for _ in range(k)])
+        return np.array([read(call(side)) for _ in range(k)])
 
-    fedtemp = method.startswith("fedtemp")
-    what = "release_temperature_" if fedtemp else "predict_proba(probe)[0, 0]"
-    # a probability lives in [0, 1]: fixed buckets, no pilot runs (the slow methods' runs)
-    events = None if fedtemp else PROBABILITY_EVENTS
+    if method.startswith("fedtemp"):
+        events: Any = None
+    elif method in READS:
+        events = tail_events(draw, max(50, runs // 5))
+    else:
+        events = PROBABILITY_EVENTS
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
     return audit_release(
         f"simulate-{method}" + (f"-{aggregation}" if aggregation else ""),
         f'simulate("{method}", logits, labels, parts, rounds={ROUNDS}, epsilon={EPSILON:g}, '
         f"delta={DELTA:g}{extra}).{what}",
-        NEWTON_NEIGHBOURS if method in ("fedtemp", "fedvector", "fedmatrix") else NEIGHBOURS,
+        neighbours,
         draw,
         call(0).privacy_report_,
         runs=runs,
@@ -282,8 +362,9 @@ _UNCLIPPED = Plant("a client sends its Newton payload unclipped", _unclipped, 30
 # on the 2-core build machine; the planted defect gives epsilon >= 1.4). FedTemp's Newton audit
 # draws two secure Gaussians per run. The others draw more noise per run with SecureNoise or fit
 # more locally, so they run the fewest runs the run-size rule allows (150: the largest bound
-# they can report is 2.05, twice the claim): L-BFGS fits take 5-30 ms a run, FedBBQ's 512 noisy
-# cells about 25 ms, FedCal's MLP of about 4.4k weights about 0.3-0.4 s (its audit takes
+# they can report is 2.05, twice the claim; FedVector, FedMatrix and the binning methods draw
+# 50 pilot runs a side more for their tail events): L-BFGS fits take 5-30 ms a run, the Newton
+# and binning runs 2-4 ms, FedCal's MLP of about 4.4k weights about 0.3-0.4 s (its audit takes
 # minutes: slow tier, and `privcal audit`).
 for _method, _runs, _slow, _plants in (
     ("fedtemp", 1000, False, {"reused-seed": _SEEDED}),
@@ -292,7 +373,7 @@ for _method, _runs, _slow, _plants in (
     ("fedopvector", 150, False, {"shares-dropped": _DROPPED}),
     ("fedmatrix", 150, False, {"shares-dropped": _DROPPED}),
     ("fedcal", 150, True, {"shares-dropped": _DROPPED}),
-    ("fedbin", 300, False, {"shares-dropped": _DROPPED}),
+    ("fedbin", 150, False, {"shares-dropped": _DROPPED}),
     ("fedbbq", 150, False, {"shares-dropped": _DROPPED}),
     ("fedbbq-all", 150, False, {"shares-dropped": _DROPPED}),
     ("fedbbq-changed", 150, False, {"shares-dropped": _DROPPED}),
