@@ -210,10 +210,11 @@ def server(
             "val": "" if val is None else str(val.resolve()),
         }
         _fresh_out(out, "privcal federate server", force)
-        from privcal.cli.federate_plan import server_plan
+        from privcal.cli.federate_plan import server_plan, show_plan
 
-        cfg["plan"] = server_plan(cfg, force)  # before any process starts or any site spends
+        cfg["plan"], line = server_plan(cfg, force)  # before any process starts or any spend
         out.mkdir(parents=True, exist_ok=True)
+        show_plan(line)
         (out / "interrupted.json").unlink(missing_ok=True)
         with _service() as work:
             fp = FlowerProcesses(

@@ -11,7 +11,7 @@ import typer
 
 from privcal.cli._common import console, err_console, fail, user_errors
 
-__all__ = ["plan", "server_plan"]
+__all__ = ["plan", "server_plan", "show_plan"]
 
 
 def plan(
@@ -76,13 +76,16 @@ def plan(
         raise typer.Exit(2)
 
 
-def server_plan(cfg: dict[str, Any], force: bool) -> str:
-    """The server's check at start: refuse a run expected to fall back (unless ``force``), warn
-    on one that may; returns the plan's summary line, which every client is shown."""
+def server_plan(cfg: dict[str, Any], force: bool) -> tuple[str, str]:
+    """The server's check at start: refuse a run expected to fall back (unless ``force``).
+
+    Returns the plan's summary (every client is shown it) and the line the server prints once
+    its output folder is made (a warning for a run that may fall back).
+    """
     from privcal.federated.plan import plan_run
 
     if cfg["method"] == "acc-t":
-        return ""
+        return "", ""
     result = plan_run(
         str(cfg["method"]),
         n_clients=int(cfg["num-nodes"]),
@@ -100,7 +103,12 @@ def server_plan(cfg: dict[str, Any], force: bool) -> str:
             "plan` for the settings that would help, or pass --force to run it anyway."
         )
     if result.expected in ("falls back", "may fall back"):
-        err_console.print(f"WARNING: plan: {summary}", style="yellow", markup=False)
-    else:
-        err_console.print(f"plan: {summary}", markup=False, highlight=False)
-    return summary
+        return summary, f"WARNING: plan: {summary}"
+    return summary, f"plan: {summary}"
+
+
+def show_plan(line: str) -> None:
+    """Print the line :func:`server_plan` returned (yellow when it warns)."""
+    if line:
+        style = "yellow" if line.startswith("WARNING") else None
+        err_console.print(line, style=style, markup=False, highlight=False)
