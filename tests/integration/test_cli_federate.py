@@ -198,7 +198,9 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     # the block again: every ledger is spent, so every client refuses in round 0; the server
     # ends within 30 s of its start with one line naming why, each client with one line (exit
     # status 3)
-    proc = _start(five, wd5)
+    again = five.replace("--out federated-out-5", "--out federated-out-5-again")
+    assert again != five  # a new folder: the first run's private release is not written over
+    proc = _start(again, wd5)
     assert proc.stdout is not None
     lines, started = [], None
     try:

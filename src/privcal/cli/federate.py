@@ -708,7 +708,9 @@ def _follow(status: Path, log: Path, proc: Any) -> str | None:
             style = "yellow" if "WARNING" in line or "refused" in line else None
             err_console.print(line, style=style, markup=False, highlight=False)
             if line.startswith("end:"):
-                _await_replies(log)
+                # a stopped or refused run may leave a message unanswered (a SecAgg+ stage the
+                # server no longer waits for): its reply to the end comes within a poll or two
+                _await_replies(log, 30.0 if line == "end: the run is over" else 3.0)
                 return line
         seen = len(lines)
         if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):

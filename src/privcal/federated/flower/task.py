@@ -272,8 +272,8 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     if not odo.can_spend(max(eps - charged, 1e-300), 0.0 if before else float(cfg["delta"])):
         # the rest of the run must fit, as in round 0 (join_answer): never leave a run half-way
         return (
-            f"the rest of the run costs epsilon {eps - charged:.4g}; this client's ledger has "
-            f"{odo.remaining:.4g} of {odo.budget:g} left; nothing was charged"
+            f"the rest of the run costs epsilon {eps - charged:.4g}; this client's budget "
+            f"(ledger) has {odo.remaining:.4g} of {odo.budget:g} left; nothing was charged"
         )
     # the run's composed epsilon so far; after the last round the run's declared epsilon
     # (composed_epsilon(T) <= epsilon: the ledger then records exactly the report's claim)
