@@ -216,7 +216,10 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     assert started is not None and time.monotonic() - started < 30, output
     assert output.count("Error: This client refused the run: the run costs epsilon 5") == 5
     assert "refused: 0 of 5 clients joined; min-clients is 2 (5 refused" in output, output
-    assert output.count("Error:") == 6 and "Traceback" not in output, output
+    # one Error line per client and one for the server (a node that left after refusing may
+    # show as Flower's "Error: Node Unavailable" inside the server's refusal lines)
+    errors = [ln for ln in output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 6 and "Traceback" not in output, output
 
 
 def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
