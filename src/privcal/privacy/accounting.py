@@ -274,16 +274,22 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
     owner = "zcdp_rho"
     eps = _pos(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
-    lo, hi = 0.0, max(eps, 1e-3)
-    while zcdp_epsilon(hi, dlt) <= eps:
+    return _largest_within(lambda r: zcdp_epsilon(r, dlt), eps, max(eps, 1e-3), 1e-10)
+
+
+def _largest_within(epsilon_of: Any, epsilon: float, start: float, rtol: float) -> float:
+    """Largest ``x`` (up to ``rtol`` relative) with ``epsilon_of(x) <= epsilon``, for an
+    increasing ``epsilon_of``: doubling from ``start``, then bisection; the lower end."""
+    lo, hi = 0.0, start
+    while epsilon_of(hi) <= epsilon:
         lo, hi = hi, 2.0 * hi
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if zcdp_epsilon(mid, dlt) <= eps:
+        if epsilon_of(mid) <= epsilon:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-10 * hi:
+        if hi - lo <= rtol * hi:
             break
     return lo
 
@@ -359,18 +365,8 @@ def gaussian_rho(epsilon: float, delta: float) -> float:
     owner = "gaussian_rho"
     eps = _pos(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
-    lo, hi = 0.0, 1.0
-    while gdp_epsilon(hi, dlt) <= eps:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_epsilon(mid, dlt) <= eps:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return lo * lo / 2.0
+    mu = _largest_within(lambda m: gdp_epsilon(m, dlt), eps, 1.0, 1e-12)
+    return mu * mu / 2.0
 
 
 class ZCDPAccountant:
