@@ -43,17 +43,41 @@ def _fit(*args: str | Path) -> Any:
     return runner.invoke(app, ["fit", *map(str, args)])
 
 
-def test_fit_refuses_a_noise_dominated_private_fit_in_one_line(tmp_path: Path, tiny: Path) -> None:
-    out = tmp_path / "cal.json"
-    for seed in ("0", "1"):  # T = 0.25 and T = 64 before the rule (both fall back)
-        res = _fit("-m", "acc-t", "-i", tiny, "--epsilon", "0.1", "--seed", seed, "-o", out)
+def test_fit_refuses_a_too_small_private_fit_before_spending(tmp_path: Path, tiny: Path) -> None:
+    """20 rows at epsilon 0.1: the curve's noise SD at T = 1 is 49 and 20 rows move the gap by
+    at most 20, so the fit is refused before any release (98 rows needed, epsilon 0.49)."""
+    out, ledger = tmp_path / "cal.json", tmp_path / "ledger.sqlite"
+    assert runner.invoke(app, ["ledger", "init", str(ledger), "--epsilon", "1"]).exit_code == 0
+    for seed in ("0", "1"):  # T = 0.25 and T = 64 before the rule
+        res = _fit(
+            "-m", "acc-t", "-i", tiny, "--epsilon", "0.1", "--seed", seed, "-o", out,
+            "--ledger", ledger,
+        )  # fmt: skip
         assert res.exit_code == 2, res.output
         errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1, res.output
-        for words in ("cannot tell its temperature", "more rows", "--epsilon", "--force"):
+        for words in ("cannot tell its temperature", "20 rows", "at least 98 rows",
+                      "--epsilon >= 0.49", "Nothing was spent", "--force"):  # fmt: skip
             assert words in errors[0], errors[0]
-        assert "falls back" not in res.output  # the Error line says it, once
         assert not out.exists() and not (tmp_path / "cal.summary.json").exists()
+    assert "no release" in runner.invoke(app, ["ledger", "show", str(ledger)]).output
+
+
+def test_fit_refuses_a_noise_dominated_private_fit_in_one_line(tmp_path: Path) -> None:
+    """Enough rows to inform the fit, but this release's evidence is below 2 noise SDs: the
+    fallback is refused in one line and nothing is saved."""
+    z, y = _scores(150, 100, 1)
+    np.savez(tmp_path / "small.npz", logits=z, labels=y)
+    out = tmp_path / "cal.json"
+    res = _fit("-m", "acc-t", "-i", tmp_path / "small.npz", "--epsilon", "0.1", "--seed", "0",
+               "-o", out)  # fmt: skip
+    assert res.exit_code == 2, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, res.output
+    for words in ("cannot tell its temperature", "more rows", "--epsilon", "--force"):
+        assert words in errors[0], errors[0]
+    assert "falls back" not in res.output  # the Error line says it, once
+    assert not out.exists() and not (tmp_path / "cal.summary.json").exists()
 
 
 def test_fit_keeps_a_flagged_fit_with_force_and_warns(tmp_path: Path, tiny: Path) -> None:

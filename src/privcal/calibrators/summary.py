@@ -102,7 +102,8 @@ def _parameters_text(params: Mapping[str, Any]) -> str:
     for k, v in params.items():
         if isinstance(v, Mapping) and "min" in v:
             shape = "x".join(str(s) for s in v["shape"])
-            parts.append(f"{k} ({shape}) in [{v['min']:.3g}, {v['max']:.3g}]")
+            empty = f", {v['empty']} empty (input kept)" if v.get("empty") else ""
+            parts.append(f"{k} ({shape}) in [{v['min']:.3g}, {v['max']:.3g}]{empty}")
         elif isinstance(v, Mapping):
             parts.append(f"{k} ({'x'.join(str(s) for s in v['shape'])}, empty)")
     return "; ".join(parts) or "no fitted parameters"

@@ -120,7 +120,8 @@ def fit_private(
 
     The options were checked by :func:`check_private_request`. ``--seed`` switches to seeded
     (simulation) noise, with a warning. A temperature fit whose release cannot tell its
-    temperature from ``T = 1`` (:func:`privcal.private.release_check`) exits 2 without saving,
+    temperature from ``T = 1`` (:func:`privcal.private.release_check`), or a histogram fit that
+    calibrates no bin (:func:`privcal.private.binning.readable_bins`), exits 2 without saving,
     unless ``force`` keeps it (``fallback="none"``, with a warning).
     """
     spec = PRIVATE_METHODS[method]
@@ -134,6 +135,14 @@ def fit_private(
     check = getattr(est, "release_check_", None)
     if check is not None and check["fell_back"]:
         _refuse_flagged(method, check, sources)
+    if spec["kind"] == "histogram" and not np.isfinite(est.bin_values_).any():
+        more = "more or larger --sources" if sources else "more rows"
+        fail(
+            f"The private histogram fit calibrates no bin: every bin's released accuracy has a "
+            f"noise SD above half the bin's width, so the calibrator would be the uncalibrated "
+            f"model and nothing was saved (the budget is spent). Use {more}, fewer --n-bins or "
+            "a larger --epsilon, or pass --force to keep every bin's noisy accuracy."
+        )
     return est
 
 
@@ -169,8 +178,8 @@ def _fit_luo(
 ) -> Any:
     """Private temperature scaling or histogram binning, on sources or one private array.
 
-    A temperature fit runs with ``fallback="none"`` under ``force`` (kept, with its warning),
-    else ``"identity"``; the fallback's own warning is dropped when the fit fell back, since
+    A fit runs with ``fallback="none"`` under ``force`` (kept, with its warning), else
+    ``"identity"``; the fallback's own warning is dropped when the fit fell back, since
     :func:`fit_private` then refuses it in one line.
     """
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
@@ -179,12 +188,17 @@ def _fit_luo(
         NoiseDominatedWarning,
         PrivateHistogramBinning,
         PrivateTemperatureScaling,
+        TooFewRowsError,
     )
 
     est: Any
     if spec["kind"] == "histogram":
         est = PrivateHistogramBinning(
-            epsilon=epsilon, n_bins=n_bins, aggregation=aggregation, threshold=threshold
+            epsilon=epsilon,
+            n_bins=n_bins,
+            aggregation=aggregation,
+            threshold=threshold,
+            fallback="none" if force else "identity",
         )
     else:
         est = PrivateTemperatureScaling(
@@ -199,6 +213,7 @@ def _fit_luo(
     with warnings.catch_warnings():
         if not force:  # a fallback is refused by fit_private in one line of its own
             warnings.filterwarnings("ignore", ".* falls back to T = 1", NoiseDominatedWarning)
+            warnings.filterwarnings("ignore", ".* is the uncalibrated model", NoiseDominatedWarning)
         if seed is not None:  # the user asked for simulation noise explicitly: said once
             warnings.simplefilter("ignore", InsecureNoiseWarning)
             warn(SEEDED_NOISE_WARNING)
@@ -224,7 +239,21 @@ def _fit_luo(
             if seed is not None:
                 est.set_params(noise=SeededNoise(seed))
             est.set_params(ledger=ledger)
-            est.fit(scores.logits, scores.labels)
+            try:
+                est.fit(scores.logits, scores.labels)
+            except TooFewRowsError as err:
+                what = (
+                    "calibrate any bin"
+                    if spec["kind"] == "histogram"
+                    else "tell its temperature from no calibration (T = 1)"
+                )
+                fail(
+                    f"The private {spec['kind']} fit cannot {what} on {err.rows} rows: its "
+                    f"release's noise needs at least "
+                    f"{err.needed} rows at --epsilon {epsilon:g} (or --epsilon >= "
+                    f"{err.epsilon_needed:.3g} for {err.rows} rows). Nothing was spent. Use "
+                    "more rows or a larger --epsilon, or pass --force to fit anyway."
+                )
     rep = est.privacy_report_
     err_console.print(
         f"Privacy: {len(rep)} releases; epsilon={rep.epsilon:g} per source "

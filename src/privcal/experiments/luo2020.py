@@ -815,7 +815,7 @@ def run_loop(
                             ]
                             est: Any
                             if spec.kind == "hist":
-                                est = PrivateHistogramBinning(pt.epsilon, n_bins)
+                                est = PrivateHistogramBinning(pt.epsilon, n_bins, fallback="none")
                             else:
                                 est = PrivateTemperatureScaling(
                                     spec.objective,

@@ -26,6 +26,7 @@ from privcal.private.temperature import (
     NoiseDominatedWarning,
     PrivateTemperatureScaling,
     SearchPlan,
+    TooFewRowsError,
     search_plan,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "PrivateHistogramBinning",
     "PrivateTemperatureScaling",
     "SearchPlan",
+    "TooFewRowsError",
     "data_fingerprint",
     "noisy_bin_values",
     "one_source",

@@ -206,9 +206,12 @@ def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> d
     Privacy: ``z`` is a function of released values and of the noise's public scale, so the
     rule is post-processing: the guarantee is unchanged and no budget is spent.
 
-    What it gets: under pure noise ``z`` is about ``N(0, 1)`` (directional checks) or below it,
-    so a noise-fitted temperature is kept in at most about 2.3 % of fits; a signal of ``z``
-    SDs is kept with probability ``Phi(z - 2)`` (half the time at 2 SDs).
+    What it gets: under pure noise ``z`` is about ``N(0, 1)`` in the direction the noise chose,
+    so a noise-fitted temperature is kept in about ``P(|noise| > 2 SD)`` of fits (4.6 % for
+    Gaussian noise, at most 5.9 % for one Laplace draw); a signal of ``z`` SDs is kept with
+    probability ``Phi(z - 2)`` (half the time at 2 SDs). Where no data of the fit's size could
+    reach 2 SDs the fits on arrays refuse before any release
+    (:meth:`~privcal.private.PrivateTemperatureScaling.informative_rows`).
 
     Returns
     -------
