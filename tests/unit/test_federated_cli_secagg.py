@@ -121,7 +121,7 @@ def test_client_bad_policy_is_one_line_before_anything_runs(
     msg: str,  # type: ignore[no-untyped-def]
 ) -> None:
     pytest.importorskip("flwr")
-    import privcal.cli.federate as fed
+    import privcal.cli.federate_client as fed
 
     monkeypatch.setattr(fed, "_run_client", lambda *a: pytest.fail("the client started"))
     policy = tmp_path / "p.policy.toml"
@@ -136,7 +136,7 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
 ) -> None:
     """The policy next to the ledger is read; options override its keys; the node carries it."""
     pytest.importorskip("flwr")
-    import privcal.cli.federate as fed
+    import privcal.cli.federate_client as fed
     from privcal.federated.policy import ClientPolicy
 
     seen = {}

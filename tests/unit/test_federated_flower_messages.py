@@ -233,7 +233,7 @@ def test_seeded_server_noise_marks_the_report_not_private() -> None:
     ("entry", "preset", "expected"),
     [
         ("import privcal.federated.flower.executor", None, "0"),
-        ("from privcal.cli.federate import _need_flwr; _need_flwr()", None, "0"),
+        ("from privcal.cli._flower import need_flwr; need_flwr()", None, "0"),
         ("import privcal.federated.flower.executor", "1", "1"),  # the user opted in
     ],
 )

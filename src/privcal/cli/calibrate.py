@@ -373,60 +373,85 @@ def fit(
     --out (and its summary, NAME.summary.json) is not written over when it holds a private
     calibrator, unless --force.
     """
-    from privcal._params import check_option
-    from privcal.calibrators import METHODS
     from privcal.calibrators.summary import release_summary
     from privcal.experiments.outputs import summary_path
 
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
         refuse_overwrite((out, summary_path(out)), "--out", "privcal fit", force)
-        _check_t_range(t_range)
-        private = (
-            epsilon is not None
-            or bool(sources)
-            or delta is not None
-            or aggregation != "local"
-            or threshold is not None
-            or ledger is not None
-        )
-        if not private:
-            check_option(method, "--method", "privcal fit", tuple(METHODS))
-        elif max_iter is not None:
-            fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")
-        bins = _check_n_bins(n_bins, method, private)
-        scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
-        _check_top_label_fit(method, scores, private)
-        with collect_warnings(_fit_option_hint) as caught:
-            if private:
-                from privcal.cli.private_fit import check_private_request, fit_private
-
-                srcs = list(sources or [])
-                check_private_request(
-                    method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
-                    t_range=t_range, aggregation=aggregation, threshold=threshold,
-                    ledger=ledger,
-                )  # fmt: skip
-                assert epsilon is not None
-                estimator = fit_private(
-                    method, scores=scores, epsilon=epsilon, delta=delta, sources=srcs,
-                    seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
-                    threshold=threshold, ledger=ledger, force=force,
-                )  # fmt: skip
-            else:
-                with _fit_status():
-                    estimator = _fit_public(method, scores, seed, t_range, bins, max_iter)
-        data = estimator.to_dict()
-        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        summary = _write_fit_summary(
+        estimator, scores, bins, private, caught = _fit_estimator(
+            method, input, input_kind, epsilon, delta, list(sources or []), seed, n_bins,
+            t_range, max_iter, aggregation, threshold, ledger, force,
+        )  # fmt: skip
+        summary = _write_fit(
             out, estimator, method, scores, private, list(sources or []), bins, caught, input
         )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
-    console.print(f"Fitted [bold]{method}[/bold] ({data['class']}){n} -> {out} ({summary.name})")
+    what = f"[bold]{method}[/bold] ({type(estimator).__name__}){n}"
+    console.print(f"Fitted {what} -> {out} ({summary.name})")
     console.print(f"Released: {release_summary(estimator)['text']}", highlight=False)
 
 
-def _write_fit_summary(
+def _fit_estimator(
+    method: str,
+    input: Path | None,
+    input_kind: str,
+    epsilon: float | None,
+    delta: float | None,
+    sources: list[str],
+    seed: int | None,
+    n_bins: int | None,
+    t_range: tuple[float, float] | None,
+    max_iter: int | None,
+    aggregation: str,
+    threshold: int | None,
+    ledger: Path | None,
+    force: bool,
+) -> tuple[Any, Scores | None, int, bool, list[warnings.WarningMessage]]:
+    """Check ``privcal fit``'s options, read ``--input`` and fit: ``(estimator, scores, bins,
+    private, warnings caught)``. Any private option (``--epsilon``, ``--sources``, ``--delta``,
+    ``--aggregation``, ``--threshold``, ``--ledger``) makes the fit private."""
+    from privcal._params import check_option
+    from privcal.calibrators import METHODS
+
+    _check_t_range(t_range)
+    private = (
+        epsilon is not None
+        or bool(sources)
+        or delta is not None
+        or aggregation != "local"
+        or threshold is not None
+        or ledger is not None
+    )
+    if not private:
+        check_option(method, "--method", "privcal fit", tuple(METHODS))
+    elif max_iter is not None:
+        fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")
+    bins = _check_n_bins(n_bins, method, private)
+    scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
+    _check_top_label_fit(method, scores, private)
+    with collect_warnings(_fit_option_hint) as caught:
+        if private:
+            from privcal.cli.private_fit import check_private_request, fit_private
+
+            check_private_request(
+                method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
+                t_range=t_range, aggregation=aggregation, threshold=threshold,
+                ledger=ledger,
+            )  # fmt: skip
+            assert epsilon is not None
+            estimator = fit_private(
+                method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
+                seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
+                threshold=threshold, ledger=ledger, force=force,
+            )  # fmt: skip
+        else:
+            with _fit_status():
+                estimator = _fit_public(method, scores, seed, t_range, bins, max_iter)
+    return estimator, scores, bins, private, caught
+
+
+def _write_fit(
     out: Path,
     est: Any,
     method: str,
@@ -437,8 +462,10 @@ def _write_fit_summary(
     caught: list[warnings.WarningMessage],
     input: Path | None,
 ) -> Path:
-    """``NAME.summary.json`` beside the calibrator, for ``privcal report``
-    (:func:`privcal.experiments.outputs.fit_summary`: no statistic of private data)."""
+    """The calibrator ``out`` and ``NAME.summary.json`` beside it, for ``privcal report``
+    (:func:`privcal.experiments.outputs.fit_summary`: no statistic of private data); returns
+    the summary's path."""
+    out.write_text(json.dumps(est.to_dict(), indent=2) + "\n", encoding="utf-8")
     from privcal.experiments.outputs import fit_summary, summary_path, write_summary
 
     logits = None if scores is None else scores.logits

@@ -5,10 +5,7 @@ Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federat
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +22,8 @@ from privcal.cli._common import (
     table_width,
     user_errors,
 )
+from privcal.cli._flower import Stopped, need_flwr, service
+from privcal.cli.federate_client import client
 
 __all__ = ["client", "maddock2025", "register", "server", "simulate"]
 
@@ -38,16 +37,6 @@ federate_app = typer.Typer(
     "Flower's Simulation Engine (simulate).",
     no_args_is_help=True,
 )
-
-
-def _need_flwr() -> None:
-    from privcal.federated.flower import no_telemetry_by_default
-
-    no_telemetry_by_default()  # before Flower reads the variable
-    try:
-        import flwr  # noqa: F401
-    except ImportError:
-        fail("privcal federate needs the federated extra: pip install 'privcal[federated]'")
 
 
 def _tls(insecure: bool, certs: str | None) -> tuple[str, str, str] | None:
@@ -144,44 +133,12 @@ def server(
 
     An --out folder holding an earlier DP run's release is not written over, unless --force."""
     with user_errors():
-        from privcal.federated import METHODS
-
-        if method not in (*METHODS, "acc-t"):
-            raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
-        for name, v in (
-            ("rounds", rounds),
-            ("num-nodes", num_nodes),
-            ("min-clients", min_clients),
-            ("n-classes", n_classes),
-        ):
-            if v < 1:
-                raise ValueError(f"--{name} must be >= 1. Got {v}.")
-        _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
-        if not wait_clients > 0:
-            raise ValueError(f"--wait-clients must be > 0. Got {wait_clients}.")
-        aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
-        if method == "acc-t" and secagg and aggregation != "distributed":
-            raise ValueError(
-                "--method acc-t --secagg sums the data sources' distributed noise shares: drop "
-                "--aggregation trusted (or drop --secagg: each source then adds its own noise)."
-            )
-        if not 0 < sample_rate <= 1:
-            raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
-        if secagg and sample_rate < 1:
-            raise ValueError("--secagg uses every client in every round: --sample-rate must be 1.")
-        for cname, cv in (("clip", clip), ("clip-pos", clip_pos), ("clip-neg", clip_neg)):
-            if cv <= 0:
-                raise ValueError(f"--{cname} must be > 0. Got {cv}.")
-        if epsilon < 0:
-            raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
-        if epsilon > 0 and not 0 < delta < 1:
-            raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-        if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
-            _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
-                        clip_pos, clip_neg, weighting)  # fmt: skip
-        _need_flwr()  # after the checks that need no Flower: a typo is refused at once
-        from privcal.federated.flower.deploy import FlowerProcesses
-
+        cfg = _server_config(
+            method, rounds, num_nodes, min_clients, n_classes, epsilon, delta,
+            (clip, clip_pos, clip_neg), sample_rate, weighting, secagg, aggregation, threshold,
+            timeout, wait_clients,
+        )  # fmt: skip
+        need_flwr()  # after the checks that need no Flower: a typo is refused at once
         if val is not None:
             from privcal.federated.flower.task import load_client_data
 
@@ -189,26 +146,7 @@ def server(
                 raise ValueError(f"--val {str(val)!r} does not have --n-classes={n_classes}.")
         certs = _tls(insecure, tls)
         out = out.resolve()
-        cfg = {
-            "method": method,
-            "rounds": rounds,
-            "num-nodes": num_nodes,
-            "min-clients": min_clients,
-            "n-classes": n_classes,
-            "epsilon": epsilon,
-            "delta": delta,
-            "clip": clip,
-            "clip-pos": clip_pos,
-            "clip-neg": clip_neg,
-            "sample-rate": sample_rate,
-            "weighting": weighting,
-            "secagg": secagg,
-            "aggregation": aggregation,
-            "threshold": threshold or 0,
-            "out-dir": str(out),
-            "wait-nodes-s": wait_clients,
-            "val": "" if val is None else str(val.resolve()),
-        }
+        cfg.update({"out-dir": str(out), "val": "" if val is None else str(val.resolve())})
         _fresh_out(out, "privcal federate server", force)
         from privcal.cli.federate_plan import server_plan, show_plan
 
@@ -216,38 +154,134 @@ def server(
         out.mkdir(parents=True, exist_ok=True)
         show_plan(line)
         (out / "interrupted.json").unlink(missing_ok=True)
-        with _service() as work:
-            fp = FlowerProcesses(
-                work,
-                host=host,
-                insecure=certs is None,
-                certificates=certs,
-                port=port,
-                die_with_parent=True,
-            )
-            try:
-                try:
-                    fp.start_superlink()
-                except RuntimeError:
-                    fail(
-                        f"The SuperLink did not start on {host}:{port} (is the port in use? "
-                        "pass another --port)."
-                    )
-                err_console.print(
-                    f"SuperLink on {fp.address}; waiting for {num_nodes} clients "
-                    f"(privcal federate client --superlink {fp.address} ...)"
-                )
-                with (out / "run.log").open("w") as log:
-                    res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
-            except _Stopped as stop:
-                # the ServerApp tells the clients the run stopped; then every process goes
-                marker = out / "interrupted.json"  # the ServerApp writes it once told
-                told = fp.stop_serverapp(wait_s=6.0, done=marker.exists) and marker.exists()
-                _write_interrupted(out, stop.signum, told)
-                raise
-            finally:
-                fp.stop()
+        res = _run_server(cfg, out, host, port, certs, timeout)
     _server_end(res, out)
+
+
+federate_app.command("client")(client)  # between server and simulate in --help
+
+
+def _server_config(
+    method: str,
+    rounds: int,
+    num_nodes: int,
+    min_clients: int,
+    n_classes: int,
+    epsilon: float,
+    delta: float,
+    clips: tuple[float, float, float],
+    sample_rate: float,
+    weighting: str,
+    secagg: bool,
+    aggregation: str | None,
+    threshold: int | None,
+    timeout: float,
+    wait_clients: float,
+) -> dict[str, Any]:
+    """Check ``privcal federate server``'s options before Flower is imported and return the
+    run configuration the ServerApp reads (without ``out-dir``, ``val`` and ``plan``, which
+    the caller adds). A bad option is a ``ValueError`` naming it."""
+    clip, clip_pos, clip_neg = clips
+    from privcal.federated import METHODS
+
+    if method not in (*METHODS, "acc-t"):
+        raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
+    for name, v in (
+        ("rounds", rounds),
+        ("num-nodes", num_nodes),
+        ("min-clients", min_clients),
+        ("n-classes", n_classes),
+    ):
+        if v < 1:
+            raise ValueError(f"--{name} must be >= 1. Got {v}.")
+    _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
+    if not wait_clients > 0:
+        raise ValueError(f"--wait-clients must be > 0. Got {wait_clients}.")
+    aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
+    if method == "acc-t" and secagg and aggregation != "distributed":
+        raise ValueError(
+            "--method acc-t --secagg sums the data sources' distributed noise shares: drop "
+            "--aggregation trusted (or drop --secagg: each source then adds its own noise)."
+        )
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
+    if secagg and sample_rate < 1:
+        raise ValueError("--secagg uses every client in every round: --sample-rate must be 1.")
+    for cname, cv in (("clip", clip), ("clip-pos", clip_pos), ("clip-neg", clip_neg)):
+        if cv <= 0:
+            raise ValueError(f"--{cname} must be > 0. Got {cv}.")
+    if epsilon < 0:
+        raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
+    if epsilon > 0 and not 0 < delta < 1:
+        raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
+    if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
+        _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
+                    clip_pos, clip_neg, weighting)  # fmt: skip
+    return {
+        "method": method,
+        "rounds": rounds,
+        "num-nodes": num_nodes,
+        "min-clients": min_clients,
+        "n-classes": n_classes,
+        "epsilon": epsilon,
+        "delta": delta,
+        "clip": clip,
+        "clip-pos": clip_pos,
+        "clip-neg": clip_neg,
+        "sample-rate": sample_rate,
+        "weighting": weighting,
+        "secagg": secagg,
+        "aggregation": aggregation,
+        "threshold": threshold or 0,
+        "wait-nodes-s": wait_clients,
+    }
+
+
+def _run_server(
+    cfg: dict[str, Any],
+    out: Path,
+    host: str,
+    port: int,
+    certs: tuple[str, str, str] | None,
+    timeout: float,
+) -> Any:
+    """Start the SuperLink, run the ServerApp with ``cfg`` and return Flower's result; on
+    SIGINT/SIGTERM tell the clients the run stopped, write ``interrupted.json`` and stop every
+    process (:func:`~privcal.cli._flower.service`)."""
+    from privcal.federated.flower.deploy import FlowerProcesses
+
+    with service() as work:
+        fp = FlowerProcesses(
+            work,
+            host=host,
+            insecure=certs is None,
+            certificates=certs,
+            port=port,
+            die_with_parent=True,
+        )
+        try:
+            try:
+                fp.start_superlink()
+            except RuntimeError:
+                fail(
+                    f"The SuperLink did not start on {host}:{port} (is the port in use? "
+                    "pass another --port)."
+                )
+            err_console.print(
+                f"SuperLink on {fp.address}; waiting for {cfg['num-nodes']} clients "
+                f"(privcal federate client --superlink {fp.address} ...)"
+            )
+            with (out / "run.log").open("w") as log:
+                res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
+        except Stopped as stop:
+            # the ServerApp tells the clients the run stopped; then every process goes
+            marker = out / "interrupted.json"  # the ServerApp writes it once told
+            told = fp.stop_serverapp(wait_s=6.0, done=marker.exists) and marker.exists()
+            _write_interrupted(out, stop.signum, told)
+            raise
+        finally:
+            fp.stop()
+    return res
 
 
 def _check_federation(
@@ -443,281 +477,6 @@ def _print_report(path: Path) -> None:
     console.print(f"Wrote {path}")
 
 
-@contextmanager
-def _service() -> Iterator[Path]:
-    """A temporary work folder, removed on exit, with SIGTERM handled like Ctrl-C.
-
-    Every child process is stopped by the caller's ``finally`` (process groups, see
-    :meth:`~privcal.federated.flower.deploy.FlowerProcesses.stop`); SIGINT and SIGTERM end the
-    command with one line and exit status 130 / 143.
-    """
-    import shutil
-    import signal
-
-    def raise_interrupt(signum: int, _frame: Any) -> None:
-        raise _Stopped(signum)
-
-    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
-    work = Path(tempfile.mkdtemp(prefix="privcal-flwr-"))
-    try:
-        yield work
-    except _Stopped as stop:
-        err_console.print(f"Stopped by {signal.Signals(stop.signum).name}; every process ended.")
-        raise typer.Exit(128 + stop.signum) from None
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        shutil.rmtree(work, ignore_errors=True)
-
-
-class _Stopped(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@federate_app.command("client")
-def client(
-    data: Annotated[
-        Path, typer.Option("--data", help="npz with 'logits' and 'labels'.", exists=True)
-    ],
-    ledger: Annotated[
-        Path | None, typer.Option("--ledger", help="SQLite privacy ledger of this client.")
-    ] = None,
-    budget: float = typer.Option(1.0, "--budget", help="This client's epsilon budget."),
-    delta_budget: float = typer.Option(1e-5, "--delta-budget"),
-    superlink: str = typer.Option("127.0.0.1:9092", "--superlink"),
-    insecure: bool = typer.Option(False, "--insecure"),
-    root_certificates: Annotated[Path | None, typer.Option("--root-certificates")] = None,
-    retry_s: float = typer.Option(
-        60.0,
-        "--retry-s",
-        help="Seconds the client keeps trying to reach the server before it gives up.",
-    ),
-    transcript: Annotated[
-        Path | None,
-        typer.Option(
-            "--transcript",
-            help="Append every reply this client sends to the server to FILE (JSON lines, as "
-            "the server receives it: after SecAgg+'s masking).",
-        ),
-    ] = None,
-    policy_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--policy",
-            help="This client's privacy policy (TOML: max-epsilon, max-delta, min-threshold, "
-            "accept, allow-seeded-noise). Default: LEDGER.policy.toml next to --ledger when it "
-            "exists. The options below override its keys.",
-        ),
-    ] = None,
-    max_epsilon: float = typer.Option(
-        None,
-        "--max-epsilon",
-        help="The most epsilon one run may cost this client; a run asking more is refused "
-        "(default: the policy file's, else --budget).",
-    ),
-    max_delta: float = typer.Option(
-        None, "--max-delta", help="The most delta one run may cost (default: --delta-budget)."
-    ),
-    min_threshold: int = typer.Option(
-        None,
-        "--min-threshold",
-        help="The smallest threshold t of distributed noise shares this client accepts "
-        "(default 2; over SecAgg+ also its reconstruction threshold).",
-    ),
-    accept: str = typer.Option(
-        None,
-        "--accept",
-        help="The runs this client joins, comma-separated: distributed, trusted (DP runs by "
-        "how the noise is added), none (runs without DP: exact payloads leave the client). "
-        "Default: distributed,trusted.",
-    ),
-    allow_seeded_noise: bool = typer.Option(
-        False,
-        "--allow-seeded-noise",
-        help="Answer runs that ask for seeded (reproducible, not private) noise: tests only.",
-    ),
-) -> None:
-    """Run a SuperNode that answers privcal rounds from DATA, within its own ledger budget and
-    its own privacy policy (a run asking for more epsilon, another aggregation, a smaller
-    threshold or seeded noise is refused before the data is read)."""
-    with user_errors():
-        _need_flwr()
-        if budget <= 0:
-            raise ValueError(f"--budget must be > 0. Got {budget}.")
-        from privcal.federated.flower.task import load_client_data
-
-        load_client_data(data)  # a bad file is an Error line here, not a failed round later
-        policy = _client_policy(
-            policy_file, ledger, budget, delta_budget,
-            {"max-epsilon": max_epsilon, "max-delta": max_delta, "min-threshold": min_threshold,
-             "accept": accept, "allow-seeded-noise": allow_seeded_noise or None},
-        )  # fmt: skip
-        node: dict[str, object] = {"data": str(data.resolve()), **policy.to_node()}
-        if transcript is not None:
-            from privcal.data.io import check_output_path
-
-            check_output_path(transcript, "--transcript", "privcal federate client", (".jsonl",))
-            node["transcript"] = str(transcript.resolve())
-        if ledger is not None:
-            from privcal.privacy import PrivacyOdometer
-
-            odo = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget)
-            if odo.remaining <= 0:  # it still connects: the server learns why in round 0
-                err_console.print(
-                    f"The ledger {str(ledger)!r} has spent its whole budget ({odo.spent:g} of "
-                    f"{budget:g}): this client will refuse every DP run, and tells the server "
-                    "so when the run starts.",
-                    style="yellow",
-                    markup=False,
-                    highlight=False,
-                )
-            node.update(
-                {"ledger": str(ledger.resolve()), "budget": budget, "delta-budget": delta_budget}
-            )
-        tls = (
-            ["--insecure"]
-            if insecure
-            else (["--root-certificates", str(root_certificates)] if root_certificates else None)
-        )
-        if tls is None:
-            fail("Pass --insecure (local tests only) or --root-certificates CA.")
-        if retry_s <= 0:
-            raise ValueError(f"--retry-s must be > 0. Got {retry_s}.")
-    err_console.print(f"This client's {policy.describe()}", markup=False, highlight=False)
-    _run_client(node, superlink, tls, retry_s)
-
-
-def _client_policy(
-    path: Path | None,
-    ledger: Path | None,
-    budget: float,
-    delta_budget: float,
-    options: dict[str, Any],
-) -> Any:
-    """The client's :class:`~privcal.federated.policy.ClientPolicy`: the policy file (``--policy``,
-    else ``LEDGER.policy.toml`` when it exists), its keys overridden by the options given; a
-    missing epsilon or delta bound is the client's ``--budget`` / ``--delta-budget``."""
-    from privcal.federated.policy import ClientPolicy, default_policy_path
-
-    if path is None and ledger is not None and default_policy_path(ledger).exists():
-        path = default_policy_path(ledger)
-    if path is not None and not path.is_file():
-        raise ValueError(f"--policy {str(path)!r} is not a file (a TOML privacy policy).")
-    values = {} if path is None else ClientPolicy.from_file(path).to_node()
-    values.update({k: v for k, v in options.items() if v is not None})
-    values.setdefault("max-epsilon", budget)
-    values.setdefault("max-delta", delta_budget)
-    where = "This client's policy" + ("" if path is None else f" (--policy {str(path)!r})")
-    if ledger is not None:
-        values["ledger"] = str(ledger)
-    return ClientPolicy.from_node(values, where)
-
-
-def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s: float) -> None:
-    """Run the SuperNode, show this client's status lines, end with the run or the server.
-
-    Exit status: 0 when the run ended (released, or stopped by the server: one line says
-    which), :data:`EXIT_BUDGET` when this client refused the run (its policy, its ledger, its
-    data's classes), 1 when the server could not be reached or was lost.
-    """
-    import logging
-    import threading
-
-    from privcal.federated.flower.deploy import FlowerProcesses
-    from privcal.federated.flower.executor import serve_many
-
-    # Flower's connection retries are the SuperNode's business (its log); the person running
-    # the client sees privcal's status lines
-    logging.getLogger("flwr").setLevel(logging.CRITICAL)
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
-    with _service() as work:
-        node["status"] = str(work / "status.log")
-        fp = FlowerProcesses(work, die_with_parent=True)
-        try:
-            proc = fp.start_supernode(
-                "supernode", node, wait_s=0, retry_s=retry_s, superlink=superlink, tls=tls
-            )
-            threads = serve_many([fp.runtime["supernode"]], stop)  # the ClientApp runs here
-            err_console.print(
-                f"Client of {superlink}: waiting for rounds (gives up after {retry_s:g} s "
-                "without the server)."
-            )
-            end = _follow(work / "status.log", work / "supernode.log", proc)
-            reached = _reached_server(work / "supernode.log")
-        finally:
-            # the executor threads first (each ends its task, if any, within a poll), then the
-            # SuperNode: a thread must not talk to a SuperNode that is gone (a long
-            # httpx.ConnectError traceback on Ctrl-C)
-            stop.set()
-            for t in threads:
-                t.join(timeout=5)
-            fp.stop()
-    if end is None and not reached:
-        fail(
-            f"Could not reach the server at {superlink} within {retry_s:g} s (--retry-s): is "
-            "`privcal federate server` running there, and are the address and --insecure / "
-            "--root-certificates right?",
-            code=1,
-        )
-    if end is None:
-        fail(
-            f"Lost the server at {superlink}: no connection for {retry_s:g} s (--retry-s); "
-            "the client stopped.",
-            code=1,
-        )
-    refused, stopped = "end: refused the run (", "end: the server stopped the run ("
-    if end.startswith(refused):
-        fail(f"This client refused the run: {end[len(refused) : -1]}.", EXIT_BUDGET)
-    if end.startswith(stopped):
-        console.print(f"The server stopped the run ({end[len(stopped) : -1]}); the client stopped.")
-        return
-    console.print("The run is over; the client stopped.")
-
-
-def _reached_server(log: Path) -> bool:
-    """Whether the SuperNode ever registered with the SuperLink (its log names its node id)."""
-    return log.exists() and "SuperNode ID" in log.read_text(errors="replace")
-
-
-def _await_replies(log: Path, wait_s: float = 30.0) -> None:
-    """Wait (at most ``wait_s``) until the SuperNode has sent a reply to every message it
-    received (its log's ``Sent successfully`` lines catch up with its ``Received successfully``
-    lines), the last being its answer to the server's end-of-run message.
-
-    Stopping the SuperNode before its last reply's objects are pushed leaves the SuperLink a
-    message whose contents never arrive, and the server's pull of it retries for minutes.
-    """
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if text.count("Sent successfully") >= max(text.count("Received successfully"), 1):
-            return
-        time.sleep(0.1)
-
-
-def _follow(status: Path, log: Path, proc: Any) -> str | None:
-    """Print new status lines until the run's end (the ``end:`` line), or until the SuperNode
-    gives up on the server or exits (None)."""
-    seen = 0
-    while True:
-        lines = status.read_text().splitlines() if status.exists() else []
-        for line in lines[seen:]:
-            style = "yellow" if "WARNING" in line or "refused" in line else None
-            err_console.print(line, style=style, markup=False, highlight=False)
-            if line.startswith("end:"):
-                # a stopped or refused run may leave a message unanswered (a SecAgg+ stage the
-                # server no longer waits for): its reply to the end comes within a poll or two
-                _await_replies(log, 30.0 if line == "end: the run is over" else 3.0)
-                return line
-        seen = len(lines)
-        if proc.poll() is not None or "Giving up reconnection" in log.read_text(errors="replace"):
-            return None
-        time.sleep(0.2)
-
-
 @federate_app.command("simulate")
 def simulate(
     data: Annotated[
@@ -775,7 +534,7 @@ def simulate(
     partition of DATA; progress per round; writes the calibrator, history and privacy report
     (not over an earlier DP run's, unless --force)."""
     with user_errors():
-        _need_flwr()
+        need_flwr()
         from privcal.federated import METHODS
         from privcal.federated.flower.simulation import (
             federation_config,
@@ -829,7 +588,7 @@ def simulate(
         fed = federation_config(num_nodes, num_cpus, ray_address)
         _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)
-        with _service() as work:
+        with service() as work:
             where = f"the Ray cluster at {ray_address}" if ray_address else "this machine"
             err_console.print(
                 f"Simulating {num_nodes} clients on Flower's Simulation Engine ({where}); "
