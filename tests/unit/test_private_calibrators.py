@@ -196,6 +196,7 @@ def test_spent_budget_refuses_before_any_query(overconfident: Any) -> None:
     assert [s.spent for s in srcs] == [0.5, 0.5, 1.0]
 
 
+@pytest.mark.filterwarnings("ignore::privcal.private.NoiseDominatedWarning")  # bins kept: any
 def test_predict_paths_are_the_nonprivate_ones(overconfident: Any) -> None:
     z, y = overconfident
     ts = make({"objective": "acc"}, 1.0).fit(z, y)
@@ -245,6 +246,7 @@ def test_bad_curve_queries_spend_nothing(
     assert src.spent == 0.0 and not src.history
 
 
+@pytest.mark.filterwarnings("ignore::privcal.private.NoiseDominatedWarning")
 @pytest.mark.parametrize("cfg", [{"objective": "acc"}, {"objective": "hist"}])
 def test_json_roundtrip(overconfident: Any, cfg: dict[str, Any]) -> None:
     z, y = overconfident

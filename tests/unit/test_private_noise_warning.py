@@ -275,7 +275,7 @@ def test_histogram_binning_keeps_only_readable_bins_and_refuses_too_few_rows() -
     assert np.isnan(readable_bins([0.5], [t / 2 - 1e-6], [t / 2 - 1e-6], var, 1.0 / 15)[0])
 
     est = PrivateHistogramBinning(epsilon=1.0, noise=SeededNoise(0))
-    assert est.informative_rows() == pytest.approx(30.0)
+    assert est.informative_rows(10) == pytest.approx(30.0)
     rng = np.random.default_rng(0)
     z = 3.0 * rng.normal(size=(2000, 10))
     y = np.argmax(z / 3.0 + rng.normal(size=z.shape), axis=1)

@@ -278,7 +278,13 @@ def test_reports_state_relation_public_and_noise() -> None:
             "private",
         )
         assert any("number of sources" in p for p in rep.public)
-        assert not any(p.startswith("n ") for p in rep.public)  # n stays private
+        # n stays private; only the bit n >= informative_rows, which the fit on arrays reads
+        # to refuse too few rows before any release, is public
+        about_n = [p for p in rep.public if p.startswith("n ")]
+        rows = int(np.ceil(est.informative_rows(z.shape[1])))
+        assert about_n == [
+            f"n >= {rows} (the one bit a fit on arrays reads: fewer rows are refused)"
+        ]
         assert {r.mechanism for r in rep.releases} == {"laplace"}
     with pytest.warns(InsecureNoiseWarning, match="not private"):
         seeded = PrivateTemperatureScaling(epsilon=1.0, noise=SeededNoise(0)).fit(z, y)

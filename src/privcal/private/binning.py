@@ -21,10 +21,8 @@ from privcal.private.fallback import FALLBACKS, NoiseDominatedWarning
 from privcal.private.source import DataSource, split_budget
 from privcal.private.temperature import (
     SearchPlan,
-    TooFewRowsError,
     _PrivateCalibrator,
     _Protocol,
-    size_term,
 )
 
 __all__ = ["READABLE_WIDTH", "PrivateHistogramBinning", "noisy_bin_values", "readable_bins"]
@@ -159,7 +157,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         check_int(self.n_bins, "n_bins", owner, low=1)
         check_option(self.fallback, "fallback", owner, FALLBACKS)
 
-    def informative_rows(self, n_classes: int | None = None) -> float:
+    def informative_rows(self, n_classes: int) -> float:
         """The fewest rows at which one party's release could keep any bin under the fallback
         rule: ``2 / (epsilon w)`` for bins of width ``w = 1 / n_bins``.
 
@@ -175,24 +173,13 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         var = 2.0 * (query_sensitivity("bin_counts") / float(self.epsilon)) ** 2
         return float(np.sqrt(2.0 * var) * int(self.n_bins))
 
-    def _check_rows(self, n: int, n_classes: int) -> tuple[str, ...]:
-        """With ``fallback="identity"``, refuse fewer than :meth:`informative_rows` rows
-        before any release or charge: the fit would keep no bin."""
-        rows = self.informative_rows()
-        if self.fallback != "identity":
-            return ()
-        if not n < rows:
-            return (size_term(rows),)
-        eps = float(self.epsilon)
-        raise TooFewRowsError(
-            n,
-            int(np.ceil(rows)),
-            eps * rows / n,
-            f"{type(self).__name__}(epsilon={eps:g}, n_bins={int(self.n_bins)}) can calibrate "
-            f"no bin on {n} rows: a bin's released accuracy has a noise SD above half its width "
-            f"below {int(np.ceil(rows))} rows at this epsilon (or epsilon >= {eps * rows / n:.3g}"
-            f" for {n} rows). Nothing was released or charged. Use more rows, fewer bins or a "
-            "larger epsilon, or fallback='none' to fit anyway (seed 000).",
+    def _too_few(self, n: int, needed: int, epsilon_needed: float) -> str:
+        return (
+            f"{type(self).__name__}(epsilon={float(self.epsilon):g}, n_bins={int(self.n_bins)}) "
+            f"can calibrate no bin on {n} rows: a bin's released accuracy has a noise SD above "
+            f"half its width below {needed} rows at this epsilon (or epsilon >= "
+            f"{epsilon_needed:.3g} for {n} rows). Nothing was released or charged. Use more "
+            "rows, fewer bins or a larger epsilon, or fallback='none' to fit anyway (seed 000)."
         )
 
     def _fit_sources(
