@@ -203,6 +203,7 @@ def test_distributed_noise_is_one_release_local_is_k() -> None:
     assert abs(np.mean(dist) - exact) < 5 * math.sqrt(2.0 / n)
 
 
+@pytest.mark.filterwarnings("ignore::privcal.private.NoiseDominatedWarning")  # sparse bins
 def test_histogram_binning_distributed_matches_the_exact_counts_in_mean() -> None:
     z, y = _data(3000)
     est = PrivateHistogramBinning(epsilon=1.0, aggregation="distributed")
