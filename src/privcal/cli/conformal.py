@@ -249,7 +249,7 @@ def conformal(
     threshold's sets, unless --force.
     """
     from privcal.data.io import OUTPUT_SUFFIXES, write_columns
-    from privcal.experiments.outputs import summary_path
+    from privcal.report import summary_path
 
     with user_errors():
         if out is not None:
@@ -314,8 +314,8 @@ def _write_summary(
     cal: Path,
     test: Path,
 ) -> Path:
-    """``NAME.summary.json`` beside the sets (:mod:`privcal.experiments.outputs`)."""
-    from privcal.experiments.outputs import conformal_summary_data, summary_path, write_summary
+    """``NAME.summary.json`` beside the sets (:mod:`privcal.report.summaries`)."""
+    from privcal.report import conformal_summary_data, summary_path, write_summary
 
     data = conformal_summary_data(
         summary,

@@ -84,14 +84,14 @@ def _pct(x: float) -> str:
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
     from privcal.calibrators import TemperatureScaling
-    from privcal.experiments.document import (
+    from privcal.metrics import reliability
+    from privcal.report import (
         column,
         reliability_figure,
         table,
         takeaway,
         text,
     )
-    from privcal.metrics import reliability
 
     data = ctx.data
     corruptions = data.corruptions[::3] if ctx.quick else data.corruptions

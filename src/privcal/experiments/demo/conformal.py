@@ -44,7 +44,7 @@ def _figure(
     sizes: dict[str, np.ndarray], coverage: dict[str, np.ndarray], C: int
 ) -> dict[str, Any]:
     """Set sizes on one split (fractions of test points) and coverage over splits (counts)."""
-    from privcal.experiments.document import bar_figure
+    from privcal.report import bar_figure
 
     lo = min(float(c.min()) for c in coverage.values())
     hi = max(float(c.max()) for c in coverage.values())
@@ -85,9 +85,9 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     from privcal.calibrators import TemperatureScaling
     from privcal.conformal import FullSetWarning, PrivateConformal, SplitConformal, lac_scores
     from privcal.conformal.simulate import SplitSimulator
-    from privcal.experiments.document import column, table, takeaway, text
     from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
+    from privcal.report import column, table, takeaway, text
 
     z, y, _ = ctx.data.pool(5)
     z, y = np.asarray(z), np.asarray(y)
