@@ -158,54 +158,31 @@ def _privacy_html(b: Mapping[str, Any]) -> str:
     items = "".join(f"<li>{_inline(s)}</li>" for s in privacy_sentences(b))
     parts = [f'<section class="privacy"><h3>{_inline(b["title"])}</h3><ul>{items}</ul>']
     src = str(b.get("source", ""))
-    rep = b["report"]
-    per = rep.get("per_source") or {}
+    per = b["report"].get("per_source") or {}
     if b.get("ledgers"):
         ledgers = b["ledgers"]
-        parts.append(
-            _collapse(
-                len(ledgers),
-                f"{len(ledgers)} ledgers: budget ε "
-                + _span(x.get("budget") for x in ledgers)
-                + ", spent "
-                + _span(x.get("spent") for x in ledgers)
-                + ", remaining "
-                + _span(x.get("remaining") for x in ledgers),
-                _table_html(
-                    table(
-                        "Ledgers after the run (budget per source)",
-                        [
-                            column("source", "Source"),
-                            column("budget", "Budget ε", "number"),
-                            column("spent", "Spent ε", "number"),
-                            column("remaining", "Remaining ε", "number"),
-                        ],
-                        b["ledgers"],
-                        source=src,
-                    )
-                ),
-            )
+        summary = (
+            f"{len(ledgers)} ledgers: budget ε {_span(x.get('budget') for x in ledgers)}, spent "
+            f"{_span(x.get('spent') for x in ledgers)}, remaining "
+            f"{_span(x.get('remaining') for x in ledgers)}"
         )
+        cols = [
+            column("source", "Source"),
+            column("budget", "Budget ε", "number"),
+            column("spent", "Spent ε", "number"),
+            column("remaining", "Remaining ε", "number"),
+        ]
+        title = "Ledgers after the run (budget per source)"
+        parts.append(_collapse(summary, table(title, cols, ledgers, source=src)))
     elif per:
         rows = [{"source": s or "(one source)", **v} for s, v in per.items()]
-        parts.append(
-            _collapse(
-                len(rows),
-                f"{len(rows)} sources: ε spent " + _span(r.get("epsilon") for r in rows),
-                _table_html(
-                    table(
-                        "Budget spent per source",
-                        [
-                            column("source", "Source"),
-                            column("epsilon", "ε spent", "number"),
-                            column("delta", "δ spent", "number"),
-                        ],
-                        rows,
-                        source=src,
-                    )
-                ),
-            )
-        )
+        summary = f"{len(rows)} sources: ε spent " + _span(r.get("epsilon") for r in rows)
+        cols = [
+            column("source", "Source"),
+            column("epsilon", "ε spent", "number"),
+            column("delta", "δ spent", "number"),
+        ]
+        parts.append(_collapse(summary, table("Budget spent per source", cols, rows, source=src)))
     parts.append("</section>")
     return "".join(parts)
 
@@ -220,9 +197,10 @@ def _span(values: Any) -> str:
     return low if lo == hi else f"{low} to {high}"
 
 
-def _collapse(n: int, summary: str, inner: str, limit: int = 8) -> str:
-    """``inner``, folded under ``summary`` when it has more than ``limit`` rows."""
-    if n <= limit:
+def _collapse(summary: str, block: Mapping[str, Any], limit: int = 8) -> str:
+    """The table ``block``, folded under ``summary`` when it has more than ``limit`` rows."""
+    inner = _table_html(block)
+    if len(block["rows"]) <= limit:
         return inner
     return f"<details><summary>{html.escape(summary)}</summary>{inner}</details>"
 
