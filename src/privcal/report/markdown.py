@@ -48,10 +48,11 @@ def _md_escape(s: str) -> str:
 
 def to_markdown(
     blocks: Sequence[Mapping[str, Any]],
-    figure_path: Callable[[Mapping[str, Any]], str | None] = lambda b: None,
+    figure_path: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> list[str]:
     """Markdown lines of ``blocks``; ``figure_path(block)`` gives the image link of a figure
-    block (``None``: the figure is left out). Takeaways are rendered as a bullet list."""
+    block (``None``, or no ``figure_path``: the figure is left out). Takeaways are rendered as a
+    bullet list."""
     lines: list[str] = []
     bullets: list[str] = []
     for b in blocks:
@@ -78,7 +79,7 @@ def to_markdown(
             if b.get("note"):
                 lines += [b["note"], ""]
         elif kind in ("reliability", "bars"):
-            path = figure_path(b)
+            path = figure_path(b) if figure_path is not None else None
             if path:
                 lines += [f"![{b.get('title') or 'figure'}]({path})", ""]
         elif kind == "privacy":
