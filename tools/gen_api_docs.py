@@ -26,6 +26,7 @@ MODULES = (
     "privcal.conformal",
     "privcal.training",
     "privcal.federated",
+    "privcal.report",
     "privcal.sklearn",
     "privcal.torch",
 )

@@ -2,8 +2,10 @@
 
 Layers (imports only point down)::
 
-    cli -> experiments -> federated / training / conformal / private -> calibrators
+    cli -> experiments -> report, federated / training / conformal / private -> calibrators
         -> metrics, plots -> privacy -> data
+
+(``report`` turns results into documents: summaries, Markdown, HTML.)
 
 See DESIGN.md in the repository for the architecture and the public entry points.
 """

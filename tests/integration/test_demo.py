@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from privcal.cli import app
 from privcal.experiments.demo import DemoContext, DemoError, run_demo
 from privcal.experiments.demo.calibration import applicable_methods
-from privcal.experiments.report import markdown_table
+from privcal.report import markdown_table
 
 
 def test_applicable_methods_skips_platt_and_aliases() -> None:

@@ -151,7 +151,7 @@ def _federate_folder(folder: Path, n: int, epsilon: float, seed: int) -> dict[st
 
 
 def _findings(folder: Path) -> list[str]:
-    from privcal.experiments.html_report import build, find_outputs
+    from privcal.report import build, find_outputs
 
     return build(find_outputs(folder)).takeaways
 

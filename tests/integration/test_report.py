@@ -486,8 +486,8 @@ def test_report_errors(tmp_path: Path, case: str, fragment: str) -> None:
 
 def test_figure_titles_are_not_clipped() -> None:
     """Long panel titles wrap inside the figure (the demo's right panel title was cut)."""
-    from privcal.experiments.document import draw, reliability_figure
     from privcal.metrics import reliability
+    from privcal.report import draw, reliability_figure
 
     rng = np.random.default_rng(0)
     p = rng.dirichlet(np.ones(10), size=500)

@@ -75,13 +75,15 @@ def test_accuracy_loss_is_marked_whatever_the_ece() -> None:
     base = np.array([[0.20, 0.02, 0.92], [0.21, 0.02, 0.93], [0.19, 0.02, 0.92]])
     lossy = base * np.array([0.5, 1.0, 1.0]) - np.array([0.0, 0.0, 0.26])
     lossy[:2, 2] += [0.01, -0.01]
-    row = sb._row("calibration", "d", "vector", math.inf, "vector", lossy, base)
+    row = sb.calibration_row("calibration", "d", "vector", math.inf, "vector", lossy, base)
     assert row["worse"] and row["why"] == "accuracy -26.00 pp"
     assert row["diff"] < 0  # the ECE part alone would not mark it
     assert sb._mark({**row, "warnings": 2}) == "**WORSE** (accuracy -26.00 pp; 2 warnings)"
     wobble = base + np.array([[0, 0, -0.002], [0, 0, 0.001], [0, 0, 0.0]])
-    assert not sb._row("calibration", "d", "bbq", math.inf, "bbq", wobble, base)["worse"]
-    worse_ece = sb._row("calibration", "d", "x", math.inf, "x", base + np.array([0.02, 0, 0]), base)
+    assert not sb.calibration_row("calibration", "d", "bbq", math.inf, "bbq", wobble, base)["worse"]
+    worse_ece = sb.calibration_row(
+        "calibration", "d", "x", math.inf, "x", base + np.array([0.02, 0, 0]), base
+    )
     assert worse_ece["worse"] and worse_ece["why"] == "ECE"
 
 

@@ -1,4 +1,4 @@
-"""Report blocks (``privcal.experiments.document``): one unit rule, JSON round trips, Markdown."""
+"""Report blocks (``privcal.report``): one unit rule, JSON round trips, Markdown."""
 
 from __future__ import annotations
 
@@ -8,21 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from privcal.experiments.document import (
-    cell_text,
+from privcal.metrics import Reliability, reliability
+from privcal.privacy import PrivacyReport, Release
+from privcal.report import (
     column,
     format_value,
-    header_text,
     jsonable,
     privacy_block,
-    privacy_sentences,
     table,
     takeaway,
     text,
     to_markdown,
 )
-from privcal.metrics import Reliability, reliability
-from privcal.privacy import PrivacyReport, Release
+from privcal.report.blocks import privacy_sentences
+from privcal.report.formatting import cell_text, header_text
 
 
 def test_units_format_fractions_as_percent_and_differences_as_points() -> None:

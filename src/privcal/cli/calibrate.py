@@ -97,11 +97,9 @@ def toplabel_metrics(scores: Scores, n_bins: int = 15) -> dict[str, float]:
     }
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4f}" if np.isfinite(value) else str(value)
-
-
 def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
+    from privcal.report import format_value
+
     table = Table()
     table.add_column("Metric")
     for name in columns:
@@ -110,7 +108,7 @@ def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
         table.add_column("Change", justify="right")
     for label in next(iter(columns.values())):
         values = [col[label] for col in columns.values()]
-        row = [label, *(_fmt(v) for v in values)]
+        row = [label, *(format_value(v, "fraction") for v in values)]
         if len(values) == 2:
             diff = values[1] - values[0]
             row.append(f"{diff:+.4f}" if np.isfinite(diff) else "")
@@ -374,7 +372,7 @@ def fit(
     calibrator, unless --force.
     """
     from privcal.calibrators.summary import release_summary
-    from privcal.experiments.outputs import summary_path
+    from privcal.report import summary_path
 
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
@@ -463,10 +461,10 @@ def _write_fit(
     input: Path | None,
 ) -> Path:
     """The calibrator ``out`` and ``NAME.summary.json`` beside it, for ``privcal report``
-    (:func:`privcal.experiments.outputs.fit_summary`: no statistic of private data); returns
-    the summary's path."""
+    (:func:`privcal.report.fit_summary`: no statistic of private data); returns the summary's
+    path."""
     out.write_text(json.dumps(est.to_dict(), indent=2) + "\n", encoding="utf-8")
-    from privcal.experiments.outputs import fit_summary, summary_path, write_summary
+    from privcal.report import fit_summary, summary_path, write_summary
 
     logits = None if scores is None else scores.logits
     labels = None if scores is None else scores.labels
@@ -673,7 +671,7 @@ def evaluate(
             _plot(scores, after, cal, top_label, n_bins, plot, input.name)
         probs = after if isinstance(after, np.ndarray) else None
         if out is not None:
-            from privcal.experiments.outputs import evaluate_summary, write_summary
+            from privcal.report import evaluate_summary, write_summary
 
             write_summary(
                 out,

@@ -249,7 +249,7 @@ def conformal(
     threshold's sets, unless --force.
     """
     from privcal.data.io import OUTPUT_SUFFIXES, write_columns
-    from privcal.experiments.outputs import summary_path
+    from privcal.report import conformal_summary_data, summary_path, write_summary
 
     with user_errors():
         if out is not None:
@@ -274,7 +274,18 @@ def conformal(
         summary = conformal_summary(est, sets, test_labels)
         if out is not None:
             write_columns(out, _set_columns(sets, test_labels))
-            _write_summary(out, summary, est, sets, test_labels, alpha, score, cal, test)
+            data = conformal_summary_data(
+                summary,
+                est,
+                sets,
+                test_labels,
+                alpha=alpha,
+                score=score,
+                sets_file=out.name,
+                cal_file=cal.name,
+                test_file=test.name,
+            )
+            write_summary(summary_path(out), "conformal", data)
     kind = "Private conformal" if epsilon is not None else "Split conformal"
     title = (
         f"{kind} ({score}, alpha={alpha:g}): {cal_logits.shape[0]} calibration, "
@@ -301,34 +312,6 @@ def _load(path: Path, option: str) -> tuple[np.ndarray, np.ndarray | None]:
         else:
             text = f"{option} {where}: {text}"
         raise ValueError(text) from None
-
-
-def _write_summary(
-    out: Path,
-    summary: dict[str, Any],
-    est: Any,
-    sets: np.ndarray,
-    labels: np.ndarray | None,
-    alpha: float,
-    score: str,
-    cal: Path,
-    test: Path,
-) -> Path:
-    """``NAME.summary.json`` beside the sets (:mod:`privcal.experiments.outputs`)."""
-    from privcal.experiments.outputs import conformal_summary_data, summary_path, write_summary
-
-    data = conformal_summary_data(
-        summary,
-        est,
-        sets,
-        labels,
-        alpha=alpha,
-        score=score,
-        sets_file=out.name,
-        cal_file=cal.name,
-        test_file=test.name,
-    )
-    return write_summary(summary_path(out), "conformal", data)
 
 
 def bench_angelopoulos2022(

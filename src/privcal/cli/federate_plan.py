@@ -68,7 +68,9 @@ def plan(
             repeats=repeats,
         )
     if as_json:
-        console.print_json(json.dumps(result.to_dict(), default=float))
+        from privcal.report import jsonable
+
+        console.print_json(json.dumps(jsonable(result.to_dict())))
     else:
         for line in result.lines():
             console.print(line, markup=False, highlight=False)

@@ -1,6 +1,6 @@
 """``privcal report PATH [--out FILE]``: one self-contained HTML page from privcal's outputs.
 
-The page is built by :mod:`privcal.experiments.html_report` from the machine-readable files the
+The page is built by :mod:`privcal.report` from the machine-readable files the
 other verbs write (``privcal demo``'s ``results.json``, a ``privcal federate server`` folder, the
 ``*.summary.json`` of ``fit`` / ``conformal``, ``evaluate --out``, ``bench scoreboard``'s JSON).
 """
@@ -49,7 +49,7 @@ def report(
     who is trusted, budget spent per source and the ledgers' state). ECE is in percent
     throughout.
     """
-    from privcal.experiments.html_report import build, find_outputs, render_html
+    from privcal.report import build, find_outputs, render_html
 
     with user_errors():
         if not path.exists():

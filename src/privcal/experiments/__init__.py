@@ -1,3 +1,4 @@
-"""Experiments: paper protocols, the end-to-end demo, and the Markdown report writer."""
+"""Experiments: the paper protocols, the scoreboard and the end-to-end demo (their documents
+are written by :mod:`privcal.report`)."""
 
 __all__: list[str] = []

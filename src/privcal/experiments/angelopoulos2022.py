@@ -49,6 +49,7 @@ from privcal.conformal.private import M_GRIDS
 from privcal.conformal.simulate import SimulationResult, SplitSimulator
 from privcal.metrics.statistics import bin_indices, softmax
 from privcal.privacy import SeededNoise
+from privcal.report import format_value, markdown_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -431,10 +432,6 @@ def _progress(console: Any, enabled: bool) -> Any:
     )
 
 
-def _fmt(v: float) -> str:
-    return "" if isinstance(v, float) and math.isnan(v) else repr(float(v))
-
-
 def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarray) -> None:
     assert res.size is not None
     head = (
@@ -443,9 +440,9 @@ def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarra
         repr(st.alpha),
         st.sweep,
         st.method,
-        _fmt(st.epsilon),
+        format_value(st.epsilon, "exact", missing=""),
         st.bins if st.bins else "",
-        _fmt(st.gamma),
+        format_value(st.gamma, "exact", missing=""),
         repr(st.level),
     )
     cov, size, thr = res.coverage, res.size, res.threshold
@@ -490,8 +487,6 @@ def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
 
 
 def _summary_lines(settings: Sequence[Setting]) -> list[str]:
-    from privcal.experiments.report import markdown_table
-
     rows = []
     for s in settings:
         eps = "" if s.sweep == "split" else f"{s.epsilon:g}"

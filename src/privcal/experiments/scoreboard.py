@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from privcal.experiments.report import markdown_table
 from privcal.privacy import InsecureNoiseWarning, SeededNoise
+from privcal.report import format_value, markdown_table, write_summary
 
 __all__ = [
     "DIGITS",
@@ -58,6 +58,8 @@ __all__ = [
     "Config",
     "Dataset",
     "Scoreboard",
+    "calibration_metrics",
+    "calibration_row",
     "calibration_rows",
     "claim_rows",
     "conformal_rows",
@@ -218,7 +220,9 @@ QUICK = Config(
 
 
 # ---------------------------------------------------------------------------------- helpers
-def _metrics(probs: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+def calibration_metrics(probs: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    """``(ECE, classwise ECE, accuracy)`` of ``probs`` on ``labels``: one split's values of a
+    scoreboard row (:func:`calibration_row`)."""
     from privcal.metrics import accuracy, classwise_ece, ece
 
     return ece(probs, labels), classwise_ece(probs, labels), accuracy(probs, labels)
@@ -265,7 +269,7 @@ def worse_than_nothing(method: np.ndarray, baseline: np.ndarray) -> tuple[float,
     return mean, se, bool(mean > 2.0 * se and mean > 0.0)
 
 
-def _row(
+def calibration_row(
     task: str,
     dataset: str,
     method: str,
@@ -387,19 +391,21 @@ def calibration_rows(
 
     for r, (cal, test) in enumerate(parts):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
-        values.setdefault(("uncalibrated", math.inf), []).append(_metrics(_softmax(zt), yt))
+        values.setdefault(("uncalibrated", math.inf), []).append(
+            calibration_metrics(_softmax(zt), yt)
+        )
         fits = {(name, math.inf): factory() for name, factory in nonprivate.items()}
         for name, (make, _) in private.items():
             for i, eps in enumerate(finite):
                 fits[(name, eps)] = make(eps, _seed(seed, r, i, zlib.crc32(name.encode())))
         for key, est in fits.items():
             probs, n_warn = _quiet(_fit_proba, est, zc, yc, zt)
-            values.setdefault(key, []).append(_metrics(probs, yt))
+            values.setdefault(key, []).append(calibration_metrics(probs, yt))
             warned[key] = warned.get(key, 0) + n_warn
     base = np.array(values[("uncalibrated", math.inf)])
     twins = {name: twin for name, (_, twin) in private.items()}
     rows = [
-        _row(
+        calibration_row(
             "calibration",
             data.name,
             name,
@@ -455,13 +461,15 @@ def federated_rows(
     for r, (cal, test) in enumerate(split_indices(data.n, data.n // 2, draws, seed + 1)):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
         clients = dirichlet_partition(yc, n_clients=FED_CLIENTS, beta=FED_BETA, seed=seed + r)
-        values.setdefault(("uncalibrated", math.inf), []).append(_metrics(_softmax(zt), yt))
+        values.setdefault(("uncalibrated", math.inf), []).append(
+            calibration_metrics(_softmax(zt), yt)
+        )
         for method, twin in FED_METHODS.items():
             if method in skipped_methods(z.shape[1]):
                 continue
             if len(values.get((twin, math.inf), [])) <= r:
                 probs, n_warn = _quiet(_fit_proba, METHODS[twin](), zc, yc, zt)
-                values.setdefault((twin, math.inf), []).append(_metrics(probs, yt))
+                values.setdefault((twin, math.inf), []).append(calibration_metrics(probs, yt))
                 warned[(twin, math.inf)] = warned.get((twin, math.inf), 0) + n_warn
             for eps in epsilons:
                 noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
@@ -470,7 +478,7 @@ def federated_rows(
                     simulate, method, zc, yc, clients, FED_ROUNDS, seed=seed + r, noise=noise, **dp
                 )
                 values.setdefault((method, eps), []).append(
-                    _metrics(fitted[0].predict_proba(zt), yt)
+                    calibration_metrics(fitted[0].predict_proba(zt), yt)
                 )
                 warned[(method, eps)] = warned.get((method, eps), 0) + n_warn
     base = np.array(values[("uncalibrated", math.inf)])
@@ -478,7 +486,7 @@ def federated_rows(
     for (name, eps), v in values.items():
         twin = FED_METHODS.get(name, name)
         rows.append(
-            _row(
+            calibration_row(
                 "federated",
                 data.name,
                 name,
@@ -603,7 +611,8 @@ def toplabel_rows(data: Dataset, splits: int = 5, seed: int = 0) -> list[dict[st
             vals[key].append((calibration_bins(c, corr[test]).ece(), math.nan, acc))
     base = np.array(vals["uncalibrated"])
     rows = [
-        _row("top-label", data.name, k, math.inf, k, np.array(v), base) for k, v in vals.items()
+        calibration_row("top-label", data.name, k, math.inf, k, np.array(v), base)
+        for k, v in vals.items()
     ]
     for r in rows:
         r["ratio"] = math.nan
@@ -834,16 +843,6 @@ def run(
 
 
 # ------------------------------------------------------------------------------------ render
-def _eps(e: float) -> str:
-    return "inf" if e == math.inf else f"{e:g}"
-
-
-def _num(x: float, pct: bool = True) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{100 * x:.2f}" if pct else f"{x:.2f}"
-
-
 def _mark(r: dict[str, Any]) -> str:
     """``**WORSE** (what failed; N warnings)``, the warnings alone, or nothing."""
     notes = [r["why"]] if r.get("worse") and r.get("why") else []
@@ -871,12 +870,12 @@ def _calibration_table(rows: list[dict[str, Any]], key: str = "ECE") -> list[str
         [
             r["dataset"],
             r["method"],
-            _eps(r["epsilon"]),
-            _num(r["ece"]),
-            _num(r["cwece"]),
-            _num(r["accuracy"]),
-            f"{100 * r['diff']:+.2f} ± {_num(r['diff_se'])}",
-            _num(r["ratio"], pct=False),
+            format_value(r["epsilon"], "epsilon"),
+            format_value(r["ece"], "percent"),
+            format_value(r["cwece"], "percent"),
+            format_value(r["accuracy"], "percent"),
+            f"{100 * r['diff']:+.2f} ± {format_value(r['diff_se'], 'percent')}",
+            format_value(r["ratio"], "ratio"),
             r["twin"] if r["method"] != r["twin"] else "",
             _mark(r),
         ]
@@ -900,11 +899,11 @@ def _conformal_table(rows: list[dict[str, Any]]) -> list[str]:
         [
             r["dataset"],
             r["method"],
-            _eps(r["epsilon"]),
+            format_value(r["epsilon"], "epsilon"),
             f"{r['coverage']:.4f} ± {r['coverage_se']:.4f}",
             f"{r['size']:.3f}",
             r["n_classes"],
-            _num(r["ratio"], pct=False),
+            format_value(r["ratio"], "ratio"),
             _mark(r),
         ]
         for r in rows
@@ -950,7 +949,8 @@ def render(board: Scoreboard, command: str = "privcal bench scoreboard") -> str:
     lines += ["## Marked worse than doing nothing", ""]
     if worse:
         lines += [
-            f"- {r['task']}: {r['dataset']} / {r['method']} / eps {_eps(r['epsilon'])}"
+            f"- {r['task']}: {r['dataset']} / {r['method']} / eps "
+            + format_value(r["epsilon"], "epsilon")
             + (f" ({r['why']})" if r.get("why") else "")
             for r in worse
         ]
@@ -987,8 +987,6 @@ def write_json(board: Scoreboard, path: Any, command: str = "privcal bench score
     """Write the scoreboard's rows, claims and settings as JSON (what ``privcal report`` reads;
     errors as fractions, ``epsilon`` ``"inf"`` for the non-private twin)."""
     from dataclasses import asdict
-
-    from privcal.experiments.outputs import write_summary
 
     c = board.config
     note = (

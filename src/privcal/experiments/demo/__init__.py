@@ -2,9 +2,9 @@
 
 :func:`run_demo` runs every module named in :data:`SECTIONS` (modules of this package).  Each
 section module exposes ``run(ctx: DemoContext) -> list[dict]`` returning
-:mod:`~privcal.experiments.document` blocks (raw numbers, never pre-formatted), and may set
+:mod:`~privcal.report.blocks` blocks (raw numbers, never pre-formatted), and may set
 ``TITLE``. The run writes the blocks to ``results.json`` and renders them twice, as
-``report.md`` and as the self-contained ``report.html`` (:mod:`privcal.experiments.html_report`,
+``report.md`` and as the self-contained ``report.html`` (:mod:`privcal.report`,
 what ``privcal report`` writes).  Sections share one :class:`DemoContext`: the output folder, the
 seed, a Rich console and the digits distribution-shift data, built once on first use.  A section
 that raises is reported (console and report) and the others still run; :func:`run_demo` then
@@ -29,8 +29,8 @@ import numpy as np
 from rich.console import Console
 
 from privcal._params import check_int
-from privcal.experiments.report import Section, run_metadata, write_report, write_results
 from privcal.privacy import InsecureNoiseWarning
+from privcal.report import Section, run_metadata, write_report, write_results
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -108,9 +108,9 @@ class DemoContext:
         return path.relative_to(self.out_dir).as_posix()
 
     def figure(self, block: dict[str, Any], name: str) -> dict[str, Any]:
-        """Draw a figure block (:func:`~privcal.experiments.document.draw`), save it as
+        """Draw a figure block (:func:`~privcal.report.draw`), save it as
         ``figures/<name>.png`` for ``report.md`` and record that path in the block."""
-        from privcal.experiments.document import draw
+        from privcal.report import draw
 
         block["file"] = self.save_figure(draw(block), name)
         return block
@@ -191,7 +191,7 @@ def run_demo(
     meta = run_metadata(command=command, seed=seed, seconds=elapsed)
     write_results(out, results, meta)
     report = write_report(out, results, command=command, seed=seed, seconds=elapsed, meta=meta)
-    from privcal.experiments.html_report import write_html
+    from privcal.report import write_html
 
     write_html(out, out / "report.html")
     failed = [s.name for s in results if s.error]

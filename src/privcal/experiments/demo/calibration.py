@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -77,31 +78,20 @@ def _halves(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return perm[: n // 2], perm[n // 2 :]
 
 
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.2f}"
+def _fit_all(
+    ctx: DemoContext,
+    rng: np.random.Generator,
+    corruptions: Sequence[str],
+    methods: dict[str, Any],
+) -> tuple[list[dict[str, Any]], Counter[str], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Fit every method on each corruption's validation half and score its test half.
 
-
-def run(ctx: DemoContext) -> list[dict[str, Any]]:
-    """Run the section; return its report blocks."""
-    from privcal.calibrators import TemperatureScaling
-    from privcal.experiments.document import (
-        column,
-        reliability_figure,
-        table,
-        takeaway,
-        text,
-    )
-    from privcal.metrics import reliability
-
+    Returns the tidy rows (one per corruption and method, the uncalibrated model first), the
+    warnings counted per method and each corruption's ``(validation, test)`` halves."""
     data = ctx.data
-    corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
-    n_classes = data.clean[0].shape[1]
-    methods, skipped = applicable_methods(n_classes)
-    rng = ctx.rng("calibration")
     rows: list[dict[str, Any]] = []
     warned: Counter[str] = Counter()
     splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -133,24 +123,15 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
                     {"corruption": corruption, "method": name, **_scores(probs, y[test], "probs")}
                 )
             progress.advance(task)
+    return rows, warned, splits
 
-    # -- tidy results ----------------------------------------------------------------------
-    csv_path = ctx.out_dir / "calibration.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["corruption", "method", *_METRICS])
-        writer.writeheader()
-        writer.writerows(rows)
 
-    names = [UNCALIBRATED, *methods]
-    means = {
-        m: {k: float(np.mean([r[k] for r in rows if r["method"] == m])) for k in _METRICS}
-        for m in names
-    }
-    base = means[UNCALIBRATED]
-    cell = {(r["corruption"], r["method"]): r for r in rows}
+def _print_means(ctx: DemoContext, means: dict[str, dict[str, float]], n_corruptions: int) -> None:
+    """The console table of the means over corruptions, in percent."""
+    from privcal.report import format_value
 
     console_table = Table(
-        title=f"Mean over {len(corruptions)} corruptions (severity {SEVERITY}), test halves, %",
+        title=f"Mean over {n_corruptions} corruptions (severity {SEVERITY}), test halves, %",
         title_justify="left",
     )
     for col, just in (
@@ -161,20 +142,33 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         ("Classwise ECE", "right"),
     ):
         console_table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for m in names:
-        v = means[m]
-        delta = "" if m == UNCALIBRATED else f"{100.0 * (v['ece'] - base['ece']):+.2f}"
+    base = means[UNCALIBRATED]
+    for m, v in means.items():
+        delta = "" if m == UNCALIBRATED else format_value(v["ece"] - base["ece"], "pp")
         console_table.add_row(
             m,
-            _pct(v["accuracy"]),
-            _pct(v["ece"]),
+            format_value(v["accuracy"], "percent"),
+            format_value(v["ece"], "percent"),
             delta,
-            _pct(v["classwise_ece"]),
+            format_value(v["classwise_ece"], "percent"),
             style="dim" if m == UNCALIBRATED else None,
         )
     ctx.console.print(console_table)
 
-    # -- figures ---------------------------------------------------------------------------
+
+def _figures(
+    ctx: DemoContext,
+    rng: np.random.Generator,
+    rows: list[dict[str, Any]],
+    splits: dict[str, tuple[np.ndarray, np.ndarray]],
+) -> list[dict[str, Any]]:
+    """Reliability diagrams before and after temperature scaling: the clean set (split here,
+    by ``rng``) and the most miscalibrated corruption (on its split of :func:`_fit_all`)."""
+    from privcal.calibrators import TemperatureScaling
+    from privcal.metrics import reliability
+    from privcal.report import reliability_figure
+
+    data = ctx.data
     by_ece = {r["corruption"]: r["ece"] for r in rows if r["method"] == UNCALIBRATED}
     worst = max(by_ece, key=by_ece.__getitem__)
     z_clean, y_clean = data.clean
@@ -204,27 +198,25 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
             ],
         )
         figures.append(ctx.figure(block, stem))
+    return figures
 
-    # -- report ----------------------------------------------------------------------------
-    mean_rows = [
-        {
-            "method": m,
-            **means[m],
-            "delta": None if m == UNCALIBRATED else means[m]["ece"] - base["ece"],
-        }
-        for m in names
-    ]
-    per_rows = [
-        {
-            "corruption": c,
-            "accuracy": cell[c, UNCALIBRATED]["accuracy"],
-            **{m: cell[c, m]["ece"] for m in names},
-        }
-        for c in corruptions
-    ]
+
+def _findings(
+    rows: list[dict[str, Any]], corruptions: Sequence[str], methods: dict[str, Any]
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Means over corruptions per method (the uncalibrated model first) and the takeaway, which
+    sets each method against doing nothing (paired ECE differences over the corruptions, +- 2
+    SE)."""
     from privcal.metrics.compare import BETTER, replicate_interval
+    from privcal.report import takeaway
 
-    # each method against doing nothing: paired ECE differences over the corruptions, +- 2 SE
+    names = [UNCALIBRATED, *methods]
+    means = {
+        m: {k: float(np.mean([r[k] for r in rows if r["method"] == m])) for k in _METRICS}
+        for m in names
+    }
+    base = means[UNCALIBRATED]
+    cell = {(r["corruption"], r["method"]): r for r in rows}
     versus = {
         m: replicate_interval(
             [cell[c, m]["ece"] - cell[c, UNCALIBRATED]["ece"] for c in corruptions]
@@ -234,20 +226,59 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     ts, ts_v = means["temperature"], versus["temperature"]
     better = [m for m in methods if versus[m]["verdict"] == BETTER]
     others = [m for m in methods if versus[m]["verdict"] != BETTER]
+    found = takeaway(
+        f"Under distribution shift the network is over-confident: its mean ECE over "
+        f"{len(corruptions)} corruptions is {100 * base['ece']:.2f}% at "
+        f"{100 * base['accuracy']:.2f}% accuracy. Temperature scaling on a validation half "
+        f"brings it to {100 * ts['ece']:.2f}% ({100 * ts_v['diff']:+.2f} ± "
+        f"{200 * ts_v['se']:.2f} pp, paired over corruptions: {ts_v['verdict']}). Better "
+        f"than uncalibrated beyond 2 SE: {', '.join(better) or 'none'}"
+        + (
+            "; " + ", ".join(f"{m} ({versus[m]['verdict']})" for m in others) + "."
+            if others
+            else "."
+        )
+    )
+    return means, found
+
+
+def run(ctx: DemoContext) -> list[dict[str, Any]]:
+    """Run the section; return its report blocks."""
+    from privcal.report import column, table, text
+
+    data = ctx.data
+    corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
+    n_classes = data.clean[0].shape[1]
+    methods, skipped = applicable_methods(n_classes)
+    rng = ctx.rng("calibration")
+    rows, warned, splits = _fit_all(ctx, rng, corruptions, methods)
+
+    csv_path = ctx.out_dir / "calibration.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["corruption", "method", *_METRICS])
+        writer.writeheader()
+        writer.writerows(rows)
+
+    means, found = _findings(rows, corruptions, methods)
+    _print_means(ctx, means, len(corruptions))
+    figures = _figures(ctx, rng, rows, splits)
+
+    base = means[UNCALIBRATED]
+    cell = {(r["corruption"], r["method"]): r for r in rows}
+    mean_rows = [
+        {"method": m, **v, "delta": None if m == UNCALIBRATED else v["ece"] - base["ece"]}
+        for m, v in means.items()
+    ]
+    per_rows = [
+        {
+            "corruption": c,
+            "accuracy": cell[c, UNCALIBRATED]["accuracy"],
+            **{m: cell[c, m]["ece"] for m in means},
+        }
+        for c in corruptions
+    ]
     blocks = [
-        takeaway(
-            f"Under distribution shift the network is over-confident: its mean ECE over "
-            f"{len(corruptions)} corruptions is {100 * base['ece']:.2f}% at "
-            f"{100 * base['accuracy']:.2f}% accuracy. Temperature scaling on a validation half "
-            f"brings it to {100 * ts['ece']:.2f}% ({100 * ts_v['diff']:+.2f} ± "
-            f"{200 * ts_v['se']:.2f} pp, paired over corruptions: {ts_v['verdict']}). Better "
-            f"than uncalibrated beyond 2 SE: {', '.join(better) or 'none'}"
-            + (
-                "; " + ", ".join(f"{m} ({versus[m]['verdict']})" for m in others) + "."
-                if others
-                else "."
-            )
-        ),
+        found,
         text(
             f"A small MLP trained on clean scikit-learn digits (train accuracy "
             f"{100 * data.train_accuracy:.1f}%), evaluated on {len(corruptions)} corruptions at "
@@ -270,7 +301,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
             [
                 column("corruption", "Corruption"),
                 column("accuracy", "Accuracy", "percent"),
-                *(column(m, m, "percent") for m in names),
+                *(column(m, m, "percent") for m in means),
             ],
             per_rows,
             note="Accuracy is the uncalibrated model's; the other columns are ECE (%).",

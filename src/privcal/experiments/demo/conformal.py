@@ -44,7 +44,7 @@ def _figure(
     sizes: dict[str, np.ndarray], coverage: dict[str, np.ndarray], C: int
 ) -> dict[str, Any]:
     """Set sizes on one split (fractions of test points) and coverage over splits (counts)."""
-    from privcal.experiments.document import bar_figure
+    from privcal.report import bar_figure
 
     lo = min(float(c.min()) for c in coverage.values())
     hi = max(float(c.max()) for c in coverage.values())
@@ -80,14 +80,43 @@ def _figure(
     )
 
 
+def _print_sets(
+    ctx: DemoContext, header: list[str], rows: list[dict[str, Any]], n_test: int
+) -> None:
+    """The console table of the prediction sets (percentages with their sign)."""
+    from privcal.report import format_value
+
+    console_table = Table(
+        title=f"LAC prediction sets, alpha = {ALPHA}, n = {N_CAL} calibration, "
+        f"{n_test} test points",
+        title_justify="left",
+    )
+    for i, col in enumerate(header):
+        console_table.add_column(col, justify="left" if i == 0 else "right")
+    for r in rows:
+        console_table.add_row(
+            r["method"],
+            format_value(r["coverage"], "percent") + "%",
+            format_value(r["size"], "fraction", 3),
+            format_value(r["full"], "percent", 1) + "%",
+            format_value(r["threshold"], "fraction"),
+            r["level"],
+            format_value(r["split_coverage"], "percent")
+            + "% ± "
+            + format_value(r["split_coverage_se"], "percent"),
+            format_value(r["split_size"], "fraction", 3),
+        )
+    ctx.console.print(console_table)
+
+
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
     from privcal.calibrators import TemperatureScaling
     from privcal.conformal import FullSetWarning, PrivateConformal, SplitConformal, lac_scores
     from privcal.conformal.simulate import SplitSimulator
-    from privcal.experiments.document import column, table, takeaway, text
     from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
+    from privcal.report import column, table, takeaway, text
 
     z, y, _ = ctx.data.pool(5)
     z, y = np.asarray(z), np.asarray(y)
@@ -154,26 +183,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         column("split_coverage", f"Coverage over {R} splits", "percent", se="split_coverage_se"),
         column("split_size", f"Size over {R} splits", "number"),
     ]
-    header = [c["label"] for c in columns]
-    console_table = Table(
-        title=f"LAC prediction sets, alpha = {ALPHA}, n = {N_CAL} calibration, "
-        f"{test.size} test points",
-        title_justify="left",
-    )
-    for i, col in enumerate(header):
-        console_table.add_column(col, justify="left" if i == 0 else "right")
-    for r in rows:
-        console_table.add_row(
-            r["method"],
-            f"{100 * r['coverage']:.2f}%",
-            f"{r['size']:.3f}",
-            f"{100 * r['full']:.1f}%",
-            f"{r['threshold']:.4f}",
-            r["level"],
-            f"{100 * r['split_coverage']:.2f}% ± {100 * r['split_coverage_se']:.2f}",
-            f"{r['split_size']:.3f}",
-        )
-    ctx.console.print(console_table)
+    _print_sets(ctx, [c["label"] for c in columns], rows, test.size)
     figure = ctx.figure(_figure(sizes, coverage, C), "conformal_sets")
     T = float(ts.temperature_)
     raw = sims["raw"].sorted_scores

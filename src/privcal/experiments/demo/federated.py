@@ -16,11 +16,11 @@ exactly 0); the draws in which FedTemp fell back are counted.
 
 The worse-than-doing-nothing mark is the scoreboard's paired test
 (:func:`privcal.experiments.scoreboard.worse_than_nothing`, through the scoreboard's own row
-function): a row is marked when the mean per-draw difference of classwise ECE, or of the error
-rate 1 - accuracy, to the uncalibrated model is above 2 SE; the mark names which failed. The
-same test marks the demo's scoreboard, so the two never disagree. Temperature scaling cannot
-change the argmax; the binning methods map each class's score on its own, so the top class can
-change.
+function, :func:`~privcal.experiments.scoreboard.calibration_row`): a row is marked when the
+mean per-draw difference of classwise ECE, or of the error rate 1 - accuracy, to the
+uncalibrated model is above 2 SE; the mark names which failed. The same test marks the demo's
+scoreboard, so the two never disagree. Temperature scaling cannot change the argmax; the binning
+methods map each class's score on its own, so the top class can change.
 Needs NumPy and SciPy only (Flower is not used for the simulation).
 """
 
@@ -49,12 +49,13 @@ _DELTA = 1e-5
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run FedTemp / FedBBQ with and without DP over several draws; return the report blocks."""
-    from privcal.experiments.document import column, table, takeaway, text
-    from privcal.experiments.scoreboard import _metrics, _row
+    from privcal.experiments.scoreboard import calibration_metrics, calibration_row
     from privcal.federated import dirichlet_partition, simulate, split_clients
     from privcal.metrics.compare import BETTER, replicate_interval
     from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
+    from privcal.report import column, table, takeaway, text
+    from privcal.report.scoreboard_tables import mark_worse
 
     z, y = ctx.data.pool(5)[:2]
     rounds = 6 if ctx.quick else 12
@@ -66,7 +67,9 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         parts = dirichlet_partition(y, 100, 0.1, seed=seed)
         cal_p, test_p = split_clients(parts, 0.5, seed=seed)
         test = np.concatenate(test_p)
-        values.setdefault(("uncalibrated", np.inf), []).append(_metrics(softmax(z[test]), y[test]))
+        values.setdefault(("uncalibrated", np.inf), []).append(
+            calibration_metrics(softmax(z[test]), y[test])
+        )
         for label, method in METHODS.items():
             for eps in (np.inf, 1.0):
                 dp: dict[str, Any] = {} if eps == np.inf else {"epsilon": eps, "delta": _DELTA}
@@ -83,7 +86,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
                     **dp,
                 )
                 values.setdefault((label, eps), []).append(
-                    _metrics(cal.predict_proba(z[test]), y[test])
+                    calibration_metrics(cal.predict_proba(z[test]), y[test])
                 )
                 check = getattr(cal, "release_check_", None)  # FedTemp under DP
                 if check is not None:
@@ -91,14 +94,14 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     base = np.array(values[("uncalibrated", np.inf)])
     rows: list[dict[str, Any]] = []
     for (label, eps), v in values.items():
-        r = _row("federated", "digits_shift", label, eps, label, np.array(v), base, key=1)
+        r = calibration_row(
+            "federated", "digits_shift", label, eps, label, np.array(v), base, key=1
+        )
         r["dp"] = "none" if eps == np.inf else f"({eps:g}, {_DELTA:g})"
         r["accuracy_change"] = r["accuracy"] - float(base[:, 2].mean())
         r["versus"] = replicate_interval(np.array(v)[:, 1] - base[:, 1])["verdict"]
         r["fell_back"] = fell_back.get((label, eps))
-        if r["worse"]:
-            r["_mark"] = f"WORSE ({r['why']})"
-        rows.append(r)
+        rows += mark_worse([r])
         ctx.console.print(
             f"{label:22s} DP={r['dp']:12s} cwECE {100 * r['cwece']:.2f}%  accuracy "
             f"{100 * r['accuracy']:.2f}% ({100 * r['accuracy_change']:+.2f} pp)"

@@ -26,12 +26,12 @@ N_SOURCES, N_SAMPLES, EPSILON, SEVERITY = 25, 12, 1.0, 5
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
     from privcal.calibrators.summary import evidence_phrase, release_summary
-    from privcal.experiments.document import column, privacy_block, table, takeaway, text
     from privcal.experiments.luo2020 import GridPoint
     from privcal.experiments.luo2020 import run as luo_run
     from privcal.metrics import ece
     from privcal.privacy import SeededNoise
     from privcal.private import DataSource, PrivateTemperatureScaling
+    from privcal.report import column, privacy_block, table, takeaway, text
 
     data = ctx.data
     sets = {c: data.shifted[(c, SEVERITY)] for c in data.corruptions}

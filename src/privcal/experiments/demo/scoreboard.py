@@ -24,18 +24,13 @@ TITLE = "Scoreboard: every method against doing nothing"
 EPSILONS = (1.0, math.inf)
 
 
-def _marked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for r in rows:
-        if r["worse"]:
-            r["_mark"] = f"WORSE ({r['why']})" if r.get("why") else "WORSE"
-    return rows
-
-
 def _calibration_table(
     title: str, rows: list[dict[str, Any]], ctx: DemoContext, *, key: str = "ece"
 ) -> dict[str, Any]:
-    """A scoreboard calibration table; ``key`` is the error the paired test compares."""
-    from privcal.experiments.document import column, table
+    """A scoreboard calibration table, printed and as a block; ``key`` is the error the paired
+    test compares."""
+    from privcal.report import format_value
+    from privcal.report.scoreboard_tables import calibration_table
 
     name = {"ece": "ECE", "cwece": "classwise ECE"}[key]
     console = Table(title=f"{title} (errors in %)", title_justify="left")
@@ -44,40 +39,31 @@ def _calibration_table(
     for r in rows:
         console.add_row(
             r["method"],
-            "inf" if r["epsilon"] == math.inf else f"{r['epsilon']:g}",
-            f"{100 * r['ece']:.2f}",
-            f"{100 * r['cwece']:.2f}",
-            f"{100 * r['accuracy']:.2f}",
-            f"{100 * r['diff']:+.2f}",
-            "-" if math.isnan(r["ratio"]) else f"{r['ratio']:.2f}",
+            format_value(r["epsilon"], "epsilon"),
+            format_value(r["ece"], "percent"),
+            format_value(r["cwece"], "percent"),
+            format_value(r["accuracy"], "percent"),
+            format_value(r["diff"], "pp"),
+            format_value(r["ratio"], "ratio"),
             r.get("_mark", ""),
         )
     ctx.console.print(console)
-    return table(
-        title,
-        [
-            column("method", "Method"),
-            column("epsilon", "ε", "epsilon"),
-            column("ece", "ECE", "percent"),
-            column("cwece", "Classwise ECE", "percent"),
-            column("accuracy", "Accuracy", "percent"),
-            column("diff", f"vs none, {name}", "pp", se="diff_se"),
-            column("ratio", "Ratio to twin", "ratio"),
-        ],
-        rows,
-    )
+    return calibration_table(title, rows, error=name, data_set=False)
 
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
     from privcal.experiments import scoreboard as sb
-    from privcal.experiments.document import column, table, takeaway, text
+    from privcal.report import takeaway, text
+    from privcal.report.scoreboard_tables import conformal_table, mark_worse
 
     z, y, _ = ctx.data.pool(5)
     data = sb.Dataset(sb.DIGITS, y, logits=z)
     splits = 2 if ctx.quick else 5
-    rows = _marked(sb.calibration_rows(data, EPSILONS, splits=splits, seed=ctx.seed))
-    conf = _marked(sb.conformal_rows(data, EPSILONS, splits=5 if ctx.quick else 20, seed=ctx.seed))
+    rows = mark_worse(sb.calibration_rows(data, EPSILONS, splits=splits, seed=ctx.seed))
+    conf = mark_worse(
+        sb.conformal_rows(data, EPSILONS, splits=5 if ctx.quick else 20, seed=ctx.seed)
+    )
     blocks: list[dict[str, Any]] = [
         text(
             f"Each method with its default arguments, fitted on one half of {splits} random "
@@ -88,16 +74,10 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
             "'ratio to twin' is private / non-private."
         ),
         _calibration_table(f"Calibration on {sb.DIGITS}", rows, ctx),
-        table(
+        conformal_table(
             f"Conformal prediction on {sb.DIGITS} (alpha = {sb.ALPHA}, n = 5000)",
-            [
-                column("method", "Method"),
-                column("epsilon", "ε", "epsilon"),
-                column("coverage", "Coverage", "percent", se="coverage_se"),
-                column("size", "Mean size", "number"),
-                column("ratio", "Size ratio to split", "ratio"),
-            ],
             conf,
+            data_set=False,
             note="Marked when coverage is below 1 - alpha by more than 3 SE, or sets are within "
             "1% of the full label set.",
         ),
@@ -105,7 +85,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     fed: list[dict[str, Any]] = []
     if not ctx.quick:
         draws = 1
-        fed = _marked(sb.federated_rows(data, EPSILONS, draws=draws, seed=ctx.seed))
+        fed = mark_worse(sb.federated_rows(data, EPSILONS, draws=draws, seed=ctx.seed))
         block = _calibration_table(
             f"Federated calibration on {sb.DIGITS} (Dirichlet {sb.FED_BETA} over "
             f"{sb.FED_CLIENTS} clients, {sb.FED_ROUNDS} rounds)",

@@ -20,14 +20,7 @@ TITLE = "DP training miscalibrates; DP temperature scaling fixes it"
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Train SGD / DP-SGD / DP-SGD + DP-TS; return the report blocks (table, figure, privacy)."""
-    from privcal.experiments.document import (
-        column,
-        privacy_block,
-        reliability_figure,
-        table,
-        takeaway,
-        text,
-    )
+    from privcal.report import column, privacy_block, reliability_figure, table, takeaway, text
 
     try:
         from privcal.training import require_torch

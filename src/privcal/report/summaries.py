@@ -3,8 +3,9 @@
 ``privcal report`` builds its HTML from these files (and from the outputs of ``privcal demo``,
 ``privcal federate server`` and ``privcal bench scoreboard``), never from the console output.
 Every summary is a JSON object with ``"privcal": <verb>``, the privcal version and the command
-line, then the verb's numbers as raw values (metrics as fractions; :func:`jsonable` turns
-``inf`` into ``"inf"`` and ``nan`` into ``null``).
+line, then the verb's numbers as raw values (metrics as fractions;
+:func:`~privcal.report.formatting.jsonable` turns ``inf`` into ``"inf"`` and ``nan`` into
+``null``).
 
 What each verb writes
 ---------------------
@@ -26,7 +27,6 @@ What each verb writes
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privcal import __version__
-from privcal.experiments.document import jsonable, reliability_data
+from privcal.report.blocks import reliability_data
+from privcal.report.formatting import write_json
 
 if TYPE_CHECKING:
     from privcal.metrics import Reliability
@@ -73,10 +74,8 @@ def write_summary(path: str | Path, kind: str, data: Mapping[str, Any]) -> Path:
             f"The 'kind' parameter of write_summary must be one of {', '.join(KINDS)}. Got "
             f"{kind!r} instead."
         )
-    path = Path(path)
     body = {"privcal": kind, "version": __version__, "command": _command(), **data}
-    path.write_text(json.dumps(jsonable(body), indent=1) + "\n", encoding="utf-8")
-    return path
+    return write_json(path, body)
 
 
 def _reliability_pair(

@@ -1,45 +1,19 @@
-"""The reports that ``privcal demo`` (and other experiment runners) write.
-
-A run's sections hold :mod:`~privcal.experiments.document` blocks; :func:`write_results` saves
-them as ``results.json`` (the machine-readable output ``privcal report`` reads) and
-:func:`write_report` renders the same blocks as ``report.md``.
+"""Markdown: tables, the blocks of :mod:`privcal.report.blocks` as Markdown lines, and the
+``report.md`` of a run (:func:`write_report`) from the same sections as its ``results.json``
+(:mod:`privcal.report.results`).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import platform
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privcal import __version__
+from privcal.report.blocks import ECE_UNIT_NOTE, privacy_sentences
+from privcal.report.formatting import cell_text, format_value, header_text
+from privcal.report.results import Section, run_metadata
 
-__all__ = [
-    "RESULTS_FILE",
-    "Section",
-    "heading_anchor",
-    "markdown_table",
-    "run_metadata",
-    "write_report",
-    "write_results",
-]
-
-#: The machine-readable output of a demo run, next to ``report.md``.
-RESULTS_FILE = "results.json"
-
-
-@dataclass
-class Section:
-    """One report section: a title, its blocks, its runtime and, if it failed, the error."""
-
-    name: str
-    title: str
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str | None = None
+__all__ = ["heading_anchor", "markdown_table", "to_markdown", "write_report"]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
@@ -68,48 +42,70 @@ def heading_anchor(title: str) -> str:
     return kept.replace(" ", "-")
 
 
-def run_metadata(*, command: str, seed: int, seconds: float) -> dict[str, Any]:
-    """Date, command, seed, versions and runtime of a run (the header of its reports)."""
-    return {
-        "date": _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "command": command,
-        "seed": seed,
-        "version": __version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "seconds": seconds,
-    }
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
 
 
-def write_results(
-    out_dir: Path,
-    sections: Sequence[Section],
-    meta: Mapping[str, Any],
-    *,
-    title: str = "privcal demo",
-    kind: str = "demo",
-) -> Path:
-    """Write ``out_dir/results.json``: the run's metadata and every section's blocks."""
-    from privcal.experiments.document import jsonable
+def to_markdown(
+    blocks: Sequence[Mapping[str, Any]],
+    figure_path: Callable[[Mapping[str, Any]], str | None] | None = None,
+) -> list[str]:
+    """Markdown lines of ``blocks``; ``figure_path(block)`` gives the image link of a figure
+    block (``None``, or no ``figure_path``: the figure is left out). Takeaways are rendered as a
+    bullet list."""
+    lines: list[str] = []
+    bullets: list[str] = []
+    for b in blocks:
+        kind = b["type"]
+        if kind == "takeaway":
+            bullets.append(f"- {b['text']}")
+            continue
+        if bullets:
+            lines += [*bullets, ""]
+            bullets = []
+        if kind == "text":
+            lines += [b["text"], ""]
+        elif kind == "table":
+            cols = b["columns"]
+            if b.get("title"):
+                lines += [f"### {b['title']}", ""]
+            body = []
+            for r in b["rows"]:
+                cells = [_md_escape(cell_text(r, c)) for c in cols]
+                if r.get("_mark"):
+                    cells[0] += f" **{r['_mark']}**"
+                body.append(cells)
+            lines += [*markdown_table([header_text(c) for c in cols], body), ""]
+            if b.get("note"):
+                lines += [b["note"], ""]
+        elif kind in ("reliability", "bars"):
+            path = figure_path(b) if figure_path is not None else None
+            if path:
+                lines += [f"![{b.get('title') or 'figure'}]({path})", ""]
+        elif kind == "privacy":
+            lines += [f"**{b['title']}.** " + " ".join(privacy_sentences(b)), ""]
+            per = b["report"].get("per_source") or {}
+            if b.get("ledgers"):
+                lines += _ledger_lines(b["ledgers"])
+            elif len(per) > 1:
+                spent = sorted({format_value(v["epsilon"], "number") for v in per.values()})
+                lines += [f"Budget spent per source: ε = {', '.join(spent)}.", ""]
+    if bullets:
+        lines += [*bullets, ""]
+    return lines
 
-    data = {
-        "privcal": kind,
-        "title": title,
-        **meta,
-        "sections": [
-            {
-                "name": s.name,
-                "title": s.title,
-                "seconds": s.seconds,
-                "error": s.error,
-                "blocks": s.blocks,
-            }
-            for s in sections
-        ],
-    }
-    path = Path(out_dir) / RESULTS_FILE
-    path.write_text(json.dumps(jsonable(data), indent=1) + "\n", encoding="utf-8")
-    return path
+
+def _ledger_lines(ledgers: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = [
+        [
+            str(x.get("source", "")),
+            format_value(x.get("budget"), "number"),
+            format_value(x.get("spent"), "number"),
+            format_value(x.get("remaining"), "number"),
+        ]
+        for x in ledgers
+    ]
+    return [*markdown_table(["source", "budget ε", "spent ε", "remaining ε"], rows), ""]
 
 
 def write_report(
@@ -128,8 +124,6 @@ def write_report(
     The index lists every ``.png`` under ``out_dir/figures`` that no section links itself.
     Links are relative to the report, so the folder can be moved or zipped as a whole.
     """
-    from privcal.experiments.document import ECE_UNIT_NOTE, to_markdown
-
     out_dir = Path(out_dir)
     m = (
         dict(meta)

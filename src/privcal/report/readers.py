@@ -1,4 +1,4 @@
-"""``privcal report``: one self-contained HTML page from the outputs privcal writes.
+"""Readers of privcal's outputs: what each command wrote, as report blocks.
 
 :func:`find_outputs` recognises what a folder (or file) holds, by the machine-readable files the
 verbs write (never their Markdown or console output):
@@ -14,44 +14,35 @@ server                    ``check.json`` with ``--val``, ``config.json``)
 scoreboard``
 ========================  ===============================================================
 
-:func:`build` turns them into :mod:`~privcal.experiments.document` blocks (tables keep the raw
-values of the file they were read from, named in the table's ``data-source``), and
-:func:`render_html` writes the page: inline CSS, figures as inline SVG data URIs drawn by
-matplotlib without pyplot (text as paths, so no font is fetched), a Content-Security-Policy
-that forbids every network request, and "What this shows" first: findings computed from the
-numbers.
+:func:`build` turns them into a :class:`~privcal.report.blocks.Report` of
+:mod:`~privcal.report.blocks` blocks (tables keep the raw values of the file they were read
+from, named in the table's ``source``), findings first: computed from the numbers.
+:func:`privcal.report.html_page.render_html` writes the page.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privcal import __version__
-from privcal.experiments.document import (
-    ECE_UNIT_NOTE,
-    cell_text,
+from privcal.report.blocks import (
+    Report,
+    bar_figure,
     column,
-    draw,
-    header_text,
-    plain,
     privacy_block,
-    privacy_sentences,
     reliability_figure,
     table,
     takeaway,
     text,
 )
+from privcal.report.formatting import format_value
+from privcal.report.scoreboard_tables import calibration_table, conformal_table, mark_worse
+from privcal.report.summaries import KINDS
 
-__all__ = ["Output", "Report", "build", "find_outputs", "render_html", "write_html"]
+__all__ = ["Output", "build", "find_outputs"]
 
 _FEDERATE_FILES = ("calibrator.json", "history.json")
 _WHAT = (
@@ -70,19 +61,6 @@ class Output:
     data: dict[str, Any]
 
 
-@dataclass
-class Report:
-    """The page: a title, run details, findings and sections of blocks."""
-
-    title: str
-    meta: list[tuple[str, str]] = field(default_factory=list)
-    sections: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def takeaways(self) -> list[str]:
-        return [b["text"] for s in self.sections for b in s["blocks"] if b["type"] == "takeaway"]
-
-
 # -- finding outputs ------------------------------------------------------------------------------
 
 
@@ -97,7 +75,7 @@ def _kind_of(path: Path) -> Output | None:
     data = _read_json(path)
     if isinstance(data, dict) and isinstance(data.get("privcal"), str):
         kind = data["privcal"]
-        if kind in ("demo", "fit", "evaluate", "conformal", "scoreboard"):
+        if kind in KINDS:
             return Output(kind, path, data)
     return None
 
@@ -279,11 +257,12 @@ def _fit(o: Output) -> list[dict[str, Any]]:
         )
     elif d.get("private"):
         rep = d.get("privacy_report") or {}
+        eps = format_value(rep.get("epsilon"), "number")
         blocks.append(
             takeaway(
-                f"Private {d['method']} ({d['class']}) fitted{n} at ε = "
-                f"{_num(rep.get('epsilon'))} per source ({rep.get('status', '?')}); no statistic "
-                "of the private data is shown (it would be a release nobody paid for)."
+                f"Private {d['method']} ({d['class']}) fitted{n} at ε = {eps} per source "
+                f"({rep.get('status', '?')}); no statistic of the private data is shown (it "
+                "would be a release nobody paid for)."
             )
         )
     blocks.append(
@@ -425,8 +404,6 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
         ),
     ]
     counts = d["size_counts"]
-    from privcal.experiments.document import bar_figure
-
     panels = [
         {
             "title": "Set sizes",
@@ -514,13 +491,17 @@ def _federate(o: Output) -> list[dict[str, Any]]:
             )
         )
     if rep:
+        eps, delta = (
+            format_value(rep.get("epsilon"), "number"),
+            format_value(rep.get("delta"), "number"),
+        )
         blocks.append(
             takeaway(
-                f"User-level DP over the whole run: ε = {_num(rep.get('epsilon'))}, δ = "
-                f"{_num(rep.get('delta'))} ({rep.get('status', '?')}); the accountant's ε after "
-                f"{len(history)} rounds is {_num(history[-1].get('epsilon_spent'))}."
+                f"User-level DP over the whole run: ε = {eps}, δ = {delta} "
+                f"({rep.get('status', '?')}); the accountant's ε after {len(history)} rounds is "
+                f"{format_value(history[-1].get('epsilon_spent'), 'number')}."
                 if history
-                else f"User-level DP: ε = {_num(rep.get('epsilon'))}."
+                else f"User-level DP: ε = {eps}."
             )
         )
     params = cal.get("params") or {}
@@ -626,12 +607,13 @@ def _release_finding(what: str, rep: Any, cal: Mapping[str, Any]) -> str:
     if fb.get("fell_back"):
         from privcal.calibrators.summary import evidence_phrase
 
+        fitted = format_value(fb.get("release_temperature"), "number")
+        needs = format_value(fb.get("threshold"), "number")
         return (
             f"FELL BACK to the uncalibrated model: {what} T = 1, because its fitted T = "
-            f"{_num(fb.get('release_temperature'))} could not be told from T = 1 "
-            f"({evidence_phrase(fb.get('z'))}; keeping it needs {_num(fb.get('threshold'))} in "
-            "its favour); this run calibrated nothing. More clients or data, or a larger ε, "
-            "helps."
+            f"{fitted} could not be told from T = 1 ({evidence_phrase(fb.get('z'))}; keeping it "
+            f"needs {needs} in its favour); this run calibrated nothing. More clients or data, "
+            "or a larger ε, helps."
         )
     return f"{what} {released.get('text', '?')}."
 
@@ -659,10 +641,7 @@ def _scoreboard(o: Output) -> list[dict[str, Any]]:
     d, src = o.data, o.path.name
     rows = d.get("rows", [])
     claims = d.get("claims", [])
-    worse = [r for r in rows if r.get("worse")]
-    for r in rows:
-        if r.get("worse"):
-            r["_mark"] = f"WORSE ({r['why']})" if r.get("why") else "WORSE"
+    worse = [r for r in mark_worse(rows) if r.get("worse")]
     reproduced = sum(c.get("verdict") == "reproduced" for c in claims)
     blocks: list[dict[str, Any]] = [
         takeaway(
@@ -692,332 +671,15 @@ def _scoreboard(o: Output) -> list[dict[str, Any]]:
                 source=src,
             )
         )
-    cal_cols = [
-        column("dataset", "Data set"),
-        column("method", "Method"),
-        column("epsilon", "ε", "epsilon"),
-        column("ece", "ECE", "percent"),
-        column("cwece", "Classwise ECE", "percent"),
-        column("accuracy", "Accuracy", "percent"),
-    ]
-    for task, title, key in (
+    for task, title, error in (
         ("calibration", "Calibration", "ECE"),
         ("federated", "Federated calibration", "classwise ECE"),
         ("top-label", "Top-label files", "ECE"),
     ):
         sel = [r for r in rows if r.get("task") == task]
         if sel:
-            blocks.append(
-                table(
-                    title,
-                    [
-                        *cal_cols,
-                        column("diff", f"vs none, {key}", "pp", se="diff_se"),
-                        column("ratio", "Ratio to twin", "ratio"),
-                    ],
-                    sel,
-                    source=src,
-                )
-            )
+            blocks.append(calibration_table(title, sel, error=error, source=src))
     conf = [r for r in rows if r.get("task") == "conformal"]
     if conf:
-        blocks.append(
-            table(
-                "Conformal prediction",
-                [
-                    column("dataset", "Data set"),
-                    column("method", "Method"),
-                    column("epsilon", "ε", "epsilon"),
-                    column("coverage", "Coverage", "percent", se="coverage_se"),
-                    column("size", "Mean size", "number"),
-                    column("ratio", "Size ratio to split", "ratio"),
-                ],
-                conf,
-                source=src,
-            )
-        )
+        blocks.append(conformal_table("Conformal prediction", conf, source=src))
     return [_section(f"privcal bench scoreboard: {o.path.name}", blocks, src)]
-
-
-def _num(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    return f"{float(x):.4g}"
-
-
-# -- HTML -----------------------------------------------------------------------------------------
-
-_CSS = """
-:root { --fg:#1d2330; --muted:#5b6474; --line:#d9dde5; --bg:#fff; --soft:#f5f7fa;
-  --accent:#1f5fa8; --bad:#b3261e; --badbg:#fdecea; --good:#1e7a3c; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--soft); color:var(--fg);
-  font: 15px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial,
-  sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 24px 28px 64px; background: var(--bg); }
-h1 { font-size: 1.8rem; margin: 0.2em 0 0.3em; }
-h2 { font-size: 1.35rem; margin: 2.2em 0 0.6em; padding-top: 0.6em;
-  border-top: 2px solid var(--line); }
-h3 { font-size: 1.05rem; margin: 1.4em 0 0.5em; }
-p { margin: 0.6em 0; max-width: 78ch; }
-code { background: var(--soft); padding: 0 0.25em; border-radius: 3px; font-size: 0.92em; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px;
-  color: var(--muted); margin: 0 0 1em; }
-dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; overflow-wrap: anywhere; }
-.findings { background: #eef4fb; border-left: 5px solid var(--accent); padding: 10px 18px;
-  margin: 1em 0 1.2em; border-radius: 4px; }
-.findings h2 { border: 0; margin: 0.3em 0; padding: 0; }
-.findings li { margin: 0.35em 0; }
-.units { color: var(--muted); font-size: 0.92em; }
-nav ol { columns: 2; margin: 0.4em 0; }
-.tablewrap { overflow-x: auto; margin: 0.8em 0 1.2em; }
-table { border-collapse: collapse; font-size: 0.9rem; min-width: 40%; }
-caption { text-align: left; font-weight: 600; padding: 4px 0 6px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); }
-th { background: var(--soft); text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; }
-tbody th { background: transparent; font-weight: 600; white-space: normal; }
-details { margin: 0.6em 0; } summary { cursor: pointer; color: var(--accent); }
-td { text-align: right; font-variant-numeric: tabular-nums; }
-td.text, th.text { text-align: left; }
-tbody tr:nth-child(even) { background: #fafbfc; }
-tr.marked { background: var(--badbg) !important; }
-tr.marked td:first-child { border-left: 4px solid var(--bad); }
-.badge { display: inline-block; white-space: nowrap; margin-left: 6px; padding: 0 6px;
-  border-radius: 8px; background: var(--bad); color: #fff; font-size: 0.78em; font-weight: 600; }
-.note { color: var(--muted); font-size: 0.88em; margin-top: 4px; }
-figure { margin: 1em 0 1.4em; }
-figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px;
-  background: #fff; }
-figcaption { color: var(--muted); font-size: 0.9em; }
-.privacy { background: #f7f5fc; border-left: 5px solid #6a4fb3; padding: 8px 18px;
-  margin: 1em 0; border-radius: 4px; }
-.privacy ul { margin: 0.4em 0 0.6em; padding-left: 1.2em; }
-.error { background: var(--badbg); border-left: 5px solid var(--bad); padding: 8px 14px;
-  white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 0.85em; }
-footer { color: var(--muted); font-size: 0.85em; margin-top: 3em; }
-"""
-
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-
-
-def _inline(s: str) -> str:
-    """Escape ``s`` and turn ``**bold**`` / ```code``` into tags."""
-    out = html.escape(s)
-    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
-
-
-def _svg_uri(block: Mapping[str, Any]) -> str:
-    """The block's figure as an SVG data URI (text as paths: no font is needed)."""
-    from matplotlib import rc_context
-
-    fig = draw(block, suptitle=False)
-    buf = io.BytesIO()
-    with rc_context({"svg.fonttype": "path", "svg.hashsalt": "privcal"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _alt(block: Mapping[str, Any]) -> str:
-    panels = block["panels"]
-    if block["type"] == "reliability":
-        parts = [f"{p['name']}: ECE {100 * p['ece']:.2f}%" for p in panels]
-        return f"{block.get('title', 'Reliability diagram')}. " + "; ".join(parts) + "."
-    return f"{block.get('title', 'Figure')}: " + "; ".join(p.get("title", "") for p in panels)
-
-
-_TEXT = ' class="text"'
-
-
-def _table_html(b: Mapping[str, Any]) -> str:
-    cols = b["columns"]
-    src = html.escape(str(b.get("source", "")), quote=True)
-    head = "".join(
-        f'<th scope="col"{_TEXT if c["unit"] == "text" else ""}>{html.escape(header_text(c))}</th>'
-        for c in cols
-    )
-    body = []
-    for r in b["rows"]:
-        cells = []
-        for i, c in enumerate(cols):
-            value = r.get(c["key"])
-            attrs = f' data-key="{html.escape(c["key"], quote=True)}"'
-            numeric = (
-                c["unit"] != "text"
-                and isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and math.isfinite(float(value))
-            )
-            if numeric:
-                attrs += f' data-value="{float(value)!r}" data-unit="{c["unit"]}"'
-                se = r.get(c["se"]) if "se" in c else None
-                if isinstance(se, (int, float)) and math.isfinite(float(se)):
-                    attrs += f' data-se="{float(se)!r}"'
-            else:
-                attrs += ' class="text"'
-            content = html.escape(cell_text(r, c))
-            if i == 0 and r.get("_mark"):
-                content += f'<span class="badge">{html.escape(str(r["_mark"]))}</span>'
-            tag = "th" if i == 0 else "td"
-            scope = ' scope="row"' if i == 0 else ""
-            if i == 0:
-                attrs = attrs.replace(' class="text"', "")
-            cells.append(f"<{tag}{scope}{attrs}>{content}</{tag}>")
-        cls = ' class="marked"' if r.get("_mark") else ""
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    caption = f"<caption>{_inline(b['title'])}</caption>" if b.get("title") else ""
-    note = f'<p class="note">{_inline(b["note"])}</p>' if b.get("note") else ""
-    return (
-        f'<div class="tablewrap"><table data-source="{src}">{caption}<thead><tr>{head}</tr>'
-        f"</thead><tbody>{''.join(body)}</tbody></table>{note}</div>"
-    )
-
-
-def _privacy_html(b: Mapping[str, Any]) -> str:
-    items = "".join(f"<li>{_inline(s)}</li>" for s in privacy_sentences(b))
-    parts = [f'<section class="privacy"><h3>{_inline(b["title"])}</h3><ul>{items}</ul>']
-    src = str(b.get("source", ""))
-    rep = b["report"]
-    per = rep.get("per_source") or {}
-    if b.get("ledgers"):
-        ledgers = b["ledgers"]
-        parts.append(
-            _collapse(
-                len(ledgers),
-                f"{len(ledgers)} ledgers: budget ε "
-                + _span(x.get("budget") for x in ledgers)
-                + ", spent "
-                + _span(x.get("spent") for x in ledgers)
-                + ", remaining "
-                + _span(x.get("remaining") for x in ledgers),
-                _table_html(
-                    table(
-                        "Ledgers after the run (budget per source)",
-                        [
-                            column("source", "Source"),
-                            column("budget", "Budget ε", "number"),
-                            column("spent", "Spent ε", "number"),
-                            column("remaining", "Remaining ε", "number"),
-                        ],
-                        b["ledgers"],
-                        source=src,
-                    )
-                ),
-            )
-        )
-    elif per:
-        rows = [{"source": s or "(one source)", **v} for s, v in per.items()]
-        parts.append(
-            _collapse(
-                len(rows),
-                f"{len(rows)} sources: ε spent " + _span(r.get("epsilon") for r in rows),
-                _table_html(
-                    table(
-                        "Budget spent per source",
-                        [
-                            column("source", "Source"),
-                            column("epsilon", "ε spent", "number"),
-                            column("delta", "δ spent", "number"),
-                        ],
-                        rows,
-                        source=src,
-                    )
-                ),
-            )
-        )
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _span(values: Any) -> str:
-    """``"1"`` when every value is 1, else ``"0.5 to 1"``."""
-    xs = [float(v) for v in values if isinstance(v, (int, float))]
-    if not xs:
-        return "-"
-    lo, hi = min(xs), max(xs)
-    return f"{lo:.4g}" if lo == hi else f"{lo:.4g} to {hi:.4g}"
-
-
-def _collapse(n: int, summary: str, inner: str, limit: int = 8) -> str:
-    """``inner``, folded under ``summary`` when it has more than ``limit`` rows."""
-    if n <= limit:
-        return inner
-    return f"<details><summary>{html.escape(summary)}</summary>{inner}</details>"
-
-
-def _block_html(b: Mapping[str, Any]) -> str:
-    kind = b["type"]
-    if kind == "text":
-        return f"<p>{_inline(b['text'])}</p>"
-    if kind == "table":
-        return _table_html(b)
-    if kind in ("reliability", "bars"):
-        cap = f"<figcaption>{_inline(b['title'])}</figcaption>" if b.get("title") else ""
-        alt = html.escape(plain(_alt(b)), quote=True)
-        return f'<figure><img alt="{alt}" src="{_svg_uri(b)}">{cap}</figure>'
-    if kind == "privacy":
-        return _privacy_html(b)
-    return ""
-
-
-def _anchor(i: int) -> str:
-    return f"s{i + 1}"
-
-
-def render_html(report: Report) -> str:
-    """The page as one HTML string (no external resource of any kind)."""
-    title = html.escape(report.title)
-    meta = "".join(f"<dt>{html.escape(k)}</dt><dd>{_inline(v)}</dd>" for k, v in report.meta if v)
-    findings = "".join(f"<li>{_inline(t)}</li>" for t in report.takeaways)
-    toc = "".join(
-        f'<li><a href="#{_anchor(i)}">{html.escape(s["title"])}</a>'
-        + (" (failed)" if s.get("error") else "")
-        + "</li>"
-        for i, s in enumerate(report.sections)
-    )
-    body = []
-    for i, s in enumerate(report.sections):
-        body.append(f'<section id="{_anchor(i)}"><h2>{html.escape(s["title"])}</h2>')
-        body += [_block_html(b) for b in s["blocks"] if b["type"] != "takeaway"]
-        if s.get("error"):
-            body.append(
-                f'<p><strong>This section failed:</strong></p><div class="error">'
-                f"{html.escape(s['error'])}</div>"
-            )
-        body.append("</section>")
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{_CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="privcal {__version__}">
-<title>{title}</title>
-<style>{_CSS}</style>
-</head>
-<body>
-<main>
-<h1>{title}</h1>
-<dl class="meta">{meta}</dl>
-<section class="findings" aria-labelledby="findings"><h2 id="findings">What this shows</h2>
-<ul>{findings or "<li>No findings recorded.</li>"}</ul></section>
-<p class="units">Units: {html.escape(ECE_UNIT_NOTE)}</p>
-<nav aria-label="Contents"><h2>Contents</h2><ol>{toc}</ol></nav>
-{"".join(body)}
-<footer>Written by privcal {__version__} from the machine-readable outputs named in each
-table's source; self-contained (no network, no external files).</footer>
-</main>
-</body>
-</html>
-"""
-
-
-def write_html(path: str | Path, out: str | Path) -> Path:
-    """Find the outputs in ``path``, build the page and write it to ``out``."""
-    report = build(find_outputs(path))
-    out = Path(out)
-    out.write_text(render_html(report), encoding="utf-8")
-    return out

@@ -1,0 +1,78 @@
+"""Everything that turns results into documents: summaries, Markdown, HTML.
+
+One job per module, each importing only those above it in this list (and nothing from
+:mod:`privcal.cli` or :mod:`privcal.experiments`, which use this package):
+
+* :mod:`~privcal.report.formatting`: the one number formatter (:func:`format_value`, one unit
+  rule) and the one JSON encoder (:func:`jsonable`, :func:`write_json`);
+* :mod:`~privcal.report.blocks`: the blocks a report is made of (text, takeaway, table,
+  figure, privacy) and the :class:`Report` page that holds them;
+* :mod:`~privcal.report.figures`: a figure block drawn as a matplotlib Figure (:func:`draw`);
+* :mod:`~privcal.report.results`: a run's sections and metadata as ``results.json``;
+* :mod:`~privcal.report.markdown`: Markdown tables, blocks as Markdown, ``report.md``;
+* :mod:`~privcal.report.summaries`: the ``*.summary.json`` that ``privcal fit``,
+  ``evaluate`` and ``conformal`` write;
+* :mod:`~privcal.report.readers`: each command's output folder read back as blocks
+  (:func:`find_outputs`, :func:`build`);
+* :mod:`~privcal.report.html_page`: the self-contained HTML page of ``privcal report``
+  (:func:`render_html`, :func:`write_html`).
+"""
+
+from privcal.report.blocks import (
+    ECE_UNIT_NOTE,
+    Report,
+    bar_figure,
+    column,
+    privacy_block,
+    reliability_figure,
+    table,
+    takeaway,
+    text,
+)
+from privcal.report.figures import draw
+from privcal.report.formatting import UNITS, format_value, jsonable, write_json
+from privcal.report.html_page import render_html, write_html
+from privcal.report.markdown import markdown_table, to_markdown, write_report
+from privcal.report.readers import Output, build, find_outputs
+from privcal.report.results import RESULTS_FILE, Section, run_metadata, write_results
+from privcal.report.summaries import (
+    conformal_summary_data,
+    evaluate_summary,
+    fit_summary,
+    summary_path,
+    write_summary,
+)
+
+__all__ = [
+    "ECE_UNIT_NOTE",
+    "RESULTS_FILE",
+    "UNITS",
+    "Output",
+    "Report",
+    "Section",
+    "bar_figure",
+    "build",
+    "column",
+    "conformal_summary_data",
+    "draw",
+    "evaluate_summary",
+    "find_outputs",
+    "fit_summary",
+    "format_value",
+    "jsonable",
+    "markdown_table",
+    "privacy_block",
+    "reliability_figure",
+    "render_html",
+    "run_metadata",
+    "summary_path",
+    "table",
+    "takeaway",
+    "text",
+    "to_markdown",
+    "write_html",
+    "write_json",
+    "write_report",
+    "write_results",
+    "write_summary",
+]
