@@ -36,7 +36,7 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.conformal.private.level import LevelMechanism
-from privcal.conformal.private.mechanism import Plan, n_bins, register_mechanism
+from privcal.conformal.private.mechanism import Plan, Tuning, n_bins, register_mechanism
 from privcal.conformal.quantile import quantile_sensitivity
 
 __all__ = [
@@ -307,19 +307,10 @@ class Angelopoulos2022Mechanism(LevelMechanism):
         """``m*`` of :func:`optimal_bins` (Algorithm 5, public)."""
         return optimal_bins(n, alpha, epsilon)
 
-    def plan(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        edges: np.ndarray,
-        *,
-        gamma: float | None = None,
-        slope: float | None = None,
-    ) -> Plan:
+    def plan(self, n: int, alpha: float, epsilon: float, edges: np.ndarray, tuning: Tuning) -> Plan:
         """``gamma*`` of Eq. 9-10 (for ``None``) and ``q~`` of Eq. 3; valid when ``q~ < 1``."""
         m = edges.size - 1
-        g = _gamma(n, alpha, epsilon, m) if gamma is None else gamma
+        g = _gamma(n, alpha, epsilon, m) if tuning.gamma is None else tuning.gamma
         q = _level(n, alpha, epsilon, m, g)
         return Plan(self.name, edges, m, q, q < 1.0, gamma=g, weights=self.weights)
 
@@ -337,18 +328,11 @@ class Angelopoulos2022Mechanism(LevelMechanism):
         return f"bins m = {plan.bins}{auto}"
 
     def coverage_bound(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        m: int,
-        p_max: float,
-        *,
-        gamma: float,
-        slope: float | None,
+        self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
         """Theorem 3 of seed 002: ``1 - (1 - gamma) alpha + (1 - gamma alpha) (2 p_max + 2 (1 +
         max(q~/(1-q~), 1)) log(m/(gamma alpha)) / ((n + 1) epsilon))``."""
+        gamma: Any = tuning.gamma  # coverage_upper_bound's gamma, as given
         q = adjusted_level(n, alpha, epsilon, m, gamma)
         ratio = max(q / (1 - q), 1.0) if q < 1 else math.inf
         return (

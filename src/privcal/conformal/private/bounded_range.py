@@ -32,7 +32,7 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, check_real
 from privcal.conformal.private.level import LevelMechanism
-from privcal.conformal.private.mechanism import Plan, n_bins, register_mechanism
+from privcal.conformal.private.mechanism import Plan, Tuning, n_bins, register_mechanism
 
 __all__ = ["BOUNDED_RANGE", "BoundedRangeMechanism", "bounded_range_level"]
 
@@ -92,37 +92,21 @@ class BoundedRangeMechanism(LevelMechanism):
     weights = "bounded-range"
     level_source = "bounded range, from n, alpha, epsilon, m"
 
-    def plan(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        edges: np.ndarray,
-        *,
-        gamma: float | None = None,
-        slope: float | None = None,
-    ) -> Plan:
+    def plan(self, n: int, alpha: float, epsilon: float, edges: np.ndarray, tuning: Tuning) -> Plan:
         """``gamma`` (minimising ``q~`` for ``None``) and ``q~`` of :func:`bounded_range_level`;
         valid when ``q~ < 1``."""
         m = edges.size - 1
-        g = _gamma_br(n, alpha, epsilon, m) if gamma is None else gamma
+        g = _gamma_br(n, alpha, epsilon, m) if tuning.gamma is None else tuning.gamma
         q = _level_br(n, alpha, epsilon, m, g)
         return Plan(self.name, edges, m, q, q < 1.0, gamma=g, weights=self.weights)
 
     def coverage_bound(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        m: int,
-        p_max: float,
-        *,
-        gamma: float,
-        slope: float | None,
+        self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
         """``delta + ceil(q~ n + log(m/delta)/(epsilon (1-q~)))/(n+1) + p_max``,
         ``delta = gamma alpha``: with probability ``>= 1 - delta``
         ``#{[s_i] < e_J} < q~ n + log(m/delta)/(epsilon (1-q~))``."""
+        gamma: Any = tuning.gamma  # coverage_upper_bound's gamma, as given
         q = _level_br(n, alpha, epsilon, m, gamma)
         d = gamma * alpha
         top = math.ceil(q * n + math.log(m / d) / (epsilon * (1.0 - q)))

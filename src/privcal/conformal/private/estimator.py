@@ -205,14 +205,14 @@ class PrivateConformal(ConformalBase):
         mechanism = get_mechanism(self.method, owner)
         a = check_probability(self.alpha, "alpha", owner)
         eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
-        g, r = check_tuning(mechanism, self.bins, self.gamma, self.slope, owner)  # before the data
+        tuning = check_tuning(mechanism, self.bins, self.gamma, self.slope, owner)  # before data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
         edges = mechanism.edges(n, a, eps, self.bins, owner)
-        plan = mechanism.plan(n, a, eps, edges, gamma=g, slope=r)
+        plan = mechanism.plan(n, a, eps, edges, tuning)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         if odometer is not None and (loc is not None or plan.valid):
             odometer.spend(
@@ -240,7 +240,7 @@ class PrivateConformal(ConformalBase):
             )
             self.threshold_ = math.inf
             return self
-        self.threshold_, release = mechanism.release(s, plan, eps, src, owner=owner)
+        self.threshold_, release = mechanism.release(s, plan, eps, src, "calibration")
         self.privacy_report_.add(release)
         return self
 
@@ -287,14 +287,16 @@ class PrivateConformal(ConformalBase):
     ) -> tuple[str, ...]:
         """What the guarantee treats as public: ``n`` and everything computed from it."""
         mechanism = plan.mechanism
-        tuning = mechanism.tuning_terms(plan) if loc is None else localization_terms(loc)
+        if loc is None:
+            terms = mechanism.public_terms(plan, self.bins)
+        else:  # the part-2 target is a function of the part-1 releases, not listed
+            terms = [mechanism.grid_term(plan, self.bins), *localization_terms(loc)]
         return (
             f"n = {n} (number of calibration examples)",
             f"alpha = {a:g}",
             f"epsilon = {eps:g}",
             f"method = {plan.method!r}",
-            mechanism.grid_term(plan, self.bins),
-            *tuning,
+            *terms,
             f"the score function ({self.score!r}), the model and the calibrator (fixed before "
             "calibration)",
         )

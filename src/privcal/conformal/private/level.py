@@ -31,6 +31,9 @@ from privcal.privacy.noise import NoiseSource
 
 __all__ = ["LevelMechanism"]
 
+#: Named in the (unreachable for validated scores) errors of the shared release.
+_OWNER = "PrivateConformal"
+
 
 class LevelMechanism(ThresholdMechanism):
     """The release, penalties and report lines of a mechanism at a level ``q~`` with ``gamma``.
@@ -53,18 +56,12 @@ class LevelMechanism(ThresholdMechanism):
         return quantile_penalties(less, upto, n, plan.level)
 
     def release(
-        self,
-        scores: np.ndarray,
-        plan: Plan,
-        epsilon: float,
-        noise: NoiseSource,
-        source: str = "calibration",
-        owner: str = "PrivateConformal",
+        self, scores: np.ndarray, plan: Plan, epsilon: float, noise: NoiseSource, source: str
     ) -> tuple[float, Release]:
         """The DP ``q~``-quantile (:data:`~privcal.conformal.quantile.QUANTILE` or
         :data:`~privcal.conformal.quantile.QUANTILE_BOUNDED_RANGE`), stated for substitute."""
         value, guarantee, scale = _private_quantile(
-            scores, plan.level, epsilon, plan.edges, noise, "substitute", owner, plan.weights
+            scores, plan.level, epsilon, plan.edges, noise, "substitute", _OWNER, plan.weights
         )
         record = quantile_release(
             plan.level, plan.bins, scale, guarantee.epsilon, source, plan.weights

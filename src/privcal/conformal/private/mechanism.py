@@ -47,6 +47,7 @@ __all__ = [
     "MECHANISMS",
     "Plan",
     "ThresholdMechanism",
+    "Tuning",
     "check_slope",
     "check_tuning",
     "conformal_plan",
@@ -76,6 +77,22 @@ def check_slope(slope: Any, owner: str) -> float | None:
         check_option(slope, "slope", owner, ("auto",))
         return None
     return check_real(slope, "slope", owner, low=0.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The validated tuning of a mechanism besides ``bins``; ``None`` stands for "auto".
+
+    Attributes
+    ----------
+    gamma : float or None
+        ``gamma alpha`` is the failure probability given to a level mechanism.
+    slope : float or None
+        ``r`` of the rank penalty.
+    """
+
+    gamma: float | None = None
+    slope: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,17 +166,8 @@ class ThresholdMechanism(ABC):
         return bin_edges(m, owner, self.grid)
 
     @abstractmethod
-    def plan(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        edges: np.ndarray,
-        *,
-        gamma: float | None = None,
-        slope: float | None = None,
-    ) -> Plan:
-        """The :class:`Plan` on ``edges`` for validated arguments (``None``: "auto")."""
+    def plan(self, n: int, alpha: float, epsilon: float, edges: np.ndarray, tuning: Tuning) -> Plan:
+        """The :class:`Plan` on ``edges`` for validated arguments and ``tuning``."""
 
     def validity(
         self, alpha: float, epsilon: float, bins: Any, slope: Any
@@ -180,16 +188,11 @@ class ThresholdMechanism(ABC):
 
     @abstractmethod
     def release(
-        self,
-        scores: np.ndarray,
-        plan: Plan,
-        epsilon: float,
-        noise: NoiseSource,
-        source: str = "calibration",
-        owner: str = "PrivateConformal",
+        self, scores: np.ndarray, plan: Plan, epsilon: float, noise: NoiseSource, source: str
     ) -> tuple[float, Release]:
-        """Draw ``e_J`` from ``scores`` (in ``[0, 1]``) under a valid ``plan`` and return it
-        with the :class:`~privcal.privacy.Release` record of the draw (read from ``source``)."""
+        """Draw ``e_J`` from ``scores`` (validated, in ``[0, 1]``) under a valid ``plan`` and
+        return it with the :class:`~privcal.privacy.Release` record of the draw (``source``:
+        which data it read, e.g. ``"calibration"``)."""
 
     @abstractmethod
     def shortfall(self, plan: Plan) -> str:
@@ -212,17 +215,10 @@ class ThresholdMechanism(ABC):
 
     @abstractmethod
     def coverage_bound(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        m: int,
-        p_max: float,
-        *,
-        gamma: float,
-        slope: float | None,
+        self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
-        """Upper bound on the coverage (:func:`coverage_upper_bound`); ``slope`` validated."""
+        """Upper bound on the coverage (:func:`coverage_upper_bound`; ``tuning.gamma`` as given,
+        ``tuning.slope`` validated)."""
 
 
 def register_mechanism(mechanism: ThresholdMechanism) -> ThresholdMechanism:
@@ -239,13 +235,16 @@ def get_mechanism(method: str, owner: str) -> ThresholdMechanism:
 
 
 def _taking(param: str) -> str:
+    """The registered methods that take ``param``, as the error messages name them."""
     names = [name for name, mech in MECHANISMS.items() if param in mech.tuning]
+    if not names:
+        return "no method"
     return f"method={names[0]!r}" + "".join(f" and {name!r}" for name in names[1:])
 
 
 def check_tuning(
     mechanism: ThresholdMechanism, bins: Any, gamma: Any, slope: Any, owner: str
-) -> tuple[float | None, float | None]:
+) -> Tuning:
     """Validate ``bins``, ``gamma`` and ``slope`` for ``mechanism``; ``None`` stands for "auto"."""
     if isinstance(bins, str):
         check_option(bins, "bins", owner, ("auto",))
@@ -268,7 +267,7 @@ def check_tuning(
             f"The 'slope' parameter of {owner} applies to {_taking('slope')} only. Got {slope!r} "
             f"with method={method!r} instead."
         )
-    return g, r
+    return Tuning(gamma=g, slope=r)
 
 
 def conformal_plan(
@@ -290,9 +289,9 @@ def conformal_plan(
     """
     owner = "PrivateConformal"
     mechanism = MECHANISMS[method]
-    g, r = check_tuning(mechanism, bins, gamma, slope, owner)
+    tuning = check_tuning(mechanism, bins, gamma, slope, owner)
     edges = mechanism.edges(n, alpha, epsilon, bins, owner)
-    return mechanism.plan(n, alpha, epsilon, edges, gamma=g, slope=r)
+    return mechanism.plan(n, alpha, epsilon, edges, tuning)
 
 
 def coverage_upper_bound(
@@ -326,4 +325,4 @@ def coverage_upper_bound(
     mechanism = get_mechanism(method, owner)
     m = n_bins(bins, owner)
     r = check_slope(slope, owner) if "slope" in mechanism.tuning else None
-    return mechanism.coverage_bound(n, alpha, epsilon, m, p_max, gamma=gamma, slope=r)
+    return mechanism.coverage_bound(n, alpha, epsilon, m, p_max, Tuning(gamma=gamma, slope=r))

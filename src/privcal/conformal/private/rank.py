@@ -48,6 +48,7 @@ from privcal._params import check_int, check_probability, check_real
 from privcal.conformal.private.mechanism import (
     Plan,
     ThresholdMechanism,
+    Tuning,
     check_slope,
     n_bins,
     register_mechanism,
@@ -190,20 +191,11 @@ class RankMechanism(ThresholdMechanism):
     name = "rank"
     tuning = ("slope",)
 
-    def plan(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        edges: np.ndarray,
-        *,
-        gamma: float | None = None,
-        slope: float | None = None,
-    ) -> Plan:
+    def plan(self, n: int, alpha: float, epsilon: float, edges: np.ndarray, tuning: Tuning) -> Plan:
         """Slope ``r`` (:func:`rank_slope` for ``None``) and target ``k`` (:func:`rank_target`);
         valid when ``k <= n``, level ``k / n``."""
         m = edges.size - 1
-        r = _rank_slope(m, epsilon) if slope is None else slope
+        r = _rank_slope(m, epsilon) if tuning.slope is None else tuning.slope
         k = _rank_target(n, alpha, epsilon, m, r)
         return Plan(self.name, edges, m, k / n, k <= n, slope=r, rank=k)
 
@@ -216,13 +208,7 @@ class RankMechanism(ThresholdMechanism):
         return rank_penalties(less, upto, plan.rank, plan.slope)
 
     def release(
-        self,
-        scores: np.ndarray,
-        plan: Plan,
-        epsilon: float,
-        noise: NoiseSource,
-        source: str = "calibration",
-        owner: str = "PrivateConformal",
+        self, scores: np.ndarray, plan: Plan, epsilon: float, noise: NoiseSource, source: str
     ) -> tuple[float, Release]:
         """The rank-penalty draw (:data:`~privcal.conformal.quantile.RANK_QUANTILE`)."""
         value = _private_rank_quantile(scores, plan.rank, plan.slope, epsilon, plan.edges, noise)
@@ -238,19 +224,11 @@ class RankMechanism(ThresholdMechanism):
         ]
 
     def coverage_bound(
-        self,
-        n: int,
-        alpha: float,
-        epsilon: float,
-        m: int,
-        p_max: float,
-        *,
-        gamma: float,
-        slope: float | None,
+        self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
         """``(k + S_up)/(n+1) + p_max``, ``S_up = sum_u y_u/(1 + y_u)``,
         ``y_u = (m-1) exp(-epsilon u/(1+r))`` (one stage; ``gamma`` is ignored)."""
-        r = _rank_slope(m, epsilon) if slope is None else slope
+        r = _rank_slope(m, epsilon) if tuning.slope is None else tuning.slope
         k = _rank_target(n, alpha, epsilon, m, r)
         return (k + _tail_sum(m, epsilon / (1.0 + r))) / (n + 1) + p_max
 
