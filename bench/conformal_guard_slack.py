@@ -4,7 +4,7 @@ Run with ``python -m bench.conformal_guard_slack [--draws 4000]`` from the repos
 Issue 13 asks private LAC sets at epsilon = 1, n = 5000, alpha = 0.1 within 2% of split
 conformal's; with one stage WRN-16-4 CIFAR-100 misses it (x1.024; the localised default,
 Theorem L, meets it). This prints the numbers behind that row, for the next change of Theorem R
-(``privcal.conformal.private``):
+(``privcal.conformal.private.rank``):
 
 (a) **Rank budget.** Split conformal's mean set size on the shared network when its threshold
     is the ``k0 + x``-th calibration score instead of the ``k0``-th (100 seeded splits): how
@@ -34,7 +34,8 @@ import math
 
 import numpy as np
 
-from privcal.conformal.private import DEFAULT_LOGIT_BINS, _rank_guard, conformal_plan
+from privcal.conformal.private import DEFAULT_LOGIT_BINS, conformal_plan
+from privcal.conformal.private.rank import _rank_guard
 
 N, ALPHA, EPSILON = 5000, 0.1, 1.0
 

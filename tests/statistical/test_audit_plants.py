@@ -74,7 +74,7 @@ def test_plant_is_caught(name: str, plant: str) -> None:
 
 def _patch_targets() -> list[object]:
     """Every module and class a registered plant patches (the test below checks the list)."""
-    import privcal.conformal.private as conformal_private
+    import privcal.conformal.private.estimator as conformal_estimator
     import privcal.conformal.quantile as conformal_quantile
     from privcal.federated import methods, simulation
     from privcal.privacy import measurement as measurement_module
@@ -91,7 +91,7 @@ def _patch_targets() -> list[object]:
         simulation,
         methods._Scaling,
         methods.FedTemp,
-        conformal_private,
+        conformal_estimator,
         conformal_quantile,
     ]
     try:

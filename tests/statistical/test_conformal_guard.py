@@ -1,4 +1,4 @@
-"""The two steps of Theorem R's coverage proof (``privcal.conformal.private``), checked exactly.
+"""The two steps of Theorem R's coverage proof (``conformal/private/rank.py``), checked exactly.
 
 The proof leaves one of the ``n + 1`` exchangeable points out at a time. (1) For a point of rank
 ``rho <= k`` the chance ``pi_rho`` that the release on the other ``n`` misses it is at most
@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pytest
 
-from privcal.conformal.private import _rank_guard
+from privcal.conformal.private.rank import _rank_guard
 from privcal.conformal.quantile import rank_penalties
 
 pytestmark = pytest.mark.slow

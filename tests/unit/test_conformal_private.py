@@ -25,7 +25,7 @@ from privcal.conformal import (
     rank_slope,
     rank_target,
 )
-from privcal.conformal.private import _expected_threshold
+from privcal.conformal.private.angelopoulos2022 import _expected_threshold
 from privcal.conformal.quantile import (
     bin_edges,
     logit_edges,
@@ -476,7 +476,7 @@ def test_rank_target_is_the_smallest_k_its_guard_allows(
     n: int, alpha: float, eps: float, m: int
 ) -> None:
     """k - G(k) >= (n+1)(1-alpha) > (k-1) - G(k-1), G from an independent term-by-term sum."""
-    from privcal.conformal.private import _rank_guard
+    from privcal.conformal.private.rank import _rank_guard
 
     r = rank_slope(m, eps)
     lam = eps * r / (1 + r)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from privcal.conformal import adjusted_level, optimal_bins, optimal_gamma
-from privcal.conformal.private import (
+from privcal.conformal.private.angelopoulos2022 import (
     AUTHORS_CODE_BINS,
     CANDIDATE_BINS,
     M_GRIDS,

@@ -13,7 +13,7 @@ So a report that claimed add/remove while the computation depends on ``n`` (the 
 ``tests/statistical/test_deployed_audits_conformal.py``.
 
 The defaults audited: ``PrivateConformal`` with ``method="rank"`` (rank penalty on the logit grid,
-weights ``exp(-epsilon p_j / (1 + r))``, Theorem R of :mod:`privcal.conformal.private`) and
+weights ``exp(-epsilon p_j / (1 + r))``, Theorem R of :mod:`privcal.conformal.private.rank`) and
 ``private_quantile`` with ``weights="bounded-range"`` (``exp(-epsilon q(1-q) w_j)``, derived in
 :mod:`privcal.conformal.quantile`). Both are bounded-range mechanisms whose loss can reach
 ``epsilon`` under substitute; at ``q = 1/2`` the bounded-range and the sensitivity scales coincide
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-import privcal.conformal.private as private_module
+import privcal.conformal.private.estimator as estimator_module
 import privcal.conformal.quantile as quantile_module
 from privcal.audits._registry import AuditReport, audit_release, register
 from privcal.audits.plants import Plant, patched, reused_seed
@@ -113,7 +113,7 @@ def _add_remove_claim() -> Any:
         kwargs["relation"] = "add/remove"
         return PrivacyReport(*args, **kwargs)
 
-    return patched((private_module, "PrivacyReport", old_claim))
+    return patched((estimator_module, "PrivacyReport", old_claim))
 
 
 def _seeded(module: Any, seed: int, what: str) -> Plant:
@@ -152,7 +152,7 @@ def _audit_fits(
             _add_remove_claim,
             300,
         ),
-        "reused-seed": _seeded(private_module, 1, "PrivateConformal"),
+        "reused-seed": _seeded(estimator_module, 1, "PrivateConformal"),
     },
 )
 def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
@@ -211,7 +211,7 @@ def localized_neighbours() -> tuple[Any, Any, str]:
     slow=True,
     events=4,
     measurements=[RANK_QUANTILE],
-    plants={"reused-seed": _seeded(private_module, 13, "PrivateConformal")},
+    plants={"reused-seed": _seeded(estimator_module, 13, "PrivateConformal")},
 )
 def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
     """Audit the localised default (Theorem L): the output is the window *and* the threshold.

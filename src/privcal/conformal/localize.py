@@ -1,7 +1,7 @@
 """Theorem L: localise the threshold on part of the calibration set, release it on the rest.
 
-The guard ``G`` of Theorem R (:mod:`privcal.conformal.private`) grows with ``log m``: any of the
-``m - 1`` edges of the public grid could sit a few ranks below the target, and the mechanism
+The guard ``G`` of Theorem R (:mod:`privcal.conformal.private.rank`) grows with ``log m``: any of
+the ``m - 1`` edges of the public grid could sit a few ranks below the target, and the mechanism
 must be paid for all of them. Yet only the edges near the ``(1 - alpha)``-quantile of the scores
 matter. ``PrivateConformal(method="rank", localize=...)`` therefore spends a public fraction of
 the calibration set on finding where that quantile lies, and runs Theorem R on the rest of the
@@ -155,8 +155,8 @@ def localization(
 
     ``"auto"``: :data:`LOCALIZE_FRACTION` when ``method == "rank"`` and ``n >=``
     :data:`LOCALIZE_MIN_N`, else one stage; the other conditions of ``"auto"`` need Theorem R's
-    guard and are applied by :func:`privcal.conformal.private.plan_localization`, which the
-    estimator and the simulator call. A fraction ``f`` given by hand must lie in ``(0, 0.5]``
+    guard and are applied by :func:`privcal.conformal.private.localized.plan_localization`, which
+    the estimator and the simulator call. A fraction ``f`` given by hand must lie in ``(0, 0.5]``
     and leave at least 100 points in each part.
     """
     f = check_localize(localize, method, owner)

@@ -438,7 +438,7 @@ def _private_rank_quantile(
     """The edge drawn with weights ``exp(-epsilon p_j / (1 + slope))`` (:func:`rank_penalties`).
 
     Validated arguments; ``noise`` already resolved. Epsilon-DP under substitute with ``n``
-    public (derived in :mod:`privcal.conformal.private`, Theorem R).
+    public (Theorem R, :mod:`privcal.conformal.private.rank`).
     """
     p = rank_utilities(quantile_counts(scores, edges), k, slope)
     return float(edges[_draw_by_runs(-p, 1.0 + slope, epsilon, noise) + 1])
@@ -473,7 +473,7 @@ QUANTILE_BOUNDED_RANGE = register_measurement(
         proof="privcal.conformal.quantile.quantile_scale",
     )
 )
-#: :func:`_private_rank_quantile` (Theorem R of :mod:`privcal.conformal.private`): every rank
+#: :func:`_private_rank_quantile` (Theorem R, :mod:`privcal.conformal.private.rank`): every rank
 #: penalty moves within ``[-1, r]`` under substitute with ``n`` public.
 RANK_QUANTILE = register_measurement(
     Measurement(
@@ -484,7 +484,7 @@ RANK_QUANTILE = register_measurement(
         norm="range",
         sensitivity=lambda slope: 1.0 + slope,
         formula="1 + r",
-        proof="privcal.conformal.private",
+        proof="privcal.conformal.private.rank",
         relation="substitute",
     )
 )

@@ -46,7 +46,6 @@ from privcal.conformal.private import (
     localized_threshold,
     plan_localization,
 )
-from privcal.conformal.quantile import quantile_penalties, rank_penalties
 from privcal.conformal.split import conformal_rank
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.noise import SeededNoise
@@ -93,13 +92,6 @@ class SimulationResult:
     @property
     def mean_size(self) -> float:
         return math.nan if self.size is None else float(self.size.mean())
-
-
-def _penalties(plan: Plan, less: np.ndarray, upto: np.ndarray, n: int) -> np.ndarray:
-    """The penalty (minus the utility) of edges with these counts, for ``plan``'s mechanism."""
-    if plan.weights == "rank":
-        return rank_penalties(less, upto, plan.rank, plan.slope)
-    return quantile_penalties(less, upto, n, plan.level)
 
 
 class SplitSimulator:
@@ -275,7 +267,7 @@ class SplitSimulator:
         hi = np.concatenate((upto, before, np.full((self.R, 1), n)), axis=1)
         with np.errstate(divide="ignore"):
             log_count = np.log(np.concatenate((np.ones(occ.size), gap, [last])))
-        lw = log_count - eps / plan.scale * _penalties(plan, lo, hi, n)
+        lw = log_count - eps / plan.scale * plan.mechanism.penalties(plan, lo, hi, n)
         pick = np.argmax(lw + noise.rng.gumbel(size=lw.shape), axis=1)
         u = noise.rng.random(self.R)
         L = occ.size

@@ -1,0 +1,302 @@
+"""The estimator :class:`PrivateConformal`: one private threshold, then the prediction sets.
+
+It validates the arguments before reading the data, computes the public plan of the chosen
+mechanism (:func:`~privcal.conformal.private.get_mechanism`: one registered
+:class:`~privcal.conformal.private.ThresholdMechanism` per ``method=``), localises the
+threshold first where Theorem L pays (``method="rank"``,
+:mod:`~privcal.conformal.private.localized`), draws the release and writes the privacy report.
+Guarantee: pure ``epsilon``-DP for the threshold and every set, substitute one calibration
+example, ``n`` public (class docstring, "Privacy"; proofs: docs/conformal.md#proofs).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from privcal._params import check_option, check_probability, check_real
+from privcal.conformal._base import ConformalBase, FullSetWarning
+from privcal.conformal.localize import LOCALIZE_MIN_EPS_N1, Localization, check_localize
+from privcal.conformal.private.localized import (
+    localization_terms,
+    localized_threshold,
+    plan_localization,
+)
+from privcal.conformal.private.mechanism import Plan, check_tuning, get_mechanism
+from privcal.conformal.private.sample_size import min_calibration_size
+from privcal.exceptions import PrivcalWarning
+from privcal.privacy.filter import pure_dp_curve
+from privcal.privacy.guarantee import PrivacyReport
+from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
+from privcal.privacy.odometer import as_odometer
+
+__all__ = ["PrivateConformal"]
+
+
+class PrivateConformal(ConformalBase):
+    """Epsilon-DP split conformal prediction sets (seed 002, with a sharper default mechanism).
+
+    Parameters
+    ----------
+    score : {"lac", "aps", "aps-randomized"}, default="lac"
+        Conformity score (values in [0, 1]).
+    alpha : float, default=0.1
+        Miscoverage level in ``(0, 1)``.
+    epsilon : float, default=1.0
+        Privacy loss in ``(0, inf)`` of the one release (the threshold).
+    bins : "auto", int or array_like, default="auto"
+        The public grid. ``"auto"``: :data:`DEFAULT_LOGIT_BINS` logit-spaced bins for
+        ``"rank"`` and ``"bounded-range"``, ``m*`` of :func:`optimal_bins` (equal-width) for
+        ``"angelopoulos2022"``; an int ``m >= 2``: ``m`` bins of that method's grid (logit,
+        resp. equal-width); or edges ``0 = e_0 < ... < e_m = 1`` (any method).
+    gamma : "auto" or float, default="auto"
+        ``"bounded-range"`` and ``"angelopoulos2022"`` only: ``gamma alpha`` is the failure
+        probability given to the mechanism. ``"auto"``: the minimiser of ``q~``
+        (:func:`optimal_gamma` for the paper).
+    noise : NoiseSource or None, default=None
+        ``None`` means ``SecureNoise()``. ``SeededNoise(seed)`` (simulation only) warns
+        :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
+        ``"not private: seeded noise"``.
+    calibrator : fitted calibrator or None, default=None
+        As in :class:`SplitConformal` (fitted on other data, and privately if that data is
+        private: its privacy is not accounted here).
+    random_state : int or None, default=0
+        Seeds the ``u`` draws of randomised APS.
+    method : {"rank", "bounded-range", "angelopoulos2022"}, default="rank"
+        ``"rank"``: exponential mechanism with the rank penalty around the target rank ``k`` of
+        :func:`rank_target` (Theorem R, :mod:`~privcal.conformal.private.rank`).
+        ``"bounded-range"``: seed 002's utility with bounded-range weights and the level of
+        :func:`bounded_range_level` (Theorem BR). ``"angelopoulos2022"``: seed 002's Algorithms
+        3-5 exactly (equal-width grid, Eq. 3, Eq. 9-10, Algorithm 5), to reproduce the paper.
+    slope : "auto" or float, default="auto"
+        ``"rank"`` only: the cost ``r > 0`` of one missing order statistic relative to one extra
+        (``"auto"``: :func:`rank_slope`).
+    localize : "auto", None or float, default="auto"
+        ``"rank"`` only: spend this fraction of the calibration set on localising the threshold
+        (Theorem L, :mod:`privcal.conformal.localize`): two releases find a window of the grid
+        around the ``(1 - alpha)``-quantile, and Theorem R runs on the other points with only
+        the window's edges. ``"auto"``: 0.25 where it pays (``n >= 4000``, one stage's guard at
+        least 3 ranks, ``epsilon n_1 >= 1000``: :func:`plan_localization`), else one stage;
+        ``None``: always one stage. Same epsilon (the parts are disjoint), same coverage
+        guarantee.
+
+    Attributes
+    ----------
+    threshold_ : float
+        The released edge ``e_J``, or ``inf`` when no valid threshold exists (full sets).
+    level_ : float
+        ``q~``: ``k / n`` for ``"rank"`` (``k_2 / n_2`` when localised), the adjusted level
+        otherwise.
+    gamma_ : float
+        ``nan`` for ``"rank"``.
+    slope_ : float
+        ``nan`` unless ``"rank"``.
+    rank_ : int
+        ``k`` for ``"rank"`` (``k_2`` when localised), 0 otherwise.
+    bins_ : int
+        ``m`` (``m_2``, the window's bins, when localised).
+    localize_n_ : int
+        ``n_1``, the points spent on localising (0 for one stage).
+    window_ : tuple of float
+        The two released window ends ``(lo, hi)``, ordered (``(0.0, 1.0)`` for one stage); the
+        part-2 grid is the grid's edges between them, with 0 and 1.
+    n_ : int
+    n_classes_ : int
+    privacy_report_ : PrivacyReport
+        ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
+        quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
+        exponential mechanism, its scale, shown in the ``sensitivity`` column as the range
+        ``1 + slope`` for ``"rank"``, and ``epsilon``); localised, three: the window's two at
+        ``epsilon/2`` on the localisation part and the threshold on the threshold part, composed
+        in parallel. No release when there is no valid threshold (nothing data-dependent was
+        released), but the relation and the public ``n`` are still stated.
+
+    Privacy
+    -------
+    Unit: one calibration example. Neighbouring relation: **substitute** one calibration example;
+    ``n`` is public. Add/remove is *not* claimed: the target ``k`` (or ``q~``), ``m*``,
+    ``gamma*`` and the full-set branch are functions of ``n`` (see docs/conformal.md#proofs for the
+    jumps that would reveal one example under add/remove).
+
+    * The score of example ``i`` is a function of that example alone (the model, the calibrator,
+      the score function and randomised APS's ``u``, which are independent of the data, are
+      fixed before calibration), so substituting one example substitutes one score.
+    * The grid, ``k``, ``slope``, ``q~``, ``m`` and ``gamma`` depend only on the public ``n``,
+      ``alpha``, ``epsilon`` and the arguments, so they are the same on both neighbours.
+    * ``"rank"``: weights ``exp(-epsilon p_j / (1 + slope))``; under substitute every penalty
+      moves within one interval of width ``1 + slope`` (Theorem R), so epsilon-DP by the
+      bounded-range argument. ``"bounded-range"``: weights ``exp(-epsilon q~(1-q~) w_j)``,
+      epsilon-DP likewise (:mod:`privcal.conformal.quantile`). ``"angelopoulos2022"``: weights
+      ``exp(-epsilon w_j / (2 max(1/q~, 1/(1-q~))))``, the sensitivity bound.
+    * Localised (``localize``, Theorem L): the two window releases (``epsilon/2`` each) read
+      only the localisation part, the threshold (``epsilon``) only the threshold part; the parts
+      are disjoint (a random split independent of the data), so the report composes them in
+      parallel: ``epsilon`` in total.
+    * Pure ``epsilon``-DP for the threshold (and the window), and for every prediction set
+      computed from it (post-processing). Budget: the whole ``epsilon``.
+
+    Audited as deployed (defaults, ``SecureNoise``, neighbours moving one score from 0 to 1) by
+    ``privcal audit private-conformal`` (one stage, ``n = 96``) and ``privcal audit
+    private-conformal-localized`` (``n = 4000``: window and threshold).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> z = 3 * rng.normal(size=(2000, 5)); y = z.argmax(1)
+    >>> pc = PrivateConformal(alpha=0.1, epsilon=1.0).fit(z, y)
+    >>> rep = pc.privacy_report_
+    >>> rep.epsilon, rep.relation, rep.public[0], rep.status
+    (1.0, 'substitute', 'n = 2000 (number of calibration examples)', 'private')
+    >>> pc.predict_set(z[:3]).shape
+    (3, 5)
+    >>> pc.rank_, pc.bins_, pc.slope_
+    (1808, 3915, 3.0)
+    """
+
+    _owner = "PrivateConformal"
+
+    def __init__(
+        self,
+        score: str = "lac",
+        alpha: float = 0.1,
+        epsilon: float = 1.0,
+        bins: Any = "auto",
+        gamma: Any = "auto",
+        noise: NoiseSource | None = None,
+        calibrator: Any = None,
+        random_state: int | None = 0,
+        method: str = "rank",
+        slope: Any = "auto",
+        localize: Any = "auto",
+        ledger: Any = None,
+    ) -> None:
+        self.score = score
+        self.alpha = alpha
+        self.epsilon = epsilon
+        self.bins = bins
+        self.gamma = gamma
+        self.noise = noise
+        self.calibrator = calibrator
+        self.random_state = random_state
+        self.method = method
+        self.slope = slope
+        self.localize = localize
+        self.ledger = ledger
+
+    def fit(self, logits: Any, labels: Any, input: str = "logits") -> PrivateConformal:
+        """Release the private threshold from the calibration set.
+
+        Parameters
+        ----------
+        logits : array_like of shape (n, C)
+        labels : array_like of shape (n,)
+        input : {"logits", "probs"}, default="logits"
+
+        Returns
+        -------
+        self
+        """
+        owner = self._owner
+        check_option(self.score, "score", owner, self._scores())
+        mechanism = get_mechanism(self.method, owner)
+        a = check_probability(self.alpha, "alpha", owner)
+        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
+        tuning = check_tuning(mechanism, self.bins, self.gamma, self.slope, owner)  # before data
+        check_localize(self.localize, self.method, owner)
+        odometer = as_odometer(self.ledger, owner)
+        src = resolve_noise(self.noise, owner)
+        s = self._calibration_scores(logits, labels, input)
+        n = int(s.size)
+        edges = mechanism.edges(n, a, eps, self.bins, owner)
+        plan = mechanism.plan(n, a, eps, edges, tuning)
+        loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
+        if odometer is not None and (loc is not None or plan.valid):
+            odometer.spend(
+                f"{owner}.fit",
+                eps,
+                mechanism="exponential",
+                rdp=pure_dp_curve(eps, odometer.rule.orders),
+                relation="substitute",
+            )
+        self.localize_n_, self.window_ = 0, (0.0, 1.0)
+        if loc is not None:
+            return self._fit_localized(s, a, eps, plan, loc, src)
+        self.n_, self.bins_, self.level_ = n, plan.bins, plan.level
+        self.gamma_, self.slope_, self.rank_ = plan.gamma, plan.slope, plan.rank
+        self.privacy_report_ = self._report(self._public(n, a, eps, plan), src)
+        if not plan.valid:
+            need = min_calibration_size(a, eps, self.bins, self.method, self.slope)
+            warnings.warn(
+                f"PrivateConformal: {mechanism.shortfall(plan)} for n = {n}, epsilon = {eps:g}, "
+                f"alpha = {a:g}, m = {plan.bins}: no private threshold is valid, so every "
+                f"prediction set is the full label set. Use at least n = {need} calibration "
+                "points (or a larger epsilon or alpha).",
+                FullSetWarning,
+                stacklevel=2,
+            )
+            self.threshold_ = math.inf
+            return self
+        self.threshold_, release = mechanism.release(s, plan, eps, src, "calibration")
+        self.privacy_report_.add(release)
+        return self
+
+    def _fit_localized(
+        self, s: np.ndarray, a: float, eps: float, plan: Plan, loc: Localization, src: NoiseSource
+    ) -> PrivateConformal:
+        """Theorem L (:mod:`privcal.conformal.localize`): window on part 1, threshold on part 2."""
+        if not isinstance(self.localize, str) and eps * loc.n1 < LOCALIZE_MIN_EPS_N1:
+            warnings.warn(
+                f"PrivateConformal: localize={self.localize!r} gives epsilon * n_1 = "
+                f"{eps * loc.n1:g} < {LOCALIZE_MIN_EPS_N1:g}: a window found from so few points "
+                "is often wide or misses the quantile, and the sets grow (on some fits to the "
+                "full label set). Coverage still holds. localize='auto' would use one stage here.",
+                PrivcalWarning,
+                stacklevel=3,
+            )
+        value, plan2, window, releases = localized_threshold(s, loc, a, eps, plan, self.slope, src)
+        if not plan2.valid:
+            warnings.warn(
+                f"PrivateConformal: the threshold part (n_2 = {loc.n2} of n = {s.size}) has no "
+                f"valid target for the window's m_2 = {plan2.bins} bins (k_2 > n_2), so every "
+                "prediction set is the full label set. Use a smaller 'localize' fraction, "
+                "localize=None, or a larger calibration set.",
+                FullSetWarning,
+                stacklevel=3,
+            )
+        self.n_, self.bins_, self.level_ = s.size, plan2.bins, plan2.level
+        self.gamma_, self.slope_, self.rank_ = plan2.gamma, plan2.slope, plan2.rank
+        self.localize_n_, self.window_ = loc.n1, window
+        self.privacy_report_ = self._report(self._public(s.size, a, eps, plan, loc), src)
+        self.privacy_report_.extend(releases)
+        self.threshold_ = value
+        return self
+
+    @staticmethod
+    def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:
+        """An empty report: one calibration example, substitute, ``public`` as given."""
+        return PrivacyReport(
+            unit="example", relation="substitute", public=public, noise=noise_kind(src)
+        )
+
+    def _public(
+        self, n: int, a: float, eps: float, plan: Plan, loc: Localization | None = None
+    ) -> tuple[str, ...]:
+        """What the guarantee treats as public: ``n`` and everything computed from it."""
+        mechanism = plan.mechanism
+        if loc is None:
+            terms = mechanism.public_terms(plan, self.bins)
+        else:  # the part-2 target is a function of the part-1 releases, not listed
+            terms = [mechanism.grid_term(plan, self.bins), *localization_terms(loc)]
+        return (
+            f"n = {n} (number of calibration examples)",
+            f"alpha = {a:g}",
+            f"epsilon = {eps:g}",
+            f"method = {plan.method!r}",
+            *terms,
+            f"the score function ({self.score!r}), the model and the calibrator (fixed before "
+            "calibration)",
+        )
