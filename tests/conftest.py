@@ -6,6 +6,9 @@
 * ``sample_labels``: ``f(logits, T, rng)`` draws one label per row from ``softmax(logits / T)``.
 * ``overconfident``: small synthetic over-confident logits and labels (labels drawn from
   ``softmax(z / 2)``, so the logits are over-confident by a factor of about two).
+* ``demo_run``: one ``run_demo(..., quick=True)`` per session (``report.md``, ``results.json``,
+  ``report.html`` and what the console printed), shared by ``experiments/test_demo.py`` and
+  ``report/test_report.py`` so the demo runs once.
 
 Under pytest-xdist (``make test`` runs ``-n 2``) each worker process is made to look like a
 serial run (:func:`pytest_configure`): xdist's workers inherit ``COLUMNS=80`` and ``LINES=24``,
@@ -164,3 +167,16 @@ def overconfident() -> tuple[np.ndarray, np.ndarray]:
     z.setflags(write=False)
     y.setflags(write=False)
     return z, y
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``(report.md path, console text)`` of one quick demo run (seed 0)."""
+    out = tmp_path_factory.mktemp("demo")
+    from rich.console import Console
+
+    from privcal.experiments.demo import run_demo
+
+    console = Console(record=True, width=120)
+    report = run_demo(out, seed=0, console=console, quick=True)
+    return report, console.export_text()

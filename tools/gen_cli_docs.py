@@ -1,6 +1,6 @@
 """Regenerate the usage block and the worked examples of docs/cli.md from the real CLI.
 
-Run ``.venv/bin/python tools/gen_cli_docs.py`` after changing a command; ``tests/unit/
+Run ``.venv/bin/python tools/gen_cli_docs.py`` after changing a command; ``tests/docs/
 test_docs.py`` fails while docs/cli.md differs from what this renders, so the page cannot drift.
 
 * The fenced block after ``<!-- privcal-usage -->`` lists every command of the ``privcal`` app

@@ -10,7 +10,7 @@ report on ``D``, and picks the worst-case neighbours *of the relation that repor
 
 So a report that claimed add/remove while the computation depends on ``n`` (the defect of issue
 12) is audited on add/remove neighbours and fails; see
-``tests/statistical/test_deployed_audits_conformal.py``.
+``tests/audits/test_deployed_audits_conformal.py``.
 
 The defaults audited: ``PrivateConformal`` with ``method="rank"`` (rank penalty on the logit grid,
 weights ``exp(-epsilon p_j / (1 + r))``, Theorem R of :mod:`privcal.conformal.private.rank`) and
@@ -92,7 +92,7 @@ def quantile_neighbours(relation: str) -> tuple[np.ndarray, np.ndarray, str]:
 
     Found by exhaustive search over small score sets (at most 8 scores at bin centres) for the
     largest lower bound the audit can reach: substitute moves one score from the first bin to the
-    last (exact loss ``0.954 epsilon``, see ``tests/statistical/test_conformal_audit.py``);
+    last (exact loss ``0.954 epsilon``, see ``tests/conformal/test_conformal_audit.py``);
     add/remove adds a score in the first bin to one in the last (loss at most ``epsilon / 2``).
     """
     c = (np.arange(_Q_BINS) + 0.5) / _Q_BINS  # bin centres

@@ -16,7 +16,7 @@ FedTemp, federated Newton (the default, ``simulate-fedtemp``): the second client
 curvature sums exceed the clip bounds (passed explicitly, ``grad_clip = hess_clip = 1``, as a
 user may), so its clipped payload moves both released sums by the full sensitivity. What this
 catches: a client that does not clip (its gradient sum is about 30 times ``C_g``) or noise
-drawn from a seed reused by every run (``tests/statistical/test_deployed_audits_federated.py``
+drawn from a seed reused by every run (``tests/audits/test_deployed_audits_federated.py``
 plants both).
 
 FedTemp, parameter averaging (``simulate-fedtemp-averaging``): the first client's data makes its
@@ -43,9 +43,9 @@ The same audit covers Flower's Simulation Engine (``privcal federate simulate``,
 ``simulate_flower``): the engine runs these very ServerApp and ClientApp objects, and a
 simulated node (a ``partition-id`` reading its rows from the run config's ``partitions``)
 sends, array for array, the reply the audited handler sends for a node holding the same rows
-(``tests/unit/test_federated_flower_simulation.py``); a full simulation run equals
+(``tests/federated/test_federated_flower_simulation.py``); a full simulation run equals
 :func:`~privcal.federated.simulate` with the same noise seed
-(``tests/integration/test_flower_simulation.py``).
+(``tests/federated/test_flower_simulation.py``).
 """
 
 from __future__ import annotations
@@ -525,7 +525,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
     reads. Each read is a fixed function of what the server and the colluders see, so a correct
     mechanism fails with probability at most ``alpha``.
 
-    Caught (``tests/statistical/test_deployed_audits_distributed.py``): shares sized for ``K``
+    Caught (``tests/audits/test_deployed_audits_distributed.py``): shares sized for ``K``
     instead of ``t`` (the tails of ``u``), a client uploading its encoded payload without its
     share (the gradient's median: its residual no longer varies), every share drawn from one
     reused seed (the medians: every run's view is the same).

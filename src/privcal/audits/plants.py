@@ -5,7 +5,7 @@ context manager factory that replaces one or a few attributes of the library's o
 (a function, a method, a property: :func:`patched`) for the duration of the ``with`` block and
 restores every one of them on exit, error or not, so the audit then calls the very entry point a
 user calls, with the defect inside it. ``privcal audit NAME --plant DEFECT`` and the test suite
-(``tests/statistical/test_audit_plants.py``) run every registered plant; a passing audit means
+(``tests/audits/test_audit_plants.py``) run every registered plant; a passing audit means
 something only because the same audit fails with its plants in.
 
 The plants shared by several areas live here: a seed reused by every run, and the defects of the

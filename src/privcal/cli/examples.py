@@ -2,7 +2,7 @@
 
 :data:`EXAMPLES` maps each command's path (``"fit"``, ``"source status"``) to one or two
 command lines; :func:`add_examples` puts them at the end of the command's ``--help`` (Typer's
-``epilog``). ``tests/unit/test_cli_examples.py`` checks that every command has one, that each
+``epilog``). ``tests/cli/test_cli_examples.py`` checks that every command has one, that each
 parses with the command's own options (an example cannot name an option that is gone) and that
 each fits one line of an 100-column ``--help``.
 """

@@ -89,7 +89,7 @@ at most :math:`\\epsilon \\min(\\alpha, 1-\\alpha) R / 2` (``0.59 epsilon`` at s
 :math:`\\tilde q (1 - \\tilde q) \\ge \\min(\\alpha, 1-\\alpha) / 2`. The difference from the
 ``"sensitivity"`` weights here is the scale (``epsilon alpha / 2`` against ``epsilon (1 - q) /
 2``, 6% less noise at that level), not the validity.
-``tests/statistical/test_conformal_audit.py`` audits both: the scaled version passes, the
+``tests/conformal/test_conformal_audit.py`` audits both: the scaled version passes, the
 unscaled one fails. The deployed path (:func:`private_quantile` and ``PrivateConformal`` with
 their defaults and ``SecureNoise``) is audited by :mod:`privcal.audits.conformal`.
 
@@ -124,7 +124,7 @@ so the ratio lies in :math:`[e^{\\epsilon (c - c - R)/R}, e^{\\epsilon (c + R - 
 ``private-quantile-substitute`` audit (``q = 1/2``, where both scales equal 4) the loss is
 ``0.954 epsilon``. Using the add/remove width :math:`\\Delta` as the scale under substitute
 would be wrong (loss up to :math:`\\epsilon R/\\Delta`, ``2 epsilon`` at ``q = 1/2``): that is
-the planted defect ``tests/statistical/test_deployed_audits_conformal.py`` must catch.
+the planted defect ``tests/audits/test_deployed_audits_conformal.py`` must catch.
 :func:`privcal.privacy.exponential` with ``sensitivity=R, monotonic=True`` has weights
 :math:`\\exp(\\epsilon u / R)`, exactly these, and draws the release.
 

@@ -313,7 +313,7 @@ def compare_methods(
 ) -> dict[str, SimulationResult]:
     """Split conformal and every private ``method`` on the same ``splits`` random splits.
 
-    The function behind the informative-sets check (``tests/statistical/
+    The function behind the informative-sets check (``tests/conformal/
     test_conformal_coverage.py``) and its table (``python -m bench.bench_conformal``): one
     :class:`SplitSimulator` (``seed``), ``"split"`` from :meth:`SplitSimulator.split`, each
     method from :meth:`SplitSimulator.private` with its defaults and ``SeededNoise(seed + 1 +

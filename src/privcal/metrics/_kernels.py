@@ -10,7 +10,7 @@ NumPy spends ~100 ns per row on the top-label scan of a short row (a call per ro
 needs the exponentials of the whole matrix and three row sums (five passes over memory in NumPy);
 these kernels make one pass, in parallel over row chunks, and compute exactly the same statistic.
 Only the order of the floating-point additions differs (and, for :func:`temperature_sums`, the
-exponential: see :func:`_exp`). ``tests/unit/test_statistics.py`` checks both paths agree.
+exponential: see :func:`_exp`). ``tests/metrics/test_statistics.py`` checks both paths agree.
 
 Imported lazily (numba's import costs a few tenths of a second and the first compilation
 seconds; the compiled functions are cached on disk), and used only for inputs large enough to

@@ -97,7 +97,7 @@ class Measurement:
     mechanism ``(epsilon, delta) -> Guarantee(epsilon, delta)``; the mechanism's own docstring
     (:mod:`privcal.privacy.mechanisms`) proves it for any statistic whose sensitivity is at
     most :meth:`sensitivity_at`. A measurement is only as right as its sensitivity: the
-    statistic's proof and the empirical neighbour checks of ``tests/unit/test_measurements.py``
+    statistic's proof and the empirical neighbour checks of ``tests/privacy/test_measurements.py``
     hold it to its formula.
 
     Examples

@@ -424,7 +424,7 @@ class SecureNoise(NoiseSource):
         ``s = log_weights - max(log_weights)`` (a shift does not change the law) this is exactly
         ``softmax(log_weights)``. Entries equal to ``-inf`` (weight 0) are dropped before the
         call and the index is mapped back. The law is checked by a chi-square test in
-        ``tests/statistical/test_noise_samplers.py``.
+        ``tests/privacy/test_noise_samplers.py``.
         """
         lw = _check_log_weights(log_weights, "SecureNoise.exponential_index")
         shape = _check_size(size, "SecureNoise.exponential_index")
