@@ -76,7 +76,9 @@ def _patch_targets() -> list[object]:
     """Every module and class a registered plant patches (the test below checks the list)."""
     import privcal.conformal.private as conformal_private
     import privcal.conformal.quantile as conformal_quantile
-    from privcal.federated import methods, simulation
+    from privcal.federated import simulation
+    from privcal.federated.methods.newton import ScalingMethod
+    from privcal.federated.methods.temperature import FedTemp
     from privcal.privacy import measurement as measurement_module
     from privcal.privacy.distributed import DistributedPlan, ShareLaw
     from privcal.private import DataSource
@@ -89,8 +91,8 @@ def _patch_targets() -> list[object]:
         ShareLaw,
         DistributedPlan,
         simulation,
-        methods._Scaling,
-        methods.FedTemp,
+        ScalingMethod,
+        FedTemp,
         conformal_private,
         conformal_quantile,
     ]
