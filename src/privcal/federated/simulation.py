@@ -244,7 +244,7 @@ def simulate(
         sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
         if dp is None or dp.aggregation != "distributed":
             sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
-        total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape, views)
+        total, n_ok = _round_total(fm, state, z, y, clients, sampled, dp, shape, views)
         if dp is not None or n_ok > 0:
             state = fm.server_step(state, total, n_ok, dp=dp, denominator=cohort)
         scores = {}
@@ -320,7 +320,6 @@ def _round_total(
     y: np.ndarray,
     clients: list[np.ndarray],
     sampled: np.ndarray,
-    owner_of: np.ndarray,
     dp: DPConfig | None,
     shape: tuple[int, ...],
     views: list[AggregatorView],
