@@ -104,9 +104,10 @@ log = logging.getLogger("privcal.federated")
 
 
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
-    """Scale ``x`` to L2 norm at most ``bound``: :math:`x \\min(1, C / \\|x\\|_2)`."""
-    norm = float(np.linalg.norm(x))
-    return x if norm <= bound else x * (bound / norm)
+    """Scale ``x`` to L2 norm at most ``bound``: :math:`x \\min(1, C / \\|x\\|_2)`, all its
+    entries taken as one vector (:func:`clip_rows_l2` of ``x`` flattened)."""
+    x = np.asarray(x)
+    return clip_rows_l2(x.ravel(), bound).reshape(x.shape)
 
 
 def clip_rows_l2(x: np.ndarray, bound: float) -> np.ndarray:
