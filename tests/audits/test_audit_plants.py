@@ -77,7 +77,9 @@ def _patch_targets() -> list[object]:
     """Every module and class a registered plant patches (the test below checks the list)."""
     import privcal.conformal.private.estimator as conformal_estimator
     import privcal.conformal.quantile as conformal_quantile
-    from privcal.federated import methods, simulation
+    from privcal.federated import simulation
+    from privcal.federated.methods.newton import ScalingMethod
+    from privcal.federated.methods.temperature import FedTemp
     from privcal.privacy import measurement as measurement_module
     from privcal.privacy.distributed import DistributedPlan, ShareLaw
     from privcal.private import DataSource
@@ -90,8 +92,8 @@ def _patch_targets() -> list[object]:
         ShareLaw,
         DistributedPlan,
         simulation,
-        methods._Scaling,
-        methods.FedTemp,
+        ScalingMethod,
+        FedTemp,
         conformal_estimator,
         conformal_quantile,
     ]

@@ -349,7 +349,7 @@ def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path)
     the fit's epsilon once; the report names SecAgg+ as the transport; and no reply in any
     source's transcript (every SecAgg+ stage, after masking) carries its noiseless answer or its
     fixed-point encoding."""
-    from privcal.federated.flower.secagg import residues_to_wire
+    from privcal.federated.flower.ring import residues_to_wire
     from privcal.federated.flower.transcript import carries, read_transcript, reply_arrays
     from privcal.privacy.odometer import read_ledger
     from privcal.private import DataSource

@@ -18,9 +18,9 @@ from privcal.calibrators import BBQ, HistogramBinning
 from privcal.calibrators.base import CrossFitWarning, calibrator_from_dict
 from privcal.calibrators.binning import bin_frequencies, shrink_to_model
 from privcal.experiments.scoreboard import worse_than_nothing
-from privcal.federated import FedBBQ, FedBin, dirichlet_partition, methods, simulate
+from privcal.federated import FedBBQ, FedBin, dirichlet_partition, simulate
 from privcal.federated.calibrators import WeightedBBQ
-from privcal.federated.methods import PRIOR_NOISE_MULTIPLE
+from privcal.federated.methods import PRIOR_NOISE_MULTIPLE, binning
 from privcal.metrics import accuracy, classwise_ece
 from privcal.metrics.statistics import softmax
 from privcal.privacy import InsecureNoiseWarning, SeededNoise
@@ -201,7 +201,7 @@ def test_default_fedbin_under_dp_is_not_worse_than_uncalibrated() -> None:
 
 def test_the_paired_test_catches_unshrunk_noisy_bins(monkeypatch: pytest.MonkeyPatch) -> None:
     """Power: the raw noisy frequencies (no prior at all) fail the same test."""
-    monkeypatch.setattr(methods, "PRIOR_NOISE_MULTIPLE", 0.0)
+    monkeypatch.setattr(binning, "PRIOR_NOISE_MULTIPLE", 0.0)
     cw, _ = _paired_against_uncalibrated(lambda: FedBin(prior="midpoint"))
     assert cw[2], cw
 

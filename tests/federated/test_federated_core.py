@@ -430,12 +430,14 @@ def test_server_rejects_bad_payloads_and_continues(caplog, data) -> None:  # typ
     z, y = data
 
     class Broken(FedTemp):
-        def client_step(self, state, zz, yy):  # type: ignore[no-untyped-def]
-            if zz.shape[0] == 100:
-                return np.array([np.nan, 1.0])
-            if zz.shape[0] == 50:
-                return np.ones(3)
-            return super().client_step(state, zz, yy)
+        def client_steps(self, state, zz, yy, clients):  # type: ignore[no-untyped-def]
+            out = list(super().client_steps(state, zz, yy, clients))
+            for k, idx in enumerate(clients):
+                if idx.size == 100:
+                    out[k] = np.array([np.nan, 1.0])
+                if idx.size == 50:
+                    out[k] = np.ones(3)
+            return out
 
     parts = [np.arange(100), np.arange(100, 150), np.arange(150, 800)]
     kw = {"rounds": 1, "epsilon": 5.0, "delta": 1e-5, "aggregation": "trusted"}

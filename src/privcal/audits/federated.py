@@ -311,26 +311,23 @@ def _shares_dropped() -> Any:
 
 def _observed_k() -> Any:
     """Issue 12's defect: DP-FedAvg divides the noisy sum by the observed number of clients."""
-    from privcal.federated import methods
+    from privcal.federated.methods.newton import ScalingMethod
 
-    real = methods._Scaling.server_step
+    real = ScalingMethod.server_step
 
     def server_step(
         self: Any, state: Any, total: Any, n: int, dp: Any = None, denominator: Any = None
     ) -> Any:
         return real(self, state, total, n, dp=dp, denominator=float(n) if dp else denominator)
 
-    return patched((methods._Scaling, "server_step", server_step))
+    return patched((ScalingMethod, "server_step", server_step))
 
 
 def _unclipped() -> Any:
     """A client that skips clipping: its Newton payload leaves as computed."""
-    from privcal.federated import methods
+    from privcal.federated.methods.temperature import FedTemp
 
-    return patched(
-        (methods.FedTemp, "clip", lambda self, payload, dp: payload),
-        (methods.FedTemp, "clip_many", lambda self, payloads, dp: payloads),
-    )
+    return patched((FedTemp, "clip", lambda self, payload, dp: payload))
 
 
 def _seeded_server_noise() -> Any:

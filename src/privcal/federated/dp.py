@@ -63,6 +63,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,9 +104,10 @@ log = logging.getLogger("privcal.federated")
 
 
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
-    """Scale ``x`` to L2 norm at most ``bound``: :math:`x \\min(1, C / \\|x\\|_2)`."""
-    norm = float(np.linalg.norm(x))
-    return x if norm <= bound else x * (bound / norm)
+    """Scale ``x`` to L2 norm at most ``bound``: :math:`x \\min(1, C / \\|x\\|_2)`, all its
+    entries taken as one vector (:func:`clip_rows_l2` of ``x`` flattened)."""
+    x = np.asarray(x)
+    return clip_rows_l2(x.ravel(), bound).reshape(x.shape)
 
 
 def clip_rows_l2(x: np.ndarray, bound: float) -> np.ndarray:
@@ -570,3 +572,25 @@ def validate_payload(payload: Any, shape: tuple[int, ...], client: Any) -> np.nd
         log.warning("Rejected the update of client %s: it holds NaN or inf values.", client)
         return None
     return arr
+
+
+def validate_payloads(
+    payloads: Sequence[Any] | np.ndarray, shape: tuple[int, ...], clients: Sequence[Any]
+) -> np.ndarray:
+    """The accepted payloads of ``clients`` (one each, in order), stacked: ``(n_ok, *shape)``.
+
+    :func:`validate_payload` of each; a stack of the right shape (a vectorised method's
+    :meth:`~privcal.federated.methods.FedMethod.client_steps`) is checked in one pass, a
+    payload with NaN or inf values dropped and logged as there.
+    """
+    if isinstance(payloads, np.ndarray) and payloads.shape == (len(clients), *shape):
+        arr = payloads.astype(np.float64, copy=False)
+        finite = np.isfinite(arr.reshape(len(clients), -1)).all(axis=1)
+        if finite.all():
+            return arr
+        for k in np.flatnonzero(~finite):
+            validate_payload(arr[k], shape, clients[int(k)])  # logs the rejection
+        return arr[finite]
+    accepted = [validate_payload(p, shape, k) for p, k in zip(payloads, clients, strict=True)]
+    kept = [a for a in accepted if a is not None]
+    return np.stack(kept) if kept else np.zeros((0, *shape))

@@ -6,9 +6,11 @@ the result is the same:
 
 * binning without DP: the sum of the sampled clients' histograms is the histogram of the union
   of their rows, one :func:`~privcal.metrics.statistics.class_histograms` call per round;
-* FedTemp: all sampled clients' payloads are computed together (``FedTemp.payload_many``: one
-  pass over the rows for every client's Newton statistics, or for every client's local fit
-  under parameter averaging).
+* every method: a round's sampled clients' payloads come from one
+  :meth:`~privcal.federated.methods.FedMethod.client_steps` call (FedTemp: one pass over the
+  rows for every client's Newton statistics, or for every client's local fit under parameter
+  averaging; the others: each client's :meth:`~privcal.federated.methods.FedMethod.client_step`)
+  and are validated, clipped and summed as one stack.
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ import numpy as np
 from privcal._params import check_int, check_real
 from privcal.calibrators import Calibrator
 from privcal.data.validation import check_labels, check_scores
-from privcal.federated.dp import DPConfig, expected_cohort, federated_report, validate_payload
-from privcal.federated.methods import FedMethod, FedTemp, get_method
+from privcal.federated.dp import (
+    DPConfig,
+    expected_cohort,
+    federated_report,
+    validate_payload,
+    validate_payloads,
+)
+from privcal.federated.methods import FedMethod, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
 from privcal.privacy.distributed import AggregatorView, SecureSum
 from privcal.privacy.noise import NoiseSource, resolve_noise
@@ -236,7 +244,7 @@ def simulate(
         sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
         if dp is None or dp.aggregation != "distributed":
             sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
-        total, n_ok = _round_total(fm, state, z, y, clients, sampled, owner_of, dp, shape, views)
+        total, n_ok = _round_total(fm, state, z, y, clients, sampled, dp, shape, views)
         if dp is not None or n_ok > 0:
             state = fm.server_step(state, total, n_ok, dp=dp, denominator=cohort)
         scores = {}
@@ -312,7 +320,6 @@ def _round_total(
     y: np.ndarray,
     clients: list[np.ndarray],
     sampled: np.ndarray,
-    owner_of: np.ndarray,
     dp: DPConfig | None,
     shape: tuple[int, ...],
     views: list[AggregatorView],
@@ -331,21 +338,12 @@ def _round_total(
     if fm.kind == "binning" and dp is None:
         rows = np.concatenate([clients[k] for k in sampled])
         return fm.client_step(state, z[rows], y[rows]), int(sampled.size)
-    if isinstance(fm, FedTemp) and type(fm).client_step is FedTemp.client_step:
-        rows = np.concatenate([clients[k] for k in sampled])
-        groups = np.repeat(np.arange(sampled.size), [clients[k].size for k in sampled])
-        payloads = fm.payload_many(state, z[rows], y[rows], groups, sampled.size)
-        if dp is not None:
-            payloads = fm.clip_many(payloads, dp)
-        return payloads.sum(axis=0), int(sampled.size)
-    total = np.zeros(shape)
-    n_ok = 0
-    for k in sampled:
-        arr = validate_payload(fm.client_step(state, z[clients[k]], y[clients[k]]), shape, int(k))
-        if arr is not None:  # a payload of the wrong shape or with NaN counts as a dropout
-            total += arr if dp is None else fm.clip(arr, dp)
-            n_ok += 1
-    return total, n_ok
+    payloads = fm.client_steps(state, z, y, [clients[k] for k in sampled])
+    # a payload of the wrong shape or with NaN counts as a dropout
+    accepted = validate_payloads(payloads, shape, [int(k) for k in sampled])
+    if accepted.shape[0] == 0:
+        return np.zeros(shape), 0
+    return (accepted if dp is None else fm.clip(accepted, dp)).sum(axis=0), accepted.shape[0]
 
 
 def _secure_round_total(
@@ -373,6 +371,9 @@ def _secure_round_total(
     ring = SecureSum()
     uploads: list[list[np.ndarray] | None] = [None] * len(clients)
     n_ok = 0
+    holders = [int(k) for k in sampled if clients[k].size]
+    steps = fm.client_steps(state, z, y, [clients[k] for k in holders])
+    payloads = dict(zip(holders, steps, strict=True))
     for k in sampled:
         if clients[k].size == 0:
             # an enrolled client without rows uploads a zero payload and its share: who drops is
@@ -380,7 +381,7 @@ def _secure_round_total(
             # both neighbours' sums then carry the same shares (see the docstring)
             uploads[int(k)] = dp.client_uploads(np.zeros(shape), groups, ring)
             continue
-        arr = validate_payload(fm.client_step(state, z[clients[k]], y[clients[k]]), shape, int(k))
+        arr = validate_payload(payloads[int(k)], shape, int(k))
         if arr is not None:
             uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)
             n_ok += 1

@@ -49,6 +49,7 @@ __all__ = [
     "mass_bin_edges",
     "nll_terms",
     "softmax",
+    "temperature_rows",
     "temperature_terms",
     "top_confidence",
     "top_correct",
@@ -203,24 +204,35 @@ class TemperatureTerms:
     true_gap: np.ndarray | None
 
 
-def _temperature_rows(
-    z: np.ndarray, labels: np.ndarray, beta: float
+def temperature_rows(
+    logits: np.ndarray, labels: np.ndarray, beta: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """NumPy path of :func:`temperature_terms`: per-row grad, curv, NLL and true-class gap.
+    """Per-row NLL at inverse temperature :math:`\\beta = 1/T` and its first two derivatives.
 
-    A cache-sized block of rows at a time, converted to float64 inside the cache and centred,
-    :math:`d = z - m \\le 0`; row sums are products with a vector of ones (BLAS).
+    With :math:`d_i = z_i - \\max_c z_{ic} \\le 0` and :math:`p_i = \\mathrm{softmax}(\\beta_i
+    d_i)`, returns per row the derivative :math:`\\ell_i' = E_{p_i}[d_i] - d_{iy_i}`, the second
+    derivative :math:`\\ell_i'' = \\mathrm{Var}_{p_i}[d_i] \\ge 0`, the NLL :math:`\\ell_i =
+    \\log\\sum_c e^{\\beta_i d_{ic}} - \\beta_i d_{iy_i} \\ge 0` and the true-class gap
+    :math:`-d_{iy_i} \\ge 0` (:func:`temperature_terms` sums them). ``beta`` is a scalar or one
+    value per row (the federated clients' per-client fits,
+    :func:`privcal.federated.methods.temperature_newton`).
+
+    NumPy, a cache-sized block of rows at a time, converted to float64 inside the cache and
+    centred; row sums are products with a vector of ones (BLAS).
     """
+    z = np.asarray(logits)
     n, c = z.shape
+    b = np.asarray(beta, dtype=np.float64)
     out = np.empty((4, n))
     ones = np.ones(c)
     rows = max(1, _BLOCK_ENTRIES // c)
     for lo in range(0, n, rows):
         hi = min(n, lo + rows)
+        b_rows = b[lo:hi] if b.ndim else b
         d = z[lo:hi].astype(np.float64)  # float32: one fast cast of a cached block
         d -= d.max(axis=1, keepdims=True)
         d_y = d[np.arange(hi - lo), labels[lo:hi]]
-        e = np.multiply(d, beta)
+        e = np.multiply(d, b_rows[:, None] if b.ndim else b_rows)
         np.exp(e, out=e)
         s = e @ ones
         e *= d
@@ -228,7 +240,7 @@ def _temperature_rows(
         e *= d
         out[0, lo:hi] = mean - d_y
         out[1, lo:hi] = (e @ ones) / s - mean * mean
-        out[2, lo:hi] = np.log(s) - beta * d_y
+        out[2, lo:hi] = np.log(s) - b_rows * d_y
         out[3, lo:hi] = -d_y
     np.maximum(out[1:3], 0.0, out=out[1:3])  # both are >= 0 exactly; remove -1e-16 rounding
     return out[0], out[1], out[2], out[3]
@@ -301,7 +313,7 @@ def temperature_terms(
             active,
             gap if true_gap else None,
         )
-    grad, curv, nll, gap_rows = _temperature_rows(z, y, float(beta))
+    grad, curv, nll, gap_rows = temperature_rows(z, y, float(beta))
     above = np.zeros(n, dtype=bool) if b is None else nll > b
     w = np.ones(n) if active is None else np.asarray(active, dtype=np.float64)
     return TemperatureTerms(

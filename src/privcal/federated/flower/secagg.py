@@ -35,10 +35,11 @@ sends ``v - R`` (a half-integer below ``2^31``, exact in float64), Flower's quan
 ``(v - R + R) * Q / (2R) = v`` (an integer, so its stochastic rounding is the identity, and it
 fits Flower's int32), masks it and sums modulo ``M``. The server's SecAgg+ workflow hands the
 strategy ``(S - n R) Q / (n Q mod M)`` for the modular sum ``S`` of ``n`` survivors, which
-:func:`wire_to_residues` inverts exactly (float64 error far below 1/2, checked) into the
-:class:`~privcal.privacy.distributed.AggregatorView` that the in-process
-:class:`~privcal.privacy.distributed.SecureSum` gives ``simulate``; the plan then lifts it,
-refuses a wrapped sum and decodes it, and the accountant records the plan's ``rho``.
+:func:`~privcal.federated.flower.ring.wire_to_residues` inverts exactly (float64 error far
+below 1/2, checked) into the :class:`~privcal.privacy.distributed.AggregatorView` that the
+in-process :class:`~privcal.privacy.distributed.SecureSum` gives ``simulate``; the plan then
+lifts it, refuses a wrapped sum and decodes it, and the accountant records the plan's ``rho``.
+The ring arithmetic lives in :mod:`privcal.federated.flower.ring`.
 
 Threshold: SecAgg+'s reconstruction threshold is the noise threshold ``t`` itself
 (:func:`secagg_threshold`), so SecAgg+ never unmasks a sum of fewer than ``t`` uploads; Flower
@@ -82,6 +83,13 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 
 from privcal.federated.dp import DPConfig, expected_cohort
 from privcal.federated.flower.client_app import answered_line, end_locally
+from privcal.federated.flower.ring import (
+    from_wire,
+    residues_to_wire,
+    ring_ranges,
+    to_wire,
+    wire_to_residues,
+)
 from privcal.federated.flower.server_app import (
     check_on_server,
     end_run,
@@ -133,48 +141,6 @@ def payload_bound(cfg: dict[str, Any], fm: FedMethod) -> float:
     if dp is not None:
         return float(fm.payload_bound(dp))
     return float(cfg["secagg-bound"])
-
-
-def to_wire(payload: np.ndarray, bound: float, clipping_range: float) -> np.ndarray:
-    """Scale a payload into ``[-R, R]`` for SecAgg+."""
-    return np.asarray(payload, dtype=np.float64) * (clipping_range / bound)
-
-
-def from_wire(mean: np.ndarray, n: int, bound: float, clipping_range: float) -> np.ndarray:
-    """Sum of ``n`` payloads from SecAgg+'s unweighted mean of their scaled forms."""
-    return np.asarray(mean, dtype=np.float64) * n * (bound / clipping_range)
-
-
-def ring_ranges(bits: int) -> tuple[float, int, int]:
-    """SecAgg+'s ``(clipping_range, quantization_range, modulus_range)`` that carry residues
-    modulo ``2^bits`` exactly: ``R = (M - 1) / 2``, ``Q = M - 1``, ``M = 2^bits``."""
-    m = 1 << int(bits)
-    return (m - 1) / 2.0, m - 1, m
-
-
-def residues_to_wire(residues: np.ndarray, bits: int) -> np.ndarray:
-    """A client's ring residues as the floats SecAgg+ quantises back to them exactly."""
-    r, _, _ = ring_ranges(bits)
-    return np.asarray(residues, dtype=np.uint64).astype(np.float64) - r
-
-
-def wire_to_residues(mean: np.ndarray, n: int, bits: int) -> np.ndarray:
-    """The modular sum ``S`` of ``n`` survivors' residues from SecAgg+'s aggregate.
-
-    SecAgg+ returns ``(S - n R) Q / (n Q mod M)`` (see the module docstring); this inverts it
-    and refuses a value that is not within ``1e-3`` of an integer (a transport that did not
-    carry the residues exactly: nothing is released).
-    """
-    r, q, m = ring_ranges(bits)
-    total_ratio = (n * q) % m
-    s = np.asarray(mean, dtype=np.float64) * (total_ratio / q) + n * r
-    rounded = np.rint(s)
-    if s.size and float(np.abs(s - rounded).max()) > 1e-3:
-        raise RuntimeError(
-            "privcal: SecAgg+ did not carry the distributed shares exactly (the recovered sum is "
-            "not an integer); nothing is released."
-        )
-    return (rounded.astype(np.int64) % m).astype(np.uint64)
 
 
 def secagg_threshold(t: int, n_nodes: int) -> int:

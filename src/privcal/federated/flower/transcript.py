@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Context, Message
 
+from privcal.federated.flower.ring import residues_to_wire
+
 __all__ = ["carries", "noiseless_forms", "read_transcript", "reply_arrays", "transcript_mod"]
 
 
@@ -110,10 +112,8 @@ def noiseless_forms(payload: np.ndarray, dp: Any, fm: Any) -> list[np.ndarray]:
     """Every form in which a client's noiseless ``payload`` could appear on the wire of a
     distributed run: the payload itself, and per noise group its fixed-point encoding rounded
     either way, as residues modulo the ring and as the floats SecAgg+ carries them
-    (:func:`~privcal.federated.flower.secagg.residues_to_wire`). What :func:`carries` must
+    (:func:`~privcal.federated.flower.ring.residues_to_wire`). What :func:`carries` must
     never find in a transcript of ``aggregation = "distributed"``."""
-    from privcal.federated.flower.secagg import residues_to_wire
-
     x = np.asarray(payload, dtype=np.float64).ravel()
     out = [x]
     for g in fm.noise_groups(dp, x.shape):
