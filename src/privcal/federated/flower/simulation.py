@@ -288,21 +288,10 @@ def simulate_flower(
     from privcal.calibrators import calibrator_from_dict
 
     cfg = simulation_config(
-        method,
-        data,
-        num_nodes,
-        rounds,
-        epsilon=epsilon,
-        delta=delta,
-        beta=beta,
-        seed=seed,
-        sample_rate=sample_rate,
-        noise=noise,
-        ledgers=ledgers,
-        budget=budget,
-        timeout_s=timeout_s,
-        **run_config,
-    )
+        method, data, num_nodes, rounds, epsilon=epsilon, delta=delta, beta=beta, seed=seed,
+        sample_rate=sample_rate, noise=noise, ledgers=ledgers, budget=budget,
+        timeout_s=timeout_s, **run_config,
+    )  # fmt: skip
     fed = federation_config(num_nodes, num_cpus, ray_address)
 
     def on_line(line: str) -> None:
