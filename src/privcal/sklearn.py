@@ -1,58 +1,25 @@
 """scikit-learn way in: calibrate or conformalise an already fitted classifier.
 
-:class:`CalibratedClassifier` and :class:`ConformalClassifier` are meta-estimators that wrap a
-**fitted** scikit-learn classifier (or any object with ``predict_proba`` or
-``decision_function``), leave it frozen, and fit a privcal calibrator or conformal method on its
-outputs for a calibration set: ``fit(X_cal, y_cal)``, then ``predict_proba(X)`` / ``predict(X)``
-/ ``predict_set(X)``. They follow scikit-learn's developer conventions (parameters stored, not
-checked, in ``__init__``; checks at ``fit``; fitted attributes end in ``_``; ``classes_``;
-``get_params`` / ``set_params`` / ``clone`` / pickle), so they work inside a ``Pipeline`` and a
-``GridSearchCV`` over ``calibrator__...`` (or ``method__...``) parameters.
+:class:`CalibratedClassifier` and :class:`ConformalClassifier` wrap a **fitted** scikit-learn
+classifier (or any object with ``predict_proba`` or ``decision_function``), leave it frozen, and
+fit a privcal calibrator or conformal method on its outputs for a calibration set: ``fit(X_cal,
+y_cal)``, then ``predict_proba(X)`` / ``predict(X)`` / ``predict_set(X)``. They follow
+scikit-learn's developer conventions, so they work inside a ``Pipeline`` and a ``GridSearchCV``
+over ``calibrator__...`` (or ``method__...``) parameters.
 
-From the base estimator's outputs to logits
--------------------------------------------
-privcal's calibrators take logits. ``response_method="auto"`` uses the first the estimator has:
+* *Logits* (``response_method="auto"``, the first the estimator has; ``response_method_`` says
+  which): ``decision_function`` margins as they are (a binary ``(n,)`` margin ``m`` becomes
+  ``[0, m]``, so :math:`\\sigma(m)` is the probability of ``classes_[1]``); else
+  ``predict_log_proba`` (read from ``predict_proba`` if it holds ``-inf``); else ``log`` of
+  ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an exact zero warns).
+* *Labels*: the base's ``classes_`` map to ``0, ..., C-1`` and back; a calibration label the base
+  never saw raises a ``ValueError`` naming it.
+* *Frozen base*: ``fit`` never calls the base's ``fit``; ``clone`` keeps the same fitted base
+  (as ``FrozenEstimator`` does); ``set_params(estimator__...)`` is refused.
+* ``check_estimator``: the checks that cannot apply to a frozen, prefitted base are
+  :data:`NOT_APPLICABLE_CHECKS`, each with its reason; the others pass.
 
-1. ``decision_function``: margins, used as logits as they are (for a multinomial logistic
-   regression ``softmax(decision_function) = predict_proba``). A binary estimator's ``(n,)``
-   margin ``m`` becomes the logits ``[0, m]``, so :math:`\\sigma(m)` is the probability of
-   ``classes_[1]``, scikit-learn's convention.
-2. ``predict_log_proba``: log-probabilities (native ones, e.g. ``GaussianNB``'s, keep the
-   margins that ``predict_proba`` rounds to exact 0 and 1). If it holds ``-inf`` (an estimator
-   that computes ``log(predict_proba)``), the outputs are read from ``predict_proba`` instead,
-   as in 3.
-3. ``predict_proba``: converted with ``log`` by privcal's ``input="probs"`` path
-   (:func:`privcal.data.validation.check_scores`): an exact zero becomes the smallest positive
-   float with a :class:`~privcal.data.validation.ZeroProbabilityWarning`, never silently.
-
-The fitted ``response_method_`` says which was used.
-
-Labels
-------
-The base estimator's ``classes_`` (sorted, as scikit-learn stores them) are mapped to
-``0, ..., C-1`` for the calibrator; ``predict`` maps back. A calibration label the base
-estimator never saw raises a ``ValueError`` listing it: the base cannot score a class it was not
-trained on. An estimator without ``classes_`` is taken to have classes ``0, ..., C-1``, ``C`` the
-number of its output columns.
-
-Frozen base estimator
----------------------
-``fit`` never calls the base estimator's ``fit``, and ``clone`` keeps it: ``clone(wrapper)``
-returns a new, unfitted wrapper holding the **same** fitted base estimator (as scikit-learn's
-``FrozenEstimator`` does) and clones of the other parameters. So ``GridSearchCV`` and
-``cross_val_score`` fit only the calibrator on each fold. ``set_params(estimator__...)`` is
-refused, since it would change the shared base estimator's parameters without refitting it.
-
-``check_estimator``
--------------------
-scikit-learn's ``check_estimator`` builds estimators from their parameters and fits them on data
-of its own (random features of varying width, labels such as ``"one"`` / ``"two"``), expecting
-the whole model to be learned there. A wrapper of a frozen, prefitted estimator cannot learn its
-features or classes from that data, so those checks do not apply; the checks that do (cloning,
-``get_params`` / ``set_params``, ``__init__`` storing parameters verbatim, pickling, no mutation
-of parameters in ``fit``, fitted-state checks, ``n_features_in_``) pass. The list of the checks
-that do not apply, each with its reason, is :data:`NOT_APPLICABLE_CHECKS`, and a test runs
-``check_estimator`` with it.
+Details: docs/integrations.md#scikit-learn-calibratedclassifier-and-conformalclassifier.
 """
 
 from __future__ import annotations

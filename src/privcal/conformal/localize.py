@@ -1,64 +1,40 @@
 """Theorem L: localise the threshold on part of the calibration set, release it on the rest.
 
-The guard ``G`` of Theorem R (:mod:`privcal.conformal.private.rank`) grows with ``log m``: any of
-the ``m - 1`` edges of the public grid could sit a few ranks below the target, and the mechanism
-must be paid for all of them. Yet only the edges near the ``(1 - alpha)``-quantile of the scores
-matter. ``PrivateConformal(method="rank", localize=...)`` therefore spends a public fraction of
-the calibration set on finding where that quantile lies, and runs Theorem R on the rest of the
-set with only the grid's edges there (``m_2`` of them: 44-1231 on the shared networks instead of
-3915).
+Theorem R's guard (:mod:`privcal.conformal.private.rank`) grows with ``log m``, yet only the grid
+edges near the ``(1 - alpha)``-quantile matter. ``PrivateConformal(method="rank", localize=...)``
+spends a public fraction ``f`` of the calibration set on finding that quantile and runs Theorem R
+on the rest with only the edges there.
 
-Mechanism
----------
-``n`` public; ``f`` (the fraction), ``z = 2.5`` and the slopes are public constants.
+*Mechanism* (``n`` public; ``f``, ``z = 2.5`` and the slopes public constants).
 
-1. *Partition.* A uniformly random permutation, drawn independently of the data, splits the
-   ``n`` calibration scores into a localisation part of ``n_1 = round(f n)`` and a threshold
-   part of ``n_2 = n - n_1``.
-2. *Localise* (part 1). Two releases of Theorem R's rank mechanism on the ``n_1`` scores and
-   the full grid ``E``, each at ``epsilon / 2``: ``lo`` with target ``k_lo = floor((n_1 + 1)(1 -
-   alpha - delta))`` and slope ``1/3`` (its overshoot decays at ``epsilon/2 * 3/4`` per rank,
-   so it seldom lands above the quantile), ``hi`` with target ``k_hi = ceil((n_1 + 1)(1 - alpha
-   + delta))`` and slope ``3`` (its deficit decays at the same rate). The half-width
+1. *Partition.* A uniformly random permutation, drawn independently of the data
+   (:func:`partition`), splits the scores into ``n_1 = round(f n)`` and ``n_2 = n - n_1``.
+2. *Localise* (part 1). Two releases of Theorem R's rank mechanism on the full grid ``E``, each
+   at ``epsilon / 2``: ``lo`` at target ``k_lo = floor((n_1 + 1)(1 - alpha - delta))``, slope
+   ``1/3``, and ``hi`` at ``k_hi = ceil((n_1 + 1)(1 - alpha + delta))``, slope ``3``, with
 
-   .. math::  \\delta = z \\sqrt{\\alpha(1-\\alpha)/n_1} + \\log(m) / (0.375\\, \\epsilon\\, n_1)
+   .. math::  \\delta = z \\sqrt{\\alpha(1-\\alpha)/n_1} + \\log(m) / (0.375\\, \\epsilon\\, n_1).
 
-   covers the sampling spread of an empirical quantile of ``n_1`` points (``z`` standard
-   errors) and the rank error of the releases (``log m`` over the fast tail's rate).
-3. *Release* (part 2). The grid ``E_2 = {0} ∪ {e in E : min(lo, hi) <= e <= max(lo, hi)} ∪
-   {1}`` (``m_2`` bins) and Theorem R on the ``n_2`` scores: target ``k_2`` of
+3. *Release* (part 2). Theorem R on the ``n_2`` scores over ``E_2 = {0} ∪ {e in E : min(lo, hi)
+   <= e <= max(lo, hi)} ∪ {1}`` (:func:`window_edges`, ``m_2`` bins), target
    :func:`~privcal.conformal.rank_target` ``(n_2, alpha, epsilon, m_2)``, slope
-   :func:`~privcal.conformal.rank_slope` ``(m_2, epsilon)``, one release at ``epsilon``.
+   :func:`~privcal.conformal.rank_slope` ``(m_2, epsilon)``, at ``epsilon``.
 
-*Privacy (substitute, n public).* Fix the permutation (it is independent of the data, so a
-mixture over it keeps the bound). The substituted example lies in one part. In part 2: the
-part-1 releases have the same law on both neighbours, ``E_2`` is a function of them, and for
-every fixed grid the part-2 release is epsilon-DP (Theorem R). In part 1: ``(lo, hi)`` is
-``epsilon/2 + epsilon/2``-DP (basic composition), and the part-2 release reads only part-2
-data, the same on both neighbours, so it adds no loss. Hence epsilon-DP: parallel composition
-over the two disjoint parts, which :class:`~privcal.privacy.PrivacyReport` computes from the
-three releases and their sources.
+*Privacy (substitute one calibration example, n public).* Epsilon-DP: the two parts are
+disjoint and the split ignores the data, so a substituted example changes part 1 (two releases,
+``epsilon/2 + epsilon/2``) or part 2 (one release at ``epsilon`` for every window), never both;
+:class:`~privcal.privacy.PrivacyReport` composes the three releases in parallel over the two
+sources (:data:`SOURCES`).
 
-*Coverage.* The part-2 scores and the test score are i.i.d. and independent of part 1 (the
-permutation does not look at the data). Given part 1, ``E_2`` is a fixed grid, so Theorem R
-gives ``P(Y in C(X) | part 1) >= 1 - alpha``, and averaging over part 1 gives ``>= 1 - alpha``.
-A window that misses the quantile costs set size, never coverage; ``k_2 > n_2`` gives the full
-label set (coverage 1).
+*Coverage.* Given part 1, ``E_2`` is a fixed grid and Theorem R gives ``P(Y in C(X)) >= 1 -
+alpha``; a window that misses the quantile costs set size, never coverage.
 
-*When it pays.* The guard shrinks by about ``log(m/m_2)/lambda`` ranks of ``n_2`` while the
-ranks themselves coarsen from ``1/(n+1)`` to ``1/(n_2+1)``, and the window must hold the
-quantile (a window that misses it from below leaves only the edge 1 above the quantile: full
-sets on that split, 12 of 20 000 splits on the shared networks at epsilon = 1, 11 of them
-imdb APS, a binary task). Measured on the shared networks (``bench/RESULTS.md``, issue 13,
-sixth pass; alpha = 0.1): at ``n = 5000``, epsilon = 1, ``f = 0.25`` every row's mean set size
-is at or below one stage's but 20news APS (+0.06%), WRN-16-4 CIFAR-100 LAC going from 1.024x to
-1.018x split conformal's; it also helps at epsilon 0.7 and 2 (``n = 5000``) and 0.5 (``n =
-8000``), not at epsilon 4 (one stage's guard is 1 rank) nor at epsilon 0.5 with ``n = 5000``
-(windows miss); at ``n = 3000`` imdb APS loses 2.4%, at ``n = 2000`` most rows lose. Hence
-``"auto"`` localises with ``f = 0.25`` (:data:`LOCALIZE_FRACTION`) when ``n >= 4000``
-(:data:`LOCALIZE_MIN_N`), one stage's guard is at least 3 ranks
-(:data:`LOCALIZE_MIN_GUARD`), ``epsilon n_1 >= 1000`` (:data:`LOCALIZE_MIN_EPS_N1`) and part 2
-has a valid target for any window; else one stage. All public.
+``"auto"`` localises with ``f = 0.25`` (:data:`LOCALIZE_FRACTION`) when ``n >=``
+:data:`LOCALIZE_MIN_N`, one stage's guard is at least :data:`LOCALIZE_MIN_GUARD` ranks,
+``epsilon n_1 >=`` :data:`LOCALIZE_MIN_EPS_N1` and part 2 has a valid target for any window (all
+public); where that pays is measured in docs/conformal.md#private-prediction-sets-privateconformal.
+
+Proof: docs/conformal.md#proof-of-theorem-l.
 """
 
 from __future__ import annotations

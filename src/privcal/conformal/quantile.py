@@ -1,161 +1,43 @@
 """The differentially private quantile of seed 002 (Algorithm 2), with two valid weightings.
 
-Setting
--------
-Scores :math:`s_1, \\dots, s_n \\in [0, 1]`; public bin edges
-:math:`0 = e_0 < e_1 < \\dots < e_m = 1` with bins :math:`I_1 = [e_0, e_1]` and
-:math:`I_j = (e_{j-1}, e_j]` for ``j >= 2`` (the paper writes :math:`(e_0, e_1]`; a score of
-exactly 0 goes to the first bin). The discretised score :math:`[s_i]` is the right edge of its
-bin. The candidates are the ``m`` edges :math:`e_1, \\dots, e_m`; for level :math:`q \\in (0, 1)`
+*Setting.* Scores :math:`s_i \\in [0, 1]`; public bin edges :math:`0 = e_0 < e_1 < \\dots < e_m
+= 1`, bins :math:`I_1 = [e_0, e_1]`, :math:`I_j = (e_{j-1}, e_j]`; :math:`[s]` is the right edge
+of the bin of ``s``. For level :math:`q \\in (0, 1)` candidate :math:`e_j` has utility
+:math:`-w_j` with
 
-.. math::
+.. math::  w_j = \\max\\big(\\#\\{i : [s_i] < e_j\\}/q,\\; \\#\\{i : [s_i] > e_j\\}/(1 - q)\\big),
 
-    w_j = \\max\\Big(\\frac{\\#\\{i : [s_i] < e_j\\}}{q},\\;
-                     \\frac{\\#\\{i : [s_i] > e_j\\}}{1 - q}\\Big),
+and the release is :math:`e_J` with :math:`P(J = j) \\propto \\exp(-\\epsilon w_j / r(q))`, the
+scale ``r(q)`` (:func:`quantile_scale`) being
 
-the utility of :math:`e_j` is :math:`-w_j` (small when :math:`e_j` splits the scores ``q : 1-q``),
-and the release is :math:`e_J` with :math:`P(J = j) \\propto \\exp(-\\epsilon w_j / r(q))`, where
-the *scale* ``r(q)`` (:func:`quantile_scale`) is one of
+* ``weights="bounded-range"`` (the default): :math:`r = R = 1/q + 1/(1-q) = 1/(q(1-q))`;
+* ``weights="sensitivity"`` (seed 002, scaling corrected in issue 12): :math:`r = 2\\Delta`,
+  :math:`\\Delta = \\max(1/q, 1/(1-q))` (:func:`quantile_sensitivity`).
 
-* ``weights="bounded-range"`` (the default): :math:`r = R = 1/q + 1/(1-q) = 1/(q(1-q))`, i.e.
-  weights :math:`\\exp(-\\epsilon q(1-q) w_j)` (derived below, "Bounded range");
-* ``weights="sensitivity"`` (seed 002 with the scaling corrected in issue 12,
-  :func:`quantile_sensitivity`): :math:`r = 2\\Delta = 2\\max(1/q, 1/(1-q))`.
+:math:`R \\le 2\\Delta`: equal at ``q = 1/2``, 1.8x less noise at ``q = 0.9``. Edges
+(:func:`bin_edges`) are public and fixed before the data are seen: ``grid="uniform"`` (``m``
+equal bins, seed 002) or ``grid="logit"`` (:func:`logit_edges`: inner edges evenly spaced in
+``logit(s)`` on ``[-T, T]``, :math:`T =` :data:`LOGIT_SPAN`, fine near 0 and 1 where confident
+networks' scores crowd). They depend on ``m`` alone.
 
-Since :math:`1/q + 1/(1-q) \\le 2\\max(1/q, 1/(1-q))` the bounded-range scale is never larger:
-equal at ``q = 1/2``, :math:`1.8\\times` smaller at ``q = 0.9`` (less noise, same epsilon).
+*Privacy (add/remove one score, or substitute one score with n public; q, epsilon and the
+edges public).* Under either relation each of the two counts in ``w_j`` moves by at most one,
+so every ``w_j`` moves by at most ``max(1/q, 1/(1-q))``; and every difference
+``w_j(D') - w_j(D)`` lies in one interval of width at most ``R`` for all ``j``. The exponential
+mechanism (:func:`privcal.privacy.exponential`) is therefore pure epsilon-DP with either scale
+(sensitivity argument, McSherry & Talwar 2007; bounded range, Durfee & Rogers 2019). The
+paper's printed ``exp(-epsilon w_j / 2)`` is not epsilon-DP; the authors' ``min(alpha,
+1-alpha)`` scale is, at seed 002's settings (docs/conformal.md#the-dp-quantile-private_quantile).
 
-Bin edges (:func:`bin_edges`) are public and fixed before the data are seen: ``grid="uniform"``
-gives ``m`` equal-width bins (seed 002); ``grid="logit"`` (:func:`logit_edges`) spaces the inner
-edges evenly in :math:`\\operatorname{logit}(s) = \\log(s/(1-s))` on :math:`[-T, T]`,
-:math:`T =` :data:`LOGIT_SPAN`, so the bins are fine near 0 *and* near 1, where the scores of
-confident networks crowd (APS scores of correct predictions are :math:`p_{\\max} \\approx 1`, LAC
-scores :math:`1 - p_y \\approx 0`). They depend on ``m`` alone, never on the scores.
+*Utility* (bounded range): with probability ``>= 1 - delta``, ``#{i : s_i <= e_J} > qn -
+log(m/delta)/(epsilon q)`` (seed 002's Lemma 1: ``2 log(m/delta)/epsilon``).
 
-Sensitivity (the derivation behind :func:`quantile_sensitivity`)
--------------------------------------------------------------------
-Write :math:`L_j = \\#\\{i : [s_i] < e_j\\}` and :math:`U_j = \\#\\{i : [s_i] > e_j\\}`, so
-:math:`w_j = \\max(L_j/q, U_j/(1-q))`. ``q``, the edges and ``epsilon`` are public. Both
-neighbouring relations give the same bound, so one weight serves both:
+*Computation.* One ``bincount`` and a cumulative sum, :math:`O(n \\log m + m)`; a Gumbel-max draw
+in log space (:meth:`~privcal.privacy.NoiseSource.exponential_index`), safe for ``m = 10^6``.
 
-* **Add/remove one score** :math:`s` (``n`` changes). For every ``j`` exactly one of
-  :math:`[s] < e_j` (``L_j`` moves by 1), :math:`[s] > e_j` (``U_j`` moves by 1) or
-  :math:`[s] = e_j` (neither moves) holds.
-* **Substitute one score** :math:`s \\to s'` (``n`` fixed and public). Swapping the roles of
-  ``D`` and ``D'`` if needed, :math:`[s] \\le [s']`. Then
-  :math:`L_j(D') - L_j(D) = 1[[s'] < e_j] - 1[[s] < e_j] \\in \\{-1, 0\\}` (since
-  :math:`[s'] < e_j` implies :math:`[s] < e_j`) and likewise
-  :math:`U_j(D') - U_j(D) \\in \\{0, +1\\}`: each count moves by at most one, and both move (in
-  opposite directions) for the edges strictly between :math:`[s]` and :math:`[s']`.
-
-In both cases :math:`|L_j(D) - L_j(D')| \\le 1` and :math:`|U_j(D) - U_j(D')| \\le 1` for every
-``j``, and since :math:`|\\max(a, b) - \\max(a', b')| \\le \\max(|a - a'|, |b - b'|)`,
-
-.. math::  \\Delta = \\max_j |w_j(D) - w_j(D')| \\le \\max(1/q,\\; 1/(1-q)),
-
-attained (e.g. :math:`s = 0 \\to s' = 1` at an edge where :math:`U_j/(1-q)` is the larger term
-on both sides, for ``q >= 1/2``). The exponential mechanism (McSherry & Talwar 2007; Dwork & Roth
-2014, Thm. 3.10) with utility :math:`-w_j` and weights :math:`\\exp(-\\epsilon w_j / (2\\Delta))` is
-therefore :math:`\\epsilon`-DP for either relation: the weight ratio is at most
-:math:`e^{\\epsilon/2}` and so is the ratio of the normalisers. The weight does not involve ``n``,
-which is why add/remove also holds for :func:`private_quantile` on its own; a caller that derives
-``q`` or the edges from ``n`` (as :class:`~privcal.conformal.PrivateConformal` does) must declare
-``n`` public and use ``relation="substitute"``.
-
-*How much of epsilon is really lost* for the ``"sensitivity"`` weights (this explains
-the audits' lower bounds). Under add/remove
-all :math:`w_j` move in the same direction, so the loss is at most :math:`\\epsilon/2`. Under
-substitute with :math:`[s] \\le [s']`, every :math:`w_j(D') - w_j(D)` lies in :math:`[-1/q,
-1/(1-q)]` (the first term can only drop, the second only rise), an interval of width
-:math:`R = 1/q + 1/(1-q)`. If every utility difference lies in :math:`[c, c + R]`, the weight
-ratio of ``j`` is :math:`e^{\\epsilon d_j/(2\\Delta)}` (:math:`d_j = w_j(D') - w_j(D)`) and the
-ratio :math:`Z(D)/Z(D')` of the normalisers lies between :math:`e^{\\epsilon c/(2\\Delta)}` and
-:math:`e^{\\epsilon (c+R)/(2\\Delta)}`, so the loss is at most
-:math:`\\epsilon R/(2\\Delta) = \\epsilon / (2\\max(q, 1-q))`: ``epsilon`` at ``q = 1/2``, about
-:math:`0.52\\epsilon` at the adjusted levels of :class:`~privcal.conformal.PrivateConformal`. (The
-same bounded-range argument, Durfee & Rogers 2019, with the scale chosen for it, is the
-``"bounded-range"`` weighting: see the next section.)
-
-*The paper's Algorithm 2 prints* :math:`\\exp(-\\epsilon w_j / 2)`, i.e. :math:`\\Delta = 1`. By
-the bounded-range argument its loss is at most :math:`\\epsilon R / 2` (``5.9 epsilon`` at
-``q = 0.906``; the sensitivity argument gives :math:`\\epsilon \\max(1/q, 1/(1-q))`): not
-``epsilon``-DP. Lemma 1 (the utility bound with :math:`2 \\max(1/q, 1/(1-q)) \\log(m/\\delta) /
-\\epsilon`) and hence Theorem 2 assume the scaled weights used here. The authors' code scales by
-:math:`\\min(\\alpha, 1-\\alpha)` (i.e. :math:`\\Delta = 1/\\alpha`). The sensitivity argument
-cannot certify that once :math:`\\tilde q > 1 - \\alpha` (always the case for the level of
-:class:`~privcal.conformal.PrivateConformal`), but the bounded-range argument does: the loss is
-at most :math:`\\epsilon \\min(\\alpha, 1-\\alpha) R / 2` (``0.59 epsilon`` at seed 002's
-``alpha = 0.1, n = 5000, epsilon = 1``, ``q~ = 0.906``), so it is ``epsilon``-DP whenever
-:math:`\\tilde q (1 - \\tilde q) \\ge \\min(\\alpha, 1-\\alpha) / 2`. The difference from the
-``"sensitivity"`` weights here is the scale (``epsilon alpha / 2`` against ``epsilon (1 - q) /
-2``, 6% less noise at that level), not the validity.
-``tests/conformal/test_conformal_audit.py`` audits both: the scaled version passes, the
-unscaled one fails. The deployed path (:func:`private_quantile` and ``PrivateConformal`` with
-their defaults and ``SecureNoise``) is audited by :mod:`privcal.audits.conformal`.
-
-Bounded range (the derivation behind ``weights="bounded-range"``)
-------------------------------------------------------------------
-*Claim.* With :math:`R = 1/q + 1/(1-q)` the weights :math:`\\exp(-\\epsilon w_j / R)` give an
-:math:`\\epsilon`-DP release under **both** relations.
-
-*Utility differences.* Write :math:`d_j = w_j(D') - w_j(D)`.
-
-* Substitute :math:`s \\to s'` with :math:`[s] \\le [s']` (otherwise swap ``D`` and ``D'``): the
-  first term of the max moves by :math:`a_j \\in \\{-1/q, 0\\}` and the second by
-  :math:`b_j \\in \\{0, 1/(1-q)\\}` (above). As :math:`\\max(x + a, y + b) - \\max(x, y)` lies
-  between :math:`\\min(a, b)` and :math:`\\max(a, b)`, every :math:`d_j \\in [-1/q, 1/(1-q)]`, an
-  interval of width ``R`` that is the same for every ``j`` (it depends only on the direction of
-  the substitution).
-* Add one score (remove is the mirror image): each of ``L_j``, ``U_j`` rises by 0 or 1, so
-  :math:`d_j \\in [0, \\max(1/q, 1/(1-q))]`, an interval of width :math:`\\Delta < R`.
-
-*Privacy (bounded range, Durfee & Rogers 2019).* Suppose every :math:`d_j \\in [c, c + R]` for a
-``c`` that does not depend on ``j``. With :math:`Z(D) = \\sum_k e^{-\\epsilon w_k(D)/R}`,
-
-.. math::
-
-    \\frac{P_D(j)}{P_{D'}(j)} = e^{\\epsilon d_j / R}\\,\\frac{Z(D')}{Z(D)},\\qquad
-    \\frac{Z(D')}{Z(D)} = \\frac{\\sum_k e^{-\\epsilon w_k(D)/R}\\, e^{-\\epsilon d_k/R}}{Z(D)}
-    \\in \\big[e^{-\\epsilon (c + R)/R},\\; e^{-\\epsilon c/R}\\big],
-
-so the ratio lies in :math:`[e^{\\epsilon (c - c - R)/R}, e^{\\epsilon (c + R - c)/R}] =
-[e^{-\\epsilon}, e^{\\epsilon}]`. Both relations satisfy the premise (widths ``R`` and
-:math:`\\Delta \\le R`). The bound is nearly reached: on the substitute pair of the
-``private-quantile-substitute`` audit (``q = 1/2``, where both scales equal 4) the loss is
-``0.954 epsilon``. Using the add/remove width :math:`\\Delta` as the scale under substitute
-would be wrong (loss up to :math:`\\epsilon R/\\Delta`, ``2 epsilon`` at ``q = 1/2``): that is
-the planted defect ``tests/audits/test_deployed_audits_conformal.py`` must catch.
-:func:`privcal.privacy.exponential` with ``sensitivity=R, monotonic=True`` has weights
-:math:`\\exp(\\epsilon u / R)`, exactly these, and draws the release.
-
-*Utility (the analogue of seed 002's Lemma 1).* With :math:`\\beta = \\epsilon / R =
-\\epsilon q (1-q)`, for every ``t > 0``
-
-.. math::
-
-    P(w_J \\ge \\min_k w_k + t) \\le \\sum_{j : w_j \\ge \\min w + t}
-    \\frac{e^{-\\beta w_j}}{e^{-\\beta \\min w}} \\le m e^{-\\beta t},
-
-and :math:`\\min_k w_k \\le n` (seed 002, proof of Lemma 1: the first edge with more than ``qn``
-scores at or below it). With :math:`t = \\log(m/\\delta)/\\beta`, with probability
-:math:`\\ge 1 - \\delta`: :math:`\\#\\{i : [s_i] > e_J\\} \\le (1-q) w_J < (1-q) n +
-\\log(m/\\delta)/(\\epsilon q)`, i.e.
-
-.. math::  \\#\\{i : s_i \\le e_J\\} > q n - \\frac{\\log(m/\\delta)}{\\epsilon q}.
-
-Seed 002's Lemma 1 has :math:`2\\log(m/\\delta)/\\epsilon` here (for ``q >= 1/2``): the deficit
-is :math:`2q` times smaller (:math:`1.8\\times` at ``q = 0.9``).
-:class:`~privcal.conformal.PrivateConformal` turns this into its adjusted level.
-
-Computation
------------
-Per-bin counts :math:`c_j` by one ``bincount`` of the bin indices
-(:func:`privcal.metrics.statistics.bin_indices`, ``searchsorted`` on the actual edges, so that
-:math:`[s] \\le e_j \\iff s \\le e_j` holds exactly in floating point), then
-:math:`\\#\\{[s] < e_j\\} = C_{j-1}` and :math:`\\#\\{[s] > e_j\\} = n - C_j` with
-:math:`C = \\mathrm{cumsum}(c)`: :math:`O(n \\log m + m)` time, no loop over bins. The draw is
-made in log space by :meth:`~privcal.privacy.NoiseSource.exponential_index` (Gumbel-max), so
-``m = 10^6`` candidates and log-weights of any magnitude are safe.
+Proofs (sensitivity, loss actually spent, bounded range, utility; the paper's constant):
+docs/conformal.md#proof-of-the-dp-quantiles-sensitivity and
+docs/conformal.md#proof-of-the-bounded-range-weights.
 """
 
 from __future__ import annotations
@@ -295,7 +177,7 @@ def quantile_counts(scores: Any, edges: np.ndarray) -> np.ndarray:
 
 def quantile_sensitivity(q: float) -> float:
     """Every utility ``w_j`` moves by at most ``max(1/q, 1/(1-q))`` under either relation
-    (module docstring, "Sensitivity"): sensitivity ``max(1/q, 1/(1-q))``."""
+    (docs/conformal.md#proof-of-the-dp-quantiles-sensitivity): sensitivity ``max(1/q, 1/(1-q))``."""
     return max(1.0 / q, 1.0 / (1.0 - q))
 
 
@@ -303,7 +185,8 @@ def quantile_scale(q: float, weights: str = "bounded-range") -> float:
     """``r(q)`` of the weights ``exp(-epsilon w_j / r(q))`` (module docstring).
 
     ``"bounded-range"``: ``1/q + 1/(1-q)``, since the penalties' changes lie in one interval
-    of width ``1/q + 1/(1-q)`` under either relation (module docstring, "Bounded range");
+    of width ``1/q + 1/(1-q)`` under either relation
+    (docs/conformal.md#proof-of-the-bounded-range-weights);
     ``"sensitivity"``: ``2 max(1/q, 1/(1-q))``. Read from the measurements :data:`QUANTILE`
     and :data:`QUANTILE_BOUNDED_RANGE`.
 
@@ -618,8 +501,8 @@ def private_quantile(
     -------
     Unit: one score. Neighbouring relation: add/remove one score, or substitute one score with
     ``n`` public; under both the differences ``w_j(D') - w_j(D)`` lie in one interval of width
-    at most ``R = 1/q + 1/(1-q)`` and each is at most ``max(1/q, 1/(1-q))`` (derived in the
-    module docstring). Release by :func:`privcal.privacy.exponential` with weights
+    at most ``R = 1/q + 1/(1-q)`` and each is at most ``max(1/q, 1/(1-q))`` (module docstring;
+    proofs in docs/conformal.md#proofs). Release by :func:`privcal.privacy.exponential` with weights
     ``exp(-epsilon w_j / R)`` (bounded range) or ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``.
     Output measure: pure ``epsilon``-DP. Public:
     ``q``, ``epsilon`` and the edges (and ``n`` under ``"substitute"``). Audited as deployed by
@@ -629,7 +512,8 @@ def private_quantile(
     -----
     ``O(n log m + m)`` time and ``O(m)`` memory; no Python loop over bins. Utility: with
     probability ``>= 1 - delta``, ``w_J < min w + r(q) log(m / delta) / epsilon`` (Lemma 1 of
-    seed 002 for ``"sensitivity"``; module docstring for bounded range).
+    seed 002 for ``"sensitivity"``; for bounded range
+    docs/conformal.md#proof-of-the-bounded-range-weights).
 
     Examples
     --------

@@ -3,34 +3,23 @@
 Thin wrappers: Rényi-DP accounting of subsampled Gaussian steps is delegated to Google's
 ``dp_accounting`` (:class:`dp_accounting.rdp.RdpAccountant`); privcal only adds the inverse
 (noise for a target epsilon, returning the noisier end) and closed-form zCDP / Gaussian-DP
-conversions, which are a few lines each.
+conversions.
 
-zCDP conversion used (documented choice)
-----------------------------------------
-``rho``-zCDP implies ``(epsilon, delta)``-DP with (Canonne, Kamath & Steinke 2020, Prop. 12;
-the same conversion ``dp_accounting`` applies to RDP curves, Asoodeh et al. 2021)::
+* *zCDP conversion* (Canonne, Kamath & Steinke 2020, Prop. 12; the one ``dp_accounting`` applies
+  to RDP curves): ``epsilon(rho, delta) = inf_{alpha > 1} alpha rho + log(1 - 1/alpha) -
+  (log(delta) + log(alpha)) / (alpha - 1)``, valid at every ``alpha`` (numerical minimisation
+  errs toward a larger epsilon), capped by ``rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke
+  2016, Prop. 1.3).
+* *Plans fixed in advance (PLD).* ``T`` Gaussian releases planned before the first compose to
+  one Gaussian with noise multiplier ``z / sqrt(T)``; :func:`pld_gaussian_epsilon` and
+  :func:`pld_gaussian_sigma` read ``dp_accounting``'s PLD accountant (pessimistic, an upper
+  bound; 7.8% less noise than the zCDP conversion at 12 rounds and ``(1, 1e-5)``). Not for
+  adaptively chosen steps (the ledger's rule is :mod:`privcal.privacy.filter`).
+* *Continuous Gaussian releases* compose to ``sqrt(2 rho)``-GDP, adaptively too
+  (:func:`gaussian_epsilon`, :func:`gaussian_rho`; ``ZCDPAccountant(conversion="gaussian")``, the
+  trusted federated runs); discrete Gaussian shares keep the zCDP conversion.
 
-    epsilon(rho, delta) = inf_{alpha > 1} alpha rho + log(1 - 1/alpha)
-                                          - (log(delta) + log(alpha)) / (alpha - 1)
-
-It holds for *every* ``alpha > 1``, so minimising numerically can only err toward a larger (safe)
-epsilon. We also take the minimum with the classical ``rho + 2 sqrt(rho log(1/delta))`` (Bun &
-Steinke 2016, Prop. 1.3), which is never tighter in practice but is always valid.
-
-Plans fixed in advance (PLD)
-----------------------------
-``T`` Gaussian releases planned before the first one (the rounds of a federation) compose
-exactly: their privacy loss distribution is that of one Gaussian with noise multiplier
-``z / sqrt(T)``. :func:`pld_gaussian_epsilon` and :func:`pld_gaussian_sigma` read it from
-``dp_accounting``'s PLD accountant (pessimistic discretisation, so the epsilon is an upper
-bound), which is tighter than the zCDP conversion above: at 12 rounds and ``(1, 1e-5)`` the
-noise is 7.8% smaller. Only for plans fixed in advance: a PLD "filter" over adaptively chosen
-steps is not valid in general (the ledger's rule is :mod:`privcal.privacy.filter`).
-
-For continuous Gaussian releases the same figure has a closed form: their composition is
-``sqrt(2 rho)``-GDP, adaptively too (:func:`gaussian_epsilon`, :func:`gaussian_rho`); a federated
-run with the server's Gaussian noise (``aggregation="trusted"``) is accounted that way
-(``ZCDPAccountant(conversion="gaussian")``). Discrete Gaussian shares keep the zCDP conversion.
+More: docs/privacy.md#composition-rules-used-in-privcal.
 """
 
 from __future__ import annotations

@@ -1,48 +1,27 @@
 """Statistical audit of a mechanism's privacy claim from samples on two neighbouring datasets.
 
-In the spirit of Google's ``verifyApproximateDp`` stochastic tester and of DP-Sniper-style
-audits (Bichsel et al. 2021): draw ``n`` samples of ``M(D)`` and ``n'`` of ``M(D')`` for a pair of
-neighbours, count how often each *pre-specified* event ``B`` occurs, and look for an event where
+In the spirit of Google's ``verifyApproximateDp`` and DP-Sniper (Bichsel et al. 2021): draw
+``n`` samples of ``M(D)`` and ``n'`` of ``M(D')``, count how often each *pre-specified* event
+``B_i`` (``i = 1..m``) occurs, ``k_i ~ Bin(n, p_i)`` and ``k'_i ~ Bin(n', p'_i)``, and declare a
+violation when
 
-    P[M(D) in B] > e^epsilon P[M(D') in B] + delta        (or the same with D, D' swapped),
+    lower(p_i) > e^epsilon upper(p'_i) + delta      (or the same with roles swapped),
 
-which would contradict ``(epsilon, delta)``-DP.
+with exact one-sided Clopper-Pearson bounds at level ``alpha / (4 m)`` each (Bonferroni over the
+``4 m`` bounds). An ``(epsilon, delta)``-DP mechanism has ``p_i <= e^epsilon p'_i + delta`` for
+every event, so **a correct mechanism fails with probability at most ``alpha``**, whatever the
+sample sizes. ``epsilon_lower = max_i, both directions, log((lower(p_i) - delta) /
+upper(p'_i))`` (0 when none is positive) is a ``1 - alpha`` lower confidence bound on the privacy
+loss these events reveal; the audit fails iff ``epsilon_lower > epsilon``. Events must be fixed
+before the samples are seen (bins of a fixed grid, tails beyond fixed thresholds).
 
-Statistics
-----------
-For each event ``B_i`` (``i = 1..m``) the counts are ``k_i ~ Bin(n, p_i)`` and
-``k'_i ~ Bin(n', p'_i)``. We use exact one-sided Clopper-Pearson bounds, each at level
-``alpha / (4 m)`` (lower and upper bound of ``p_i`` and of ``p'_i``; Bonferroni), so that with
-probability at least ``1 - alpha`` all ``4 m`` bounds hold together. A violation is declared at
-``B_i`` when
+*Largest reportable bound* (:func:`max_epsilon_lower`): an event seen in all ``n`` samples of
+``M(D)`` and none of ``M(D')`` gives
 
-    lower(p_i) > e^epsilon upper(p'_i) + delta      (or the same with roles swapped).
+    epsilon_max = log((level^(1/n) - delta) / (1 - level^(1/n'))),   level = alpha / (4 m),
 
-If the mechanism is ``(epsilon, delta)``-DP then ``p_i <= e^epsilon p'_i + delta`` for every
-event, so on the ``1 - alpha`` event no violation can be declared: **a correct mechanism fails
-the audit with probability at most ``alpha``** (whatever the sample sizes). Equivalently, the
-per-event slack added to the point estimates is the width of the two confidence bounds.
-
-The audit also reports ``epsilon_lower = max_i, both directions, log((lower(p_i) - delta) /
-upper(p'_i))`` (0 when no event gives a positive value): with probability ``>= 1 - alpha`` the
-true privacy loss (for these neighbours and events) is at least ``epsilon_lower``. The audit
-fails iff ``epsilon_lower > epsilon``. Its power depends on the events: pick them before looking
-at the samples (bins of a fixed grid, tails beyond fixed thresholds); choosing them from the same
-samples voids the ``alpha`` guarantee.
-
-Largest reportable bound
-------------------------
-Even two neighbours that never produce the same output cannot show more than a ceiling set by
-the sample sizes: the largest bound comes from an event seen in all ``n`` samples of ``M(D)`` and
-in none of the ``n'`` of ``M(D')``, where the exact bounds are ``lower = level^(1/n)`` (the
-Clopper-Pearson lower bound at ``k = n``) and ``upper = 1 - level^(1/n')`` (at ``k' = 0``), so
-
-    epsilon_max(n, n', alpha, m, delta) = log((level^(1/n) - delta) / (1 - level^(1/n'))),
-    level = alpha / (4 m)                                      (:func:`max_epsilon_lower`).
-
-At ``n = n' = 100`` and ``level = 1e-6`` that is 1.91: such an audit cannot tell a mechanism
-that is ``1.9``-DP from one that is not private at all. An audit sized so that
-``epsilon_max >= 2 epsilon`` can at least report a defect that doubles the claimed loss.
+1.91 at ``n = n' = 100``, ``level = 1e-6``: size an audit so that ``epsilon_max >= 2 epsilon``.
+More: docs/privacy.md#auditing-mechanisms-statistically-privcalprivacyaudit.
 """
 
 from __future__ import annotations

@@ -18,32 +18,22 @@ public range the run was sized for (a wrapped sum is never released), and divide
 
 Laws whose shares sum to the target
 -----------------------------------
-* **Discrete Laplace** (the pure-epsilon data-source queries). ``DLap(a)``, ``P(k) ∝ a^|k|``, is
-  ``G1 - G2`` with ``G1, G2`` i.i.d. geometric, ``P(G = j) = (1 - a) a^j``; a geometric variable is
-  the negative binomial ``NB(1, 1 - a)`` (failures before one success) and ``NB(r1, p) + NB(r2, p) =
-  NB(r1 + r2, p)``. A party's share is ``NB(1/t, 1 - a) - NB(1/t, 1 - a)``, so any ``t`` shares
-  sum to ``DLap(a)`` exactly and more than ``t`` add independent noise on top. With integer L1
-  sensitivity ``D`` and ``a = exp(-epsilon / D)``, ``DLap(a)`` added to an integer vector is
-  ``epsilon``-DP (the log-ratio of the two laws at any point is at most ``|shift|_1 epsilon / D``).
-* **Discrete Gaussian** (the federated methods; Kairouz, Liu & Steinke 2021, "The Distributed
-  Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation"). A party's share
-  is ``N_Z(0, sigma^2 / t)`` per coordinate (``sigma`` in grid units). The sum of ``n >= t`` such
-  shares is not a discrete Gaussian, but by their Proposition 14 (third bound), for an integer
-  shift with L2 norm at most ``D2`` in ``d`` coordinates it satisfies
-  ``D_alpha <= alpha/2 (D2 / (sqrt(n) sigma_p) + tau sqrt(d))^2`` with ``sigma_p`` the share's
-  std and ``tau = 10 sum_{k=1}^{n-1} exp(-2 pi^2 sigma_p^2 k / (k + 1))``: it is ``rho``-zCDP with
-  ``rho = (D2 / (sqrt(n) sigma_p) + tau sqrt(d))^2 / 2``, the bound :meth:`ShareLaw.rho`
-  computes with ``n = t`` (more shares only add noise).
+* **Discrete Laplace** (the pure-epsilon data-source queries): a party's share is ``NB(1/t, 1 -
+  a) - NB(1/t, 1 - a)``, so any ``t`` shares sum exactly to ``DLap(a)``, ``P(k) ∝ a^|k|``; with
+  integer L1 sensitivity ``D`` and ``a = exp(-epsilon / D)`` the sum is ``epsilon``-DP.
+* **Discrete Gaussian** (the federated methods; Kairouz, Liu & Steinke 2021): a party's share is
+  ``N_Z(0, sigma^2 / t)`` per coordinate; ``n >= t`` shares with integer L2 sensitivity ``D2``
+  in ``d`` coordinates are ``rho``-zCDP with ``rho = (D2 / (sqrt(n) sigma_p) + tau sqrt(d))^2 /
+  2``, ``sigma_p`` the share's std and ``tau = 10 sum_{k=1}^{n-1} exp(-2 pi^2 sigma_p^2 k / (k +
+  1))`` (their Prop. 14; :meth:`ShareLaw.rho`, with ``n = t``).
 
-Randomized rounding is treated as adversarial, never credited. For a fixed draw of the rounding
-offsets, ``|floor(a + u) - floor(b + u)| <= ceil(|a - b|)`` per coordinate, so one example (or
-client) that moves the exact vector by ``Delta_1`` in L1 over at most ``m`` coordinates moves the
-encoded vector by at most ``D = ceil(s Delta_1) + m`` (L1); for an L2 bound ``C`` over ``d``
-coordinates, ``D2 = s C + sqrt(d)``. The mechanism is then a mixture, over offsets drawn
-independently of the data, of mechanisms that each meet the guarantee for that ``D``, and a
-mixture of ``epsilon``-DP (or ``rho``-zCDP) mechanisms with a data-independent mixing law has the
-same guarantee. The scale ``s`` is the smallest power of two with ``m / (s Delta) <= 2^-10``, so
-rounding costs at most 0.1% of the noise.
+*Sensitivity (add/remove one example, or one client for user-level runs).* Randomized rounding
+is never credited: one example that moves the exact vector by ``Delta_1`` in L1 over at most
+``m`` coordinates moves the encoded vector by at most ``D = ceil(s Delta_1) + m`` (L1); for an L2
+bound ``C`` over ``d`` coordinates, ``D2 = s C + sqrt(d)``, whatever the rounding offsets. ``s``
+is the smallest power of two with ``m / (s Delta) <= 2^-10`` (rounding costs at most 0.1% of the
+noise). Proofs (share laws, rounding as a data-independent mixture):
+docs/privacy.md#proof-of-the-share-laws-and-of-rounding.
 
 Modulus
 -------
@@ -69,13 +59,10 @@ guarantee is claimed.
 
 Sampling
 --------
-The shares are drawn by privcal's vectorised samplers on a ChaCha20 stream keyed from the OS's
-CSPRNG (:class:`~privcal.privacy.SecureNoise`), not by OpenDP: the discrete Gaussian by
-Canonne, Kamath & Steinke's rejection sampler and the negative binomial by NumPy's gamma-Poisson
-sampler. Both compute their laws in floating point (the geometric proposals by inversion, the
-acceptance probabilities by ``exp``), so the sampled law equals the exact one up to
-floating-point rounding; the guarantees above are proved for the exact laws, and that gap is not
-bounded here.
+Shares come from privcal's vectorised samplers on a ChaCha20 stream keyed from the OS's CSPRNG
+(:class:`~privcal.privacy.SecureNoise`; Canonne, Kamath & Steinke's discrete Gaussian sampler,
+NumPy's gamma-Poisson negative binomial), whose laws are computed in floating point: the
+guarantees are proved for the exact laws, and that gap is not bounded here.
 """
 
 from __future__ import annotations

@@ -36,58 +36,31 @@ created (``renyi_delta = delta_R``, stored in the ledger). A release is admitted
 Otherwise it is refused and nothing is recorded. The sums only grow, so a branch that fails
 once fails for good.
 
-Why the rule is a valid filter: ``(epsilon, delta)``-DP under full adaptivity
-----------------------------------------------------------------------------
-Each branch alone is a known filter. Basic composition with adaptively chosen ``(epsilon_i,
-delta_i)`` that halts before ``sum epsilon_i > epsilon`` or ``sum delta_i > delta_b`` is
-``(epsilon, delta_b)``-DP (Rogers et al. 2016; Whitehouse, Ramdas, Rogers & Wu 2023). The Rényi
-filter at one order ``alpha``, which halts before ``sum r_i(alpha) > B``, makes the stopped
-interaction ``(alpha, B)``-RDP (Feldman & Zrnic 2021, Thm. 3.1; Lécuyer 2021), so with ``B`` the
-largest value whose conversion is ``<= epsilon`` it is ``(epsilon, delta_R / m)``-DP.
+The guarantee
+-------------
+The ledger is an ``(epsilon, delta)``-DP **filter**: ``(epsilon, delta)``-DP under full
+adaptivity, whatever order and size the steps take. Each branch alone is a known filter (basic:
+Rogers et al. 2016, Whitehouse et al. 2023; Rényi at one order: Feldman & Zrnic 2021, Thm. 3.1,
+so ``(epsilon, delta_R / m)``-DP); admitting when *either* holds is valid for the union over the
+branches, paid in delta: ``delta_b + m (delta_R / m) = delta``. That split is fixed in advance,
+which is why a ledger stores ``renyi_delta`` and its grid and refuses to be reopened with others.
+With ``renyi_delta = 0`` (the default of :class:`PrivacyOdometer`, and what data sources and
+Flower clients use) the rule is basic composition alone. Proof:
+docs/privacy.md#proof-of-the-ledgers-filter.
 
-Admitting when *either* holds is **not** automatically valid with the smaller of the two deltas,
-and it is not valid with the *tighter* of the two epsilons: which branch applies depends on the
-answers. What holds is a union over the branches. Write ``P``, ``Q`` for the laws of the whole
-transcript (answers and refusals) on neighbouring data, and partition the transcripts by the
-first branch (basic, then the orders in grid order) that holds for the final record; every
-transcript has one, since every admitted release left some branch holding and refusals change
-nothing. Let ``A`` be the transcripts of branch ``k`` and ``F_k`` the interaction run with
-branch ``k``'s filter alone (refusing exactly when branch ``k`` fails). Along a transcript in
-``A``, branch ``k`` held after every admitted release (the sums are monotone) and failed for
-every refused one (every branch failed there), so ``F_k`` makes the same
-decisions and ``P(S and A) = P_{F_k}(S and A)``, likewise for ``Q``. Hence for every set ``S``::
+What a ledger states (:class:`Composition`): the basic sums ``(sum epsilon_i, sum delta_i)``
+and the Rényi figure ``(min_alpha conv_alpha(sum r_i(alpha), delta_R / m), delta_R)``, the smaller
+epsilon *stated*; for adaptively chosen steps the guarantee is the filter's, the budget.
 
-    P(S) = sum_k P_{F_k}(S and A_k) <= sum_k [e^epsilon Q_{F_k}(S and A_k) + delta_k]
-         =  e^epsilon Q(S) + delta_b + m (delta_R / m)  =  e^epsilon Q(S) + delta.
+*Neighbouring relation:* one, fixed with the budget (:attr:`FilterRule.relation`). A
+``"substitute"`` ledger counts an add/remove release by group privacy, ``(2 epsilon, (1 +
+e^epsilon) delta)`` (the curve of ``2 epsilon``-DP for a pure one, none for an approximate one);
+an ``"add/remove"`` ledger (the default) refuses a substitute release.
 
-So the ledger is an ``(epsilon, delta)``-DP filter: that is its guarantee, whatever order and
-size the steps take. The price of "either" is the split of ``delta`` (``delta_b`` for basic,
-``delta_R / m`` per order), fixed in advance, which is why a ledger stores ``renyi_delta`` and
-its grid and refuses to be reopened with others. With ``renyi_delta = 0`` (the default of
-:class:`PrivacyOdometer`, and what data sources and Flower clients use) the rule is basic
-composition alone.
-
-What a ledger states about its record (:class:`Composition`): the basic sums ``(sum epsilon_i,
-sum delta_i)`` and the Rényi figure ``(min_alpha conv_alpha(sum r_i(alpha), delta_R / m),
-delta_R)``; the smaller epsilon is *stated*. For steps fixed in advance each figure is a
-composition theorem (Dwork & Roth 2014, Thm. 3.16; Mironov 2017, Prop. 1) and the stated one
-is the record's guarantee; for adaptively chosen steps the guarantee is the filter's, the
-budget, and the stated figure says how much of it the rule has used.
-
-One neighbouring relation, fixed with the budget (:attr:`FilterRule.relation`): the argument
-above holds for one relation, so a ledger's relation is chosen when it is created, like its
-budget, never switched by the steps it sees. Private conformal is DP for *substituting* one
-example (``n`` public); the other steps for adding or removing one. A ``"substitute"`` ledger
-takes both and counts an add/remove release by group privacy (a substitution is a removal and
-an addition): ``(2 epsilon, (1 + e^epsilon) delta)``, with the curve of ``2 epsilon``-DP for a
-pure one (an approximate one has no curve there). An ``"add/remove"`` ledger (the default)
-refuses a substitute release (a ``ValueError`` that says how to create the right ledger).
-
-Whole plans fixed in advance (the ``T`` rounds of a federation, the ``K`` queries of a search)
-are accounted for as one step before they reach a ledger, by their own accountant (for a fixed
-Gaussian plan ``dp_accounting``'s PLD accountant,
-:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`). A PLD rule over adaptively chosen
-steps would not be a valid filter in general, so the ledger's rule stays basic-or-Rényi.
+Plans fixed in advance (the rounds of a federation, the queries of a search) reach a ledger as
+one step, accounted by their own accountant (e.g.
+:func:`~privcal.privacy.accounting.pld_gaussian_epsilon`); a PLD rule over adaptive steps would
+not be a valid filter, so the ledger's rule stays basic-or-Rényi.
 """
 
 from __future__ import annotations

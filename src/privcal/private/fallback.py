@@ -1,24 +1,18 @@
 """The fallback rule of the private temperature fits (post-processing of their release).
 
-A fit on few rows or at a small epsilon releases a curve or objective that the noise decides;
-seed 000 keeps the temperature it reads from it, which can calibrate worse than doing nothing
-(20 rows, 100 classes, epsilon 0.1: T = 0.25 or 64). :func:`release_check` keeps the fitted
-``T`` only when the release itself shows, by at least :data:`NOISE_Z` SDs of its own noise,
-that ``T`` beats ``T = 1``, and otherwise releases ``T = 1`` (``fallback="identity"``, the
-default) or keeps ``T`` with a warning (``fallback="none"``, seed 000). The evidence per search:
+:func:`release_check` keeps the fitted ``T`` only when the release itself shows, by at least
+:data:`NOISE_Z` SDs of its own noise, that ``T`` beats ``T = 1``, and otherwise releases ``T =
+1`` (``fallback="identity"``, the default) or keeps ``T`` with a warning (``fallback="none"``,
+seed 000). The evidence per search: Acc-T's released accuracy gap between 1 and ``T``, signed
+by the direction of ``T`` (:func:`gap_evidence`); NLL-T's curve, the released clipped NLL's drop
+from ``T = 1`` to ``T`` (:func:`nll_drop_evidence`); golden section, the drop of the released
+objective from its evaluation next to ``T = 1`` to the one next to ``T``
+(:func:`golden_evidence`). A release with nothing to compare with ``T = 1`` falls back too.
 
-* Acc-T: the released accuracy gap at a temperature between 1 (included) and ``T``, nearest 1
-  (the curve's value at ``T = 1``; a bisection or the locating query's evaluation), signed by
-  the direction of ``T`` (:func:`gap_evidence`: the gap is monotone, so it bounds the gap at
-  1);
-* NLL-T's curve: the released clipped NLL's drop from ``T = 1`` to ``T``
-  (:func:`nll_drop_evidence`);
-* golden section: the drop of the released objective from its evaluation next to ``T = 1`` to
-  the one next to ``T`` (:func:`golden_evidence`), or, when the locating query chose
-  ``[3, 30]``, its accuracy gap at ``T = 3``.
-
-A release with nothing to compare with ``T = 1`` (a ``t_range`` without it) falls back too.
-Only released values and the noise's public scale enter, so the rule costs no privacy.
+*Privacy.* Only released values and the noise's public scale (``sensitivity / epsilon`` per
+source) enter, so the rule is a function of the release: post-processing, no budget, no
+change to the guarantee. The rule, its SDs (Efron-Stein for golden section) and what it gets:
+docs/private.md#when-the-release-cannot-tell-t-from-1-the-fallback-rule-fallbackidentity.
 """
 
 from __future__ import annotations

@@ -1,88 +1,40 @@
 """Private temperature scaling over private data sources (seed 000, Sec. 3-4, Alg. 1).
 
-The calibrator runs a one-dimensional search over the temperature; every evaluation of the
-objective is one query to **every** source, answered with the Laplace mechanism. The searches
-live in :mod:`privcal.calibrators.search` (:func:`~privcal.calibrators.search.monotone_root`,
-:func:`~privcal.calibrators.search.bisect_sign`, and
-:func:`~privcal.calibrators.search.golden_section`, which the non-private fits use too), and every
-statistic is computed by the shared
-function in :mod:`privcal.metrics.statistics` inside :class:`~privcal.private.source.DataSource`.
+A one-dimensional search over the temperature; every evaluation of the objective is one query to
+**every** source (:class:`~privcal.private.source.DataSource`, the statistic computed by the
+shared function in :mod:`privcal.metrics.statistics`), answered with the Laplace mechanism, and
+the answers are **summed** over sources (seed 000 averages; with the number of sources public
+every comparison is the same, and no source's ``n`` is needed). The searches live in
+:mod:`privcal.calibrators.search`.
 
-Objectives (answers summed over sources)
-----------------------------------------
-* ``"acc"`` (Acc-T): the root of :math:`g(T) = \\sum_s G_s(T)` with :math:`G_s(T) = \\sum_{i
-  \\in s} 1[c_i] - \\mathrm{conf}_T(i)`, which is non-decreasing in ``T``.
+Objectives (``L1 sensitivity`` per query, add/remove one example)
+-----------------------------------------------------------------
+* ``"acc"`` (Acc-T): the root of :math:`g(T) = \\sum_s G_s(T)`, :math:`G_s(T) = \\sum_{i \\in
+  s} 1[c_i] - \\mathrm{conf}_T(i)`, non-decreasing in ``T``. ``search="curve"`` (default): one
+  query, the whole curve on a public log-spaced grid (:meth:`DataSource.accuracy_gap_curve`,
+  sensitivity 2 whatever the grid), summed, fitted isotonically, zero crossing interpolated
+  (:func:`~privcal.calibrators.search.monotone_root`); ``"bisect"``: the sign of a noisy ``g``
+  (sensitivity 1 per query); ``"golden-section"``: seed 000's Alg. 1 on ``|g|`` over ``[0.5,
+  3]``; ``"golden"``: the same, preceded with ``t_range="auto"`` by a locating query.
+* ``"nll"`` (NLL-T): minimise :math:`F(T) = \\sum_s \\mathrm{NLL}_s(T)`, each example's NLL clipped
+  to ``[0, B]``. ``search="curve"`` (default): one query, the increments along the same grid
+  (:meth:`DataSource.clipped_nll_increments`, sensitivity ``B + min(B, log C)``), minimiser of
+  the convex fit (:func:`~privcal.calibrators.search.convex_argmin`); ``"golden"`` /
+  ``"golden-section"``: :meth:`DataSource.clipped_nll_sum` (sensitivity ``B`` per query).
+* ``"ece"`` (ECE-T): minimise :math:`\\sum_m |\\sum_s \\tilde g_{s,m}(T)|`, per-bin sums of ``1[c] -
+  conf_T`` (sensitivity 1), by golden section only (per-bin curves would cost up to ``2 M``).
 
-  - ``search="curve"`` (default): **one** query per source, the whole curve
-    :math:`G_s` on a public log-spaced grid (:meth:`DataSource.accuracy_gap_curve`, L1
-    sensitivity 2 whatever the grid size, because each example's curve is monotone and its
-    increments telescope); the calibrator sums the noisy curves, fits them isotonically and
-    reads the zero crossing by interpolation in ``log T``
-    (:func:`~privcal.calibrators.search.monotone_root`).
-  - ``search="bisect"``: keep the half-bracket given by the sign of a noisy :math:`g` at the
-    midpoint (sensitivity 1 per query).
-  - ``search="golden-section"``: seed 000's Alg. 1, golden section on :math:`|g|` over the
-    paper's range ``[0.5, 3]`` (with ``t_range="auto"``); ``search="golden"`` is the same
-    search, preceded with ``t_range="auto"`` by a locating query (below).
-* ``"nll"`` (NLL-T): minimise :math:`F(T) = \\sum_s \\mathrm{NLL}_s(T)` with each example's
-  NLL clipped to ``[0, B]``.
+Budget: with ``q`` queries per source (one for a curve; ``K + 1`` for bisection and golden
+section, ``iterations = K``, Alg. 1's final bracket without its unused last sample; one more for
+``t_range="auto"`` with ``"golden"``: the sign of the accuracy gap at ``T = 3``), each query gets
+``epsilon / q`` (:func:`~privcal.private.source.split_budget`), so each source spends exactly
+``epsilon`` (basic composition) and ``privacy_report_.epsilon == epsilon`` (parallel composition
+over disjoint sources). Falling back to ``T = 1`` (:mod:`privcal.private.fallback`) is
+post-processing of the release.
 
-  - ``search="curve"`` (default): **one** query per source, the increments of the clipped NLL
-    sum along the same public grid (:meth:`DataSource.clipped_nll_increments`, L1 sensitivity
-    ``B + min(B, log C)`` whatever the grid size: the total variation of one clipped term, which
-    is quasi-convex in ``1/T``); the calibrator sums them over sources, projects the secant
-    slopes in ``1/T`` onto the convex functions and reads the minimiser
-    (:func:`~privcal.calibrators.search.convex_argmin`).
-  - ``search="golden"`` / ``"golden-section"``: golden section on the noisy sums
-    :meth:`DataSource.clipped_nll_sum` (sensitivity B per query), seed 000's Alg. 1.
-* ``"ece"`` (ECE-T): minimise :math:`\\sum_m |\\sum_s \\tilde g_{s,m}(T)|` with
-  :math:`g_{s,m}` the per-bin sums of ``1[c] - conf_T`` (L1 sensitivity 1), by golden section.
-  There is no curve search for ECE-T: as ``T`` grows an example's confidence crosses every bin
-  between its two ends, and each crossing moves two bins' sums by up to 1, so the per-bin
-  curves' increments have an L1 sensitivity that grows with the number of bins crossed (up to
-  about ``2 M``), no better than ``K`` separate queries.
-
-Why one curve query beats a sequence of sign queries
-----------------------------------------------------
-With ``q`` sequential queries each answer carries ``Lap(q / epsilon)`` noise. The curve costs one
-query with noise ``Lap(2 / epsilon)`` per released coordinate; the value at the anchor
-(``T = 2``) has that noise alone, and a grid point ``m`` steps away carries ``m + 1`` such
-draws. With the default ``K = 5`` (six queries) the bisection's answers have 3x the noise scale
-of the curve at its anchor, and the curve still has the value at every grid point, which the
-isotonic fit pools. The search can also not be steered by one answer: a sign error of bisection
-discards the half that holds the root for good, while one bad grid value only enters a pooled
-mean. Measured on the real networks and under shift in ``docs/private.md``.
-
-Sum or average across sources: seed 000 averages the d answers; with d public the average is the
-sum divided by d, so every comparison (``f1 <= f2``, the sign of g, the argmin of the ECE sum)
-is the same and so is the fitted temperature. We sum, which needs no count at all. Neither form
-needs a source's size ``n`` (private under add/remove): the objectives are totals, and
-``argmin_T sum / n_total = argmin_T sum``.
-
-Falling back to T = 1: :mod:`privcal.private.fallback` (post-processing of the release).
-
-Counting queries (why the total is exactly epsilon)
----------------------------------------------------
-Seed 000's Alg. 1 samples two values before its loop and one in each of its K iterations: K + 2
-queries per source, each with noise ``Lap((K + 1)/epsilon)``, i.e. ``(K + 2)/(K + 1) epsilon`` in
-total by basic composition. Its last sample is never compared (it returns the bracket midpoint
-right after drawing it), so K + 1 queries reach the same final bracket (width ``0.618^K`` of the
-range). Here ``iterations = K`` means:
-
-* ``search="curve"`` (Acc-T, NLL-T): one query (the curve or its increments), whatever ``K``;
-  ``iterations`` is not used;
-* ``search="golden"`` / ``"golden-section"``: ``golden_section`` with ``K + 1`` evaluations (two
-  interior points, then ``K - 1`` shrinks, then the final comparison: ``K`` shrinks in all,
-  Alg. 1's bracket);
-* ``search="bisect"``: ``bisect_sign`` with ``K + 1`` evaluations (bracket ``2^-(K+1)``);
-* ``t_range="auto"`` with ``search="golden"``: **one more** query first, the sign of the
-  accuracy gap at ``T = 3`` (sensitivity 1), which picks the range ``[0.5, 3]`` (gap >= 0: the
-  model is not over-confident at T = 3) or ``[3, 30]``.
-
-With ``q`` queries in all, each query gets ``epsilon / q`` (the last one the exact remainder,
-see :func:`~privcal.private.source.split_budget`), so each source spends exactly ``epsilon``
-(basic composition) and ``privacy_report_.epsilon == epsilon`` (parallel composition across the
-disjoint sources).
+Derivations and measurements: docs/private.md#the-protocol-and-its-privacy-accounting (sum, not
+average; counting queries) and docs/private.md#searches-and-the-default-temperature-range-measured
+(why one curve query beats a sequence of sign queries).
 """
 
 from __future__ import annotations
