@@ -12,8 +12,8 @@ over ``calibrator__...`` (or ``method__...``) parameters.
   ``[0, m]``, so :math:`\\sigma(m)` is the probability of ``classes_[1]``); else
   ``predict_log_proba`` (read from ``predict_proba`` if it holds ``-inf``); else ``log`` of
   ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an exact zero warns).
-* *Labels*: the base's ``classes_`` map to ``0, ..., C-1`` and back; a calibration label the base
-  never saw raises a ``ValueError`` naming it.
+* *Labels*: the base's ``classes_`` (``0, ..., C-1`` when it has none) map to ``0, ..., C-1`` and
+  back; a calibration label the base never saw raises a ``ValueError`` naming it.
 * *Frozen base*: ``fit`` never calls the base's ``fit``; ``clone`` keeps the same fitted base
   (as ``FrozenEstimator`` does); ``set_params(estimator__...)`` is refused.
 * ``check_estimator``: the checks that cannot apply to a frozen, prefitted base are

@@ -35,27 +35,18 @@ is the smallest power of two with ``m / (s Delta) <= 2^-10`` (rounding costs at 
 noise). Proofs (share laws, rounding as a data-independent mixture):
 docs/privacy.md#proof-of-the-share-laws-and-of-rounding.
 
-Modulus
--------
-The uploads live modulo ``2^b`` (``b = 64`` in process; SecAgg+'s ``modulus_range`` over Flower).
-:meth:`DistributedPlan.check_modulus` refuses a plan unless ``K (s B + 1)`` (``B`` the public
-bound on one party's coordinate) plus the noise's ``1 - 1e-9`` quantile (:meth:`ShareLaw.tail`)
-stays below ``2^(b-1)``; the aggregator refuses a lifted sum beyond that bound
-(:class:`WrappedSumError`). Both checks read public quantities or the released sum only
-(post-processing).
-
-Threshold and collusion
------------------------
-Shares are sized for ``t`` (the declared number of parties that must survive and be honest).
-With ``S`` survivors of whom ``c`` collude with the aggregator (and remove their own shares),
-``S - c >= t`` honest shares remain, so the guarantee holds for ``c <= S - t``. Fewer than ``t``
-survivors release nothing (:class:`TooFewSurvivorsError`). Over Flower's SecAgg+ (reconstruction
-threshold ``t``) the aggregator with ``t - 1`` colluders can also unmask one upload, so there the
-tolerance is ``min(S - t, t - 2)`` (:func:`collusion_tolerated`); reports compute it from the
-fewest survivors of any secure sum of the fit, not from ``K``. If one upload is seen alone, it
-carries one share: for the discrete Gaussian that is ``t rho``-zCDP (:meth:`ShareLaw.fallback`,
-stated in every distributed report as "one upload unmasked alone"); for the discrete Laplace no
-guarantee is claimed.
+Modulus, threshold and collusion
+--------------------------------
+Uploads live modulo ``2^b`` (``b = 64`` in process; SecAgg+'s ``modulus_range`` over Flower);
+:meth:`DistributedPlan.check_modulus` refuses a plan whose honest sum (``K (s B + 1)`` plus the
+noise's ``1 - 1e-9`` quantile, :meth:`ShareLaw.tail`) could reach ``2^(b-1)``, and the aggregator
+refuses a lifted sum beyond it (:class:`WrappedSumError`): post-processing of public quantities
+and the release. Shares are sized for ``t``: with ``S`` survivors the guarantee holds while at
+most ``S - t`` collude with the aggregator (``min(S - t, t - 2)`` over SecAgg+,
+:func:`collusion_tolerated`, from the fewest survivors of any sum of the fit); fewer than ``t``
+survivors release nothing (:class:`TooFewSurvivorsError`). One upload seen alone is ``t
+rho``-zCDP for the discrete Gaussian (:meth:`ShareLaw.fallback`); none is claimed for the
+discrete Laplace. Who is trusted with what: docs/privacy.md, "Who adds the noise".
 
 Sampling
 --------

@@ -343,13 +343,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         seed 000's ``[0.5, 3]`` for ``"golden-section"``; ``"golden"`` spends one extra query on
         the gap sign at ``T = 3`` and searches ``[0.5, 3]`` or ``[3, 30]``.
     search : {"auto", "curve", "bisect", "golden", "golden-section"}, default="auto"
-        ``"auto"`` is ``"curve"`` for Acc-T and NLL-T and ``"golden"`` for ECE-T. ``"curve"``:
-        one release per source on a public grid (factor sqrt(2) steps over ``t_range``): Acc-T's
-        accuracy-gap curve, read at the root of its isotonic fit, or NLL-T's clipped-NLL
-        increments, read at the minimiser of their convex fit. ``"bisect"``: noisy bisection on
-        the gap's sign. ``"golden-section"``: seed 000's Alg. 1 (golden section, paper range by
-        default). ``"curve"`` needs ``objective="acc"`` or ``"nll"``; ``"bisect"`` needs
-        ``"acc"``.
+        ``"auto"`` is ``"curve"`` for Acc-T and NLL-T and ``"golden"`` for ECE-T (the searches:
+        module docstring; the curve's grid steps by a factor sqrt(2) over ``t_range``).
+        ``"curve"`` needs ``objective="acc"`` or ``"nll"``; ``"bisect"`` needs ``"acc"``.
     n_bins : int, default=15
         Bins of the ECE objective.
     nll_bound : float, default=10.0

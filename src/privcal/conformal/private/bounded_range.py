@@ -5,7 +5,7 @@
 
 *Privacy (substitute one calibration example, n public).* The changes of ``w_j`` lie in one
 interval of width ``1/q + 1/(1-q)``, so the weights are pure epsilon-DP (derived in
-:mod:`privcal.conformal.quantile`, "Bounded range"; epsilon-DP under both relations, but ``q~``
+docs/conformal.md#proof-of-the-bounded-range-weights; epsilon-DP under both relations, but ``q~``
 is a function of ``n``, so only substitute is claimed).
 
 *Coverage.* With probability ``>= 1 - delta`` the release has ``#{s_i <= e_J} > qn -
