@@ -10,7 +10,7 @@ import pytest
 
 from privcal.calibrators.binning import shrink_to_model
 from privcal.calibrators.search import convex_argmin, monotone_root
-from privcal.private.source import nll_curve_sensitivity
+from privcal.private.queries import nll_curve_sensitivity
 
 ONES = np.ones(3)
 P = np.array([0.5, 0.1, 0.2])
