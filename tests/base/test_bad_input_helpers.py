@@ -41,7 +41,7 @@ def test_bad_input_names_the_argument(call: Callable[[], Any], argument: str) ->
 
 def test_auto_clip_refuses_a_non_positive_epsilon() -> None:
     pytest.importorskip("torch")
-    from privcal.training.recalibration import auto_clip
+    from privcal.training.dp_sgd import auto_clip
 
     with pytest.raises(ValueError, match="'epsilon'"):
         auto_clip(100.0, 0.0, 1e-5)
