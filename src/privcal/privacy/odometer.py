@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+import privcal.privacy.store as store
 from privcal._params import check_option, check_real
-from privcal.privacy import store
 from privcal.privacy.filter import (
     ORDERS,
     Composition,
