@@ -176,16 +176,17 @@ def single_rows(path: Path, wanted: Mapping[str, tuple[str, ...]]) -> list[Any]:
     """The one row (``id = 1``) of each single-row table of ``wanted`` (table -> columns), in
     order: ``None`` for a missing row, and for every table when ``path`` is not a ledger (not a
     SQLite file, or a table missing)."""
-    con = connect(path)
     try:
-        return [
-            con.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE id = 1").fetchone()
-            for table, cols in wanted.items()
-        ]
+        con = connect(path)
+        try:
+            return [
+                con.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE id = 1").fetchone()
+                for table, cols in wanted.items()
+            ]
+        finally:
+            con.close()
     except sqlite3.DatabaseError:
         return [None] * len(wanted)
-    finally:
-        con.close()
 
 
 def columns(con: sqlite3.Connection, table: str) -> set[str]:
