@@ -10,7 +10,7 @@ import pytest
 
 from privcal.calibrators.binning import shrink_to_model
 from privcal.calibrators.search import convex_argmin, monotone_root
-from privcal.private.source import nll_curve_sensitivity
+from privcal.private.queries import nll_curve_sensitivity
 
 ONES = np.ones(3)
 P = np.array([0.5, 0.1, 0.2])
@@ -41,7 +41,7 @@ def test_bad_input_names_the_argument(call: Callable[[], Any], argument: str) ->
 
 def test_auto_clip_refuses_a_non_positive_epsilon() -> None:
     pytest.importorskip("torch")
-    from privcal.training.recalibration import auto_clip
+    from privcal.training.dp_sgd import auto_clip
 
     with pytest.raises(ValueError, match="'epsilon'"):
         auto_clip(100.0, 0.0, 1e-5)

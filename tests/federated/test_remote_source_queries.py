@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from privcal.federated.flower.sources import QUERIES, RemoteSource, answer_source_query
-from privcal.private.source import QUERIES as SOURCE_QUERIES
+from privcal.private.queries import QUERIES as SOURCE_QUERIES
 from privcal.private.source import DataSource
 
 #: Queries RemoteSource refuses by design (it says so with NotImplementedError).

@@ -22,7 +22,7 @@ from privcal.privacy import NoiseSource, SeededNoise
 from privcal.privacy.audit import audit_pure_dp
 from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource
-from privcal.private.source import curve_release
+from privcal.private.queries import curve_release
 
 pytestmark = [
     pytest.mark.statistical,

@@ -381,7 +381,7 @@ def test_one_rows_nll_variation_is_within_the_sensitivity(bound: float) -> None:
     """The derived bound B + min(B, log C) on one example's total variation along any grid,
     checked on rows from calm to extreme (logits down to -700, ties, valleys)."""
     from privcal.metrics.statistics import nll_terms
-    from privcal.private.source import nll_curve_sensitivity
+    from privcal.private.queries import nll_curve_sensitivity
 
     rng = np.random.default_rng(11)
     grid = np.exp(np.linspace(np.log(0.01), np.log(1000.0), 400))

@@ -20,7 +20,7 @@ from privcal.metrics.statistics import (
 )
 from privcal.privacy import BudgetExceededError, NoiseSource, SecureNoise, SeededNoise
 from privcal.private import DataSource, InsecureNoiseWarning, query_sensitivity, split_budget
-from privcal.private.source import check_sources
+from privcal.private.parallel import check_sources
 
 pytestmark = pytest.mark.filterwarnings("ignore::privcal.private.InsecureNoiseWarning")
 

@@ -26,7 +26,7 @@ from opacus.accountants import RDPAccountant  # noqa: E402
 
 from privcal.privacy import SeededNoise  # noqa: E402
 from privcal.privacy.audit import audit_dp  # noqa: E402
-from privcal.training.recalibration import NoiseSourceDPOptimizer  # noqa: E402
+from privcal.training.dp_sgd import NoiseSourceDPOptimizer  # noqa: E402
 from privcal.training.sgld import DPSGLDOptimizer, sgld_noise_multiplier  # noqa: E402
 
 pytestmark = [pytest.mark.statistical, pytest.mark.slow]

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("opacus")
 
 from privcal.privacy import SeededNoise  # noqa: E402
-from privcal.training.recalibration import NoiseSourceDPOptimizer  # noqa: E402
+from privcal.training.dp_sgd import NoiseSourceDPOptimizer  # noqa: E402
 
 pytestmark = pytest.mark.statistical
 

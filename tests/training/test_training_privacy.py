@@ -18,7 +18,8 @@ from privcal.training import (  # noqa: E402
     DPSGLDTrainer,
     DPTemperatureScaling,
 )
-from privcal.training.recalibration import recalibration_side, step_schedule  # noqa: E402
+from privcal.training.dp_sgd import step_schedule  # noqa: E402
+from privcal.training.pipeline import recalibration_side  # noqa: E402
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore:Optimal order is the")

@@ -72,7 +72,7 @@ def test_dp_ts_defaults_track_the_nonprivate_fit(
 
 
 def test_auto_clip_rule() -> None:
-    from privcal.training.recalibration import auto_clip
+    from privcal.training.dp_sgd import auto_clip
 
     small = [auto_clip(130.0, e, 1e-5) for e in (1.0, 3.0, 8.0)]
     assert 1.0 <= small[0] < small[1] < small[2] < 10.0  # grows with epsilon

@@ -51,8 +51,7 @@ from privcal.privacy import measurement as measurement_module
 from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
-from privcal.private.queries import QUERY_MEASUREMENTS
-from privcal.private.source import curve_release
+from privcal.private.queries import QUERY_MEASUREMENTS, curve_release
 from privcal.private.temperature import search_plan
 
 __all__ = ["N_ROWS", "curve_loss", "increments_loss", "neighbours", "nll_curve_neighbours"]
@@ -538,7 +537,7 @@ def _view_means(parties: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:
     released vectors of Acc-T's curve query of the audited source and of the honest other
     sources (the last ``t - 1``; randomized rounding is unbiased)."""
     from privcal.privacy.distributed import DistributedPlan
-    from privcal.private.source import MAX_ROWS
+    from privcal.private.queries import MAX_ROWS
 
     plan = DistributedPlan.laplace(
         2.0,

@@ -34,7 +34,7 @@ from privcal.audits._registry import AuditReport, audit_release, register, tail_
 from privcal.audits.plants import Plant, patched
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training import DPPlattScaling, DPTemperatureScaling
-from privcal.training.recalibration import DP_SGD
+from privcal.training.dp_sgd import DP_SGD
 
 __all__ = [
     "AUDIT_EPOCHS",

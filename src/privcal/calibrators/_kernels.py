@@ -9,7 +9,7 @@ Serial kernels: they run between the multi-threaded BLAS products of a Hessian-v
 whose idle threads keep spinning for a while after each product; a parallel kernel there
 competes with them (measured: 6 ms per triangular solve in parallel, 0.3-0.5 ms serial).
 
-:class:`~privcal.calibrators.scaling._BlockScaling` changes variables block by block with the
+:class:`~privcal.calibrators._newton.BlockScaling` changes variables block by block with the
 Cholesky factors :math:`L_c` (lower triangular, ``C`` blocks of ``k x k``): :math:`x_c =
 L_c^{-\\top} t_c`, its transpose :math:`L_c^{-1} g_c` and its inverse :math:`L_c^\\top x_c`,
 several times per Newton iteration. NumPy has no batched triangular solve, and a batched product
@@ -32,7 +32,7 @@ _FAST = {"reassoc", "contract"}
 @njit(cache=True, fastmath=_FAST)
 def curvature_image(p: np.ndarray, du: np.ndarray, scale: float) -> np.ndarray:  # pragma: no cover
     """:math:`s\\,(p \\odot \\delta u - p\\,(p^\\top \\delta u))` row by row, in place of ``du``
-    (the product :meth:`~privcal.calibrators.scaling._Objective.hessp` computes with NumPy)."""
+    (the product :meth:`~privcal.calibrators._newton.Objective.hessp` computes with NumPy)."""
     n, c = du.shape
     for i in range(n):
         acc = 0.0

@@ -7,21 +7,22 @@
 * :class:`MatrixScaling`: :math:`\\mathrm{softmax}(W z + b)` with an L2 penalty on the
   off-diagonal entries of W and on b (ODIR, Kull et al., 2019).
 
-For all three, with :math:`G = \\hat P - Y` (softmax output minus one-hot labels), the gradient
-of the mean NLL with respect to the transformed logits is :math:`G / N` and its Hessian in one
-row's logits is :math:`\\mathrm{diag}(p) - p p^\\top`; the parameter gradients and exact
-Hessian-vector products follow by the chain rule (:class:`_Objective` and one subclass per map).
-SciPy's ``trust-ncg`` (Steihaug's truncated conjugate gradient inside a trust region) uses them,
-in variables scaled by the curvature's diagonal, or for matrix scaling by its per-class blocks,
-re-estimated as the fit moves (:func:`_trust_newton`, :meth:`_Matrix.preconditioner`), and for
-matrix scaling without the directions that change no probability (:class:`_Matrix`): on the
-shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 Newton
-iterations and about 45 Hessian-vector products, where the
+For all three, with :math:`G = \\hat P - Y` (softmax output minus one-hot labels), the gradient of
+the mean NLL with respect to the transformed logits is :math:`G / N` and its Hessian in one row's
+logits is :math:`\\mathrm{diag}(p) - p p^\\top`; the parameter gradients and exact Hessian-vector
+products follow by the chain rule (one subclass per map of
+:class:`~privcal.calibrators._newton.Objective`). SciPy's ``trust-ncg`` (Steihaug's truncated
+conjugate gradient inside a trust region, :mod:`privcal.calibrators._newton`) uses them, in
+variables scaled by the curvature's diagonal, or for matrix scaling by its per-class blocks,
+re-estimated as the fit moves (:func:`~privcal.calibrators._newton.trust_newton`,
+:meth:`_Matrix.preconditioner`), and for matrix scaling without the directions that change no
+probability (:class:`_Matrix`): on the shared WRN CIFAR-100 network matrix scaling (10 100
+parameters) converges in 8 Newton iterations and about 45 Hessian-vector products, where the
 diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
 iterations. The order-preserving map has only ``C - 1`` parameters and its Hessian in closed form
-(two ``N x C x C`` products), formed once per Newton iteration instead of products.
-Each iteration is reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal
-fit`` shows them once a fit has run a few seconds); the library is silent otherwise.
+(two ``N x C x C`` products), formed once per Newton iteration instead of products. Each iteration
+is reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal fit`` shows them once a
+fit has run a few seconds); the library is silent otherwise.
 
 Platt, vector and matrix scaling bound each example's NLL
 --------------------------------------------------------
@@ -29,47 +30,49 @@ Platt, vector and matrix scaling bound each example's NLL
 :math:`\\frac1N\\sum_i \\min(\\ell_i(\\theta), B)` (plus the ODIR penalty for matrix scaling),
 :math:`\\ell_i` the NLL of example ``i``, ``B = nll_bound`` (default
 :data:`~privcal.calibrators.temperature.NLL_BOUND` = 20, as for temperature scaling), by
-majorise-minimise from the identity map (:func:`_fit_bounded_nll`). An example whose true class
-gets probability below :math:`e^{-B}` counts as ``B`` whatever the parameters. Without the bound
-such examples dominate the fit: a true-class probability that underflowed to 0 becomes a logit
-of -708 (:func:`privcal.data.read_scores`), i.e. an NLL of ~708 at the identity map and a
-gradient of ~708 on that class's scale :math:`w_y` (:math:`\\partial\\ell_i/\\partial w_y =
--z_{iy}(1 - p_{iy})`), so an unbounded fit shrinks :math:`w_y` towards 0 — which lifts the -708
-entries of class ``y`` in every other row by hundreds of nats. On the 20 newsgroups set (61 of 7532
-true-class probabilities exactly 0, 74% of all entries exactly 0) that took held-out accuracy
-from 92.3% to 59-66%. With the bound, such examples stop pulling and the fit is that of the other
-examples (accuracy unchanged, ECE 20% -> ~1%). On data where no example reaches ``B`` at the
-identity map or at the plain fit, the result is the plain NLL fit. A
-:class:`~privcal.calibrators.temperature.BoundedNLLWarning` (kept in ``fit_warnings_``) says how
-many examples counted as ``B``. No example is dropped and no input changed (matrix scaling's
-logit floor, :class:`MatrixScaling`, changes its input probabilities by rounding only).
-"""
+majorise-minimise from the identity map (:func:`~privcal.calibrators._newton.fit_bounded_nll`). An
+example whose true class gets probability below :math:`e^{-B}` counts as ``B`` whatever the
+parameters. Without the bound such examples dominate the fit: a true-class probability that
+underflowed to 0 becomes a logit of -708 (:func:`privcal.data.read_scores`), i.e. an NLL of ~708 at
+the identity map and a gradient of ~708 on that class's scale :math:`w_y`
+(:math:`\\partial\\ell_i/\\partial w_y = -z_{iy}(1 - p_{iy})`), so an unbounded fit shrinks
+:math:`w_y` towards 0 — which lifts the -708 entries of class ``y`` in every other row by hundreds
+of nats. On the 20 newsgroups set (61 of 7532 true-class probabilities exactly 0, 74% of all entries
+exactly 0) that took held-out accuracy from 92.3% to 59-66%. With the bound, such examples stop
+pulling and the fit is that of the other examples (accuracy unchanged, ECE 20% -> ~1%). On data
+where no example reaches ``B`` at the identity map or at the plain fit, the result is the plain NLL
+fit. A :class:`~privcal.calibrators.temperature.BoundedNLLWarning` (kept in ``fit_warnings_``) says
+how many examples counted as ``B``. No example is dropped and no input changed (matrix scaling's
+logit floor, :class:`MatrixScaling`, changes its input probabilities by rounding only)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.base import clone
 
 from privcal._params import check_int, check_real
+from privcal.calibrators._newton import (
+    BlockScaling,
+    DiagonalScaling,
+    IterationLimitWarning,
+    Objective,
+    Scaling,
+    fit_bounded_nll,
+)
 from privcal.calibrators.base import (
     Calibrator,
-    FitWarning,
     check_fitted_array,
     check_fitted_scalar,
     register,
 )
-from privcal.calibrators.progress import Reporter, report
 from privcal.calibrators.temperature import (
     DEFAULT_T_RANGE,
     NLL_BOUND,
     fit_temperature_nll,
-    warn_bounded_nll,
 )
 from privcal.metrics.statistics import nll_terms, softmax
 
@@ -121,376 +124,7 @@ def floor_logits(z: np.ndarray, logit_range: float | None) -> tuple[np.ndarray, 
     return np.maximum(z, floor), int(low.any(axis=1).sum())
 
 
-#: Majorise-minimise rounds of :func:`_fit_bounded_nll` (each one trust-region fit, warm-started).
-_MAX_MM = 20
-#: Trust-region Newton stops when the gradient, in the variables scaled by the Hessian's
-#: diagonal, has this L2 norm: then the second-order model predicts less than
-#: ``GTOL**2 / 2`` (5e-13) of further decrease of the mean NLL.
-_GTOL = 1e-6
-#: Gradient norms, in the solve's scaled variables, at which :func:`_trust_newton` re-estimates
-#: its change of variables at the point reached: there the second-order model predicts about
-#: ``5e-3`` and ``5e-7`` of further decrease. Matrix scaling on the shared CIFAR-100 networks,
-#: Hessian-vector products of the fit with its cross-fit (three fits): WRN 185 -> 107,
-#: DenseNet 842 -> 512, LeNet 81 -> 60.
-_RESCALE_AT = (1e-1, 1e-3)
-
-
-class IterationLimitWarning(FitWarning):
-    """A trust-region Newton fit (Platt, vector or matrix scaling) used ``max_iter`` iterations
-    before its gradient test: the parameters are the best point found, not the minimum."""
-
-
-class _Point(NamedTuple):
-    """An objective's NLL part at ``x``: its value and parameter gradient and the softmax ``p``
-    of the logits."""
-
-    x: np.ndarray
-    value: float
-    grad: np.ndarray
-    p: np.ndarray
-
-
-class _Objective:
-    """A fitting objective: mean NLL of affine-or-monotone logits (plus a penalty), its exact
-    gradient and exact Hessian-vector products.
-
-    Subclasses say how the parameters ``x`` map to logits (:meth:`logits`), push a parameter
-    direction forward (:meth:`push`: the logits' directional derivative) and pull a logit-space
-    row array back (:meth:`pull`: the transposed Jacobian). With :math:`P` the softmax of the
-    logits and :math:`Y` the one-hot labels of the ``n`` rows, scaled by ``weight / n``: the
-    gradient in the logits is :math:`G = P - Y` and the Hessian of each row's NLL in its logits
-    is :math:`\\mathrm{diag}(p) - p p^\\top`, so a direction :math:`\\delta u` of the logits
-    has curvature image :math:`p \\odot \\delta u - p\\,(p^\\top \\delta u)` row by row. The
-    gradient is ``pull(G)``; the Hessian-vector product is ``pull(curvature(push(v)))`` plus
-    :meth:`second_order` (the term of a map that is not affine in ``x``) plus the penalty's.
-    The softmax of the last two points is kept (trust-region steps ask for products at the
-    point of the last accepted step after evaluating a trial point).
-    """
-
-    #: Whether :meth:`hessian` gives the whole Hessian in closed form (then the conjugate
-    #: gradient multiplies by it, formed once per point, instead of asking for products).
-    dense_hessian: ClassVar[bool] = False
-
-    def __init__(self, y: np.ndarray, weight: float) -> None:
-        self.y = y
-        self.rows = np.arange(y.size)
-        self.scale = weight / y.size
-        self._cache: list[_Point] = []
-
-    # -- the map (subclasses) --------------------------------------------------------------
-    def logits(self, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def push(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def pull(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def second_order(self, x: np.ndarray, grad_nll: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return np.zeros_like(v)
-
-    def penalty(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        return 0.0, np.zeros_like(x)
-
-    def penalty_hessp(self, v: np.ndarray) -> np.ndarray:
-        return np.zeros_like(v)
-
-    def penalty_diagonal(self, x: np.ndarray) -> np.ndarray:
-        """The diagonal of the penalty's Hessian (for the preconditioners): a diagonal penalty's
-        product with ones."""
-        return self.penalty_hessp(np.ones_like(x))
-
-    def canonical(self, x: np.ndarray) -> np.ndarray:
-        """The parameters a solve returns for the point ``x`` it reached: ``x`` itself, unless
-        the objective identifies equivalent points (:class:`_Matrix`)."""
-        return x
-
-    def gauss_newton_diagonal(self, x: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """The diagonal of the curvature of the NLL part (for scaling the variables)."""
-        raise NotImplementedError
-
-    # -- shared ----------------------------------------------------------------------------
-    def _cached(self, x: np.ndarray) -> _Point:
-        """The NLL part at ``x``: computed, or kept from one of the last two points asked for
-        (a stage of the solve asks for its preconditioner and then its value at one point)."""
-        for entry in self._cache:
-            if np.array_equal(entry.x, x):
-                return entry
-        u = self.logits(x)
-        u = u - u.max(axis=1, keepdims=True)
-        p = np.exp(u)
-        s = p.sum(axis=1)
-        p /= s[:, None]
-        value = self.scale * float((np.log(s) - u[self.rows, self.y]).sum())
-        g = p.copy()
-        g[self.rows, self.y] -= 1.0
-        grad = self.pull(x, g * self.scale)
-        entry = _Point(x.copy(), value, grad, p)
-        self._cache = [*self._cache[-1:], entry]
-        return entry
-
-    def _softmax(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``P`` at ``x`` and the gradient in the parameters of the NLL part."""
-        entry = self._cached(x)
-        return entry.p, entry.grad
-
-    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        entry = self._cached(x)
-        pen, pen_grad = self.penalty(x)
-        return entry.value + pen, entry.grad + pen_grad
-
-    __call__ = value_and_grad
-
-    def hessp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """The Hessian-vector product."""
-        entry = self._cached(x)
-        out = self.pull(x, self.curvature_image(entry.p, self.push(x, v)))
-        return out + self.second_order(x, entry.grad, v) + self.penalty_hessp(v)
-
-    def hessian(self, x: np.ndarray) -> np.ndarray:
-        """The whole Hessian (where :attr:`dense_hessian`)."""
-        raise NotImplementedError
-
-    def curvature_image(self, p: np.ndarray, du: np.ndarray) -> np.ndarray:
-        """The scaled curvature image :math:`s\\,(p \\odot \\delta u - p\\,(p^\\top \\delta u))`
-        of a logit direction ``du``, row by row (may overwrite ``du``)."""
-        pdu = p * du
-        curv = pdu - p * pdu.sum(axis=1, keepdims=True)
-        return curv * self.scale
-
-    def diagonal(self, x: np.ndarray) -> np.ndarray:
-        p, _ = self._softmax(x)
-        return self.gauss_newton_diagonal(x, p) + self.penalty_diagonal(x)
-
-    def preconditioner(self, x: np.ndarray) -> _Scaling:
-        """The change of variables of the trust-region solve from ``x``: by default the inverse
-        square root of the curvature's diagonal (Jacobi), floored at 1e-12 of its largest entry."""
-        d = self.diagonal(x)
-        return _DiagonalScaling(1.0 / np.sqrt(np.maximum(d, 1e-12 * max(float(d.max()), 1e-300))))
-
-
-class _Scaling:
-    """A fixed linear change of variables :math:`x = A\\,t` for the trust-region solve.
-
-    The solver sees :math:`f(A t)`, with gradient :math:`A^\\top \\nabla f` and Hessian
-    :math:`A^\\top H A`; conjugate gradient on the latter is CG on :math:`H` preconditioned by
-    :math:`A A^\\top`. The minimiser :math:`x^\\star = A t^\\star` does not depend on ``A``.
-    """
-
-    def to_x(self, t: np.ndarray) -> np.ndarray:
-        """:math:`A t`."""
-        raise NotImplementedError
-
-    def to_t(self, x: np.ndarray) -> np.ndarray:
-        """:math:`A^{-1} x`."""
-        raise NotImplementedError
-
-    def pull(self, g: np.ndarray) -> np.ndarray:
-        """:math:`A^\\top g` (a gradient or Hessian-vector product in ``x`` to one in ``t``)."""
-        raise NotImplementedError
-
-
-class _DiagonalScaling(_Scaling):
-    """:math:`A = \\mathrm{diag}(s)`."""
-
-    def __init__(self, s: np.ndarray) -> None:
-        self.s = s
-
-    def to_x(self, t: np.ndarray) -> np.ndarray:
-        return t * self.s
-
-    def to_t(self, x: np.ndarray) -> np.ndarray:
-        return x / self.s
-
-    def pull(self, g: np.ndarray) -> np.ndarray:
-        return g * self.s
-
-
-class _BlockScaling(_Scaling):
-    """:math:`A` block diagonal, :math:`A_c = L_c^{-\\top}` with :math:`B_c = L_c L_c^\\top` the
-    Cholesky factor of block ``c`` of the curvature; ``blocks[c]`` lists the entries of ``x`` in
-    block ``c``. The products are triangular solves (:mod:`privcal.calibrators._kernels`)."""
-
-    def __init__(self, curvature: np.ndarray, blocks: np.ndarray) -> None:
-        from privcal.calibrators import _kernels  # numba: imported when first needed
-
-        self.blocks = blocks
-        self.factors = np.linalg.cholesky(curvature)
-        self._kernels = _kernels
-
-    def _apply(
-        self, kernel: Callable[[np.ndarray, np.ndarray], np.ndarray], v: np.ndarray
-    ) -> np.ndarray:
-        out = np.empty_like(v)
-        out[self.blocks] = kernel(self.factors, v[self.blocks])
-        return out
-
-    def to_x(self, t: np.ndarray) -> np.ndarray:
-        return self._apply(self._kernels.lower_t_solve, t)
-
-    def to_t(self, x: np.ndarray) -> np.ndarray:
-        return self._apply(self._kernels.lower_t_product, x)
-
-    def pull(self, g: np.ndarray) -> np.ndarray:
-        return self._apply(self._kernels.lower_solve, g)
-
-
-def _trust_newton(
-    objective: _Objective, x0: np.ndarray, max_iter: int, step: Reporter
-) -> np.ndarray:
-    """Minimise ``objective`` from ``x0`` by trust-region Newton-CG (SciPy's ``trust-ncg``:
-    Steihaug's truncated conjugate gradient on the exact Hessian-vector products), in at most
-    ``max_iter`` Newton iterations (an :class:`IterationLimitWarning` if they run out). An
-    objective with its whole Hessian in closed form (:attr:`~_Objective.dense_hessian`: the
-    order-preserving map's ``C - 1`` log-scales) forms it once per point, in one stage; the
-    conjugate gradient then multiplies by it. (SciPy's ``trust-exact`` on the same Hessian
-    pushed the flat log-scales of deep ranks, which have no gradient, to its trust radius,
-    where their scales overflowed; the conjugate gradient never leaves the span of the
-    gradient.)
-
-    The solve runs in the variables of the objective's :meth:`~_Objective.preconditioner`: the
-    curvature's diagonal (Jacobi) by default, per-class blocks for matrix scaling. Logits of
-    very different sizes (log-probabilities down to -36) otherwise make the Hessian
-    ill-conditioned, and the CG iterations triple on the shared CIFAR-100 network. The curvature
-    changes as the fit moves, so the change of variables is estimated at ``x0`` and again where
-    the gradient norm, in the variables of the moment, first falls below each of
-    :data:`_RESCALE_AT` (:func:`_scaled_trust_newton` runs each stage). Estimated at the start
-    only, it left the last Newton iterations of matrix scaling on the shared DenseNet CIFAR-100
-    network 100-130 CG iterations each. The minimiser does not depend on the variables; in them
-    the gradient norm is scale-free, and the fit stops at :data:`_GTOL`. Trust-region steps
-    never increase the objective, so the result is never worse than ``x0``.
-    """
-    x, used, gnorm, change = x0, 0, np.inf, None
-    for gtol in (_GTOL,) if objective.dense_hessian else (*_RESCALE_AT, _GTOL):
-        if gnorm <= gtol:  # already there, in the last stage's variables
-            continue
-        if used >= max_iter:
-            break
-        change = objective.preconditioner(x) if change is None else change
-        x, iterations, gnorm = _scaled_trust_newton(
-            objective, change, x, gtol, max_iter - used, step
-        )
-        used += iterations
-        if iterations:  # the point moved: the next stage estimates its variables there
-            change = None
-    if gnorm > _GTOL and used >= max_iter:
-        warnings.warn(
-            f"The {step.fit} fit used the max_iter={max_iter} Newton iterations of a solve "
-            f"before its gradient test (norm {gnorm:.2g} in the scaled variables, stopping at "
-            f"{_GTOL:g}): the parameters are the best point found, not the minimum. Raise "
-            f"max_iter; but if the map separates the fitting rows (an unpenalised map with "
-            f"many parameters per row: the NLL then falls towards 0 and has no minimum), more "
-            f"iterations will not help: fit on more rows or keep the penalty.",
-            IterationLimitWarning,
-            stacklevel=5,
-        )
-    return x
-
-
-def _scaled_trust_newton(
-    objective: _Objective,
-    change: _Scaling,
-    x0: np.ndarray,
-    gtol: float,
-    max_iter: int,
-    step: Reporter,
-) -> tuple[np.ndarray, int, float]:
-    """One stage of :func:`_trust_newton`: ``trust-ncg`` from ``x0`` in the variables of
-    ``change`` (the preconditioner at ``x0``) until the gradient norm in them is at most
-    ``gtol``, or ``max_iter`` iterations. Returns the point (:meth:`~_Objective.canonical`),
-    the iterations used and the final gradient norm."""
-    last: list[np.ndarray] = [np.empty(0), x0]  # the last point asked for, in t and in x
-
-    def point(t: np.ndarray) -> np.ndarray:
-        if not np.array_equal(last[0], t):  # CG asks for many products at one point
-            last[:] = [t.copy(), change.to_x(t)]
-        return last[1]
-
-    def fun(t: np.ndarray) -> tuple[float, np.ndarray]:
-        val, g = objective(point(t))
-        return val, change.pull(g)
-
-    dense: list[np.ndarray] = [np.empty(0), np.empty(0)]  # a point in x and its Hessian
-
-    def hessian_product(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        if not objective.dense_hessian:
-            return objective.hessp(x, v)
-        if not np.array_equal(dense[0], x):  # formed once per point, then matrix products
-            dense[:] = [x.copy(), objective.hessian(x)]
-        return dense[1] @ v
-
-    def hessp(t: np.ndarray, vt: np.ndarray) -> np.ndarray:
-        return change.pull(hessian_product(point(t), change.to_x(vt)))
-
-    res = minimize(
-        fun,
-        change.to_t(x0),
-        jac=True,
-        hessp=hessp,
-        method="trust-ncg",
-        options={"gtol": gtol, "maxiter": max_iter},
-        callback=lambda intermediate_result: step(intermediate_result.fun),
-    )
-    x = objective.canonical(change.to_x(np.asarray(res.x)))
-    return x, int(res.nit), float(np.linalg.norm(res.jac))
-
-
-#: ``make_objective(rows, weight)``: the objective of the ``rows`` (an index array) with their
-#: mean NLL scaled by ``weight`` (= |rows| / N, so that the NLL part is their sum divided by all
-#: N).
-ObjectiveFactory = Callable[[np.ndarray, float], _Objective]
-
-
-def _fit_bounded_nll(
-    make_objective: ObjectiveFactory,
-    nll_of: Callable[[np.ndarray], np.ndarray],
-    x0: np.ndarray,
-    n: int,
-    max_iter: int,
-    bound: float | None,
-    owner: str,
-    solver_start: np.ndarray | None = None,
-) -> np.ndarray:
-    """Minimise :math:`\\frac1N\\sum_i\\min(\\ell_i(x), B)` (+ penalty) from ``x0``.
-
-    ``nll_of(x)`` gives every example's :math:`\\ell_i(x)`. Majorise-minimise, as for
-    temperature scaling: with :math:`A` the examples at or below ``B`` at the current ``x``,
-    :math:`\\frac1N(\\sum_{i\\in A}\\ell_i + |A^c|B)` (+ penalty) lies above the bounded
-    objective and touches it at ``x``; a trust-region Newton fit of it (:func:`_trust_newton`)
-    warm-started at ``x`` (it never returns a point worse than its start) cannot increase the
-    objective. Repeat until ``A`` stops changing (a local minimum; at most :data:`_MAX_MM`
-    rounds). ``bound=None`` is the plain fit. When every example is at or below ``B`` at ``x0``
-    and at the plain fit from ``x0``, the result is that plain fit. Each iteration is reported
-    to :func:`privcal.calibrators.progress.fit_progress` (silent by default).
-
-    ``solver_start``, when given, is where the first trust-region solve starts instead of
-    ``x0``; the first active set is still that of ``x0``. Only for maps affine in ``x``
-    (matrix scaling): then every majoriser is convex with a single minimiser (the penalty
-    makes it strictly convex), each solve returns that minimiser wherever it starts (to the
-    solver's tolerance), and the rounds, active sets and result are those from ``x0``.
-    """
-    step = report(owner)
-    start = x0 if solver_start is None else solver_start
-    if bound is None:
-        return _trust_newton(make_objective(np.arange(n), 1.0), start, max_iter, step)
-    x = x0
-    active = nll_of(x) <= bound
-    for _ in range(_MAX_MM):
-        rows = np.flatnonzero(active)
-        if rows.size == 0:  # every example at the bound: the NLL part is flat
-            break
-        x = _trust_newton(make_objective(rows, rows.size / n), start, max_iter, step)
-        start = x
-        now = nll_of(x) <= bound
-        if np.array_equal(now, active):
-            break
-        active = now
-    warn_bounded_nll(int(np.count_nonzero(nll_of(x) > bound)), n, bound, owner)
-    return x
-
-
-class _Platt(_Objective):
+class _Platt(Objective):
     """:math:`u = (0, a s + b)`: the binary logit ``s`` scaled and shifted."""
 
     def __init__(self, s: np.ndarray, y: np.ndarray, weight: float) -> None:
@@ -511,7 +145,7 @@ class _Platt(_Objective):
         return np.array([q @ (self.s * self.s), q.sum()])
 
 
-class _Vector(_Objective):
+class _Vector(Objective):
     """:math:`u = z \\odot w + b`, ``x = (w, b)``."""
 
     def __init__(self, z: np.ndarray, y: np.ndarray, weight: float) -> None:
@@ -533,7 +167,7 @@ class _Vector(_Objective):
         return np.concatenate([np.einsum("ij,ij->j", q, self.z * self.z), q.sum(axis=0)])
 
 
-class _Matrix(_Objective):
+class _Matrix(Objective):
     """:math:`u = z W^\\top + b` plus the ODIR penalty, ``x = (W`` row-major``, b)``.
 
     Everything is float64. Hessian-vector products in float32 (twice as fast) were tried and
@@ -563,9 +197,9 @@ class _Matrix(_Objective):
     spends iterations on them; here they are flat, and neither the gradient nor a product has
     a component along them. Hessian-vector products to convergence on the shared CIFAR-100
     networks, before the change of variables was re-estimated during a solve
-    (:data:`_RESCALE_AT`): DenseNet 447 -> 223, LeNet 69 -> 35, WRN 95 -> 104 (WRN with the
-    cross-fit: 231 -> 185). With ``lam = 0`` (``mu = 0``) no shift of the columns
-    (intercepts) is preferred and ``P`` keeps them as they are.
+    (:data:`~privcal.calibrators._newton.RESCALE_AT`): DenseNet 447 -> 223, LeNet 69 -> 35,
+    WRN 95 -> 104 (WRN with the cross-fit: 231 -> 185). With ``lam = 0`` (``mu = 0``) no shift
+    of the columns (intercepts) is preferred and ``P`` keeps them as they are.
     """
 
     #: Rows (every k-th) from which :meth:`preconditioner` estimates the curvature blocks.
@@ -618,7 +252,7 @@ class _Matrix(_Objective):
 
         return curvature_image(p, du, self.scale)  # one pass, in place of du
 
-    def preconditioner(self, x: np.ndarray) -> _Scaling:
+    def preconditioner(self, x: np.ndarray) -> Scaling:
         """Per-class blocks: class ``c``'s logit depends on row ``c`` of ``W`` and on ``b_c``
         only, so the curvature's block in those ``C + 1`` variables is
         :math:`\\sum_i p_{ic}(1 - p_{ic})\\,\\tilde z_i \\tilde z_i^\\top` (scaled, with
@@ -647,7 +281,7 @@ class _Matrix(_Objective):
         diag += self.penalty_diagonal(x)[blocks]
         diag += 1e-12 * max(float(diag.max()), 1e-300)
         curvature[:, np.arange(c + 1), np.arange(c + 1)] = diag
-        return _BlockScaling(curvature, blocks)
+        return BlockScaling(curvature, blocks)
 
     def _sampled_pairs(self) -> tuple[int, np.ndarray]:
         """The stride of the rows :meth:`preconditioner` samples, and the products
@@ -719,7 +353,7 @@ class _Matrix(_Objective):
         return np.concatenate([(q.T @ (self.z * self.z)).ravel(), q.sum(axis=0)])
 
 
-class _OrderPreserving(_Objective):
+class _OrderPreserving(Objective):
     """The order-preserving map in each row's sorted order (the NLL does not depend on the
     order of the columns): :math:`u_1 = 0`, :math:`u_{k+1} = u_k - e^{a_k}\\delta_k`.
 
@@ -737,12 +371,12 @@ class _OrderPreserving(_Objective):
         super().__init__(rank, weight)
         self.gaps = gaps
 
-    def preconditioner(self, x: np.ndarray) -> _Scaling:
+    def preconditioner(self, x: np.ndarray) -> Scaling:
         """None (the identity): the trust region lies in the log-scales themselves, where a
         unit step multiplies a gap's scale by e. The curvature of deep ranks, whose tail
         probabilities are ~0, is ~0, and the diagonal scaling of the other maps would stretch
         their steps by up to 1e6, to trial scales that overflow."""
-        return _DiagonalScaling(np.ones_like(x))
+        return DiagonalScaling(np.ones_like(x))
 
     def _cum(self, a: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
         w = np.exp(a) * (1.0 if v is None else v)
@@ -829,7 +463,7 @@ class PlattScaling(Calibrator):
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         s = self._binary_logit(z)
 
-        def make_loss(rows: np.ndarray, weight: float) -> _Objective:
+        def make_loss(rows: np.ndarray, weight: float) -> Objective:
             return _Platt(s[rows], y[rows], weight)
 
         def nll_of(x: np.ndarray) -> np.ndarray:
@@ -838,7 +472,7 @@ class PlattScaling(Calibrator):
 
         bound = None if self.nll_bound is None else float(self.nll_bound)
         x0 = np.array([1.0, 0.0])
-        x = _fit_bounded_nll(make_loss, nll_of, x0, s.size, self.max_iter, bound, "Platt scaling")
+        x = fit_bounded_nll(make_loss, nll_of, x0, s.size, self.max_iter, bound, "Platt scaling")
         self.coef_, self.intercept_ = float(x[0]), float(x[1])
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
@@ -943,10 +577,10 @@ class VectorScaling(Calibrator):
             order, gaps = sorted_gaps(z)  # independent of the parameters: sort once
             rank = np.argsort(order, axis=1)[np.arange(n), y]  # the label's place in its row
 
-            def make_op(rows: np.ndarray, weight: float) -> _Objective:
+            def make_op(rows: np.ndarray, weight: float) -> Objective:
                 return _OrderPreserving(gaps[rows], rank[rows], weight)
 
-            self.coef_ = _fit_bounded_nll(
+            self.coef_ = fit_bounded_nll(
                 make_op,
                 lambda a: nll_terms(op_from_gaps(order, gaps, a), y),
                 np.zeros(c - 1),
@@ -958,10 +592,10 @@ class VectorScaling(Calibrator):
             self.intercept_ = np.zeros(c)
             return
 
-        def make_vs(rows: np.ndarray, weight: float) -> _Objective:
+        def make_vs(rows: np.ndarray, weight: float) -> Objective:
             return _Vector(z[rows], y[rows], weight)
 
-        x = _fit_bounded_nll(
+        x = fit_bounded_nll(
             make_vs,
             lambda x: nll_terms(z * x[:c] + x[c:], y),
             np.concatenate([np.ones(c), np.zeros(c)]),
@@ -995,8 +629,9 @@ def _temperature_start(z: np.ndarray, y: np.ndarray, bound: float | None) -> np.
     scaling contains. On an overconfident network the identity map's softmax is nearly one-hot,
     its curvature nearly 0, and Newton steps from it are poor (WRN CIFAR-100 with logits times
     30: 500 iterations without converging); the majoriser of the first round has one minimiser,
-    so the start changes the path and not the fit (:func:`_fit_bounded_nll`). The temperature
-    fit's own diagnostics are not the user's and are not shown."""
+    so the start changes the path and not the fit
+    (:func:`~privcal.calibrators._newton.fit_bounded_nll`). The temperature fit's own
+    diagnostics are not the user's and are not shown."""
     c = z.shape[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1085,7 +720,7 @@ class MatrixScaling(Calibrator):
         n, c = z.shape
         lam, mu = float(self.reg_offdiag), float(self.reg_intercept)
 
-        def make_loss(rows: np.ndarray, weight: float) -> _Objective:
+        def make_loss(rows: np.ndarray, weight: float) -> Objective:
             return _Matrix(z[rows], y[rows], weight, lam, mu)
 
         def nll_of(x: np.ndarray) -> np.ndarray:
@@ -1095,7 +730,7 @@ class MatrixScaling(Calibrator):
         x0 = np.concatenate([np.eye(c).ravel(), np.zeros(c)])
         if solver_start is None:
             solver_start = _temperature_start(z, y, bound)
-        x = _fit_bounded_nll(
+        x = fit_bounded_nll(
             make_loss, nll_of, x0, n, self.max_iter, bound, "matrix scaling", solver_start
         )
         self.coef_, self.intercept_ = x[: c * c].reshape(c, c), x[c * c :]
@@ -1103,7 +738,8 @@ class MatrixScaling(Calibrator):
     def _fit_twin(self, z: np.ndarray, y: np.ndarray) -> MatrixScaling:
         """The cross-fit twin's solves start at this fit's parameters, which halves their
         Newton work; its majorise-minimise path still starts at the identity map, so the twin is
-        the fit of its half from the identity (:func:`_fit_bounded_nll`, ``solver_start``)."""
+        the fit of its half from the identity
+        (:func:`~privcal.calibrators._newton.fit_bounded_nll`, ``solver_start``)."""
         twin = clone(self)
         twin._fit(z, y, solver_start=np.concatenate([self.coef_.ravel(), self.intercept_]))
         return twin

@@ -53,7 +53,7 @@ from privcal.metrics.statistics import (
 from privcal.plots import subplots
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.private.binning import noisy_bin_values
-from privcal.private.source import curve_from_release, curve_release, nll_curve_sensitivity
+from privcal.private.queries import curve_from_release, curve_release, nll_curve_sensitivity
 from privcal.private.temperature import AUTO_SPLIT, SearchPlan, search_plan
 
 __all__ = [
@@ -368,7 +368,7 @@ def _private_curve(plan: SearchPlan, s: _Setting, noise: NoiseSource) -> np.ndar
     """Acc-T's curve search for all trials: one ``accuracy_gap_curve`` release per source.
 
     The exact per-source curves come from the shared ``accuracy_gap_terms`` at every grid
-    temperature; the released vector (:func:`~privcal.private.source.curve_release`) gets one
+    temperature; the released vector (:func:`~privcal.private.queries.curve_release`) gets one
     ``(trials, d, k)`` Laplace array of scale ``2 / epsilon``, as the DataSource draws it.
     """
     trials, d, n, c = s.z_val.shape

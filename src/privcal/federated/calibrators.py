@@ -17,6 +17,7 @@ produce these calibrators and call the MLP's loss (:func:`mlp_nll_and_grad`) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -59,8 +60,29 @@ def apply_weighting(g: np.ndarray, p: np.ndarray, alpha: np.ndarray, weighting: 
     return out
 
 
+class _Weighted(Calibrator):
+    """The weighting both weighted calibrators add to their binning (module docstring): checks
+    ``weighting``, sets ``alpha_`` (C,) after the binning's fit, and mixes in predict_proba.
+    Listed before the binning class among the bases, so ``super()`` is the binning."""
+
+    weighting: str
+    _calibrated: Callable[[np.ndarray], np.ndarray]  # the binning's one-vs-all outputs
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_option(self.weighting, "weighting", type(self).__name__, ("all", "changed"))
+
+    def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
+        super()._fit(z, y)
+        self.alpha_ = np.ones(z.shape[1])
+
+    def _predict_proba(self, z: np.ndarray) -> np.ndarray:
+        p = softmax(z)
+        return apply_weighting(self._calibrated(p), p, np.asarray(self.alpha_), self.weighting)
+
+
 @register
-class WeightedBBQ(BBQ):
+class WeightedBBQ(_Weighted, BBQ):
     """FedBBQ with heterogeneity weighting; ``alpha_`` (C,) in [0, 1] is the class weight.
 
     ``prior`` and ``prior_strength`` are :class:`~privcal.calibrators.BBQ`'s.
@@ -78,21 +100,9 @@ class WeightedBBQ(BBQ):
         super().__init__(n_levels=n_levels, prior=prior, prior_strength=prior_strength)
         self.weighting = weighting
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_option(self.weighting, "weighting", type(self).__name__, ("all", "changed"))
-
-    def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
-        super()._fit(z, y)
-        self.alpha_ = np.ones(z.shape[1])
-
-    def _predict_proba(self, z: np.ndarray) -> np.ndarray:
-        p = softmax(z)
-        return apply_weighting(self._calibrated(p), p, np.asarray(self.alpha_), self.weighting)
-
 
 @register
-class WeightedHistogramBinning(HistogramBinning):
+class WeightedHistogramBinning(_Weighted, HistogramBinning):
     """Classwise FedBin with heterogeneity weighting (``alpha_`` (C,) in [0, 1]).
 
     ``prior`` and ``prior_strength`` are :class:`~privcal.calibrators.HistogramBinning`'s.
@@ -114,18 +124,6 @@ class WeightedHistogramBinning(HistogramBinning):
             mode="classwise", n_bins=n_bins, prior=prior, prior_strength=prior_strength
         )
         self.weighting = weighting
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_option(self.weighting, "weighting", type(self).__name__, ("all", "changed"))
-
-    def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
-        super()._fit(z, y)
-        self.alpha_ = np.ones(z.shape[1])
-
-    def _predict_proba(self, z: np.ndarray) -> np.ndarray:
-        p = softmax(z)
-        return apply_weighting(self._calibrated(p), p, np.asarray(self.alpha_), self.weighting)
 
     def _jsonable_params(self) -> dict[str, Any]:
         return {

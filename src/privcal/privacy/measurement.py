@@ -58,7 +58,7 @@ MEASUREMENT_MODULES = (
     "privcal.private.queries",
     "privcal.conformal.quantile",
     "privcal.federated.payloads",
-    "privcal.training.recalibration",
+    "privcal.training.dp_sgd",
 )
 
 #: Mechanisms :meth:`Measurement.release` draws itself (the others are recorded).

@@ -5,8 +5,8 @@ would exceed the budget, recording nothing. Spends compose by basic composition 
 and sum of deltas), or, for a ledger created with ``renyi_delta > 0``, by the tighter of basic
 composition and a Rényi filter: the admission rule and why it is a valid privacy filter under
 fully adaptive composition are in :mod:`privcal.privacy.filter`. With ``ledger=PATH`` the record
-is a SQLite file (stdlib :mod:`sqlite3`, WAL journal, ``synchronous=FULL``), so the spent budget
-survives restarts, crashes (``SIGKILL``) and concurrent processes:
+is a SQLite file (:mod:`privcal.privacy.store`: WAL journal, ``synchronous=FULL``), so the spent
+budget survives restarts, crashes (``SIGKILL``) and concurrent processes:
 
 * each :meth:`PrivacyOdometer.spend` runs in one ``BEGIN IMMEDIATE`` transaction (read the total,
   check it against the budget, insert the spend, ``COMMIT``) and returns only after the commit.
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+import privcal.privacy.store as store
 from privcal._params import check_option, check_real
 from privcal.privacy.filter import (
     ORDERS,
@@ -55,33 +56,6 @@ __all__ = [
 #: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
 #: so that ``K`` spends of ``budget / K`` use the budget exactly despite rounding.
 REL_TOL = 1e-12
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS budget (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    name TEXT NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS spends (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    query TEXT NOT NULL,
-    mechanism TEXT NOT NULL,
-    sensitivity REAL,
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    source TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS filter (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    renyi_delta REAL NOT NULL,
-    orders TEXT NOT NULL,
-    relation TEXT NOT NULL DEFAULT 'add/remove'
-);
-"""
 
 
 class BudgetExceededError(RuntimeError):
@@ -225,58 +199,21 @@ class PrivacyOdometer:
         )
 
     # ------------------------------------------------------------------ ledger plumbing
-    def _connect(self) -> sqlite3.Connection:
-        assert self.ledger is not None
-        con = sqlite3.connect(self.ledger, timeout=60.0, isolation_level=None)
-        con.execute("PRAGMA busy_timeout = 60000")
-        con.execute("PRAGMA synchronous = FULL")
-        return con
-
-    @contextlib.contextmanager
-    def _immediate(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction on a fresh connection (fork- and thread-safe)."""
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        finally:
-            con.close()
-
     def _init_ledger(self) -> None:
         assert self.ledger is not None
         self.ledger.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open_ledger()
         except sqlite3.OperationalError as err:
-            if _read_only(self.ledger):
-                raise ValueError(_read_only_message(self.ledger, err, spending=True)) from None
+            if store.read_only(self.ledger):
+                raise ValueError(store.read_only_message(self.ledger, err, spending=True)) from None
             raise
 
     def _open_ledger(self) -> None:
         assert self.ledger is not None
-        con = self._connect()
-        try:
-            # WAL is persistent in the file; switching needs no transaction.
-            for _ in range(100):
-                try:
-                    con.execute("PRAGMA journal_mode = WAL")
-                    break
-                except sqlite3.OperationalError:  # pragma: no cover - lock race at creation
-                    time.sleep(0.05)
-        finally:
-            con.close()
-        with self._immediate() as con:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    con.execute(stmt)
-            for column in ("rdp", "relation"):  # a ledger written before the filter lacks them
-                if column not in _columns(con, "spends"):
-                    con.execute(f"ALTER TABLE spends ADD COLUMN {column} TEXT")
+        store.use_wal(self.ledger)
+        with store.transaction(self.ledger) as con:
+            store.create_tables(con, "budget", "spends", "filter")
             row = con.execute("SELECT epsilon, delta FROM budget WHERE id = 1").fetchone()
             if row is None:
                 con.execute(
@@ -362,12 +299,8 @@ class PrivacyOdometer:
         BudgetExceededError
             If neither basic composition nor the Rényi filter admits the spend.
         """
-        owner = "PrivacyOdometer.spend"
-        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = Spend(
-            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
-        )
+        row = self._spend_row("PrivacyOdometer.spend", epsilon, delta, rdp, relation)
+        eps, dlt = row.epsilon, row.delta
         sens = float(sensitivity)
         release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
         if self.ledger is None:
@@ -375,7 +308,7 @@ class PrivacyOdometer:
                 self._check(query, [m[1] for m in self._memory], row)
                 self._memory.append((release, row))
             return
-        with self._immediate() as con:
+        with store.transaction(self.ledger) as con:
             self._check(query, self._rows(con), row)
             con.execute(
                 "INSERT INTO spends (query, mechanism, sensitivity, epsilon, delta, source, pid, "
@@ -428,13 +361,16 @@ class PrivacyOdometer:
         For a step whose later parts are planned from its earlier releases: check the whole
         step up front, then :meth:`spend` each part before it releases.
         """
-        owner = "PrivacyOdometer.check"
+        row = self._spend_row("PrivacyOdometer.check", epsilon, delta, rdp, relation)
+        self._check(query, self._read_rows(), row)
+
+    def _spend_row(self, owner: str, epsilon: Any, delta: Any, rdp: Any, relation: Any) -> Spend:
+        """The checked arguments of a spend (``epsilon > 0``, ``delta`` in ``[0, 1)``, the RDP
+        curve on the ledger's orders, the relation) as the row the rule composes."""
         eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = Spend(
-            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
-        )
-        self._check(query, self._read_rows(), row)
+        curve = self._check_curve(rdp)
+        return Spend(eps, dlt, curve, check_option(relation, "relation", owner, RELATIONS))
 
     def _check_curve(self, rdp: Any) -> np.ndarray | None:
         if rdp is None:
@@ -513,7 +449,7 @@ class PrivacyOdometer:
         if self.ledger is None:
             with self._lock:
                 return [row for _, row in self._memory]
-        con = self._connect()
+        con = store.connect(self.ledger)
         try:
             return self._rows(con)
         finally:
@@ -542,12 +478,7 @@ class PrivacyOdometer:
         self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
     ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
-        owner = "PrivacyOdometer.can_spend"
-        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-        dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
-        row = Spend(
-            eps, dlt, self._check_curve(rdp), check_option(relation, "relation", owner, RELATIONS)
-        )
+        row = self._spend_row("PrivacyOdometer.can_spend", epsilon, delta, rdp, relation)
         return self.rule.admits(self._compose([*self._read_rows(), row]))
 
     @property
@@ -556,7 +487,7 @@ class PrivacyOdometer:
         if self.ledger is None:
             with self._lock:
                 return [r for r, _ in self._memory]
-        con = self._connect()
+        con = store.connect(self.ledger)
         try:
             rows = con.execute(
                 "SELECT query, mechanism, sensitivity, epsilon, delta, source FROM spends "
@@ -596,15 +527,6 @@ class PrivacyOdometer:
             f"PrivacyOdometer(budget={self.budget:g}, spent={self.spent:g}, "
             f"delta_budget={self.delta_budget:g}, name={self.name!r}, ledger={where!r})"
         )
-
-
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in con.execute(f"PRAGMA table_info({table})").fetchall()}
-
-
-def _tables(con: sqlite3.Connection) -> set[str]:
-    rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    return {row[0] for row in rows}
 
 
 def as_odometer(ledger: Any, owner: str) -> PrivacyOdometer | None:
@@ -707,37 +629,6 @@ class LedgerRecord:
         return max(0.0, self.budget - self.spent)
 
 
-def _read_only(path: Path) -> bool:
-    """Whether this process may not write the ledger file ``path`` or its folder.
-
-    SQLite keeps a privcal ledger in write-ahead-log mode, so even reading it creates or updates
-    the ``-wal`` and ``-shm`` files beside it: without write access to the file or its folder
-    SQLite fails with "attempt to write a readonly database" or "unable to open database file".
-    """
-    folder = path.resolve().parent
-    return (path.exists() and not os.access(path, os.W_OK)) or not os.access(folder, os.W_OK)
-
-
-def _read_only_message(path: Path, err: sqlite3.Error, *, spending: bool) -> str:
-    """The error of a ledger that SQLite cannot open because it is read-only (with the fix).
-
-    A copy is offered only for reading: spending from a copy would split the budget.
-    """
-    folder = path.resolve().parent
-    fix = (
-        "Give this user write access (chmod u+w on both, or run as the ledger's owner); a "
-        "ledger records every spend before the release, so it cannot be used read-only."
-        if spending
-        else "Give this user write access (chmod u+w on both, or run as the ledger's owner), "
-        "or copy the ledger with its -wal file to a writable folder to inspect it."
-    )
-    return (
-        f"The ledger {str(path)!r} is read-only for this user ({err}): SQLite needs write "
-        f"access to a ledger's file and its folder {str(folder)!r}, even to read it (its "
-        f"write-ahead log lives beside it). {fix}"
-    )
-
-
 def read_ledger(path: str | Path) -> LedgerRecord:
     """Read any privcal ledger (an odometer's SQLite file) without writing to it.
 
@@ -758,26 +649,26 @@ def read_ledger(path: str | Path) -> LedgerRecord:
     if not path.is_file():
         raise ValueError(f"No ledger at {str(path)!r}.")
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+        con = store.connect_read_only(path)
         try:
             budget = con.execute("SELECT epsilon, delta, name FROM budget WHERE id = 1").fetchone()
-            columns = _columns(con, "spends")
+            columns = store.columns(con, "spends")
             extra = ", ".join(c if c in columns else "NULL" for c in ("rdp", "relation"))
             rows = con.execute(
                 "SELECT query, mechanism, sensitivity, epsilon, delta, source, "
                 f"{extra} FROM spends ORDER BY id"
             ).fetchall()
             stored = None
-            if "filter" in _tables(con):
-                rel = "relation" if "relation" in _columns(con, "filter") else "'add/remove'"
+            if "filter" in store.tables(con):
+                rel = "relation" if "relation" in store.columns(con, "filter") else "'add/remove'"
                 stored = con.execute(
                     f"SELECT renyi_delta, orders, {rel} FROM filter WHERE id = 1"
                 ).fetchone()
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
-        if isinstance(err, sqlite3.OperationalError) and _read_only(path):
-            raise ValueError(_read_only_message(path, err, spending=False)) from None
+        if isinstance(err, sqlite3.OperationalError) and store.read_only(path):
+            raise ValueError(store.read_only_message(path, err, spending=False)) from None
         raise ValueError(
             f"{str(path)!r} is not a privcal ledger ({err}); ledgers are the SQLite files "
             "written by 'privcal source init', 'privcal ledger init', PrivacyOdometer(..., "

@@ -9,19 +9,14 @@
 See ``docs/private.md``.
 """
 
+from privcal.privacy import InsecureNoiseWarning
 from privcal.private.baselines import NoRecalibration, one_source
 from privcal.private.binning import PrivateHistogramBinning, noisy_bin_values
 from privcal.private.fallback import release_check
-from privcal.private.source import (
-    QUERIES,
-    BinCounts,
-    DataSource,
-    InsecureNoiseWarning,
-    data_fingerprint,
-    query_sensitivity,
-    row_digests,
-    split_budget,
-)
+from privcal.private.parallel import split_budget
+from privcal.private.queries import QUERIES, BinCounts, query_sensitivity
+from privcal.private.rows import data_fingerprint, row_digests
+from privcal.private.source import DataSource
 from privcal.private.temperature import (
     NoiseDominatedWarning,
     PrivateTemperatureScaling,

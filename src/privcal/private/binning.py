@@ -18,7 +18,8 @@ from privcal.calibrators.base import register
 from privcal.calibrators.binning import HistogramBinning, bin_frequencies
 from privcal.privacy import NoiseSource
 from privcal.private.fallback import FALLBACKS, NoiseDominatedWarning
-from privcal.private.source import DataSource, split_budget
+from privcal.private.parallel import split_budget
+from privcal.private.source import DataSource
 from privcal.private.temperature import (
     SearchPlan,
     _PrivateCalibrator,

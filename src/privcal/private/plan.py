@@ -4,7 +4,7 @@ quantities only.
 :func:`search_plan` validates the search parameters of
 :class:`~privcal.private.PrivateTemperatureScaling` (and luo2020's batched protocol) and lays out
 the queries: the curve's public grid and anchor, or the iterative searches' evaluations and their
-budgets (``epsilon`` split exactly, :func:`~privcal.private.source.split_budget`). The defaults
+budgets (``epsilon`` split exactly, :func:`~privcal.private.parallel.split_budget`). The defaults
 were chosen by measurement (``docs/private.md``). :class:`TooFewRowsError` is the refusal of a
 fit on arrays too small for its release to inform, before any release.
 """
@@ -18,7 +18,7 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_range, check_real
 from privcal.calibrators.search import geometric_grid
-from privcal.private.source import split_budget
+from privcal.private.parallel import split_budget
 
 __all__ = [
     "AUTO_HIGH",

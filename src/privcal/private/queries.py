@@ -1,29 +1,49 @@
-"""The measurements of the :class:`~privcal.private.DataSource` query vocabulary.
+"""The :class:`~privcal.private.DataSource` query vocabulary: measurements and statistics.
 
 One :class:`~privcal.privacy.measurement.Measurement` per query: the statistic, the Laplace
 mechanism, the L1 sensitivity under add/remove one example (a number, or a function of the clip
 bound ``B`` and the public class count ``C``), and the query method whose docstring derives it.
 :data:`QUERIES`, :func:`query_sensitivity`, every statistic a source computes
-(:class:`privcal.private.source._Statistic`), the ledger rows, ``privcal audit --list`` and the
+(:class:`Statistic`), the ledger rows, ``privcal audit --list`` and the
 table of ``docs/private.md`` all read these objects.
+
+A query's exact answer travels as a :class:`Statistic` (its value, measurement and
+post-processing); the curve queries release a curve as its anchor value and increments
+(:func:`curve_release`), and a secure sum of a statistic is decoded with the public
+:func:`share_plan`, which reads only the statistic's public fields.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from privcal._params import check_int, check_real
+from privcal.privacy.distributed import DistributedPlan
+from privcal.privacy.guarantee import Release
 from privcal.privacy.measurement import Measurement, register_measurement
 
 __all__ = [
     "DISTRIBUTED_LAPLACE",
+    "MAX_ROWS",
     "QUERIES",
     "QUERY_MEASUREMENTS",
+    "BinCounts",
+    "Share",
+    "Statistic",
+    "check_grid",
     "clip_bound_sensitivity",
+    "curve_from_release",
+    "curve_release",
     "nll_curve_sensitivity",
     "query_measurement",
     "query_sensitivity",
+    "share_plan",
+    "to_scalar",
 ]
 
 #: The mechanism a source's answer to a secure sum records (its discrete Laplace share).
@@ -138,3 +158,149 @@ def query_sensitivity(
             )
         params["n_classes"] = n_classes
     return m.sensitivity_at(**params)
+
+
+def check_grid(temperatures: Any, owner: str) -> np.ndarray:
+    """The public grid of a curve query as floats: non-empty, positive, finite, increasing."""
+    t = np.asarray(temperatures, dtype=np.float64)
+    if (
+        t.ndim != 1
+        or t.size < 1
+        or not np.all(np.isfinite(t))
+        or np.any(t <= 0)
+        or np.any(np.diff(t) <= 0)
+    ):
+        raise ValueError(
+            f"The 'temperatures' parameter of {owner} must be a non-empty 1-D array of positive, "
+            f"finite, strictly increasing temperatures. Got {temperatures!r} instead."
+        )
+    return t
+
+
+def curve_release(curve: np.ndarray, anchor: int) -> np.ndarray:
+    """What :meth:`~privcal.private.DataSource.accuracy_gap_curve` releases: ``(G[a], diff(G))``.
+
+    Works on the last axis, so ``curve`` may hold many curves (shape ``(..., k)``).
+    """
+    return np.concatenate([curve[..., anchor : anchor + 1], np.diff(curve, axis=-1)], axis=-1)
+
+
+def curve_from_release(released: np.ndarray, anchor: int) -> np.ndarray:
+    """Invert :func:`curve_release` (last axis): cumulative sums outward from the anchor."""
+    base, inc = released[..., :1], released[..., 1:]
+    right = base + np.cumsum(inc[..., anchor:], axis=-1)
+    left = base - np.cumsum(inc[..., :anchor][..., ::-1], axis=-1)[..., ::-1]
+    return np.concatenate([left, base, right], axis=-1)
+
+
+#: Public bound on the rows of one source answering a secure sum (it sizes the modulus).
+MAX_ROWS = 2**24
+
+
+def to_scalar(released: Any) -> float:
+    """The released value of a one-number query as a float (its post-processing)."""
+    return float(np.asarray(released, dtype=np.float64).reshape(()))
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One query's exact answer and what its release needs to know.
+
+    ``value`` is the vector released (before noise); ``measurement`` is the query's
+    (:data:`~privcal.private.queries.QUERY_MEASUREMENTS`, read when the statistic is computed)
+    and ``params`` the public parameters its sensitivity reads; ``moved`` the most coordinates
+    one example can move; ``row_bound`` the most one example adds to a coordinate's absolute
+    value; ``finish`` the post-processing from the released vector to what the query returns.
+    """
+
+    label: str
+    value: float | np.ndarray
+    measurement: Measurement
+    moved: int
+    row_bound: float
+    finish: Callable[[Any], Any]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sensitivity(self) -> float:
+        """The L1 sensitivity under add/remove one example, read from the measurement."""
+        return self.measurement.sensitivity_at(**self.params)
+
+    def record(self, epsilon: float, source: str, mechanism: str | None = None) -> Release:
+        """The release of this statistic at ``epsilon`` whose noise is drawn elsewhere."""
+        return self.measurement.record(
+            self.label, epsilon, source=source, mechanism=mechanism, **self.params
+        )
+
+
+@dataclass(frozen=True)
+class Share:
+    """A source's upload to a secure sum and the public plan that decodes the sum.
+
+    Attributes
+    ----------
+    upload : ndarray of uint64
+        Residues of the ring (what the secure sum receives from this source).
+    plan : DistributedPlan
+        Public: encoding, share law, threshold, bounds.
+    finish : callable
+        The query's post-processing of the decoded sum (e.g. the curve from its increments).
+    label : str
+        The query as recorded in the report.
+    """
+
+    upload: np.ndarray
+    plan: DistributedPlan
+    finish: Callable[[Any], Any]
+    label: str
+
+
+def share_plan(
+    stat: Statistic, epsilon: float, n_parties: int, threshold: int, bits: int, max_rows: int
+) -> DistributedPlan:
+    """The public plan of one query's secure sum: the discrete Laplace shares of
+    :meth:`~privcal.private.DataSource.share` for ``stat``'s sensitivity, the coordinates one
+    example moves, and ``max_rows`` times its row bound as each party's value bound. Reads only
+    ``stat``'s public fields (never its value beyond its shape), so the aggregator builds the same
+    plan from :func:`~privcal.private.source.public_statistic`."""
+    return DistributedPlan.laplace(
+        stat.sensitivity,
+        epsilon,
+        stat.moved,
+        n_parties=n_parties,
+        threshold=threshold,
+        value_bound=max_rows * stat.row_bound,
+        shape=np.shape(stat.value),
+        bits=bits,
+    )
+
+
+@dataclass(frozen=True)
+class BinCounts:
+    """Noisy per-bin counts returned by :meth:`~privcal.private.DataSource.bin_counts`.
+
+    Attributes
+    ----------
+    correct : ndarray of shape (M,)
+        Noisy number of correctly classified examples per bin.
+    incorrect : ndarray of shape (M,)
+        Noisy number of misclassified examples per bin (released independently).
+    """
+
+    correct: np.ndarray
+    incorrect: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        """``correct + incorrect``: the noisy number of examples per bin (post-processing)."""
+        return self.correct + self.incorrect
+
+    def __add__(self, other: Any) -> BinCounts:
+        """Sum of two sources' counts (``0`` is the neutral start of a sum)."""
+        if isinstance(other, BinCounts):
+            return BinCounts(self.correct + other.correct, self.incorrect + other.incorrect)
+        if isinstance(other, (int, float)) and other == 0:
+            return self
+        return NotImplemented
+
+    __radd__ = __add__

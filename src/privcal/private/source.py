@@ -30,22 +30,16 @@ distributed noise share instead (``aggregation="distributed"``; :mod:`privcal.pr
 Disjointness is checked, not assumed
 ------------------------------------
 Parallel composition across sources (the calibrators' ``privacy_report_``) holds only when no
-example lies in two sources. Every source computes a 64-bit digest of each row (logits and
-label, :func:`row_digests`) and an order-free fingerprint of its whole data
-(:func:`data_fingerprint`). :func:`check_sources` refuses a list in which two sources are the
-same object, share a ledger file, hold the same data, or share any row; a ledger binds the
-fingerprint of the data it was first opened with and refuses other data, so one ledger keeps
-the budget of exactly one data set.
+example lies in two sources. Every source keeps a digest of each row and a fingerprint of its
+data (:mod:`privcal.private.rows`); :func:`~privcal.private.parallel.check_sources` refuses
+sources that share a ledger, the data or any row, and a ledger binds the fingerprint of the
+data it was first opened with, so one ledger keeps the budget of exactly one data set.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,40 +55,32 @@ from privcal.metrics.statistics import (
     top_correct,
 )
 from privcal.privacy import (
-    BudgetExceededError,
-    InsecureNoiseWarning,
     NoiseSource,
     PrivacyOdometer,
     PrivacyReport,
     Release,
     noise_kind,
     resolve_noise,
+    store,
 )
 from privcal.privacy.distributed import AggregatorView, DistributedPlan, SecureSum
-from privcal.privacy.measurement import Measurement
 from privcal.private.queries import (
     DISTRIBUTED_LAPLACE,
-    QUERIES,
+    MAX_ROWS,
     QUERY_MEASUREMENTS,
-    nll_curve_sensitivity,
-    query_sensitivity,
+    BinCounts,
+    Share,
+    Statistic,
+    check_grid,
+    curve_from_release,
+    curve_release,
+    query_measurement,
+    share_plan,
+    to_scalar,
 )
+from privcal.private.rows import data_fingerprint, file_sha256, row_digests
 
-__all__ = [
-    "MAX_ROWS",
-    "QUERIES",
-    "BinCounts",
-    "DataSource",
-    "InsecureNoiseWarning",
-    "Share",
-    "answer_all",
-    "curve_from_release",
-    "curve_release",
-    "data_fingerprint",
-    "nll_curve_sensitivity",
-    "query_sensitivity",
-    "row_digests",
-]
+__all__ = ["DataSource", "public_statistic"]
 
 #: What a source's answers treat as public (n, the number of rows, is private).
 SOURCE_PUBLIC: tuple[str, ...] = (
@@ -102,217 +88,6 @@ SOURCE_PUBLIC: tuple[str, ...] = (
     "the source's name",
     "query parameters (temperatures, bins, clip bounds)",
 )
-
-
-@dataclass(frozen=True)
-class BinCounts:
-    """Noisy per-bin counts returned by :meth:`DataSource.bin_counts`.
-
-    Attributes
-    ----------
-    correct : ndarray of shape (M,)
-        Noisy number of correctly classified examples per bin.
-    incorrect : ndarray of shape (M,)
-        Noisy number of misclassified examples per bin (released independently).
-    """
-
-    correct: np.ndarray
-    incorrect: np.ndarray
-
-    @property
-    def total(self) -> np.ndarray:
-        """``correct + incorrect``: the noisy number of examples per bin (post-processing)."""
-        return self.correct + self.incorrect
-
-    def __add__(self, other: Any) -> BinCounts:
-        """Sum of two sources' counts (``0`` is the neutral start of a sum)."""
-        if isinstance(other, BinCounts):
-            return BinCounts(self.correct + other.correct, self.incorrect + other.incorrect)
-        if isinstance(other, (int, float)) and other == 0:
-            return self
-        return NotImplemented
-
-    __radd__ = __add__
-
-
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-
-
-def _mix64(h: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
-
-
-def row_digests(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """A 64-bit digest of each row ``(logits[i], labels[i])`` (vectorised FNV-1a + splitmix64).
-
-    Two rows get the same digest when their float64 logits (``-0.0`` read as ``0.0``) and their
-    labels are equal; distinct rows collide with probability about ``2^-64`` per pair. Used to
-    detect data shared by two sources, never released.
-    """
-    z = np.ascontiguousarray(np.asarray(logits, dtype=np.float64) + 0.0)
-    words = z.view(np.uint64).reshape(z.shape[0], -1)
-    h = np.full(z.shape[0], _FNV_OFFSET, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(words.shape[1]):
-            h = (h ^ words[:, j]) * _FNV_PRIME
-        h = (h ^ np.asarray(labels, dtype=np.int64).astype(np.uint64)) * _FNV_PRIME
-        return _mix64(h)
-
-
-def data_fingerprint(digests: np.ndarray, n_classes: int) -> str:
-    """SHA-256 of the sorted row digests and the class count (the same rows in any order)."""
-    h = hashlib.sha256(f"privcal-data-v1:{int(n_classes)}:".encode())
-    h.update(np.sort(np.asarray(digests, dtype=np.uint64)).tobytes())
-    return h.hexdigest()
-
-
-_DATA_SCHEMA = """
-CREATE TABLE IF NOT EXISTS data (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    fingerprint TEXT NOT NULL,
-    n_classes INTEGER NOT NULL,
-    created REAL NOT NULL
-)
-"""
-
-
-def _bind_ledger(ledger: Path, fingerprint: str, n_classes: int) -> None:
-    """Record ``fingerprint`` in the ledger, or refuse when the ledger holds another data set."""
-    con = sqlite3.connect(ledger, timeout=60.0)
-    try:
-        with con:
-            con.execute(_DATA_SCHEMA)
-            row = con.execute("SELECT fingerprint FROM data WHERE id = 1").fetchone()
-            if row is None:
-                con.execute(
-                    "INSERT INTO data (id, fingerprint, n_classes, created) VALUES (1, ?, ?, ?)",
-                    (fingerprint, int(n_classes), time.time()),
-                )
-            elif row[0] != fingerprint:
-                raise ValueError(
-                    f"The 'ledger' {str(ledger)!r} keeps the budget of another data set "
-                    f"(fingerprint {row[0][:12]}..., these rows give {fingerprint[:12]}...). "
-                    "A ledger belongs to one data set: give this data a ledger of its own."
-                )
-    finally:
-        con.close()
-
-
-_SOURCE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS source (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    data TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    n_classes INTEGER NOT NULL,
-    input TEXT NOT NULL,
-    created REAL NOT NULL
-)
-"""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _check_grid(temperatures: Any, owner: str) -> np.ndarray:
-    t = np.asarray(temperatures, dtype=np.float64)
-    if (
-        t.ndim != 1
-        or t.size < 1
-        or not np.all(np.isfinite(t))
-        or np.any(t <= 0)
-        or np.any(np.diff(t) <= 0)
-    ):
-        raise ValueError(
-            f"The 'temperatures' parameter of {owner} must be a non-empty 1-D array of positive, "
-            f"finite, strictly increasing temperatures. Got {temperatures!r} instead."
-        )
-    return t
-
-
-def curve_release(curve: np.ndarray, anchor: int) -> np.ndarray:
-    """The vector :meth:`DataSource.accuracy_gap_curve` releases: ``(G[a], diff(G))``.
-
-    Works on the last axis, so ``curve`` may hold many curves (shape ``(..., k)``).
-    """
-    return np.concatenate([curve[..., anchor : anchor + 1], np.diff(curve, axis=-1)], axis=-1)
-
-
-def curve_from_release(released: np.ndarray, anchor: int) -> np.ndarray:
-    """Invert :func:`curve_release` (last axis): cumulative sums outward from the anchor."""
-    base, inc = released[..., :1], released[..., 1:]
-    right = base + np.cumsum(inc[..., anchor:], axis=-1)
-    left = base - np.cumsum(inc[..., :anchor][..., ::-1], axis=-1)[..., ::-1]
-    return np.concatenate([left, base, right], axis=-1)
-
-
-#: Public bound on the rows of one source answering a secure sum (it sizes the modulus).
-MAX_ROWS = 2**24
-
-
-def _scalar(released: Any) -> float:
-    return float(np.asarray(released, dtype=np.float64).reshape(()))
-
-
-@dataclass(frozen=True)
-class _Statistic:
-    """One query's exact answer and what its release needs to know.
-
-    ``value`` is the vector released (before noise); ``measurement`` is the query's
-    (:data:`~privcal.private.queries.QUERY_MEASUREMENTS`, read when the statistic is computed)
-    and ``params`` the public parameters its sensitivity reads; ``moved`` the most coordinates
-    one example can move; ``row_bound`` the most one example adds to a coordinate's absolute
-    value; ``finish`` the post-processing from the released vector to what the query returns.
-    """
-
-    label: str
-    value: float | np.ndarray
-    measurement: Measurement
-    moved: int
-    row_bound: float
-    finish: Callable[[Any], Any]
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def sensitivity(self) -> float:
-        """The L1 sensitivity under add/remove one example, read from the measurement."""
-        return self.measurement.sensitivity_at(**self.params)
-
-    def record(self, epsilon: float, source: str, mechanism: str | None = None) -> Release:
-        """The release of this statistic at ``epsilon`` whose noise is drawn elsewhere."""
-        return self.measurement.record(
-            self.label, epsilon, source=source, mechanism=mechanism, **self.params
-        )
-
-
-@dataclass(frozen=True)
-class Share:
-    """A source's upload to a secure sum and the public plan that decodes the sum.
-
-    Attributes
-    ----------
-    upload : ndarray of uint64
-        Residues of the ring (what the secure sum receives from this source).
-    plan : DistributedPlan
-        Public: encoding, share law, threshold, bounds.
-    finish : callable
-        The query's post-processing of the decoded sum (e.g. the curve from its increments).
-    label : str
-        The query as recorded in the report.
-    """
-
-    upload: np.ndarray
-    plan: DistributedPlan
-    finish: Callable[[Any], Any]
-    label: str
 
 
 class DataSource:
@@ -330,7 +105,8 @@ class DataSource:
         SQLite ledger of the odometer (spends survive restarts and concurrent processes).
     noise : NoiseSource or None, default=None
         ``None`` means :class:`~privcal.privacy.SecureNoise` (OpenDP samplers). A non-secure source
-        (``SeededNoise``) raises an :class:`InsecureNoiseWarning`: use it only to simulate.
+        (``SeededNoise``) raises an :class:`~privcal.privacy.InsecureNoiseWarning`: use it only to
+        simulate.
     name : str, default=""
         Public label; recorded as the ``source`` of every release.
     input : {"logits", "probs"}, default="logits"
@@ -347,8 +123,8 @@ class DataSource:
     odometer : PrivacyOdometer
     noise : NoiseSource
     fingerprint : str
-        Order-free SHA-256 of the rows (:func:`data_fingerprint`); kept in the ledger, never
-        released. Sources with equal fingerprints or shared rows are refused together.
+        Order-free SHA-256 of the rows (:func:`~privcal.private.data_fingerprint`); kept in the
+        ledger, never released. Sources with equal fingerprints or shared rows are refused together.
 
     Privacy
     -------
@@ -413,7 +189,7 @@ class DataSource:
         self.fingerprint = data_fingerprint(self._digests, self.n_classes)
         self.odometer = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget, name=name)
         if self.odometer.ledger is not None:
-            _bind_ledger(self.odometer.ledger, self.fingerprint, self.n_classes)
+            _bind_data(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
 
     def privacy_report(self) -> PrivacyReport:
@@ -464,7 +240,7 @@ class DataSource:
         self.odometer.spend_release(release)
         self.history.append(release)
 
-    def _release(self, stat: _Statistic, epsilon: float) -> Any:
+    def _release(self, stat: Statistic, epsilon: float) -> Any:
         """The query's measurement: charged (recorded before anything leaves), then
         ``value + Lap``."""
         noisy, _ = stat.measurement.release(
@@ -500,7 +276,7 @@ class DataSource:
         Parameters
         ----------
         query : str
-            A name of the vocabulary (:data:`QUERIES`).
+            A name of the vocabulary (:data:`~privcal.private.QUERIES`).
         epsilon : float
             Budget of this answer (charged here, before anything is drawn).
         n_parties, threshold : int
@@ -527,13 +303,10 @@ class DataSource:
         other sources' encoded vectors (independent of this source's data), at least ``t`` shares
         that sum to ``DLap(exp(-epsilon / D))``: pure ``epsilon``-DP for this source's examples
         against the aggregator, provided ``t`` sources are honest. Public besides the query's
-        parameters: ``K``, ``t``, the scale and :data:`MAX_ROWS` (a source holds at most that many
-        rows; it bounds the sum for the modulus).
+        parameters: ``K``, ``t``, the scale and :data:`~privcal.private.queries.MAX_ROWS` (a source
+        holds at most that many rows; it bounds the sum for the modulus).
         """
-        if query not in QUERIES:
-            raise ValueError(
-                f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
-            )
+        query_measurement(query)  # a name of the vocabulary
         eps = self._epsilon(epsilon, query)
         if self._z.shape[0] > max_rows:
             raise ValueError(
@@ -576,16 +349,16 @@ class DataSource:
         eps = self._epsilon(epsilon, "accuracy_gap_sum")
         return self._release(self._accuracy_gap_sum(temperature), eps)
 
-    def _accuracy_gap_sum(self, temperature: Any) -> _Statistic:
+    def _accuracy_gap_sum(self, temperature: Any) -> Statistic:
         t = self._temperature(temperature, "accuracy_gap_sum")
         value = float(accuracy_gap_sum(self._z, self._y, t))
-        return _Statistic(
+        return Statistic(
             f"accuracy_gap_sum(T={t:.6g})",
             value,
             QUERY_MEASUREMENTS["accuracy_gap_sum"],
             1,
             1.0,
-            _scalar,
+            to_scalar,
         )
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
@@ -628,9 +401,9 @@ class DataSource:
         eps = self._epsilon(epsilon, "accuracy_gap_curve")
         return self._release(self._accuracy_gap_curve(temperatures, anchor), eps)
 
-    def _accuracy_gap_curve(self, temperatures: Any, anchor: Any = 0) -> _Statistic:
+    def _accuracy_gap_curve(self, temperatures: Any, anchor: Any = 0) -> Statistic:
         owner = "DataSource.accuracy_gap_curve"
-        temps = _check_grid(temperatures, owner)
+        temps = check_grid(temperatures, owner)
         a = check_int(anchor, "anchor", owner, low=0)
         if a >= temps.size:
             raise ValueError(
@@ -643,7 +416,7 @@ class DataSource:
             f"anchor={temps[a]:.6g})"
         )
         # one example moves every coordinate (the anchor and each increment) by at most 1
-        return _Statistic(
+        return Statistic(
             label,
             curve_release(curve, a),
             QUERY_MEASUREMENTS["accuracy_gap_curve"],
@@ -677,13 +450,13 @@ class DataSource:
         eps = self._epsilon(epsilon, "clipped_nll_sum")
         return self._release(self._clipped_nll_sum(temperature, bound), eps)
 
-    def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> _Statistic:
+    def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> Statistic:
         t = self._temperature(temperature, "clipped_nll_sum")
         b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
         value = float(clipped_nll_sum(self._z, self._y, t, b))
         label = f"clipped_nll_sum(T={t:.6g}, B={b:g})"
-        return _Statistic(
-            label, value, QUERY_MEASUREMENTS["clipped_nll_sum"], 1, b, _scalar, {"bound": b}
+        return Statistic(
+            label, value, QUERY_MEASUREMENTS["clipped_nll_sum"], 1, b, to_scalar, {"bound": b}
         )
 
     def clipped_nll_increments(
@@ -743,9 +516,9 @@ class DataSource:
         eps = self._epsilon(epsilon, "clipped_nll_increments")
         return self._release(self._clipped_nll_increments(temperatures, bound), eps)
 
-    def _clipped_nll_increments(self, temperatures: Any, bound: Any = 10.0) -> _Statistic:
+    def _clipped_nll_increments(self, temperatures: Any, bound: Any = 10.0) -> Statistic:
         owner = "DataSource.clipped_nll_increments"
-        temps = _check_grid(temperatures, owner)
+        temps = check_grid(temperatures, owner)
         if temps.size < 2:
             raise ValueError(
                 f"The 'temperatures' parameter of {owner} must hold at least 2 temperatures "
@@ -760,7 +533,7 @@ class DataSource:
         # one clipped term lies in [0, B], so each increment moves by at most B
         params = {"bound": b, "n_classes": self.n_classes}
         m = QUERY_MEASUREMENTS["clipped_nll_increments"]
-        return _Statistic(label, np.diff(curve), m, temps.size - 1, b, np.asarray, params)
+        return Statistic(label, np.diff(curve), m, temps.size - 1, b, np.asarray, params)
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
         """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.
@@ -787,12 +560,12 @@ class DataSource:
         eps = self._epsilon(epsilon, "bin_gaps")
         return self._release(self._bin_gaps(temperature, n_bins), eps)
 
-    def _bin_gaps(self, temperature: Any, n_bins: Any = 15) -> _Statistic:
+    def _bin_gaps(self, temperature: Any, n_bins: Any = 15) -> Statistic:
         t = self._temperature(temperature, "bin_gaps")
         m = self._n_bins(n_bins, "bin_gaps")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
         label = f"bin_gaps(T={t:.6g}, M={m})"
-        return _Statistic(label, stats.gaps(), QUERY_MEASUREMENTS["bin_gaps"], 1, 1.0, np.asarray)
+        return Statistic(label, stats.gaps(), QUERY_MEASUREMENTS["bin_gaps"], 1, 1.0, np.asarray)
 
     def bin_counts(self, epsilon: float, n_bins: int = 15, temperature: float = 1.0) -> BinCounts:
         """Noisy per-bin numbers of correct and of incorrect predictions (histogram binning).
@@ -821,7 +594,7 @@ class DataSource:
         eps = self._epsilon(epsilon, "bin_counts")
         return self._release(self._bin_counts(n_bins, temperature), eps)
 
-    def _bin_counts(self, n_bins: Any = 15, temperature: Any = 1.0) -> _Statistic:
+    def _bin_counts(self, n_bins: Any = 15, temperature: Any = 1.0) -> Statistic:
         m = self._n_bins(n_bins, "bin_counts")
         t = self._temperature(temperature, "bin_counts")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
@@ -831,7 +604,7 @@ class DataSource:
             out = np.asarray(released, dtype=np.float64)
             return BinCounts(out[:m], out[m:])
 
-        return _Statistic(
+        return Statistic(
             f"bin_counts(T={t:.6g}, M={m})", value, QUERY_MEASUREMENTS["bin_counts"], 1, 1.0, finish
         )
 
@@ -846,9 +619,9 @@ class DataSource:
         eps = self._epsilon(epsilon, "count")
         return self._release(self._count(), eps)
 
-    def _count(self) -> _Statistic:
-        return _Statistic(
-            "count", float(self._z.shape[0]), QUERY_MEASUREMENTS["count"], 1, 1.0, _scalar
+    def _count(self) -> Statistic:
+        return Statistic(
+            "count", float(self._z.shape[0]), QUERY_MEASUREMENTS["count"], 1, 1.0, to_scalar
         )
 
     # ------------------------------------------------------------------ ledger-backed sources
@@ -879,25 +652,16 @@ class DataSource:
             )
         ledger = Path(ledger)
         src = cls(scores.logits, scores.labels, budget=budget, ledger=ledger, name=name)
-        con = sqlite3.connect(ledger, timeout=60.0)
-        try:
-            with con:
-                con.execute(_SOURCE_SCHEMA)
-                row = con.execute("SELECT data, sha256 FROM source WHERE id = 1").fetchone()
-                digest = _sha256(data_path)
-                if row is None:
-                    con.execute(
-                        "INSERT INTO source (id, data, sha256, n_classes, input, created) "
-                        "VALUES (1, ?, ?, ?, ?, ?)",
-                        (str(data_path), digest, src.n_classes, input, time.time()),
-                    )
-                elif row[0] != str(data_path) or row[1] != digest:
-                    raise ValueError(
-                        f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
-                        f"(sha256 {row[1][:12]}...); a ledger keeps the budget of one data set."
-                    )
-        finally:
-            con.close()
+        digest = file_sha256(data_path)
+        record = {"data": str(data_path), "sha256": digest, "n_classes": src.n_classes}
+        row = store.claim_row(
+            ledger, "source", {**record, "input": input, "created": time.time()}, ("data", "sha256")
+        )
+        if row is not None and (row[0] != str(data_path) or row[1] != digest):
+            raise ValueError(
+                f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
+                f"(sha256 {row[1][:12]}...); a ledger keeps the budget of one data set."
+            )
         return src
 
     @classmethod
@@ -914,17 +678,9 @@ class DataSource:
         path = Path(ledger)
         if not path.is_file():
             raise ValueError(f"No source ledger at {str(path)!r}; create one with 'source init'.")
-        con = sqlite3.connect(path, timeout=60.0)
-        try:
-            try:
-                src_row = con.execute(
-                    "SELECT data, sha256, input FROM source WHERE id = 1"
-                ).fetchone()
-                bud_row = con.execute("SELECT epsilon, name FROM budget WHERE id = 1").fetchone()
-            except sqlite3.DatabaseError:
-                src_row = bud_row = None
-        finally:
-            con.close()
+        src_row, bud_row = store.single_rows(
+            path, {"source": ("data", "sha256", "input"), "budget": ("epsilon", "name")}
+        )
         if src_row is None or bud_row is None:
             raise ValueError(
                 f"{str(path)!r} is not a privcal source ledger (no 'source' and 'budget' rows); "
@@ -934,7 +690,7 @@ class DataSource:
         data_path = Path(data)
         if not data_path.is_file():
             raise ValueError(f"The data {data!r} of the source ledger {str(path)!r} is missing.")
-        if _sha256(data_path) != digest:
+        if file_sha256(data_path) != digest:
             raise ValueError(
                 f"The data {data!r} changed since the source ledger {str(path)!r} was created; "
                 "its privacy record no longer describes it."
@@ -996,217 +752,29 @@ class DataSource:
         return view, plan, shares[0].finish
 
 
-def share_plan(
-    stat: _Statistic, epsilon: float, n_parties: int, threshold: int, bits: int, max_rows: int
-) -> DistributedPlan:
-    """The public plan of one query's secure sum: the discrete Laplace shares of
-    :meth:`DataSource.share` for ``stat``'s sensitivity, the coordinates one example moves, and
-    ``max_rows`` times its row bound as each party's value bound. Reads only ``stat``'s public
-    fields (never its value beyond its shape), so the aggregator builds the same plan from
-    :func:`public_statistic`."""
-    return DistributedPlan.laplace(
-        stat.sensitivity,
-        epsilon,
-        stat.moved,
-        n_parties=n_parties,
-        threshold=threshold,
-        value_bound=max_rows * stat.row_bound,
-        shape=np.shape(stat.value),
-        bits=bits,
-    )
+def _bind_data(ledger: Path, fingerprint: str, n_classes: int) -> None:
+    """Record ``fingerprint`` in the ledger, or refuse when the ledger holds another data set."""
+    values = {"fingerprint": fingerprint, "n_classes": int(n_classes), "created": time.time()}
+    row = store.claim_row(ledger, "data", values, ("fingerprint",))
+    if row is not None and row[0] != fingerprint:
+        raise ValueError(
+            f"The 'ledger' {str(ledger)!r} keeps the budget of another data set "
+            f"(fingerprint {row[0][:12]}..., these rows give {fingerprint[:12]}...). "
+            "A ledger belongs to one data set: give this data a ledger of its own."
+        )
 
 
-def public_statistic(query: str, n_classes: int, **params: Any) -> _Statistic:
+def public_statistic(query: str, n_classes: int, **params: Any) -> Statistic:
     """``query``'s statistic on a public one-row placeholder of ``n_classes`` classes.
 
     A statistic's label, sensitivity, moved coordinates, row bound, shape and post-processing
     depend on the query's parameters and the class count only, never on the rows (they are the
     add/remove bounds of the query's docstring); only its value does, and the value here is the
-    placeholder's. An aggregator that holds no data builds the public plan of a secure sum from
-    it (:func:`share_plan`), the same plan the sources build from their own rows.
+    placeholder's. An aggregator that holds no data builds the public plan of a secure sum from it
+    (:func:`~privcal.private.queries.share_plan`), the same plan the sources build from their own
+    rows.
     """
-    if query not in QUERIES:
-        raise ValueError(
-            f"Unknown DataSource query {query!r}; the vocabulary is {', '.join(QUERIES)}."
-        )
+    query_measurement(query)  # a name of the vocabulary
     placeholder = DataSource(np.zeros((1, int(n_classes))), np.zeros(1, dtype=np.int64))
-    stat: _Statistic = getattr(placeholder, f"_{query}")(**params)
+    stat: Statistic = getattr(placeholder, f"_{query}")(**params)
     return stat
-
-
-def share_all(
-    sources: Sequence[DataSource], method: str, epsilon: float, threshold: int, **kwargs: Any
-) -> tuple[AggregatorView, DistributedPlan, Callable[[Any], Any]]:
-    """One query answered by every source through a secure sum: the aggregator's view, the
-    public plan and the query's post-processing. Sources of one kind answer together
-    (:meth:`DataSource.share_together`: an in-process :class:`SecureSum`, or one SecAgg+ round
-    over Flower); each source charges its own ledger before it uploads."""
-    kinds = {type(src) for src in sources}
-    kind = kinds.pop() if len(kinds) == 1 else DataSource
-    return kind.share_together(list(sources), method, epsilon, threshold, **kwargs)
-
-
-def answer_all(sources: Sequence[DataSource], method: str, **kwargs: Any) -> list[Any]:
-    """Every source's answer to one query: sources of one kind answer together
-    (:meth:`DataSource.answer_together`, e.g. one message round over Flower), mixed kinds one
-    after the other. The answers and the ledgers' records are those of single calls."""
-    kinds = {type(src) for src in sources}
-    if len(kinds) == 1:
-        return kinds.pop().answer_together(list(sources), method, **kwargs)
-    return [getattr(src, method)(**kwargs) for src in sources]
-
-
-def check_sources(sources: Any, owner: str) -> list[DataSource]:
-    """Validate a non-empty list of distinct DataSources with one class count."""
-    try:
-        srcs = list(sources)
-    except TypeError:
-        srcs = None
-    if not srcs:
-        raise ValueError(
-            f"The 'sources' parameter of {owner} must be a non-empty list of DataSource. "
-            f"Got {sources!r} instead."
-        )
-    for s in srcs:
-        if not isinstance(s, DataSource):
-            raise ValueError(
-                f"The 'sources' parameter of {owner} must be a non-empty list of DataSource. "
-                f"Got an element {s!r} instead."
-            )
-    if len({id(s) for s in srcs}) != len(srcs):
-        raise ValueError(
-            f"The 'sources' parameter of {owner} lists the same DataSource twice; sources must "
-            "hold disjoint data (their guarantees compose in parallel)."
-        )
-    check_disjoint(srcs, owner)
-    classes = sorted({s.n_classes for s in srcs})
-    if len(classes) > 1:
-        raise ValueError(
-            f"The sources given to {owner} disagree on the number of classes: {classes}. All "
-            "sources must score the same classifier."
-        )
-    return srcs
-
-
-def _same_data_error(owner: str, a: DataSource, b: DataSource, what: str) -> ValueError:
-    return ValueError(
-        f"The 'sources' parameter of {owner}: sources {a.name!r} and {b.name!r} {what}; their "
-        "guarantees would compose in parallel only if they held disjoint data. List the data "
-        "once: merge the two into one DataSource, or remove the shared rows from one of them."
-    )
-
-
-def check_disjoint(sources: list[DataSource], owner: str) -> None:
-    """Refuse sources that share a ledger file, hold the same data or share any row.
-
-    Parallel composition (``max`` over sources) is valid only when each example lies in at most
-    one source; two sources over the same rows would each pay ``epsilon`` while those rows lose
-    the sum. Row identity is the 64-bit :func:`row_digests` (equal logits and label).
-    """
-    ledgers: dict[Path, DataSource] = {}
-    prints: dict[str, DataSource] = {}
-    for s in sources:
-        if s.odometer.ledger is not None:
-            key = s.odometer.ledger.resolve()
-            if key in ledgers:
-                raise _same_data_error(owner, ledgers[key], s, f"share the ledger {str(key)!r}")
-            ledgers[key] = s
-        if s.fingerprint in prints:
-            raise _same_data_error(owner, prints[s.fingerprint], s, "hold the same data")
-        prints[s.fingerprint] = s
-    digests = np.concatenate([s._digests for s in sources])
-    owners = np.repeat(np.arange(len(sources)), [s._digests.size for s in sources])
-    order = np.argsort(digests, kind="stable")
-    d, o = digests[order], owners[order]
-    clash = np.flatnonzero((d[1:] == d[:-1]) & (o[1:] != o[:-1]))
-    if clash.size:
-        i, j = int(o[clash[0]]), int(o[clash[0] + 1])
-        shared = np.intersect1d(sources[i]._digests, sources[j]._digests).size
-        raise _same_data_error(
-            owner, sources[i], sources[j], f"share {shared} identical rows (logits and label)"
-        )
-
-
-def sources_report(
-    releases: list[Release],
-    sources: list[DataSource],
-    public: tuple[str, ...] = (),
-    threat: tuple[str, ...] = (),
-) -> PrivacyReport:
-    """The report of a fit over ``sources``: add/remove one example of one source.
-
-    Public: :data:`SOURCE_PUBLIC`, the number of sources, and the fit's own ``public`` items
-    (plus :data:`MAX_ROWS` when the answers went through a secure sum). The noise is
-    ``"seeded"`` (not private) as soon as one source drew seeded noise. ``threat`` is the
-    threat model (:func:`privacy.distributed.threat_model`).
-    """
-    seeded = any(not s.noise.secure for s in sources)
-    shared = any("distributed" in r.mechanism for r in releases)
-    bound = max(s.max_rows for s in sources)
-    rows = (f"each source holds at most {bound} rows (sizes the secure sum)",)
-    return PrivacyReport(
-        releases,
-        unit="example",
-        relation="add/remove",
-        public=(
-            *SOURCE_PUBLIC,
-            f"the number of sources ({len(sources)})",
-            *public,
-            *(rows if shared else ()),
-        ),
-        noise="seeded" if seeded else "secure",
-        threat=threat,
-    )
-
-
-def check_share_rows(sources: list[DataSource], owner: str) -> None:
-    """Refuse, before any budget is spent, a source that cannot upload shares to an in-process
-    secure sum (one answered over a transport, such as Flower's ``RemoteSource``, adds its own
-    noise: mixing it into a distributed fit would release its answer with a share's noise
-    only), or one too large for the secure sum's bound."""
-    for s in sources:
-        if not s.uploads_shares:
-            raise ValueError(
-                f"The 'sources' parameter of {owner}: source {s.name!r} ({type(s).__name__}) "
-                "answers with its own noise and cannot upload shares to a secure sum; fit "
-                "with aggregation='local', or give only in-process DataSources."
-            )
-        rows = getattr(s, "_z", None)  # a source held by a node checks its rows itself
-        if rows is not None and rows.shape[0] > MAX_ROWS:
-            raise ValueError(
-                f"The 'sources' parameter of {owner}: source {s.name!r} holds more than "
-                f"MAX_ROWS={MAX_ROWS} rows, the public bound a secure sum is sized for; split it "
-                "into several sources."
-            )
-
-
-def check_budgets(sources: list[DataSource], epsilon: float) -> None:
-    """Refuse to start when a source cannot pay ``epsilon`` (nothing is spent anywhere)."""
-    for s, ok in zip(sources, answer_all(sources, "can_spend", epsilon=epsilon), strict=True):
-        if not ok:
-            spent = s.spent
-            raise BudgetExceededError(s.name, "fit", s.budget, spent, epsilon)
-
-
-def split_budget(epsilon: float, parts: int) -> list[float]:
-    """``parts`` per-query budgets that sum (by :func:`math.fsum`) to ``epsilon`` exactly.
-
-    The first ``parts - 1`` are ``epsilon / parts``; the last is ``epsilon - fsum(first)``, which
-    is exact (Sterbenz) and differs from ``epsilon / parts`` by at most an ulp, so the composed
-    guarantee is exactly ``epsilon`` rather than ``epsilon`` plus rounding.
-    """
-    if parts == 1:
-        return [epsilon]
-    share = epsilon / parts
-    head = [share] * (parts - 1)
-    last = epsilon - math.fsum(head)  # exact by Sterbenz's lemma
-    # fsum rounds the exact sum of head once; nudge the last share by ulps until the composed
-    # total is epsilon itself (a few steps at most: ulp(last) < ulp(epsilon)).
-    for _ in range(64):
-        total = math.fsum([*head, last])
-        if total == epsilon:
-            break
-        last = math.nextafter(last, -math.inf if total > epsilon else math.inf)
-    else:  # pragma: no cover - cannot happen for finite positive epsilon
-        raise RuntimeError(f"cannot split epsilon={epsilon!r} into {parts} exact parts")
-    return [*head, last]

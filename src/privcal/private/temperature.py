@@ -73,6 +73,14 @@ from privcal.private.fallback import (
     nll_drop_evidence,
     release_check,
 )
+from privcal.private.parallel import (
+    answer_all,
+    check_budgets,
+    check_share_rows,
+    check_sources,
+    share_all,
+    sources_report,
+)
 from privcal.private.plan import (
     AUTO_HIGH,
     AUTO_LOW,
@@ -88,15 +96,7 @@ from privcal.private.plan import (
     search_plan,
     size_term,
 )
-from privcal.private.source import (
-    DataSource,
-    answer_all,
-    check_budgets,
-    check_share_rows,
-    check_sources,
-    share_all,
-    sources_report,
-)
+from privcal.private.source import DataSource
 
 __all__ = [
     "AUTO_HIGH",

@@ -17,12 +17,9 @@ import importlib
 from typing import Any
 
 from privcal.training._torch import INSTALL_HINT, MissingTorchError, require_torch
-from privcal.training.recalibration import (
-    DPPlattScaling,
-    DPRecalibration,
-    DPTemperatureScaling,
-    per_sample_grads,
-)
+from privcal.training.dp_sgd import per_sample_grads
+from privcal.training.pipeline import DPRecalibration
+from privcal.training.recalibration import DPPlattScaling, DPTemperatureScaling
 
 __all__ = [
     "INSTALL_HINT",

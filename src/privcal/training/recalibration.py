@@ -1,4 +1,4 @@
-"""DP temperature and Platt scaling trained with DP-SGD, and the DP recalibration pipeline.
+"""DP temperature and Platt scaling trained with DP-SGD on validation logits.
 
 :class:`DPTemperatureScaling` and :class:`DPPlattScaling` are privcal calibrators
 (:class:`~privcal.calibrators.base.Calibrator`) that fit on validation logits alone, by DP-SGD on
@@ -7,16 +7,14 @@ temperature initialised at 1, 100 epochs, learning rate 0.1 linearly decayed, cl
 are :data:`PAPER_SETTINGS`; the defaults of the authors' code, 20 full-batch epochs, learning
 rate 0.1 linearly decayed, clipping norm 1, are :data:`AUTHORS_CODE_SETTINGS`; both are in
 :data:`DP_TS_SETTINGS` by source; privcal's defaults are full-batch steps with averaged iterates
-and a clipping norm set by :func:`auto_clip`), with ``n`` kept private: a
+and a clipping norm set by :func:`~privcal.training.dp_sgd.auto_clip`), with ``n`` kept private: a
 Laplace count sets the step schedule, and every logit row is bounded. The per-example gradients of
 these tiny maps are computed in closed form; clipping, noise and accounting are Opacus's
 (:class:`opacus.optimizers.DPOptimizer` with an accountant hook), the noise drawn from a privcal
-:class:`~privcal.privacy.NoiseSource`.
+:class:`~privcal.privacy.NoiseSource` (:mod:`privcal.training.dp_sgd`).
 
-:class:`DPRecalibration` is seed 001's Algorithm 1: split the training data by a keyed hash of
-each example (``validation_ratio``, default 0.1), train the model with DP-SGD on one part and the
-recalibrator with DP-SGD on the other; by parallel composition over the disjoint parts (seed 001
-Prop. A.1) the pair is ``(max eps, max delta)``-DP, which its ``privacy_report_`` shows.
+:class:`~privcal.training.DPRecalibration` (seed 001's Algorithm 1, the model and this
+recalibrator on two parts of a hash split) is in :mod:`privcal.training.pipeline`.
 
 None of this imports torch at import time: ``import privcal.training`` works without the torch
 extra, and ``fit`` then raises :class:`~privcal.training.MissingTorchError`.
@@ -24,10 +22,7 @@ extra, and ``fit`` then raises :class:`~privcal.training.MissingTorchError`.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
-import secrets
 import warnings
 from typing import Any, ClassVar
 
@@ -40,142 +35,38 @@ from privcal.privacy import (
     InsecureNoiseWarning,
     NoiseSource,
     PrivacyReport,
-    SeededNoise,
     noise_kind,
     resolve_noise,
 )
 from privcal.privacy.filter import dpsgd_curve
-from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.odometer import as_odometer
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training._torch import require_torch
+from privcal.training.dp_sgd import (
+    DP_SGD,
+    NoiseSourceDPOptimizer,
+    accounted_epsilon,
+    apply_map,
+    auto_clip,
+    averaging_start,
+    full_batch,
+    initial_params,
+    noise_multiplier,
+    per_sample_grads,
+    step_schedule,
+)
 
 __all__ = [
     "AUTHORS_CODE_SETTINGS",
-    "DP_SGD",
+    "COUNT_SHARE",
     "DP_TS_SETTINGS",
     "PAPER_SETTINGS",
+    "PUBLIC_QUANTITIES",
     "DPPlattScaling",
-    "DPRecalibration",
     "DPTemperatureScaling",
-    "NoiseSourceDPOptimizer",
-    "auto_clip",
-    "averaging_start",
     "bounded_logits",
-    "full_batch",
-    "per_sample_grads",
-    "recalibration_side",
-    "split_key",
-    "step_schedule",
 ]
 
-#: DP-SGD (Opacus, and :class:`NoiseSourceDPOptimizer`): every step releases the sum of
-#: per-example gradients clipped to L2 norm ``C`` plus Gaussian noise, on a Poisson sample; the
-#: steps are composed by the accountant. Derived in :class:`DPTemperatureScaling`'s docstring.
-DP_SGD = register_measurement(
-    Measurement(
-        name="training.dp_sgd",
-        statistic="at each step, the sum of per-example gradients clipped to L2 norm C on a "
-        "Poisson sample of rate q; the steps composed by Opacus's RDP or PRV accountant",
-        mechanism="subsampled gaussian",
-        norm="L2",
-        sensitivity=lambda max_grad_norm: max_grad_norm,
-        formula="C",
-        proof="privcal.training.recalibration.DPTemperatureScaling",
-    )
-)
-
-
-# ------------------------------------------------------------------------ per-sample grads
-def per_sample_grads(
-    kind: str, params: dict[str, np.ndarray], z: np.ndarray, y: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Closed-form per-example gradients of ``NLL(softmax(g(z)), y)`` for the recalibrators.
-
-    With ``s = g(z)``, ``p = softmax(s)`` and ``e = p - onehot(y)`` (``d NLL / d s = e``):
-
-    * ``"temperature"``, ``g(z) = z / T``, ``T = exp(u)``: ``d/du = -(e . z) / T``;
-    * ``"vector"``, ``g(z) = w * z + b``: ``d/dw = e * z``, ``d/db = e``;
-    * ``"matrix"``, ``g(z) = z W^T + b``: ``d/dW = e z^T`` (``C x C``), ``d/db = e``;
-    * ``"platt"`` (binary), ``m = z_1 - z_0``, ``g = (0, a m + b)``: ``d/da = e_1 m``,
-      ``d/db = e_1``.
-
-    Returns arrays of shape ``(n, *param.shape)``.
-    """
-    n = z.shape[0]
-    onehot = np.zeros_like(z)
-    onehot[np.arange(n), y] = 1.0
-    if kind == "temperature":
-        t = math.exp(float(params["u"][0]))
-        e = softmax(z / t) - onehot
-        return {"u": (-np.sum(e * z, axis=1) / t)[:, None]}
-    if kind == "vector":
-        e = softmax(params["w"] * z + params["b"]) - onehot
-        return {"w": e * z, "b": e}
-    if kind == "matrix":
-        e = softmax(z @ params["W"].T + params["b"]) - onehot
-        return {"W": e[:, :, None] * z[:, None, :], "b": e}
-    m = z[:, 1] - z[:, 0]
-    s = np.stack([np.zeros(n), params["a"][0] * m + params["b"][0]], axis=1)
-    e1 = (softmax(s) - onehot)[:, 1]
-    return {"a": (e1 * m)[:, None], "b": e1[:, None]}
-
-
-def _apply(kind: str, params: dict[str, np.ndarray], z: np.ndarray) -> np.ndarray:
-    if kind == "temperature":
-        return z / math.exp(float(params["u"][0]))
-    if kind == "vector":
-        return params["w"] * z + params["b"]
-    if kind == "matrix":
-        return z @ params["W"].T + params["b"]
-    m = z[:, 1] - z[:, 0]
-    return np.stack([np.zeros(len(m)), params["a"][0] * m + params["b"][0]], axis=1)
-
-
-def _init(kind: str, c: int) -> dict[str, np.ndarray]:
-    if kind == "temperature":
-        return {"u": np.zeros(1)}
-    if kind == "vector":
-        return {"w": np.ones(c), "b": np.zeros(c)}
-    if kind == "matrix":
-        return {"W": np.eye(c), "b": np.zeros(c)}
-    return {"a": np.ones(1), "b": np.zeros(1)}
-
-
-# ------------------------------------------------------------------------------ optimizer
-def _noise_optimizer_class() -> Any:
-    torch, _ = require_torch("privcal.training.NoiseSourceDPOptimizer")
-    from opacus.optimizers import DPOptimizer
-
-    class _NoiseSourceDPOptimizer(DPOptimizer):
-        """Opacus's ``DPOptimizer`` with the Gaussian noise drawn from a privcal NoiseSource."""
-
-        def __init__(self, optimizer: Any, *, noise: NoiseSource, **kwargs: Any) -> None:
-            super().__init__(optimizer, **kwargs)
-            self.noise = noise
-
-        def add_noise(self) -> None:
-            std = float(self.noise_multiplier * self.max_grad_norm)
-            for p in self.params:
-                draw = np.asarray(self.noise.gaussian(std, tuple(p.summed_grad.shape)))
-                noise = torch.as_tensor(draw, dtype=p.summed_grad.dtype)
-                p.grad = (p.summed_grad + noise).view_as(p)
-                p.summed_grad._processed = True  # Opacus's "already noised" marker
-
-    return _NoiseSourceDPOptimizer
-
-
-def NoiseSourceDPOptimizer(optimizer: Any, *, noise: NoiseSource, **kwargs: Any) -> Any:
-    """Build Opacus's ``DPOptimizer`` whose Gaussian noise comes from ``noise``.
-
-    ``kwargs`` are ``DPOptimizer``'s (``noise_multiplier``, ``max_grad_norm``,
-    ``expected_batch_size``, ...). The released step is
-    ``(sum_i clip_C(g_i) + N(0, (noise_multiplier C)^2 I)) / expected_batch_size``.
-    """
-    return _noise_optimizer_class()(optimizer, noise=noise, **kwargs)
-
-
-# ------------------------------------------------------------------------------ calibrators
 #: Share of the budget :class:`DPTemperatureScaling` / :class:`DPPlattScaling` spend on a
 #: Laplace count of the validation set (the step schedule is derived from that count, never n).
 COUNT_SHARE = 0.02
@@ -236,29 +127,6 @@ DP_TS_SETTINGS: dict[str, dict[str, Any]] = {
     "paper-text": PAPER_SETTINGS,
     "authors-code": AUTHORS_CODE_SETTINGS,
 }
-#: :func:`auto_clip`'s constants: ``C = clip(AUTO_CLIP_KAPPA n / sigma_1, *AUTO_CLIP_RANGE)``.
-AUTO_CLIP_KAPPA = 0.03
-AUTO_CLIP_RANGE = (1.0, 10.0)
-
-
-def auto_clip(n_estimate: float, epsilon: float, delta: float) -> float:
-    """Default clipping norm: ``C = clip(kappa n_tilde / sigma_1(epsilon, delta), 1, 10)``.
-
-    ``sigma_1`` is the noise multiplier of one full-batch Gaussian release at ``(epsilon,
-    delta)`` (Opacus's RDP ``get_noise_multiplier`` with ``q = 1``, one step); ``kappa =``
-    :data:`AUTO_CLIP_KAPPA`. Rationale: with averaged iterates, full-batch DP-SGD on ``log T``
-    ends at the root of the clipped mean gradient plus noise of standard deviation about
-    ``sigma_1 C / (n H)`` (``H`` the curvature, 0.2-1.3 on the digits MLPs and the CIFAR / IMDB
-    networks of ``shared/data``), while clipping biases ``T`` down: misclassified confident rows
-    have gradients ``|g_i| ~ margin / T`` up to 5-20. The rule keeps the noise term near
-    ``kappa / H`` and lets ``C`` reach the paper's 10 once ``n epsilon`` is large (e.g. 2000
-    rows at epsilon >= 3). Post-processing of the count ``n_tilde``: public.
-    """
-    eps = check_real(epsilon, "epsilon", "auto_clip", low=0.0, low_open=True)
-    dlt = check_real(delta, "delta", "auto_clip", low=0.0, high=1.0, low_open=True, high_open=True)
-    sigma_1 = _noise_multiplier(eps, dlt, 1.0, 1, "rdp")
-    lo, hi = AUTO_CLIP_RANGE
-    return float(min(max(AUTO_CLIP_KAPPA * float(n_estimate) / sigma_1, lo), hi))
 
 
 def _project(kind: str, params: Any) -> None:
@@ -266,63 +134,6 @@ def _project(kind: str, params: Any) -> None:
     lo, hi = LOG_TEMPERATURE_RANGE if kind == "temperature" else PARAMETER_RANGE
     for p in params.values():
         p.data.clamp_(lo, hi)
-
-
-def step_schedule(n_estimate: float, batch_size: int, epochs: int) -> tuple[float, int, float]:
-    """``(q, steps, expected_batch)`` from the DP count ``n_estimate`` and public parameters.
-
-    ``m = max(n_estimate, batch_size)``; ``q = 1 / ceil(m / batch_size)`` (Poisson rate),
-    ``steps = epochs * ceil(m / batch_size)`` and the gradient's denominator ``q m``. Nothing
-    here reads the exact ``n``: it is post-processing of the count release.
-    """
-    m = max(float(n_estimate), float(batch_size))
-    per_epoch = math.ceil(m / batch_size)
-    q = 1.0 / per_epoch
-    return q, epochs * per_epoch, q * m
-
-
-def full_batch(n_estimate: float) -> int:
-    """The default batch ``ceil(max(n_tilde, 1))``: every step sees the whole set (``q = 1``).
-
-    Post-processing of the count. With ``q = 1`` the RDP of ``k`` Gaussian steps at multiplier
-    ``sigma_k`` equals that of one at ``sigma_k / sqrt(k)``, so averaging the iterates costs no
-    privacy: the averaged gradient noise stays near one full-batch release's ``sigma_1 C / n``
-    whatever ``epochs`` is (Poisson batches of 64 measured no better on 80-180 rows).
-    """
-    return max(math.ceil(float(n_estimate)), 1)
-
-
-def averaging_start(steps: int, average: float) -> int:
-    """First step of the iterate average: the last ``ceil(average steps)`` steps (at least 1)."""
-    return steps - max(math.ceil(average * steps), 1)
-
-
-@functools.lru_cache(maxsize=256)
-def _noise_multiplier(epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
-    """Opacus's ``get_noise_multiplier`` (cached: it depends on public quantities only)."""
-    from opacus.accountants.utils import get_noise_multiplier
-
-    return float(
-        get_noise_multiplier(
-            target_epsilon=epsilon,
-            target_delta=delta,
-            sample_rate=q,
-            steps=steps,
-            accountant=accountant,
-        )
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _accounted_epsilon(
-    history: tuple[tuple[float, float, int], ...], delta: float, kind: str
-) -> float:
-    """Epsilon of an Opacus accountant whose ``history`` is ``history`` (cached, public inputs)."""
-    from opacus.accountants import create_accountant
-
-    acc = create_accountant(mechanism=kind)
-    acc.history = list(history)
-    return float(acc.get_epsilon(delta))
 
 
 class _DPScaling(ReportsPrivacy, Calibrator):
@@ -431,7 +242,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
             else float(self.max_grad_norm)
         )
         q, total, denominator = step_schedule(float(n_estimate), batch, self.epochs)
-        sigma = _noise_multiplier(eps_sgd, float(self.delta), q, total, str(self.accountant))
+        sigma = noise_multiplier(eps_sgd, float(self.delta), q, total, str(self.accountant))
         if odometer is not None:
             odometer.spend(
                 f"{owner}.fit: DP-SGD ({total} steps, q={q:.4g})",
@@ -442,7 +253,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
                 rdp=dpsgd_curve(sigma, q, total, odometer.rule.orders),
             )
         rng = np.random.default_rng(self.seed)  # Poisson sampling: OS entropy when seed is None
-        params = _init(kind, z.shape[1])
+        params = initial_params(kind, z.shape[1])
         tensors = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in params.items()}
         sgd = torch.optim.SGD(list(tensors.values()), lr=self.lr)
         opt = NoiseSourceDPOptimizer(
@@ -486,7 +297,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
                 count_release,
                 DP_SGD.record(
                     f"DP-SGD {type(self).__name__} ({kind}, {total} steps, q={q:.4g})",
-                    _accounted_epsilon(
+                    accounted_epsilon(
                         tuple(self.accountant_history_), float(self.delta), str(self.accountant)
                     ),
                     source="recalibration",
@@ -507,7 +318,8 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         """Expose the learned map under readable names (overridden)."""
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
-        return softmax(_apply(self.map_, self.params_, bounded_logits(z, float(self.logit_bound))))
+        zb = bounded_logits(z, float(self.logit_bound))
+        return softmax(apply_map(self.map_, self.params_, zb))
 
     def _jsonable_params(self) -> dict[str, Any]:
         params = dict(self.get_params(deep=False))
@@ -744,169 +556,3 @@ class DPPlattScaling(_DPScaling):
                 f"Got 'platt' with {c} classes instead."
             )
         return str(self.mode)
-
-
-# ------------------------------------------------------------------------------ pipeline
-def split_key(seed: int | bytes | None) -> bytes:
-    """The split's hash key: 32 bytes from the OS CSPRNG for ``None``, else from ``seed``."""
-    if seed is None:
-        return secrets.token_bytes(32)
-    if isinstance(seed, bytes):
-        return seed
-    return int(seed).to_bytes(8, "little")
-
-
-def recalibration_side(X: np.ndarray, y: np.ndarray, key: bytes, ratio: float) -> np.ndarray:
-    """``True`` where example ``i`` goes to the recalibration part: a keyed hash of its own row.
-
-    ``h_i = BLAKE2b_key(bytes(X_i) || bytes(y_i))`` read as an integer in ``[0, 2^64)``; the
-    example goes to recalibration iff ``h_i < ratio 2^64``. Each example's side depends on the
-    key and on that example only: not on ``n``, its position or the other rows.
-    """
-    Xc = np.ascontiguousarray(X)
-    yc = np.ascontiguousarray(y)
-    k = key[:64]
-    threshold = int(ratio * 2**64)
-    side = np.empty(Xc.shape[0], dtype=bool)
-    for i in range(Xc.shape[0]):
-        h = hashlib.blake2b(Xc[i].tobytes() + yc[i].tobytes(), digest_size=8, key=k)
-        side[i] = int.from_bytes(h.digest(), "little") < threshold
-    return side
-
-
-class DPRecalibration:
-    """Seed 001 Algorithm 1: DP-SGD on one part, DP recalibration on the other.
-
-    Parameters
-    ----------
-    trainer : privcal.training.DPSGDTrainer (or DPSGLDTrainer / SGDTrainer)
-        Trains the classifier on the training part (it is cloned, not modified).
-    calibrator : Calibrator
-        Fitted on the classifier's logits on the recalibration part, e.g.
-        :class:`DPTemperatureScaling` or :class:`DPPlattScaling`. A non-private calibrator is
-        accepted for baselines; the result then has no guarantee (``privacy_report_`` is None).
-    validation_ratio : float, default=0.1
-        Probability that an example goes to the recalibration part, in ``(0, 1)`` (the part's
-        size is ``Binomial(n, validation_ratio)``, not a fixed share).
-    seed : int, bytes or None, default=None
-        Key of the per-example hash that splits the data (:func:`recalibration_side`); ``None``
-        draws 32 bytes from the OS CSPRNG. An int or bytes key makes the split reproducible;
-        it may be public (the guarantee below does not need it secret).
-
-    Attributes
-    ----------
-    trainer_, calibrator_ : the fitted trainer and calibrator
-    train_index_, recal_index_ : ndarray
-        The disjoint parts.
-    privacy_report_ : PrivacyReport or None
-        Releases of both stages, sources ``"train"`` and ``"recalibration"``; its epsilon is
-        their parallel composition ``max(eps_train, eps_recal)``.
-
-    Privacy
-    -------
-    Add/remove one example of the training data. Example ``x`` goes to recalibration iff
-    ``hash_key(x) < ratio 2^64``, a function of the key and of ``x`` alone, with the key drawn
-    independently of the data. So for ``D' = D + {x}`` every other example keeps its side, and
-    the two parts of ``D'`` are those of ``D`` with ``x`` added to exactly one of them: the
-    training parts are add/remove neighbours and the recalibration parts equal, or the other way
-    round. The classifier is ``(eps_1, delta_1)``-DP in the training part and the recalibrator,
-    given the released classifier, ``(eps_2, delta_2)``-DP in the recalibration part, so the pair
-    is ``(max eps, max delta)``-DP (seed 001 Prop. A.1; McSherry 2009, Thm. 4), not the sum. A
-    split by a seeded permutation of ``range(n)`` has no such property: adding one example
-    reshuffles every other example's side. Both stages must claim add/remove; a stage claiming
-    another relation raises ``ValueError``.
-    """
-
-    def __init__(
-        self,
-        trainer: Any,
-        calibrator: Calibrator,
-        *,
-        validation_ratio: float = 0.1,
-        seed: int | bytes | None = None,
-    ) -> None:
-        self.trainer = trainer
-        self.calibrator = calibrator
-        self.validation_ratio = validation_ratio
-        self.seed = seed
-
-    def _split(self, Xa: np.ndarray, ya: np.ndarray, ratio: float) -> None:
-        if self.seed is not None and not isinstance(self.seed, bytes):
-            check_int(self.seed, "seed", "DPRecalibration", low=0)
-        side = recalibration_side(Xa, ya, split_key(self.seed), ratio)
-        self.recal_index_ = np.flatnonzero(side)
-        self.train_index_ = np.flatnonzero(~side)
-        if self.recal_index_.size == 0 or self.train_index_.size == 0:
-            raise ValueError(
-                f"DPRecalibration: the split with validation_ratio={ratio!r} left "
-                f"{self.recal_index_.size} of {side.size} examples for recalibration; both parts "
-                "must be non-empty (use more data or a ratio nearer 0.5)."
-            )
-
-    def fit(self, X: Any, y: Any) -> DPRecalibration:
-        """Split, train, recalibrate; returns ``self``."""
-        import copy
-
-        ratio = check_probability(self.validation_ratio, "validation_ratio", "DPRecalibration")
-        if not isinstance(self.calibrator, Calibrator):
-            raise ValueError(
-                "The 'calibrator' parameter of DPRecalibration must be a privcal Calibrator. "
-                f"Got {self.calibrator!r} instead."
-            )
-        Xa = np.asarray(X)
-        ya = np.asarray(y)
-        self._split(Xa, ya, ratio)
-        trainer = copy.deepcopy(self.trainer)
-        n_classes = int(ya.max()) + 1
-        if getattr(trainer, "n_classes", 0) is None:
-            trainer.n_classes = n_classes
-        trainer.fit(Xa[self.train_index_], ya[self.train_index_])
-        logits = trainer.predict_logits(Xa[self.recal_index_])
-        calibrator = copy.deepcopy(self.calibrator)
-        calibrator.fit(logits, ya[self.recal_index_])
-        self.trainer_ = trainer
-        self.calibrator_ = calibrator
-        reports = [
-            r
-            for r in (
-                getattr(trainer, "privacy_report_", None),
-                getattr(calibrator, "privacy_report_", None),
-            )
-            if isinstance(r, PrivacyReport)
-        ]
-        self.privacy_report_: PrivacyReport | None = None
-        if len(reports) == 2:
-            self.privacy_report_ = _parallel_report(reports)
-        return self
-
-    def predict_logits(self, X: Any) -> np.ndarray:
-        """The classifier's (uncalibrated) logits."""
-        return np.asarray(self.trainer_.predict_logits(X))
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Recalibrated probabilities ``g_phi(h_theta(X))``."""
-        return np.asarray(self.calibrator_.predict_proba(self.predict_logits(X)))
-
-
-def _parallel_report(reports: list[PrivacyReport]) -> PrivacyReport:
-    """One report over both stages: parallel composition by source, add/remove only."""
-    for r in reports:
-        if r.relation != "add/remove":
-            raise ValueError(
-                f"DPRecalibration composes stages over its hash split under add/remove; a stage "
-                f"claims {r.relation!r}. Use a trainer and calibrator whose privacy reports "
-                "claim add/remove (e.g. DPSGDTrainer and DPTemperatureScaling)."
-            )
-    public = dict.fromkeys(p for r in reports for p in r.public)
-    public["split rule: keyed hash of each example (key independent of the data)"] = None
-    return PrivacyReport(
-        [rel for r in reports for rel in r.releases],
-        unit="example",
-        relation="add/remove",
-        public=tuple(public),
-        noise="secure" if all(r.private for r in reports) else "seeded",
-    )
-
-
-# keep SeededNoise importable from here for examples and experiments
-_ = SeededNoise

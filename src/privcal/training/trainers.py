@@ -28,11 +28,9 @@ from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
 from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
-from privcal.training.recalibration import DP_SGD
+from privcal.training.dp_sgd import DP_SGD
 
 torch, opacus = require_torch("privcal.training.trainers")
-from opacus.accountants import create_accountant  # noqa: E402
-from opacus.accountants.utils import get_noise_multiplier  # noqa: E402
 from opacus.validators import ModuleValidator  # noqa: E402
 
 from privcal.training.models import make_model  # noqa: E402
@@ -550,24 +548,3 @@ class DPSGDTrainer(SGDTrainer):
     def guarantee_(self) -> Guarantee:
         """``(epsilon_, delta)`` as a :class:`~privcal.privacy.Guarantee`."""
         return self.privacy_report_.guarantee
-
-
-def noise_multiplier_for(
-    epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
-) -> float:
-    """Opacus's ``get_noise_multiplier`` for ``steps`` Poisson steps (the noisier end)."""
-    return float(
-        get_noise_multiplier(
-            target_epsilon=epsilon,
-            target_delta=delta,
-            sample_rate=sample_rate,
-            steps=steps,
-            accountant=accountant,
-        )
-    )
-
-
-def new_accountant(kind: str) -> Any:
-    """A fresh Opacus accountant by name (``"rdp"`` or ``"prv"``)."""
-    check_option(kind, "accountant", "new_accountant", ACCOUNTANTS)
-    return create_accountant(mechanism=kind)
