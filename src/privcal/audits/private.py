@@ -405,12 +405,14 @@ def _temperature_audit(objective: str, runs: int, alpha: float) -> AuditReport:
 
 
 def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
-    # an empty bin's value is NaN (no evidence): read it as -1 so it is an event of its own
+    # an empty bin's value is NaN (no evidence): read it as -1 so it is an event of its own;
+    # the values before the per-bin fallback rule (post-processing of them, as for the
+    # temperature fits' release_temperature_)
     return _fit_audit(
         "private-histogram-binning",
-        "PrivateHistogramBinning().fit(logits, labels).bin_values_[14]",
+        "PrivateHistogramBinning().fit(logits, labels).release_bin_values_[14]",
         lambda z, y: PrivateHistogramBinning().fit(z, y),
-        lambda est: float(np.nan_to_num(est.bin_values_[_TOP_BIN], nan=-1.0)),
+        lambda est: float(np.nan_to_num(est.release_bin_values_[_TOP_BIN], nan=-1.0)),
         runs,
         alpha,
     )

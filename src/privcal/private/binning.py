@@ -102,6 +102,9 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     ----------
     bin_values_ : ndarray of shape (n_bins,)
         Calibrated top-label probability per bin (NaN: no evidence, the input is kept).
+    release_bin_values_ : ndarray of shape (n_bins,)
+        The released bin accuracies before the fallback rule (what the privacy audit reads:
+        the rule is post-processing of them). In memory, not saved.
     bins_fell_back_ : int
         Bins with a released accuracy that the fallback rule replaced by the input confidence
         (in memory, not saved).
@@ -195,6 +198,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         if self.fallback == "identity":
             var = proto.variances[-1]
             kept = readable_bins(values, counts.correct, counts.incorrect, var, 1.0 / m)
+        self.release_bin_values_ = values
         self.bins_fell_back_ = int(np.sum(np.isfinite(values) & ~np.isfinite(kept)))
         if self.bins_fell_back_:
             left = int(np.isfinite(kept).sum())

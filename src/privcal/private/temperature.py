@@ -27,7 +27,7 @@ Objectives (``L1 sensitivity`` per query, add/remove one example)
 Budget: with ``q`` queries per source (one for a curve; ``K + 1`` for bisection and golden
 section, ``iterations = K``, Alg. 1's final bracket without its unused last sample; one more for
 ``t_range="auto"`` with ``"golden"``: the sign of the accuracy gap at ``T = 3``), each query gets
-``epsilon / q`` (:func:`~privcal.private.source.split_budget`), so each source spends exactly
+``epsilon / q`` (:func:`~privcal.private.parallel.split_budget`), so each source spends exactly
 ``epsilon`` (basic composition) and ``privacy_report_.epsilon == epsilon`` (parallel composition
 over disjoint sources). Falling back to ``T = 1`` (:mod:`privcal.private.fallback`) is
 post-processing of the release.

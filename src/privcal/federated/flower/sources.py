@@ -15,7 +15,7 @@ node. Each node also bounds what one run may cost it by its own policy
 (:func:`source_refusal`), checked before it reads its data.
 
 One message round per query: the estimators ask every source through
-:func:`privcal.private.source.answer_all`, and :meth:`RemoteSource.answer_together` pushes the
+:func:`privcal.private.parallel.answer_all`, and :meth:`RemoteSource.answer_together` pushes the
 query to all the sources' nodes at once and collects the replies (the nodes answer in
 parallel), instead of one round trip per source.
 """
