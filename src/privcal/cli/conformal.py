@@ -106,7 +106,7 @@ def _estimator(
                 )
             extra["localize"] = f
     return PrivateConformal(
-        score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, ledger=ledger, **extra
+        score=score, alpha=alpha, epsilon=epsilon, n_bins=b, noise=noise, ledger=ledger, **extra
     )
 
 
@@ -137,7 +137,7 @@ def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> 
             status=rep.status,
             mechanism=", ".join(sorted({r.mechanism for r in rep.releases})),
             level=est.level_,
-            bins=est.bins_,
+            bins=est.n_bins_,
             gamma=est.gamma_,
         )
         if getattr(est, "localize_n_", 0):
