@@ -31,7 +31,6 @@ from privcal.metrics.statistics import (
 
 __all__ = [
     "NLL_BOUND",
-    "TEMPERATURE_NLL_BOUND",
     "BoundaryWarning",
     "BoundedNLLWarning",
     "TemperatureScaling",
@@ -45,10 +44,6 @@ Objective = Literal["nll", "ece", "acc"]
 
 #: Default bound ``B`` on each example's NLL in the NLL objective (see :func:`fit_temperature_nll`).
 NLL_BOUND = 20.0
-#: Default ``nll_bound`` of both temperature-scaling twins, :class:`TemperatureScaling` and
-#: :class:`~privcal.private.PrivateTemperatureScaling` (where ``B`` is the clip that sets the
-#: noise: seed 000's B = 10), so that by default they fit the same objective.
-TEMPERATURE_NLL_BOUND = 10.0
 #: Temperatures :class:`TemperatureScaling` searches by default.
 DEFAULT_T_RANGE = (0.05, 20.0)
 _MAX_NEWTON = 100
@@ -395,11 +390,10 @@ class TemperatureScaling(Calibrator):
         an end.
     n_bins : int, default=15
         Bins of the ECE objective.
-    nll_bound : float or None, default=10.0
+    nll_bound : float or None, default=20.0
         Bound ``B`` on each example's NLL in the ``"nll"`` objective (see
         :func:`fit_temperature_nll`): an example whose true class gets probability below
-        :math:`e^{-B}` (4.5e-5 for the default, :data:`TEMPERATURE_NLL_BOUND`, the private
-        twin's clip) counts as ``B``. Such examples are outliers to any
+        :math:`e^{-B}` (2e-9 for the default) counts as ``B``. Such examples are outliers to any
         calibration evidence, and a few of them (the 61 exact-zero true-class probabilities of
         the 20 newsgroups set) otherwise drive T to the end of ``t_range``. On data without them
         the fit is the plain NLL fit. ``None`` gives the plain NLL.
@@ -432,7 +426,7 @@ class TemperatureScaling(Calibrator):
         objective: Objective = "nll",
         t_range: tuple[float, float] = DEFAULT_T_RANGE,
         n_bins: int = 15,
-        nll_bound: float | None = TEMPERATURE_NLL_BOUND,
+        nll_bound: float | None = NLL_BOUND,
     ) -> None:
         self.objective = objective
         self.t_range = t_range

@@ -101,7 +101,6 @@ from privcal.calibrators.search import (
     golden_section,
     monotone_root,
 )
-from privcal.calibrators.temperature import TEMPERATURE_NLL_BOUND
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource, Release
 from privcal.privacy.distributed import (
@@ -402,9 +401,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     n_bins : int, default=15
         Bins of the ECE objective.
     nll_bound : float, default=10.0
-        Clip bound ``B`` of the NLL objective (seed 000 uses 10):
-        :data:`~privcal.calibrators.temperature.TEMPERATURE_NLL_BOUND`, the non-private twin's
-        default too, so both fit the same objective by default.
+        Clip bound ``B`` of the NLL objective (seed 000 uses 10).
     noise : NoiseSource or None, default=None
         Noise of the source built by ``fit(logits, labels)``; ``None`` means ``SecureNoise()``.
         Ignored with ``sources=`` (each source draws its own noise).
@@ -495,7 +492,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         t_range: tuple[float, float] | str = "auto",
         search: str = "auto",
         n_bins: int = 15,
-        nll_bound: float = TEMPERATURE_NLL_BOUND,
+        nll_bound: float = 10.0,
         noise: NoiseSource | None = None,
         aggregation: str = "local",
         threshold: int | None = None,
