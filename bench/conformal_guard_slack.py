@@ -119,7 +119,7 @@ def noise_and_grid(
     ]:
         k = conformal_plan(N, ALPHA, EPSILON, "rank", bins).rank
         ratios = [
-            sim.private(ALPHA, EPSILON, bins=bins, noise=SeededNoise(s), localize=None).mean_size
+            sim.private(ALPHA, EPSILON, n_bins=bins, noise=SeededNoise(s), localize=None).mean_size
             / base
             for s in range(1, seeds + 1)
         ]
@@ -155,7 +155,7 @@ def adversarial_laws(k: int, m: int) -> dict[str, tuple[np.ndarray, np.ndarray]]
 def run(draws: int = 4000) -> str:
     """All three parts as Markdown."""
     plan = conformal_plan(N, ALPHA, EPSILON)
-    k, r, m = plan.rank, plan.slope, plan.bins
+    k, r, m = plan.rank, plan.slope, plan.n_bins
     lam = EPSILON * r / (1 + r)
     k0 = math.ceil((N + 1) * (1 - ALPHA))
     budget = rank_budget()

@@ -45,7 +45,7 @@ def run(n: int = 5000, seeds: int = 10, localize: object = "auto") -> str:
             short = name.split("/")[-1].removesuffix(".npz")
             lines.append(
                 f"| {short} | {score} | {r1.mean():.4f} | {r2.mean():.4f} ({r2.std(ddof=1):.4f}) "
-                f"| {cov:.4f} | {loc[0].bins} |"
+                f"| {cov:.4f} | {loc[0].n_bins} |"
             )
     return "\n".join(lines)
 

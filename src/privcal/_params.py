@@ -8,9 +8,11 @@ allowed and what was received, e.g.::
 
 from __future__ import annotations
 
+import functools
 import numbers
-from collections.abc import Iterable
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,7 +22,12 @@ __all__ = [
     "check_probability",
     "check_range",
     "check_real",
+    "renamed",
+    "renamed_attribute",
+    "renamed_params",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _fail(name: str, owner: str, allowed: str, value: Any) -> ValueError:
@@ -94,3 +101,83 @@ def check_range(value: Any, name: str, owner: str) -> tuple[float, float]:
     if not (np.isfinite(lo) and np.isfinite(hi) and 0.0 < lo < hi):
         raise _fail(name, owner, allowed, value)
     return lo, hi
+
+
+def _warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"The {old!r} {kind} of {owner} is deprecated and will be removed in the next release; "
+        f"use {new!r} instead.",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def renamed(*, old: str, new: str, owner: str) -> Callable[[_F], _F]:
+    """Decorate ``owner`` so that the keyword ``old`` still works as ``new``, for one release.
+
+    ``f(old=v)`` calls ``f(new=v)`` and emits a ``DeprecationWarning`` naming ``new``; both
+    together raise ``TypeError``. Positions are unchanged (the parameter keeps its place), so
+    positional calls need nothing. Decorators stack, one per renamed parameter; the wrapper
+    keeps ``f``'s signature (``inspect.signature`` follows ``__wrapped__``), which is what
+    scikit-learn's ``get_params`` reads on ``__init__``. The renames are recorded in
+    ``__renamed__`` (``{old: new}``) for :func:`renamed_params`.
+    """
+
+    def decorate(func: _F) -> _F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                kwargs = renamed_params(kwargs, {old: new}, owner)
+            return func(*args, **kwargs)
+
+        renames = dict(getattr(func, "__renamed__", {}))
+        renames[old] = new
+        wrapper.__renamed__ = renames  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def renamed_params(params: dict[str, Any], renames: dict[str, str], owner: str) -> dict[str, Any]:
+    """``params`` with each deprecated key of ``renames`` (``{old: new}``) moved to its new name.
+
+    Warns ``DeprecationWarning`` once per old key found; raises ``TypeError`` if the old and the
+    new name are both given.
+    """
+    out = dict(params)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise TypeError(
+                f"{owner} got both {old!r} and its new name {new!r}; pass only {new!r}."
+            )
+        _warn_renamed("parameter", old, new, owner, stacklevel=3)
+        out[new] = out.pop(old)
+    return out
+
+
+class renamed_attribute:
+    """Class attribute: the deprecated attribute name ``old`` reads and writes ``new``.
+
+    ``obj.old`` returns ``obj.new`` and ``obj.old = v`` sets ``obj.new``, each with a
+    ``DeprecationWarning`` naming ``new`` (for one release), e.g. ``bins = renamed_attribute(
+    "n_bins")`` in a class body. A missing ``new`` raises ``AttributeError`` as usual.
+    """
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+        self.old = new
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.old = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        _warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
+        return getattr(obj, self.new)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        _warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
+        setattr(obj, self.new, value)

@@ -157,7 +157,7 @@ CASES += [
     ("conformal-alpha-0", [*CONF_TEST, "{test}", "--alpha", "0"], 2, "'--alpha'"),
     ("conformal-epsilon-0", [*CONF_TEST, "{test}", "--epsilon", "0"], 2, "'--epsilon'"),
     ("conformal-epsilon-negative", [*CONF_TEST, "{test}", "--epsilon", "-1"], 2, "'--epsilon'"),
-    ("conformal-bins", [*CONF_TEST, "{test}", "--epsilon", "1", "--bins", "x"], 2, "'--bins'"),
+    ("conformal-bins", [*CONF_TEST, "{test}", "--epsilon", "1", "--n-bins", "x"], 2, "'--n-bins'"),
     ("conformal-method", [*CONF_TEST, "{test}", "--epsilon", "1", "--method", "x"], 2,
      "'--method'"),
     ("conformal-method-without-epsilon", [*CONF_TEST, "{test}", "--method", "rank"], 2,

@@ -131,3 +131,16 @@ def test_unlabelled_test_file(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert _row(r.output, "coverage") == "- (the test file has no labels)"
     assert re.search(r"mean set size\s+│\s+\d\.\d{3}", r.output)
+
+
+def test_deprecated_bins_option_warns_and_matches_n_bins(tmp_path: Path) -> None:
+    """``--bins`` still works for one release: a warning naming ``--n-bins``, the same sets."""
+    cal, test = _files(tmp_path)
+    args = ["conformal", "--epsilon", "1", "--cal", cal, "--test", test, "--seed", "0"]
+    new = _invoke(*args, "--n-bins", "200")
+    old = _invoke(*args, "--bins", "200")
+    assert new.exit_code == 0 and old.exit_code == 0, old.output
+    assert "--bins is deprecated" in old.output and "use --n-bins" in old.output
+    assert _row(old.output, "threshold") == _row(new.output, "threshold")
+    both = _invoke(*args, "--bins", "200", "--n-bins", "100")
+    assert both.exit_code != 0 and "pass only --n-bins" in both.output

@@ -86,12 +86,12 @@ def test_coverage_validity(dataset: str, shared_data: Path) -> None:
                 # two stages (Theorem L; the default at epsilon 1-2 here): coverage >= 1 - alpha
                 # holds given the window, whose grid changes per split, so only the lower bound
                 loc = sim.private(alpha, eps, noise=SeededNoise(seed + 1000), localize=0.25)
-                assert loc.bins < 3915  # the window's grid, not the full one
+                assert loc.n_bins < 3915  # the window's grid, not the full one
                 if loc.mean_coverage < 1 - alpha - 3 * loc.se_coverage:
                     failures.append((score, alpha, f"{eps} localised", *_cov(loc)))
                 res = sim.private(alpha, eps, noise=SeededNoise(seed), localize=None)
                 cov, se = res.mean_coverage, res.se_coverage
-                m = res.bins
+                m = res.n_bins
                 edges = logit_edges(4096)
                 assert edges.size == m + 1
                 p_max = np.bincount(bin_indices(s_true, m, edges), minlength=m).max() / len(y)
@@ -117,7 +117,7 @@ def test_cost_of_privacy_wideresnet(shared_data: Path) -> None:
     priv = sim.private(0.1, 5.0, noise=SeededNoise(0))
     print(
         f"\ncost of privacy: split size {base.mean_size:.4f} cov {base.mean_coverage:.4f}; "
-        f"private size {priv.mean_size:.4f} cov {priv.mean_coverage:.4f} (m={priv.bins}, "
+        f"private size {priv.mean_size:.4f} cov {priv.mean_coverage:.4f} (m={priv.n_bins}, "
         f"q~={priv.level:.4f}); ratio {priv.mean_size / base.mean_size:.4f}"
     )
     assert priv.mean_size <= 1.05 * base.mean_size

@@ -80,7 +80,7 @@ def test_window_edges_keep_the_grid_between_the_ends() -> None:
 def test_localised_fit_reports_three_releases_composed_in_parallel() -> None:
     pc = _fit(5000)
     rep = pc.privacy_report_
-    assert pc.localize_n_ == 1250 and pc.bins_ < E.size - 1
+    assert pc.localize_n_ == 1250 and pc.n_bins_ < E.size - 1
     assert [r.source for r in rep.releases] == [SOURCES[0], SOURCES[0], SOURCES[1]]
     assert [r.epsilon for r in rep.releases] == [0.5, 0.5, 1.0]
     assert rep.epsilon == 1.0 and rep.relation == "substitute"  # parallel: max of the parts' sums
@@ -88,9 +88,9 @@ def test_localised_fit_reports_three_releases_composed_in_parallel() -> None:
     assert not any(p.startswith("target rank k = ") for p in rep.public)  # not the one-stage k
     lo, hi = pc.window_
     assert 0.0 < lo <= pc.threshold_ <= hi or pc.threshold_ == 1.0
-    assert pc.rank_ == rank_target(3750, 0.1, 1.0, pc.bins_)  # Theorem R on the threshold part
+    assert pc.rank_ == rank_target(3750, 0.1, 1.0, pc.n_bins_)  # Theorem R on the threshold part
     one = _fit(5000, localize=None)
-    assert one.localize_n_ == 0 and one.bins_ == E.size - 1 and len(one.privacy_report_) == 1
+    assert one.localize_n_ == 0 and one.n_bins_ == E.size - 1 and len(one.privacy_report_) == 1
 
 
 def test_secure_noise_partition_changes_between_fits() -> None:

@@ -22,6 +22,7 @@ from privcal.conformal import (
     optimal_bins,
     optimal_gamma,
     private_quantile,
+    private_quantile_report,
     rank_slope,
     rank_target,
 )
@@ -139,9 +140,9 @@ def test_private_quantile_million_bins_is_stable() -> None:
         (([0.5], 1.0, 1.0, 10), "'q' parameter of private_quantile"),
         (([0.5], 0.5, 0.0, 10), "'epsilon' parameter of private_quantile"),
         (([0.5], 0.5, -1.0, 10), "'epsilon' parameter of private_quantile"),
-        (([0.5], 0.5, 1.0, 1), "'bins' parameter of private_quantile"),
-        (([0.5], 0.5, 1.0, [0.0, 0.5]), "'bins' parameter of private_quantile"),
-        (([0.5], 0.5, 1.0, [0.0, 0.6, 0.5, 1.0]), "'bins' parameter of private_quantile"),
+        (([0.5], 0.5, 1.0, 1), "'n_bins' parameter of private_quantile"),
+        (([0.5], 0.5, 1.0, [0.0, 0.5]), "'n_bins' parameter of private_quantile"),
+        (([0.5], 0.5, 1.0, [0.0, 0.6, 0.5, 1.0]), "'n_bins' parameter of private_quantile"),
         (([1.5], 0.5, 1.0, 10), "must lie in \\[0, 1\\]"),
         (([-0.1], 0.5, 1.0, 10), "must lie in \\[0, 1\\]"),
         (([np.nan], 0.5, 1.0, 10), "must lie in \\[0, 1\\]"),
@@ -197,7 +198,7 @@ def test_expected_threshold_grouped_matches_direct() -> None:
 
 
 def test_min_calibration_size_is_the_boundary() -> None:
-    n = min_calibration_size(0.1, 1.0, bins=100, method="angelopoulos2022")
+    n = min_calibration_size(0.1, 1.0, n_bins=100, method="angelopoulos2022")
 
     def best(k: int) -> float:
         return adjusted_level(k, 0.1, 1.0, 100, optimal_gamma(k, 0.1, 1.0, 100))
@@ -220,10 +221,10 @@ def test_private_conformal_fit_and_report() -> None:
     pc = PrivateConformal(
         alpha=0.1, epsilon=2.0, noise=SeededNoise(0), method="angelopoulos2022"
     ).fit(z, y)
-    assert pc.bins_ == optimal_bins(3000, 0.1, 2.0)
-    assert pc.gamma_ == optimal_gamma(3000, 0.1, 2.0, pc.bins_)
-    assert pc.level_ == pytest.approx(adjusted_level(3000, 0.1, 2.0, pc.bins_, pc.gamma_))
-    assert pc.threshold_ in bin_edges(pc.bins_)[1:]
+    assert pc.n_bins_ == optimal_bins(3000, 0.1, 2.0)
+    assert pc.gamma_ == optimal_gamma(3000, 0.1, 2.0, pc.n_bins_)
+    assert pc.level_ == pytest.approx(adjusted_level(3000, 0.1, 2.0, pc.n_bins_, pc.gamma_))
+    assert pc.threshold_ in bin_edges(pc.n_bins_)[1:]
     rep = pc.privacy_report_
     assert isinstance(rep, PrivacyReport) and len(rep) == 1 and rep.epsilon == 2.0
     r = rep.releases[0]
@@ -243,7 +244,7 @@ def test_private_conformal_report_states_relation_public_n_and_noise() -> None:
     assert rep.unit == "example" and rep.relation == "substitute"
     assert "n = 400 (number of calibration examples)" in rep.public
     assert any(p.startswith("alpha = 0.1") for p in rep.public)
-    assert any(p.startswith(f"bins m = {seeded.bins_}") for p in rep.public)
+    assert any(p.startswith(f"bins m = {seeded.n_bins_}") for p in rep.public)
     assert any("score function" in p for p in rep.public)
     assert rep.noise == "seeded" and rep.status == NOT_PRIVATE == "not private: seeded noise"
     assert NOT_PRIVATE in str(rep) and rep.to_dict()["status"] == NOT_PRIVATE
@@ -260,18 +261,16 @@ def test_private_quantile_report_and_relation() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureNoiseWarning)
         assert isinstance(private_quantile(s, 0.9, 1.0, 50), float)
-        value, rep = private_quantile(s, 0.9, 1.0, 50, return_report=True)
+        value, rep = private_quantile_report(s, 0.9, 1.0, 50)
     assert value in bin_edges(50)[1:]
     assert rep.relation == "add/remove" and rep.epsilon == 1.0 and rep.status == "private"
     assert rep.releases[0].sensitivity == pytest.approx(1 / (0.9 * 0.1))  # the range R
     assert rep.releases[0].mechanism == "exponential (bounded range)"
-    _, old = private_quantile(s, 0.9, 1.0, 50, weights="sensitivity", return_report=True)
+    _, old = private_quantile_report(s, 0.9, 1.0, 50, weights="sensitivity")
     assert old.releases[0].sensitivity == pytest.approx(quantile_sensitivity(0.9))
     assert not any(p.startswith("n =") for p in rep.public)  # n is not needed under add/remove
     with pytest.warns(InsecureNoiseWarning):
-        _, sub = private_quantile(
-            s, 0.9, 1.0, 50, SeededNoise(0), relation="substitute", return_report=True
-        )
+        _, sub = private_quantile_report(s, 0.9, 1.0, 50, SeededNoise(0), relation="substitute")
     assert sub.relation == "substitute" and sub.public[0] == "n = 300 (number of scores)"
     assert sub.status == NOT_PRIVATE
     with pytest.raises(ValueError, match="'relation' parameter of private_quantile"):
@@ -281,14 +280,14 @@ def test_private_quantile_report_and_relation() -> None:
 def test_private_conformal_fixed_bins_gamma_and_seed() -> None:
     z, y = _data(2000)
     for method in ("angelopoulos2022", "bounded-range"):
-        kw = {"bins": 200, "gamma": 0.01, "method": method}
+        kw = {"n_bins": 200, "gamma": 0.01, "method": method}
         a = PrivateConformal(noise=SeededNoise(4), **kw).fit(z, y)  # type: ignore[arg-type]
         b = PrivateConformal(noise=SeededNoise(4), **kw).fit(z, y)  # type: ignore[arg-type]
         m = 200 if method == "angelopoulos2022" else 199  # equal-width / logit grid
-        assert a.threshold_ == b.threshold_ and a.bins_ == m and a.gamma_ == 0.01
-    a = PrivateConformal(bins=200, slope=2.0, noise=SeededNoise(4)).fit(z, y)
+        assert a.threshold_ == b.threshold_ and a.n_bins_ == m and a.gamma_ == 0.01
+    a = PrivateConformal(n_bins=200, slope=2.0, noise=SeededNoise(4)).fit(z, y)
     e = logit_edges(200)  # 199 bins: two edges near 1 round to the same double
-    assert a.bins_ == e.size - 1 == 199 and a.slope_ == 2.0 and a.threshold_ in e
+    assert a.n_bins_ == e.size - 1 == 199 and a.slope_ == 2.0 and a.threshold_ in e
 
 
 def test_private_conformal_full_set_when_level_too_high() -> None:
@@ -316,8 +315,8 @@ def test_private_conformal_full_set_when_level_too_high() -> None:
         ({"alpha": 1.2}, "'alpha' parameter of PrivateConformal"),
         ({"epsilon": 0.0}, "'epsilon' parameter of PrivateConformal"),
         ({"epsilon": -2}, "'epsilon' parameter of PrivateConformal"),
-        ({"bins": 1}, "'bins' parameter of PrivateConformal"),
-        ({"bins": "many"}, "'bins' parameter of PrivateConformal"),
+        ({"n_bins": 1}, "'n_bins' parameter of PrivateConformal"),
+        ({"n_bins": "many"}, "'n_bins' parameter of PrivateConformal"),
         ({"gamma": 1.0, "method": "angelopoulos2022"}, "'gamma' parameter of PrivateConformal"),
         ({"gamma": 0.01}, "'gamma' parameter of PrivateConformal applies to"),
         ({"slope": 0.0}, "'slope' parameter of PrivateConformal"),
@@ -373,7 +372,7 @@ def test_simulator_private_counts_are_consistent() -> None:
     S = lac_scores(softmax(z))
     sim = SplitSimulator(S, y, n=600, splits=30, seed=1)
     for bins in (50, 10**5):
-        res = sim.private(0.1, 2.0, bins=bins, noise=SeededNoise(0))
+        res = sim.private(0.1, 2.0, n_bins=bins, noise=SeededNoise(0))
         assert np.all(np.isin(res.threshold, logit_edges(bins)[1:]))
         for r in range(30):
             te = sim.permutations[r, 600:]
@@ -391,7 +390,9 @@ def test_simulator_private_law_matches_private_quantile() -> None:
     S = np.round(rng.random((N, 2)), 3)
     y = rng.integers(0, 2, N)
     sim = SplitSimulator(S, y, n=n, splits=R, seed=0, sizes=False)
-    res = sim.private(0.3, eps, bins=m, gamma=0.5, noise=SeededNoise(5), method="angelopoulos2022")
+    res = sim.private(
+        0.3, eps, n_bins=m, gamma=0.5, noise=SeededNoise(5), method="angelopoulos2022"
+    )
     assert res.level < 1
     e = bin_edges(m)
     s = S[np.arange(N), y]
@@ -444,7 +445,7 @@ def test_rank_release_law_chi_square() -> None:
     z = rng.normal(size=(40, 3))
     y = rng.integers(0, 3, 40)
     e = logit_edges(6)
-    est = PrivateConformal(alpha=0.3, bins=6, slope=1.5, noise=SeededNoise(2))
+    est = PrivateConformal(alpha=0.3, n_bins=6, slope=1.5, noise=SeededNoise(2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureNoiseWarning)
         draws = np.array([est.fit(z, y).threshold_ for _ in range(800)])
@@ -504,7 +505,7 @@ def test_rank_target_tail_sum_and_report() -> None:
     assert rank_target(n, a, eps, m, r) == math.ceil((n + 1) * (1 - a) + s_sum) - 5 == 4507
     z, y = _data(3000)
     pc = PrivateConformal(noise=SeededNoise(0)).fit(z, y)
-    assert pc.bins_ == 3915 and pc.gamma_ != pc.gamma_  # nan: no gamma for "rank"
+    assert pc.n_bins_ == 3915 and pc.gamma_ != pc.gamma_  # nan: no gamma for "rank"
     assert pc.rank_ == rank_target(3000, 0.1, 1.0, 3915) and pc.level_ == pc.rank_ / 3000
     rel = pc.privacy_report_.releases[0]
     assert rel.mechanism == "exponential (bounded range)" and rel.sensitivity == 1 + pc.slope_
@@ -519,7 +520,7 @@ def test_simulator_rank_law_matches_the_estimator() -> None:
     S = np.round(rng.random((N, 2)), 3)
     y = rng.integers(0, 2, N)
     sim = SplitSimulator(S, y, n=n, splits=R, seed=0, sizes=False)
-    res = sim.private(0.3, eps, bins=m, noise=SeededNoise(5))
+    res = sim.private(0.3, eps, n_bins=m, noise=SeededNoise(5))
     e = logit_edges(m)
     s = S[np.arange(N), y]
     k = rank_target(n, 0.3, eps, m)

@@ -106,8 +106,8 @@ def test_calibrator_is_used() -> None:
 def test_randomised_aps_is_reproducible(rng: np.random.Generator) -> None:
     z = rng.normal(size=(100, 5))
     y = rng.integers(0, 5, 100)
-    a = SplitConformal("aps-randomized", random_state=3).fit(z, y)
-    b = SplitConformal("aps-randomized", random_state=3).fit(z, y)
+    a = SplitConformal("aps-randomized", seed=3).fit(z, y)
+    b = SplitConformal("aps-randomized", seed=3).fit(z, y)
     assert a.threshold_ == b.threshold_
     np.testing.assert_array_equal(a.predict_set(z), b.predict_set(z))
 

@@ -254,13 +254,11 @@ def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
 
 def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) -> AuditReport:
     """``private_quantile(scores, 0.5, 1.0, 4)`` as a user calls it (``relation`` only if given)."""
-    from privcal.conformal import private_quantile
+    from privcal.conformal import private_quantile, private_quantile_report
 
     claimed = relation or "add/remove"  # the default, which a user leaves out
     d0 = quantile_neighbours(claimed)[0]
-    _, report = private_quantile(
-        d0, _Q_LEVEL, _EPSILON, _Q_BINS, relation=claimed, return_report=True
-    )
+    _, report = private_quantile_report(d0, _Q_LEVEL, _EPSILON, _Q_BINS, relation=claimed)
     d, d2, what = quantile_neighbours(report.relation)
     sides = (d, d2)
 
@@ -275,7 +273,7 @@ def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) ->
     shown = ", relation='substitute'" if relation == "substitute" else ""
     return audit_release(
         name,
-        f"private_quantile(scores, q=0.5, epsilon=1.0, bins=4{shown})",
+        f"private_quantile(scores, q=0.5, epsilon=1.0, n_bins=4{shown})",
         what,
         draw,
         report,

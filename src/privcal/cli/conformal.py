@@ -29,6 +29,7 @@ from privcal.cli._common import (
     load_unlabelled,
     refuse_overwrite,
     user_errors,
+    warn,
 )
 
 __all__ = ["bench_angelopoulos2022", "conformal", "conformal_summary", "register"]
@@ -41,7 +42,7 @@ def _estimator(
     score: str,
     alpha: float,
     epsilon: float | None,
-    bins: str,
+    n_bins: str,
     seed: int | None,
     method: str | None,
     localize: str = "auto",
@@ -55,27 +56,27 @@ def _estimator(
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
         if (
-            bins != "auto"
+            n_bins != "auto"
             or seed is not None
             or method is not None
             or localize != "auto"
             or ledger is not None
         ):
             fail(
-                "--bins, --method, --localize, --seed and --ledger apply to private conformal: "
+                "--n-bins, --method, --localize, --seed and --ledger apply to private conformal: "
                 "add --epsilon, or drop them."
             )
         return SplitConformal(score=score, alpha=alpha)
     if not (epsilon > 0 and np.isfinite(epsilon)):
         fail(f"The '--epsilon' parameter of privcal conformal must be > 0. Got {epsilon:g}.")
     b: Any = "auto"
-    if bins != "auto":
-        if not bins.isdigit() or int(bins) < 1:
+    if n_bins != "auto":
+        if not n_bins.isdigit() or int(n_bins) < 1:
             fail(
-                f"The '--bins' parameter of privcal conformal must be 'auto' or m >= 1. "
-                f"Got {bins!r}."
+                f"The '--n-bins' parameter of privcal conformal must be 'auto' or m >= 1. "
+                f"Got {n_bins!r}."
             )
-        b = int(bins)
+        b = int(n_bins)
     noise = None if seed is None else SeededNoise(seed)
     extra: dict[str, Any] = {}
     if method is not None:
@@ -106,7 +107,7 @@ def _estimator(
                 )
             extra["localize"] = f
     return PrivateConformal(
-        score=score, alpha=alpha, epsilon=epsilon, bins=b, noise=noise, ledger=ledger, **extra
+        score=score, alpha=alpha, epsilon=epsilon, n_bins=b, noise=noise, ledger=ledger, **extra
     )
 
 
@@ -137,7 +138,7 @@ def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> 
             status=rep.status,
             mechanism=", ".join(sorted({r.mechanism for r in rep.releases})),
             level=est.level_,
-            bins=est.bins_,
+            bins=est.n_bins_,
             gamma=est.gamma_,
         )
         if getattr(est, "localize_n_", 0):
@@ -211,7 +212,12 @@ def conformal(
     score: Annotated[
         str, typer.Option(click_type=click.Choice(SCORES), help="Conformity score.")
     ] = "lac",
-    bins: Annotated[str, typer.Option(help="Number of bins m, or 'auto' (private only).")] = "auto",
+    n_bins: Annotated[
+        str, typer.Option(help="Number of bins m, or 'auto' (private only).")
+    ] = "auto",
+    bins: Annotated[
+        str | None, typer.Option(hidden=True, help="Deprecated name of --n-bins.")
+    ] = None,
     seed: Annotated[
         int | None, typer.Option(help="Seeded noise (simulation only; default secure noise).")
     ] = None,
@@ -252,10 +258,15 @@ def conformal(
     from privcal.report import conformal_summary_data, summary_path, write_summary
 
     with user_errors():
+        if bins is not None:
+            warn("--bins is deprecated and will be removed in the next release; use --n-bins.")
+            if n_bins != "auto":
+                fail("--bins is the deprecated name of --n-bins: pass only --n-bins.")
+            n_bins = bins
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
             refuse_overwrite((out, summary_path(out)), "--out", "privcal conformal", force)
-        est = _estimator(score, alpha, epsilon, bins, seed, method, localize, ledger)
+        est = _estimator(score, alpha, epsilon, n_bins, seed, method, localize, ledger)
         cal_logits, cal_labels = _load(cal, "--cal")
         if cal_labels is None:
             fail(

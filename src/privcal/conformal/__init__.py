@@ -5,7 +5,8 @@
 * :class:`SplitConformal`: split conformal prediction with the exact rank
   ``ceil((n+1)(1-alpha))``.
 * :func:`private_quantile`: the epsilon-DP quantile (exponential mechanism over bin edges, with
-  the sensitivity ``max(1/q, 1/(1-q))``).
+  the sensitivity ``max(1/q, 1/(1-q))``); :func:`private_quantile_report` also returns its
+  privacy report.
 * :class:`PrivateConformal`: private prediction sets; by default (``method="rank"``) an
   exponential mechanism with a rank penalty on a public logit grid around the target rank
   ``rank_target``, from ``n = LOCALIZE_MIN_N`` localised first on a ``LOCALIZE_FRACTION`` of the
@@ -34,7 +35,7 @@ from privcal.conformal.private import (
     rank_slope,
     rank_target,
 )
-from privcal.conformal.quantile import logit_edges, private_quantile
+from privcal.conformal.quantile import logit_edges, private_quantile, private_quantile_report
 from privcal.conformal.scores import SCORES, aps_scores, lac_scores
 from privcal.conformal.split import SplitConformal, conformal_rank, conformal_threshold
 
@@ -61,6 +62,7 @@ __all__ = [
     "optimal_bins",
     "optimal_gamma",
     "private_quantile",
+    "private_quantile_report",
     "rank_slope",
     "rank_target",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from privcal._params import renamed_attribute, renamed_params
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
@@ -29,14 +30,25 @@ class ConformalBase(BaseEstimator):
     A scikit-learn ``BaseEstimator`` (parameters stored verbatim in ``__init__``), so
     ``get_params`` / ``set_params`` / ``clone`` work and
     :class:`privcal.sklearn.ConformalClassifier` can search over ``method__alpha``.
+
+    Deprecated parameter names (``__init__.__renamed__``, from :func:`privcal._params.renamed`)
+    still work for one release in ``__init__``, ``set_params`` and as attributes
+    (:class:`~privcal._params.renamed_attribute`), with a ``DeprecationWarning`` naming the new
+    one.
     """
 
     _owner = "ConformalBase"
+    random_state = renamed_attribute("seed")
     score: str
     calibrator: Any
-    random_state: int | None
+    seed: int | None
     threshold_: float
     n_classes_: int
+
+    def set_params(self, **params: Any) -> Any:
+        """scikit-learn's ``set_params``; a deprecated name warns and sets the new one."""
+        renames = getattr(type(self).__init__, "__renamed__", {})
+        return super().set_params(**renamed_params(params, renames, self._owner))
 
     @staticmethod
     def _scores() -> tuple[str, ...]:
@@ -63,7 +75,7 @@ class ConformalBase(BaseEstimator):
         p = self._probs(logits, input, "logits")
         y = check_labels(labels, p.shape[0], p.shape[1])
         self.n_classes_ = int(p.shape[1])
-        self._rng_ = np.random.default_rng(self.random_state)
+        self._rng_ = np.random.default_rng(self.seed)
         s = conformity(self.score, p, self._u(p.shape[0]))
         return np.asarray(s[np.arange(p.shape[0]), y])
 

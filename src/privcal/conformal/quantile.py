@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any, Literal, overload
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import check_int, check_option, check_probability, check_real, renamed
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
 from privcal.privacy.measurement import Measurement, register_measurement
@@ -66,6 +67,7 @@ __all__ = [
     "bin_edges",
     "logit_edges",
     "private_quantile",
+    "private_quantile_report",
     "quantile_counts",
     "quantile_penalties",
     "quantile_release",
@@ -113,25 +115,26 @@ def _logit_edges(m: int) -> np.ndarray:
     return edges
 
 
-def bin_edges(bins: Any, owner: str = "private_quantile", grid: str = "uniform") -> np.ndarray:
+@renamed(old="bins", new="n_bins", owner="bin_edges")
+def bin_edges(n_bins: Any, owner: str = "private_quantile", grid: str = "uniform") -> np.ndarray:
     """Edges ``0 = e_0 < ... < e_m = 1``: built from an int ``m`` by ``grid``, or validated.
 
     Parameters
     ----------
-    bins : int or array_like of float
+    n_bins : int or array_like of float
         ``m >= 2`` or the edges themselves (strictly increasing, first 0, last 1, at least 3).
     owner : str
         Named in error messages.
     grid : {"uniform", "logit"}, default="uniform"
         For an int: ``m`` equal-width bins, or :func:`logit_edges`. Ignored for edges.
     """
-    if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
-        m = check_int(bins, "bins", owner, low=2)
+    if isinstance(n_bins, int | np.integer) and not isinstance(n_bins, bool):
+        m = check_int(n_bins, "n_bins", owner, low=2)
         check_option(grid, "grid", owner, GRIDS)
         return np.linspace(0.0, 1.0, m + 1) if grid == "uniform" else _logit_edges(m)
     allowed = "an int >= 2 or increasing bin edges from 0 to 1 (at least 3)"
     try:
-        e = np.asarray(bins, dtype=np.float64)
+        e = np.asarray(n_bins, dtype=np.float64)
     except (TypeError, ValueError):
         e = None
     if (
@@ -142,9 +145,9 @@ def bin_edges(bins: Any, owner: str = "private_quantile", grid: str = "uniform")
         or e[-1] != 1.0
         or not np.all(np.diff(e) > 0)
     ):
-        shown = bins if np.size(bins) <= 10 else f"array of shape {np.shape(bins)}"
+        shown = n_bins if np.size(n_bins) <= 10 else f"array of shape {np.shape(n_bins)}"
         raise ValueError(
-            f"The 'bins' parameter of {owner} must be {allowed}. Got {shown!r} instead."
+            f"The 'n_bins' parameter of {owner} must be {allowed}. Got {shown!r} instead."
         )
     return e
 
@@ -260,7 +263,7 @@ def _private_quantile(
     scores: Any,
     q: float,
     epsilon: float,
-    bins: Any,
+    n_bins: Any,
     noise: NoiseSource,
     relation: str,
     owner: str = "private_quantile",
@@ -275,7 +278,7 @@ def _private_quantile(
     q = check_probability(q, "q", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     check_option(weights, "weights", owner, WEIGHTS)
-    edges = bin_edges(bins, owner, grid)
+    edges = bin_edges(n_bins, owner, grid)
     s = _check_unit_scores(scores, owner)
     w = quantile_utilities(quantile_counts(s, edges), q)
     scale = quantile_scale(q, weights)
@@ -418,7 +421,7 @@ def private_quantile(
     scores: Any,
     q: float,
     epsilon: float,
-    bins: Any,
+    n_bins: Any,
     noise: NoiseSource | None = ...,
     *,
     relation: str = ...,
@@ -433,7 +436,7 @@ def private_quantile(
     scores: Any,
     q: float,
     epsilon: float,
-    bins: Any,
+    n_bins: Any,
     noise: NoiseSource | None = ...,
     *,
     relation: str = ...,
@@ -443,11 +446,12 @@ def private_quantile(
 ) -> tuple[float, PrivacyReport]: ...
 
 
+@renamed(old="bins", new="n_bins", owner="private_quantile")
 def private_quantile(
     scores: Any,
     q: float,
     epsilon: float,
-    bins: Any,
+    n_bins: Any,
     noise: NoiseSource | None = None,
     *,
     relation: str = "add/remove",
@@ -465,37 +469,36 @@ def private_quantile(
         Level in ``(0, 1)``.
     epsilon : float
         Privacy loss in ``(0, inf)``.
-    bins : int or array_like of float
+    n_bins : int or array_like of float
         ``m >= 2`` bins of the shape ``grid``, or edges ``0 = e_0 < ... < e_m = 1`` (public).
+        ``bins`` is its deprecated name (one release, ``DeprecationWarning``).
     noise : NoiseSource or None, default=None
         ``None`` means :class:`~privcal.privacy.SecureNoise`. ``SeededNoise(seed)`` (simulation
         only) warns :class:`~privcal.privacy.InsecureNoiseWarning` and the report says
         ``"not private: seeded noise"``.
     relation : {"add/remove", "substitute"}, default="add/remove"
         The neighbouring relation the report states. The guarantee holds for both with the same
-        ``epsilon`` (see Privacy); choose ``"substitute"`` when ``q`` or ``bins`` were computed
+        ``epsilon`` (see Privacy); choose ``"substitute"`` when ``q`` or ``n_bins`` were computed
         from ``n`` (then ``n`` is public and the report lists it).
     weights : {"bounded-range", "sensitivity"}, default="bounded-range"
         ``exp(-epsilon q (1-q) w_j)`` (bounded range) or seed 002's
         ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``; both epsilon-DP, the first never noisier.
     grid : {"uniform", "logit"}, default="uniform"
-        Shape of the edges for an int ``bins`` (:func:`bin_edges`).
+        Shape of the edges for an int ``n_bins`` (:func:`bin_edges`).
     return_report : bool, default=False
-        Also return the :class:`~privcal.privacy.PrivacyReport` of the release.
+        Deprecated (one release, ``DeprecationWarning``): ``True`` returns
+        :func:`private_quantile_report`'s ``(value, report)``; call that function instead.
 
     Returns
     -------
     value : float
-        One of the edges ``e_1, ..., e_m``.
-    report : PrivacyReport
-        Only with ``return_report=True``: one release (exponential mechanism with its scale:
-        the range ``1/(q(1-q))`` for bounded range, the sensitivity ``max(1/q, 1/(1-q))``
-        otherwise; ``epsilon``), the relation, the public quantities and the noise.
+        One of the edges ``e_1, ..., e_m``. :func:`private_quantile_report` returns it with its
+        :class:`~privcal.privacy.PrivacyReport`.
 
     Raises
     ------
     ValueError
-        ``q`` outside (0, 1), ``epsilon <= 0``, ``bins < 2`` or bad edges, scores outside
+        ``q`` outside (0, 1), ``epsilon <= 0``, ``n_bins < 2`` or bad edges, scores outside
         ``[0, 1]``, an empty score array, an unknown ``relation``.
 
     Privacy
@@ -520,24 +523,87 @@ def private_quantile(
     --------
     >>> import numpy as np
     >>> s = np.linspace(0, 1, 1001)
-    >>> value, report = private_quantile(s, 0.9, 5.0, 100, return_report=True)
-    >>> 0.8 < value <= 1.0, report.epsilon, report.relation, report.status
-    (True, 5.0, 'add/remove', 'private')
+    >>> 0.8 < private_quantile(s, 0.9, 5.0, 100) <= 1.0
+    True
     """
     owner = "private_quantile"
-    check_option(relation, "relation", owner, RELATIONS)
     if not isinstance(return_report, bool | np.bool_):
         raise ValueError(
             f"The 'return_report' parameter of {owner} must be a bool. Got {return_report!r} "
             "instead."
         )
+    if return_report:
+        warnings.warn(
+            f"The 'return_report' parameter of {owner} is deprecated and will be removed in the "
+            "next release; use private_quantile_report(...) for (value, report).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _quantile_with_report(
+            scores, q, epsilon, n_bins, noise, relation, weights, grid, owner
+        )
+    check_option(relation, "relation", owner, RELATIONS)
+    src = resolve_noise(noise, owner)
+    return _private_quantile(scores, q, epsilon, n_bins, src, relation, owner, weights, grid)[0]
+
+
+@renamed(old="bins", new="n_bins", owner="private_quantile_report")
+def private_quantile_report(
+    scores: Any,
+    q: float,
+    epsilon: float,
+    n_bins: Any,
+    noise: NoiseSource | None = None,
+    *,
+    relation: str = "add/remove",
+    weights: str = "bounded-range",
+    grid: str = "uniform",
+) -> tuple[float, PrivacyReport]:
+    """:func:`private_quantile` and the :class:`~privcal.privacy.PrivacyReport` of its release.
+
+    Same parameters, same draw and the same guarantee as :func:`private_quantile` (its
+    docstring states the math and the privacy derivation).
+
+    Returns
+    -------
+    value : float
+        One of the edges ``e_1, ..., e_m``.
+    report : PrivacyReport
+        One release (exponential mechanism with its scale: the range ``1/(q(1-q))`` for bounded
+        range, the sensitivity ``max(1/q, 1/(1-q))`` otherwise; ``epsilon``), the relation, the
+        public quantities and the noise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = np.linspace(0, 1, 1001)
+    >>> value, report = private_quantile_report(s, 0.9, 5.0, 100)
+    >>> 0.8 < value <= 1.0, report.epsilon, report.relation, report.status
+    (True, 5.0, 'add/remove', 'private')
+    """
+    return _quantile_with_report(
+        scores, q, epsilon, n_bins, noise, relation, weights, grid, "private_quantile_report"
+    )
+
+
+def _quantile_with_report(
+    scores: Any,
+    q: float,
+    epsilon: float,
+    n_bins: Any,
+    noise: NoiseSource | None,
+    relation: str,
+    weights: str,
+    grid: str,
+    owner: str,
+) -> tuple[float, PrivacyReport]:
+    """The value of :func:`private_quantile` and the report of its one release."""
+    check_option(relation, "relation", owner, RELATIONS)
     src = resolve_noise(noise, owner)
     value, guarantee, scale = _private_quantile(
-        scores, q, epsilon, bins, src, relation, owner, weights, grid
+        scores, q, epsilon, n_bins, src, relation, owner, weights, grid
     )
-    if not return_report:
-        return value
-    m = int(bin_edges(bins, owner, grid).size - 1)
+    m = int(bin_edges(n_bins, owner, grid).size - 1)
     public = [f"q = {float(q):.6g}", f"epsilon = {guarantee.epsilon:g}", f"bin edges (m = {m})"]
     if relation == "substitute":
         n = int(np.size(scores))

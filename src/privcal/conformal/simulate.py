@@ -37,7 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import (
+    check_int,
+    check_option,
+    check_probability,
+    check_real,
+    renamed,
+    renamed_attribute,
+)
 from privcal.conformal.localize import Localization
 from privcal.conformal.private import (
     METHODS,
@@ -67,8 +74,8 @@ class SimulationResult:
         The fitted threshold per split (``inf`` for full sets).
     level : float
         The quantile level used: ``k / n`` (non-private) or ``q~`` (private).
-    bins : int
-        ``m`` (0 for non-private).
+    n_bins : int
+        ``m`` (0 for non-private); ``bins`` is its deprecated name.
     gamma : float
         ``gamma`` (nan for non-private).
     """
@@ -77,8 +84,9 @@ class SimulationResult:
     size: np.ndarray | None
     threshold: np.ndarray
     level: float
-    bins: int = 0
+    n_bins: int = 0
     gamma: float = math.nan
+    bins = renamed_attribute("n_bins")  # deprecated name, one release
 
     @property
     def mean_coverage(self) -> float:
@@ -194,16 +202,16 @@ class SplitSimulator:
         pool_le: np.ndarray,
         cal_le: np.ndarray,
         level: float,
-        bins: int = 0,
+        n_bins: int = 0,
         gamma: float = math.nan,
     ) -> SimulationResult:
         cov = (pool_le - cal_le) / (self.N - self.n)
-        return SimulationResult(cov, self._set_sizes(thr), thr, level, bins, gamma)
+        return SimulationResult(cov, self._set_sizes(thr), thr, level, n_bins, gamma)
 
-    def _full(self, level: float, bins: int = 0, gamma: float = math.nan) -> SimulationResult:
+    def _full(self, level: float, n_bins: int = 0, gamma: float = math.nan) -> SimulationResult:
         thr = np.full(self.R, np.inf)
         return self._result(
-            thr, np.full(self.R, self.N), np.full(self.R, self.n), level, bins, gamma
+            thr, np.full(self.R, self.N), np.full(self.R, self.n), level, n_bins, gamma
         )
 
     # ---------------------------------------------------------------------------------------
@@ -217,11 +225,12 @@ class SplitSimulator:
         pool_le = np.searchsorted(self.sorted_scores, thr, side="right")
         return self._result(thr, pool_le, self._cal_at(pool_le), k / self.n)
 
+    @renamed(old="bins", new="n_bins", owner="SplitSimulator.private")
     def private(
         self,
         alpha: float,
         epsilon: float,
-        bins: Any = "auto",
+        n_bins: Any = "auto",
         gamma: Any = "auto",
         noise: SeededNoise | None = None,
         method: str = "rank",
@@ -246,11 +255,11 @@ class SplitSimulator:
         if not isinstance(noise, SeededNoise):
             raise ValueError(f"The 'noise' parameter of {owner} must be a SeededNoise.")
         n, N = self.n, self.N
-        plan = conformal_plan(n, a, eps, method, bins, gamma, slope)
+        plan = conformal_plan(n, a, eps, method, n_bins, gamma, slope)
         loc = plan_localization(n, a, eps, plan, method, localize, owner)
         if loc is not None:
             return self._localized(a, eps, plan, loc, slope, noise)
-        edges, m, g, q = plan.edges, plan.bins, plan.gamma, plan.level
+        edges, m, g, q = plan.edges, plan.n_bins, plan.gamma, plan.level
         if not plan.valid:
             return self._full(q, m, g)
         b = bin_indices(self.sorted_scores, m, edges)  # nondecreasing
@@ -290,14 +299,14 @@ class SplitSimulator:
     ) -> SimulationResult:
         """Theorem L on every split: :func:`~privcal.conformal.private.localized_threshold`."""
         thr = np.empty(self.R)
-        level, bins = np.empty(self.R), np.empty(self.R)
+        level, n_bins = np.empty(self.R), np.empty(self.R)
         for r in range(self.R):
             s = self._true[self.permutations[r, : self.n]]
             thr[r], plan2, _, _ = localized_threshold(s, loc, a, eps, plan, slope, noise)
-            level[r], bins[r] = plan2.level, plan2.bins
+            level[r], n_bins[r] = plan2.level, plan2.n_bins
         pool_le = np.searchsorted(self.sorted_scores, thr, side="right")
         return self._result(
-            thr, pool_le, self._cal_at(pool_le), float(level.mean()), int(np.median(bins))
+            thr, pool_le, self._cal_at(pool_le), float(level.mean()), int(np.median(n_bins))
         )
 
 

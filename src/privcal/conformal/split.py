@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability
+from privcal._params import check_int, check_option, check_probability, renamed
 from privcal.conformal._base import ConformalBase, FullSetWarning
 
 __all__ = ["SplitConformal", "conformal_rank", "conformal_threshold", "smallest_n"]
@@ -122,8 +122,9 @@ class SplitConformal(ConformalBase):
         If given, probabilities are ``calibrator.predict_proba(logits)`` instead of
         ``softmax(logits)``. It must have been fitted on data **other** than the calibration set
         (otherwise exchangeability, and so the guarantee, is lost).
-    random_state : int or None, default=0
+    seed : int or None, default=0
         Seeds the ``u ~ U(0, 1)`` draws of randomised APS (ignored by the other scores).
+        ``random_state`` is its deprecated name (one release, ``DeprecationWarning``).
 
     Attributes
     ----------
@@ -147,17 +148,18 @@ class SplitConformal(ConformalBase):
 
     _owner = "SplitConformal"
 
+    @renamed(old="random_state", new="seed", owner="SplitConformal")
     def __init__(
         self,
         score: str = "lac",
         alpha: float = 0.1,
         calibrator: Any = None,
-        random_state: int | None = 0,
+        seed: int | None = 0,
     ) -> None:
         self.score = score
         self.alpha = alpha
         self.calibrator = calibrator
-        self.random_state = random_state
+        self.seed = seed
 
     def fit(self, logits: Any, labels: Any, input: str = "logits") -> SplitConformal:
         """Compute the calibration scores and the threshold ``s_(k)``.

@@ -340,14 +340,14 @@ def run(
                                 if m == "auto" and m_grid != "paper-text":
                                     m = optimal_bins(n, alpha, eps, seed=seed, m_grid=m_grid)
                                 res = sim.private(
-                                    alpha, eps, bins=m, noise=noise, method="angelopoulos2022"
+                                    alpha, eps, n_bins=m, noise=noise, method="angelopoulos2022"
                                 )
                             full = _full_fraction(res, row_max, sorted_max, cal_max)
                             if sweep == "split":
                                 bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
                             elif res.level < 1:
                                 bound = coverage_upper_bound(
-                                    n, alpha, eps, res.bins, res.gamma, _p_max(s_true, res.bins)
+                                    n, alpha, eps, res.n_bins, res.gamma, _p_max(s_true, res.n_bins)
                                 )
                             else:
                                 bound = math.inf
@@ -358,7 +358,7 @@ def run(
                                 alpha,
                                 sweep,
                                 eps,
-                                res.bins,
+                                res.n_bins,
                                 res.gamma,
                                 res.level,
                                 n,

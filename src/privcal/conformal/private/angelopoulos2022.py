@@ -1,7 +1,7 @@
 """Seed 002 (``method="angelopoulos2022"``): Algorithms 3-5 of Angelopoulos et al. (2022).
 
 *Mechanism.* ``m`` equal-width bins (``m*`` of :func:`optimal_bins`, Algorithm 5, for
-``bins="auto"``); the DP quantile of the calibration scores
+``n_bins="auto"``); the DP quantile of the calibration scores
 (:func:`~privcal.conformal.private_quantile`, ``weights="sensitivity"``: weights
 ``exp(-epsilon w_j / (2 max(1/q~, 1/(1-q~))))``) at the *adjusted level*
 
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import check_int, check_option, check_probability, check_real, renamed
 from privcal.conformal.private.level import LevelMechanism
-from privcal.conformal.private.mechanism import Plan, Tuning, n_bins, register_mechanism
+from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
 from privcal.conformal.quantile import quantile_sensitivity
 
 __all__ = [
@@ -67,7 +67,8 @@ M_GRIDS: tuple[str, ...] = ("paper-text", "authors-code")
 _GAMMA_FLOOR = 1e-12
 
 
-def adjusted_level(n: int, alpha: float, epsilon: float, bins: Any, gamma: float) -> float:
+@renamed(old="bins", new="n_bins", owner="adjusted_level")
+def adjusted_level(n: int, alpha: float, epsilon: float, n_bins: Any, gamma: float) -> float:
     """The adjusted level ``q~`` of Eq. 3 (may be ``>= 1``: then no private threshold exists).
 
     Parameters
@@ -78,7 +79,7 @@ def adjusted_level(n: int, alpha: float, epsilon: float, bins: Any, gamma: float
         Miscoverage in ``(0, 1)``.
     epsilon : float
         In ``(0, inf)``.
-    bins : int or array_like
+    n_bins : int or array_like
         ``m >= 2`` or the bin edges (only their number ``m`` matters).
     gamma : float
         In ``(0, 1)``: the failure probability ``gamma * alpha`` given to the mechanism.
@@ -93,7 +94,7 @@ def adjusted_level(n: int, alpha: float, epsilon: float, bins: Any, gamma: float
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     g = check_probability(gamma, "gamma", owner)
-    return _level(n, a, eps, n_bins(bins, owner), g)
+    return _level(n, a, eps, bin_count(n_bins, owner), g)
 
 
 def _level(n: int, a: float, eps: float, m: int, g: float) -> float:
@@ -112,7 +113,8 @@ def _gamma(n: int, a: float, eps: float, m: int) -> float:
     return min(cands, key=lambda g: (_level(n, a, eps, m, g), g))
 
 
-def optimal_gamma(n: int, alpha: float, epsilon: float, bins: Any) -> float:
+@renamed(old="bins", new="n_bins", owner="optimal_gamma")
+def optimal_gamma(n: int, alpha: float, epsilon: float, n_bins: Any) -> float:
     """``gamma*`` of Eq. 9-10: the minimiser of ``q~`` among the roots in (0, 1) and 1e-12.
 
     Examples
@@ -124,7 +126,7 @@ def optimal_gamma(n: int, alpha: float, epsilon: float, bins: Any) -> float:
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-    return _gamma(n, a, eps, n_bins(bins, owner))
+    return _gamma(n, a, eps, bin_count(n_bins, owner))
 
 
 def _bin_groups(
@@ -315,17 +317,17 @@ class Angelopoulos2022Mechanism(LevelMechanism):
         return Plan(self.name, edges, m, q, q < 1.0, gamma=g, weights=self.weights)
 
     def validity(
-        self, alpha: float, epsilon: float, bins: Any, slope: Any
+        self, alpha: float, epsilon: float, n_bins: Any, slope: Any
     ) -> Callable[[int], bool]:
         """``n -> q~(m) < 1`` for some ``m`` of :data:`CANDIDATE_BINS` (``"auto"``: then
-        Algorithm 5 picks a valid one) or for the ``m`` of ``bins``; ``slope`` is ignored."""
-        auto = isinstance(bins, str) and bins == "auto"
-        grid = CANDIDATE_BINS if auto else (n_bins(bins, "min_calibration_size"),)
+        Algorithm 5 picks a valid one) or for the ``m`` of ``n_bins``; ``slope`` is ignored."""
+        auto = isinstance(n_bins, str) and n_bins == "auto"
+        grid = CANDIDATE_BINS if auto else (bin_count(n_bins, "min_calibration_size"),)
         return lambda n: _feasible(n, alpha, epsilon, grid)
 
-    def grid_term(self, plan: Plan, bins: Any) -> str:
-        auto = " (Algorithm 5 from n, alpha, epsilon)" if isinstance(bins, str) else ""
-        return f"bins m = {plan.bins}{auto}"
+    def grid_term(self, plan: Plan, n_bins: Any) -> str:
+        auto = " (Algorithm 5 from n, alpha, epsilon)" if isinstance(n_bins, str) else ""
+        return f"bins m = {plan.n_bins}{auto}"
 
     def coverage_bound(
         self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import check_int, check_option, check_probability, check_real, renamed
 from privcal.conformal.private.level import LevelMechanism
-from privcal.conformal.private.mechanism import Plan, Tuning, n_bins, register_mechanism
+from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
 
 __all__ = ["BOUNDED_RANGE", "BoundedRangeMechanism", "bounded_range_level"]
 
@@ -55,8 +55,9 @@ def _gamma_br(n: int, a: float, eps: float, m: int) -> float:
     return float(_BR_GAMMAS[int(np.argmin(levels))])
 
 
+@renamed(old="bins", new="n_bins", owner="bounded_range_level")
 def bounded_range_level(
-    n: int, alpha: float, epsilon: float, bins: Any, gamma: Any = "auto"
+    n: int, alpha: float, epsilon: float, n_bins: Any, gamma: Any = "auto"
 ) -> float:
     """The adjusted level ``q~`` of ``method="bounded-range"`` (``>= 1``: no valid threshold).
 
@@ -78,7 +79,7 @@ def bounded_range_level(
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-    m = n_bins(bins, owner)
+    m = bin_count(n_bins, owner)
     if isinstance(gamma, str):
         check_option(gamma, "gamma", owner, ("auto",))
         return _level_br(n, a, eps, m, _gamma_br(n, a, eps, m))

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_option, check_probability, check_real
+from privcal._params import check_option, check_probability, check_real, renamed, renamed_attribute
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.localize import LOCALIZE_MIN_EPS_N1, Localization, check_localize
 from privcal.conformal.private.localized import (
@@ -47,11 +47,12 @@ class PrivateConformal(ConformalBase):
         Miscoverage level in ``(0, 1)``.
     epsilon : float, default=1.0
         Privacy loss in ``(0, inf)`` of the one release (the threshold).
-    bins : "auto", int or array_like, default="auto"
+    n_bins : "auto", int or array_like, default="auto"
         The public grid. ``"auto"``: :data:`DEFAULT_LOGIT_BINS` logit-spaced bins for
         ``"rank"`` and ``"bounded-range"``, ``m*`` of :func:`optimal_bins` (equal-width) for
         ``"angelopoulos2022"``; an int ``m >= 2``: ``m`` bins of that method's grid (logit,
-        resp. equal-width); or edges ``0 = e_0 < ... < e_m = 1`` (any method).
+        resp. equal-width); or edges ``0 = e_0 < ... < e_m = 1`` (any method). ``bins`` is its
+        deprecated name (one release, ``DeprecationWarning``).
     gamma : "auto" or float, default="auto"
         ``"bounded-range"`` and ``"angelopoulos2022"`` only: ``gamma alpha`` is the failure
         probability given to the mechanism. ``"auto"``: the minimiser of ``q~``
@@ -63,8 +64,8 @@ class PrivateConformal(ConformalBase):
     calibrator : fitted calibrator or None, default=None
         As in :class:`SplitConformal` (fitted on other data, and privately if that data is
         private: its privacy is not accounted here).
-    random_state : int or None, default=0
-        Seeds the ``u`` draws of randomised APS.
+    seed : int or None, default=0
+        Seeds the ``u`` draws of randomised APS (``random_state`` is its deprecated name).
     method : {"rank", "bounded-range", "angelopoulos2022"}, default="rank"
         ``"rank"``: exponential mechanism with the rank penalty around the target rank ``k`` of
         :func:`rank_target` (Theorem R, :mod:`~privcal.conformal.private.rank`).
@@ -96,8 +97,8 @@ class PrivateConformal(ConformalBase):
         ``nan`` unless ``"rank"``.
     rank_ : int
         ``k`` for ``"rank"`` (``k_2`` when localised), 0 otherwise.
-    bins_ : int
-        ``m`` (``m_2``, the window's bins, when localised).
+    n_bins_ : int
+        ``m`` (``m_2``, the window's bins, when localised). ``bins_`` is its deprecated name.
     localize_n_ : int
         ``n_1``, the points spent on localising (0 for one stage).
     window_ : tuple of float
@@ -153,22 +154,26 @@ class PrivateConformal(ConformalBase):
     (1.0, 'substitute', 'n = 2000 (number of calibration examples)', 'private')
     >>> pc.predict_set(z[:3]).shape
     (3, 5)
-    >>> pc.rank_, pc.bins_, pc.slope_
+    >>> pc.rank_, pc.n_bins_, pc.slope_
     (1808, 3915, 3.0)
     """
 
     _owner = "PrivateConformal"
+    bins = renamed_attribute("n_bins")
+    bins_ = renamed_attribute("n_bins_")
 
+    @renamed(old="bins", new="n_bins", owner="PrivateConformal")
+    @renamed(old="random_state", new="seed", owner="PrivateConformal")
     def __init__(
         self,
         score: str = "lac",
         alpha: float = 0.1,
         epsilon: float = 1.0,
-        bins: Any = "auto",
+        n_bins: Any = "auto",
         gamma: Any = "auto",
         noise: NoiseSource | None = None,
         calibrator: Any = None,
-        random_state: int | None = 0,
+        seed: int | None = 0,
         method: str = "rank",
         slope: Any = "auto",
         localize: Any = "auto",
@@ -177,11 +182,11 @@ class PrivateConformal(ConformalBase):
         self.score = score
         self.alpha = alpha
         self.epsilon = epsilon
-        self.bins = bins
+        self.n_bins = n_bins
         self.gamma = gamma
         self.noise = noise
         self.calibrator = calibrator
-        self.random_state = random_state
+        self.seed = seed
         self.method = method
         self.slope = slope
         self.localize = localize
@@ -205,13 +210,13 @@ class PrivateConformal(ConformalBase):
         mechanism = get_mechanism(self.method, owner)
         a = check_probability(self.alpha, "alpha", owner)
         eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
-        tuning = check_tuning(mechanism, self.bins, self.gamma, self.slope, owner)  # before data
+        tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
-        edges = mechanism.edges(n, a, eps, self.bins, owner)
+        edges = mechanism.edges(n, a, eps, self.n_bins, owner)
         plan = mechanism.plan(n, a, eps, edges, tuning)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         if odometer is not None and (loc is not None or plan.valid):
@@ -225,14 +230,14 @@ class PrivateConformal(ConformalBase):
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
-        self.n_, self.bins_, self.level_ = n, plan.bins, plan.level
+        self.n_, self.n_bins_, self.level_ = n, plan.n_bins, plan.level
         self.gamma_, self.slope_, self.rank_ = plan.gamma, plan.slope, plan.rank
         self.privacy_report_ = self._report(self._public(n, a, eps, plan), src)
         if not plan.valid:
-            need = min_calibration_size(a, eps, self.bins, self.method, self.slope)
+            need = min_calibration_size(a, eps, self.n_bins, self.method, self.slope)
             warnings.warn(
                 f"PrivateConformal: {mechanism.shortfall(plan)} for n = {n}, epsilon = {eps:g}, "
-                f"alpha = {a:g}, m = {plan.bins}: no private threshold is valid, so every "
+                f"alpha = {a:g}, m = {plan.n_bins}: no private threshold is valid, so every "
                 f"prediction set is the full label set. Use at least n = {need} calibration "
                 "points (or a larger epsilon or alpha).",
                 FullSetWarning,
@@ -261,13 +266,13 @@ class PrivateConformal(ConformalBase):
         if not plan2.valid:
             warnings.warn(
                 f"PrivateConformal: the threshold part (n_2 = {loc.n2} of n = {s.size}) has no "
-                f"valid target for the window's m_2 = {plan2.bins} bins (k_2 > n_2), so every "
+                f"valid target for the window's m_2 = {plan2.n_bins} bins (k_2 > n_2), so every "
                 "prediction set is the full label set. Use a smaller 'localize' fraction, "
                 "localize=None, or a larger calibration set.",
                 FullSetWarning,
                 stacklevel=3,
             )
-        self.n_, self.bins_, self.level_ = s.size, plan2.bins, plan2.level
+        self.n_, self.n_bins_, self.level_ = s.size, plan2.n_bins, plan2.level
         self.gamma_, self.slope_, self.rank_ = plan2.gamma, plan2.slope, plan2.rank
         self.localize_n_, self.window_ = loc.n1, window
         self.privacy_report_ = self._report(self._public(s.size, a, eps, plan, loc), src)
@@ -288,9 +293,9 @@ class PrivateConformal(ConformalBase):
         """What the guarantee treats as public: ``n`` and everything computed from it."""
         mechanism = plan.mechanism
         if loc is None:
-            terms = mechanism.public_terms(plan, self.bins)
+            terms = mechanism.public_terms(plan, self.n_bins)
         else:  # the part-2 target is a function of the part-1 releases, not listed
-            terms = [mechanism.grid_term(plan, self.bins), *localization_terms(loc)]
+            terms = [mechanism.grid_term(plan, self.n_bins), *localization_terms(loc)]
         return (
             f"n = {n} (number of calibration examples)",
             f"alpha = {a:g}",

@@ -64,7 +64,7 @@ class LevelMechanism(ThresholdMechanism):
             scores, plan.level, epsilon, plan.edges, noise, "substitute", _OWNER, plan.weights
         )
         record = quantile_release(
-            plan.level, plan.bins, scale, guarantee.epsilon, source, plan.weights
+            plan.level, plan.n_bins, scale, guarantee.epsilon, source, plan.weights
         )
         return value, record
 

@@ -42,14 +42,14 @@ def plan_localization(
     ``epsilon n_1 >=`` :data:`~privcal.conformal.localize.LOCALIZE_MIN_EPS_N1` and the
     threshold part has a valid target for a window holding every edge (the largest guard).
     Public checks; one function for the estimator and the simulator."""
-    loc = localization(n, alpha, epsilon, plan.bins, method, localize, owner)
+    loc = localization(n, alpha, epsilon, plan.n_bins, method, localize, owner)
     if loc is None or localize != "auto":
         return loc
-    r = _rank_slope(plan.bins, epsilon)
+    r = _rank_slope(plan.n_bins, epsilon)
     guard = plan.rank - conformal_rank(n, alpha)
     if guard < LOCALIZE_MIN_GUARD or epsilon * loc.n1 < LOCALIZE_MIN_EPS_N1:
         return None
-    return loc if _rank_target(loc.n2, alpha, epsilon, plan.bins, r) <= loc.n2 else None
+    return loc if _rank_target(loc.n2, alpha, epsilon, plan.n_bins, r) <= loc.n2 else None
 
 
 def localized_threshold(

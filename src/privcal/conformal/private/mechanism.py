@@ -37,7 +37,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import (
+    check_int,
+    check_option,
+    check_probability,
+    check_real,
+    renamed,
+    renamed_attribute,
+)
 from privcal.conformal.quantile import bin_edges
 from privcal.privacy.guarantee import Release
 from privcal.privacy.noise import NoiseSource
@@ -48,12 +55,12 @@ __all__ = [
     "Plan",
     "ThresholdMechanism",
     "Tuning",
+    "bin_count",
     "check_slope",
     "check_tuning",
     "conformal_plan",
     "coverage_upper_bound",
     "get_mechanism",
-    "n_bins",
     "register_mechanism",
 ]
 
@@ -64,11 +71,11 @@ DEFAULT_LOGIT_BINS = 4096
 MECHANISMS: dict[str, ThresholdMechanism] = {}
 
 
-def n_bins(bins: Any, owner: str) -> int:
-    """``m`` of ``bins``: an int ``m >= 2`` as given, else the number of validated edges - 1."""
-    if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
-        return check_int(bins, "bins", owner, low=2)
-    return int(bin_edges(bins, owner).size - 1)
+def bin_count(n_bins: Any, owner: str) -> int:
+    """``m`` of ``n_bins``: an int ``m >= 2`` as given, else the number of validated edges - 1."""
+    if isinstance(n_bins, int | np.integer) and not isinstance(n_bins, bool):
+        return check_int(n_bins, "n_bins", owner, low=2)
+    return int(bin_edges(n_bins, owner).size - 1)
 
 
 def check_slope(slope: Any, owner: str) -> float | None:
@@ -81,7 +88,7 @@ def check_slope(slope: Any, owner: str) -> float | None:
 
 @dataclass(frozen=True)
 class Tuning:
-    """The validated tuning of a mechanism besides ``bins``; ``None`` stands for "auto".
+    """The validated tuning of a mechanism besides ``n_bins``; ``None`` stands for "auto".
 
     Attributes
     ----------
@@ -104,8 +111,8 @@ class Plan:
     method : str
     edges : ndarray
         The public bin edges (``m + 1`` of them).
-    bins : int
-        ``m``.
+    n_bins : int
+        ``m`` (``bins`` is its deprecated name).
     level : float
         ``q~`` (``k / n`` for ``"rank"``).
     valid : bool
@@ -123,13 +130,14 @@ class Plan:
 
     method: str
     edges: np.ndarray
-    bins: int
+    n_bins: int
     level: float
     valid: bool
     gamma: float = math.nan
     slope: float = math.nan
     rank: int = 0
     weights: str = "rank"
+    bins = renamed_attribute("n_bins")  # deprecated name, one release
 
     @property
     def mechanism(self) -> ThresholdMechanism:
@@ -146,8 +154,8 @@ class ThresholdMechanism(ABC):
     """One way to release the threshold: the interface every ``method=`` implements.
 
     Class attributes: ``name`` (the ``method=`` string), ``grid`` (the shape of the grid for an
-    int or ``"auto"`` ``bins``: ``"logit"`` or ``"uniform"``, :func:`~privcal.conformal.
-    quantile.bin_edges`) and ``tuning`` (the tuning parameters it accepts besides ``bins``:
+    int or ``"auto"`` ``n_bins``: ``"logit"`` or ``"uniform"``, :func:`~privcal.conformal.
+    quantile.bin_edges`) and ``tuning`` (the tuning parameters it accepts besides ``n_bins``:
     ``"gamma"`` and/or ``"slope"``).
     """
 
@@ -157,12 +165,12 @@ class ThresholdMechanism(ABC):
 
     # ------------------------------------------------------------------ public quantities
     def auto_bins(self, n: int, alpha: float, epsilon: float) -> int:
-        """``m`` of ``bins="auto"`` (public): :data:`DEFAULT_LOGIT_BINS` unless overridden."""
+        """``m`` of ``n_bins="auto"`` (public): :data:`DEFAULT_LOGIT_BINS` unless overridden."""
         return DEFAULT_LOGIT_BINS
 
-    def edges(self, n: int, alpha: float, epsilon: float, bins: Any, owner: str) -> np.ndarray:
+    def edges(self, n: int, alpha: float, epsilon: float, n_bins: Any, owner: str) -> np.ndarray:
         """The public grid: ``"auto"`` or an int ``m`` on this mechanism's ``grid``, or edges."""
-        m = self.auto_bins(n, alpha, epsilon) if isinstance(bins, str) else bins
+        m = self.auto_bins(n, alpha, epsilon) if isinstance(n_bins, str) else n_bins
         return bin_edges(m, owner, self.grid)
 
     @abstractmethod
@@ -170,11 +178,11 @@ class ThresholdMechanism(ABC):
         """The :class:`Plan` on ``edges`` for validated arguments and ``tuning``."""
 
     def validity(
-        self, alpha: float, epsilon: float, bins: Any, slope: Any
+        self, alpha: float, epsilon: float, n_bins: Any, slope: Any
     ) -> Callable[[int], bool]:
         """``n -> plan(n).valid`` with ``gamma="auto"``: the public predicate that
         :func:`~privcal.conformal.min_calibration_size` searches (monotone in ``n``)."""
-        return lambda n: conformal_plan(n, alpha, epsilon, self.name, bins, "auto", slope).valid
+        return lambda n: conformal_plan(n, alpha, epsilon, self.name, n_bins, "auto", slope).valid
 
     # ------------------------------------------------------------------ the release
     @abstractmethod
@@ -199,19 +207,19 @@ class ThresholdMechanism(ABC):
         """Why an invalid ``plan`` has no threshold (``"k = 97 > n"``), for the warning."""
 
     # ------------------------------------------------------------------ report and bounds
-    def grid_term(self, plan: Plan, bins: Any) -> str:
-        """The report's public line for the grid (``bins`` as the user gave it)."""
-        given = isinstance(bins, str) or isinstance(bins, int | np.integer)
+    def grid_term(self, plan: Plan, n_bins: Any) -> str:
+        """The report's public line for the grid (``n_bins`` as the user gave it)."""
+        given = isinstance(n_bins, str) or isinstance(n_bins, int | np.integer)
         kind = f"{self.grid}-spaced" if given else "given"
-        return f"bins m = {plan.bins} ({kind} edges, fixed before the data)"
+        return f"bins m = {plan.n_bins} ({kind} edges, fixed before the data)"
 
     @abstractmethod
     def tuning_terms(self, plan: Plan) -> list[str]:
         """The report's public lines for the tuning and the target (one-stage fits)."""
 
-    def public_terms(self, plan: Plan, bins: Any) -> list[str]:
+    def public_terms(self, plan: Plan, n_bins: Any) -> list[str]:
         """:meth:`grid_term` and :meth:`tuning_terms`: what this mechanism adds to ``public``."""
-        return [self.grid_term(plan, bins), *self.tuning_terms(plan)]
+        return [self.grid_term(plan, n_bins), *self.tuning_terms(plan)]
 
     @abstractmethod
     def coverage_bound(
@@ -243,13 +251,13 @@ def _taking(param: str) -> str:
 
 
 def check_tuning(
-    mechanism: ThresholdMechanism, bins: Any, gamma: Any, slope: Any, owner: str
+    mechanism: ThresholdMechanism, n_bins: Any, gamma: Any, slope: Any, owner: str
 ) -> Tuning:
-    """Validate ``bins``, ``gamma`` and ``slope`` for ``mechanism``; ``None`` stands for "auto"."""
-    if isinstance(bins, str):
-        check_option(bins, "bins", owner, ("auto",))
+    """Validate ``n_bins``, ``gamma`` and ``slope`` for ``mechanism``; ``None`` means "auto"."""
+    if isinstance(n_bins, str):
+        check_option(n_bins, "n_bins", owner, ("auto",))
     else:
-        bin_edges(bins, owner)
+        bin_edges(n_bins, owner)
     g: float | None = None
     if not isinstance(gamma, str):
         g = check_probability(gamma, "gamma", owner)
@@ -270,18 +278,19 @@ def check_tuning(
     return Tuning(gamma=g, slope=r)
 
 
+@renamed(old="bins", new="n_bins", owner="conformal_plan")
 def conformal_plan(
     n: int,
     alpha: float,
     epsilon: float,
     method: str = "rank",
-    bins: Any = "auto",
+    n_bins: Any = "auto",
     gamma: Any = "auto",
     slope: Any = "auto",
 ) -> Plan:
     """Edges, target and level of ``PrivateConformal(method=...)``, from public inputs only.
 
-    ``n``, ``alpha``, ``epsilon``, ``method`` must be validated; ``bins``, ``gamma``, ``slope``
+    ``n``, ``alpha``, ``epsilon``, ``method`` must be validated; ``n_bins``, ``gamma``, ``slope``
     are validated here. ``"rank"`` and ``"bounded-range"`` use the logit grid
     (:data:`DEFAULT_LOGIT_BINS` for ``"auto"``); ``"angelopoulos2022"`` equal-width bins (``m*``
     of :func:`optimal_bins` for ``"auto"``). Explicit edges are used as given. One function, so
@@ -289,16 +298,17 @@ def conformal_plan(
     """
     owner = "PrivateConformal"
     mechanism = MECHANISMS[method]
-    tuning = check_tuning(mechanism, bins, gamma, slope, owner)
-    edges = mechanism.edges(n, alpha, epsilon, bins, owner)
+    tuning = check_tuning(mechanism, n_bins, gamma, slope, owner)
+    edges = mechanism.edges(n, alpha, epsilon, n_bins, owner)
     return mechanism.plan(n, alpha, epsilon, edges, tuning)
 
 
+@renamed(old="bins", new="n_bins", owner="coverage_upper_bound")
 def coverage_upper_bound(
     n: int,
     alpha: float,
     epsilon: float,
-    bins: Any,
+    n_bins: Any,
     gamma: float,
     p_max: float,
     *,
@@ -323,6 +333,6 @@ def coverage_upper_bound(
     """
     owner = "coverage_upper_bound"
     mechanism = get_mechanism(method, owner)
-    m = n_bins(bins, owner)
+    m = bin_count(n_bins, owner)
     r = check_slope(slope, owner) if "slope" in mechanism.tuning else None
     return mechanism.coverage_bound(n, alpha, epsilon, m, p_max, Tuning(gamma=gamma, slope=r))

@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-from privcal._params import check_int, check_probability, check_real
+from privcal._params import check_int, check_probability, check_real, renamed
 from privcal.conformal.private.mechanism import (
     Plan,
     ThresholdMechanism,
     Tuning,
+    bin_count,
     check_slope,
-    n_bins,
     register_mechanism,
 )
 from privcal.conformal.quantile import (
@@ -158,7 +158,8 @@ def rank_slope(m: int, epsilon: float) -> float:
     return _rank_slope(m, check_real(epsilon, "epsilon", owner, low=0.0, low_open=True))
 
 
-def rank_target(n: int, alpha: float, epsilon: float, bins: Any, slope: Any = "auto") -> int:
+@renamed(old="bins", new="n_bins", owner="rank_target")
+def rank_target(n: int, alpha: float, epsilon: float, n_bins: Any, slope: Any = "auto") -> int:
     """The target rank ``k`` of ``method="rank"``; ``k > n`` means no valid threshold.
 
     The smallest ``k`` with ``k - G(k) >= (n+1)(1-alpha)``, where the guard ``G`` (module
@@ -175,14 +176,14 @@ def rank_target(n: int, alpha: float, epsilon: float, bins: Any, slope: Any = "a
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
-    m = n_bins(bins, owner)
+    m = bin_count(n_bins, owner)
     r = check_slope(slope, owner)
     return _rank_target(n, a, eps, m, _rank_slope(m, eps) if r is None else r)
 
 
 def rank_release(plan: Plan, epsilon: float, source: str = "calibration") -> Release:
     """The :class:`~privcal.privacy.Release` of one ``method="rank"`` threshold."""
-    return rank_quantile_release(plan.rank, plan.bins, plan.slope, epsilon, source)
+    return rank_quantile_release(plan.rank, plan.n_bins, plan.slope, epsilon, source)
 
 
 class RankMechanism(ThresholdMechanism):

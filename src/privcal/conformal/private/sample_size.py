@@ -12,23 +12,24 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from privcal._params import check_probability, check_real
+from privcal._params import check_probability, check_real, renamed
 from privcal.conformal.private.mechanism import MECHANISMS, get_mechanism
 
 __all__ = ["min_calibration_size"]
 
 
+@renamed(old="bins", new="n_bins", owner="min_calibration_size")
 def min_calibration_size(
     alpha: float,
     epsilon: float,
-    bins: Any = "auto",
+    n_bins: Any = "auto",
     method: str = "rank",
     slope: Any = "auto",
 ) -> int:
     """Smallest ``n`` for which ``PrivateConformal(method=...)`` has a valid threshold.
 
     ``"rank"``: ``k <= n``; otherwise ``q~ < 1`` (for ``"angelopoulos2022"`` with ``"auto"``
-    bins: for some ``m`` of :data:`CANDIDATE_BINS`). Validity is monotone in ``n``, so a doubling
+    n_bins: for some ``m`` of :data:`CANDIDATE_BINS`). Validity is monotone in ``n``, so a doubling
     search and a bisection find it exactly.
 
     Examples
@@ -40,9 +41,9 @@ def min_calibration_size(
     a = check_probability(alpha, "alpha", owner)
     eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
     get_mechanism(method, owner)
-    if isinstance(bins, str) and isinstance(slope, str | int | float):
+    if isinstance(n_bins, str) and isinstance(slope, str | int | float):
         return _min_calibration_size_auto(a, eps, method, slope)  # cached: the common case
-    return _smallest(MECHANISMS[method].validity(a, eps, bins, slope))
+    return _smallest(MECHANISMS[method].validity(a, eps, n_bins, slope))
 
 
 @functools.lru_cache(maxsize=64)

@@ -167,7 +167,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
                 "size": float(size.mean()),
                 "full": float((size == C).mean()),
                 "threshold": float(est.threshold_),
-                "level": f"m={est.bins_}, q~={est.level_:.4f}" if private else f"k={est.rank_}",
+                "level": f"m={est.n_bins_}, q~={est.level_:.4f}" if private else f"k={est.rank_}",
                 "split_coverage": float(res.mean_coverage),
                 "split_coverage_se": float(res.se_coverage),
                 "split_size": float(res.mean_size),
@@ -187,7 +187,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     figure = ctx.figure(_figure(sizes, coverage, C), "conformal_sets")
     T = float(ts.temperature_)
     raw = sims["raw"].sorted_scores
-    m_raw = methods[f"private ε={EPSILON:g} (uncalibrated)"].bins_
+    m_raw = methods[f"private ε={EPSILON:g} (uncalibrated)"].n_bins_
     last = float((raw > 1 - 1 / m_raw).mean())
     by = {r["method"]: r for r in rows}
     split_r = by["split (temperature-scaled)"]
