@@ -14,7 +14,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["resolve"]
+__all__ = ["resolve", "warn_path_form"]
 
 C = TypeVar("C")
 
@@ -69,3 +69,12 @@ def resolve(
             settings[first] = config
         config = cls(**settings)
     return config, progress, None if out is None else Path(out)
+
+
+def warn_path_form(owner: str) -> None:
+    """Warn that ``run(out_dir, seed=..., quick=...)`` (which wrote the files and returned the
+    Markdown path) is deprecated."""
+    _warn(
+        f"{owner}(out_dir, ...) is deprecated; use "
+        f"{owner}(QUICK if quick else FULL, seed=seed).write(out_dir)."
+    )

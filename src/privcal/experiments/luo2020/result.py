@@ -116,7 +116,7 @@ class Luo2020Result:
 
     def write(self, out_dir: str | Path, figures: bool = True) -> Path:
         """Write ``results.csv``, ``table1.md`` and ``fig_<dataset>.png`` under ``out_dir``
-        (kept in :attr:`files`); return ``out_dir``."""
+        (kept in :attr:`files`); return the Markdown path."""
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -132,4 +132,4 @@ class Luo2020Result:
                 fig.savefig(path, dpi=110)
                 files.append(path)
         self.files = files
-        return out
+        return files[1]
