@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from privcal.data import shared_data_dir
 from privcal.experiments import scoreboard as sb
-from privcal.experiments.scoreboard.document import _mark
+from privcal.report.scoreboard_page import _mark
 
 pytestmark = pytest.mark.skipif(shared_data_dir() is None, reason="needs ../shared/data")
 

@@ -72,8 +72,7 @@ def scoreboard(
         with progress_callback(transient=True) as progress:
             progress("scoreboard", 0, sb.steps(config))
             board = sb.run(config, jobs=jobs, progress=progress)
-        out.write_text(sb.render(board, command) + "\n", encoding="utf-8")
-        sb.write_json(board, out.with_suffix(".json"), command)
+        board.write(out, command)
     worse = board.worse()
     console.print(
         f"Scoreboard ({config.name}) in {time.perf_counter() - start:.0f} s -> {out}; "

@@ -35,11 +35,12 @@ release (:data:`SIMULATION_NOTE`).
 Modules: :mod:`~privcal.experiments.scoreboard.config` (data sets, budgets, :class:`Config`),
 :mod:`~privcal.experiments.scoreboard.rows` (the metric rows),
 :mod:`~privcal.experiments.scoreboard.claims` (the seed papers' claims),
-:mod:`~privcal.experiments.scoreboard.board` (:func:`run`, :class:`Scoreboard`) and
-:mod:`~privcal.experiments.scoreboard.document` (:func:`render`, :func:`write_json`).
+:mod:`~privcal.experiments.scoreboard.board` (:func:`run`, :class:`Scoreboard` and its
+documents, :func:`render` and :func:`write_json`, written by
+:mod:`privcal.report.scoreboard_page`).
 """
 
-from privcal.experiments.scoreboard.board import Scoreboard, run, steps
+from privcal.experiments.scoreboard.board import Scoreboard, render, run, steps, write_json
 from privcal.experiments.scoreboard.claims import Claim, claim_rows
 from privcal.experiments.scoreboard.config import (
     ALPHA,
@@ -59,7 +60,6 @@ from privcal.experiments.scoreboard.config import (
     quick_config,
     split_indices,
 )
-from privcal.experiments.scoreboard.document import render, write_json
 from privcal.experiments.scoreboard.rows import (
     calibration_metrics,
     calibration_row,

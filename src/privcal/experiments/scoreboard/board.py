@@ -1,22 +1,39 @@
-"""The scoreboard run: every task of a :class:`Config`, optionally in worker processes."""
+"""The scoreboard run: every task of a :class:`Config`, optionally in worker processes, and its
+Markdown page and JSON (drawn by :mod:`privcal.report.scoreboard_page`)."""
 
 from __future__ import annotations
 
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from privcal.experiments._progress import Progress, report
 from privcal.experiments.scoreboard.claims import Claim, claim_rows
-from privcal.experiments.scoreboard.config import QUICK, Config, load_dataset
+from privcal.experiments.scoreboard.config import (
+    ALPHA,
+    FED_BETA,
+    FED_CLIENTS,
+    FED_DELTA,
+    FED_ROUNDS,
+    QUICK,
+    SIMULATION_NOTE,
+    Config,
+    load_dataset,
+)
 from privcal.experiments.scoreboard.rows import (
     calibration_rows,
     conformal_rows,
     federated_rows,
     skipped_methods,
     toplabel_rows,
+)
+from privcal.report.scoreboard_page import (
+    scoreboard_data,
+    scoreboard_markdown,
+    write_scoreboard_json,
 )
 
 
@@ -34,6 +51,23 @@ class Scoreboard:
     def worse(self) -> list[dict[str, Any]]:
         """Rows marked worse than doing nothing."""
         return [r for r in self.rows if r.get("worse")]
+
+    def data(self) -> dict[str, Any]:
+        """The scoreboard as plain data (:func:`privcal.report.scoreboard_page.scoreboard_data`:
+        what the JSON holds and the Markdown shows)."""
+        claims = [asdict(k) for k in self.claims]
+        config = asdict(self.config)
+        return scoreboard_data(
+            config, self.seconds, self.rows, claims, self.skipped, SIMULATION_NOTE
+        )
+
+    def write(self, path: str | Path, command: str = "privcal bench scoreboard") -> Path:
+        """Write the Markdown page to ``path`` (a ``.md`` file) and the JSON beside it
+        (``.json``); return ``path``."""
+        path = Path(path)
+        path.write_text(render(self, command) + "\n", encoding="utf-8")
+        write_json(self, path.with_suffix(".json"), command)
+        return path
 
 
 def _tasks(config: Config) -> list[tuple[str, str]]:
@@ -124,3 +158,27 @@ def run(
     tick("claims")
     board.seconds = time.perf_counter() - start
     return board
+
+
+#: The protocol constants the Markdown page states.
+PROTOCOL = {
+    "alpha": ALPHA,
+    "fed_beta": FED_BETA,
+    "fed_clients": FED_CLIENTS,
+    "fed_rounds": FED_ROUNDS,
+    "fed_delta": FED_DELTA,
+    "simulation_note": SIMULATION_NOTE,
+}
+
+
+def render(board: Scoreboard, command: str = "privcal bench scoreboard") -> str:
+    """The scoreboard as Markdown (what ``bench/SCOREBOARD.md`` holds;
+    :func:`~privcal.report.scoreboard_page.scoreboard_markdown`)."""
+    return scoreboard_markdown(board.data(), PROTOCOL, command)
+
+
+def write_json(board: Scoreboard, path: Any, command: str = "privcal bench scoreboard") -> Any:
+    """Write the scoreboard's rows, claims and settings as JSON (what ``privcal report`` reads;
+    errors as fractions, ``epsilon`` ``"inf"`` for the non-private twin)."""
+    del command  # the JSON records the process's own command line
+    return write_scoreboard_json(path, board.data())
