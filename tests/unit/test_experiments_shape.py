@@ -61,3 +61,34 @@ def test_angelopoulos2022_renamed_r_and_write(tmp_path: Path) -> None:
     assert len(lines) == 1 + new.n_rows
     assert angelopoulos2022.QUICK.trials == 50
     assert angelopoulos2022.Angelopoulos2022Config(trials=20).quick().trials == 20
+
+
+def test_old_path_form_runs_the_preset_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``knolle2021.run(out_dir, quick=True)`` (deprecated) runs QUICK and returns the .md."""
+    from privcal.experiments import knolle2021
+
+    seen: list[tuple] = []
+
+    def fake_rows(seeds, epsilon, epochs, progress=None):  # type: ignore[no-untyped-def]
+        seen.append((seeds, epsilon, epochs))
+        rows = [
+            {"task": t, "method": m, "seed": s, "epsilon": 3.0, "accuracy": 0.9, "auc": 0.9}
+            | {"ece": 0.05}
+            for t in ("digits", "breast_cancer")
+            for m in ("SGD", "DP-SGD", "DP-SGLD")
+            for s in seeds
+        ]
+        p = np.full((10, 2), 0.5)
+        return rows, {("digits", "SGD"): (p, np.arange(10) % 2)}
+
+    monkeypatch.setattr(knolle2021, "run_rows", fake_rows)
+    with pytest.warns(DeprecationWarning, match="QUICK"):
+        path = knolle2021.run(tmp_path, seed=4, quick=True)
+    assert seen == [((4,), 3.0, 10)]
+    assert path == tmp_path / "knolle2021.md" and "--seed 4 --quick" in path.read_text()
+    res = knolle2021.run(knolle2021.QUICK, seed=4)
+    assert res.write(tmp_path / "new").read_text() == path.read_text().replace(
+        str(tmp_path), str(tmp_path / "new")
+    )

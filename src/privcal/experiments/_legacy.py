@@ -9,18 +9,22 @@ named the number of replications ``R``/``repeats``/``splits``.
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import fields, replace
+from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-__all__ = ["resolve", "warn_path_form"]
+__all__ = ["path_form", "resolve"]
 
 C = TypeVar("C")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, DeprecationWarning, stacklevel=4)
+def _warn(message: str, stacklevel: int = 4) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
 
 
 def resolve(
@@ -71,10 +75,36 @@ def resolve(
     return config, progress, None if out is None else Path(out)
 
 
-def warn_path_form(owner: str) -> None:
-    """Warn that ``run(out_dir, seed=..., quick=...)`` (which wrote the files and returned the
-    Markdown path) is deprecated."""
-    _warn(
-        f"{owner}(out_dir, ...) is deprecated; use "
-        f"{owner}(QUICK if quick else FULL, seed=seed).write(out_dir)."
-    )
+def path_form(full: Any, quick: Any, renames: dict[str, str] | None = None) -> Callable[[F], F]:
+    """Let an experiment's ``run(config=full, *, seed, progress)`` also take the deprecated
+    ``run(out_dir, seed=..., progress=..., quick=..., **changes)``: it runs ``quick`` (if
+    ``quick=True``) or ``full`` with ``changes`` (``None`` values skipped; ``renames`` maps old
+    keyword names to config fields), writes the files to ``out_dir`` and returns the Markdown
+    path, as before."""
+
+    def decorate(run: F) -> F:
+        owner = f"{run.__module__.rsplit('.', 1)[-1]}.run"
+
+        @functools.wraps(run)
+        def wrapper(config: Any = full, **kwargs: Any) -> Any:
+            if not isinstance(config, (str, PathLike)):
+                return run(config, **kwargs)
+            _warn(
+                f"{owner}(out_dir, ...) is deprecated; use "
+                f"{owner}(QUICK if quick else FULL, seed=seed).write(out_dir).",
+                3,
+            )
+            preset = quick if kwargs.pop("quick", False) else full
+            changes = {}
+            for name in [k for k in kwargs if k not in ("seed", "progress")]:
+                value = kwargs.pop(name)
+                new = (renames or {}).get(name, name)
+                if new != name:
+                    _warn(f"{owner}({name}=...) is deprecated; use {new}=....", 3)
+                if value is not None:
+                    changes[new] = value
+            return run(replace(preset, **changes), **kwargs).write(Path(config))
+
+        return cast(F, wrapper)
+
+    return decorate

@@ -20,14 +20,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
 from privcal.calibrators import TemperatureScaling
-from privcal.experiments._legacy import warn_path_form
+from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress, report
 from privcal.metrics import accuracy, ece
 from privcal.plots import subplots
@@ -442,34 +441,19 @@ class Bu2023Result:
         return write_outputs(self.rows, out, cmd)
 
 
-@overload
+@path_form(FULL, QUICK)
 def run(
-    config: Bu2023Config = ..., *, seed: int = ..., progress: Progress | None = ...
-) -> Bu2023Result: ...
-@overload
-def run(
-    config: str | PathLike[str],
-    *,
-    seed: int = ...,
-    progress: Progress | None = ...,
-    quick: bool = ...,
-) -> Path: ...
-def run(
-    config: Bu2023Config | str | PathLike[str] = FULL,
+    config: Bu2023Config = FULL,
     *,
     seed: int = 0,
     progress: Progress | None = None,
-    quick: bool = False,
-) -> Bu2023Result | Path:
+) -> Bu2023Result:
     """Run (a) and (b); :meth:`Bu2023Result.write` writes ``bu2023.csv``, figures and
     ``bu2023.md``.
 
     The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
     :data:`FULL`, writes the files and returns the Markdown path.
     """
-    if not isinstance(config, Bu2023Config):
-        warn_path_form("bu2023.run")
-        return run(QUICK if quick else FULL, seed=seed, progress=progress).write(Path(config))
     report(progress, "bu2023: synthetic 2-D logistic regression")
     models = synthetic_models(seed, config.quick_synthetic)
     rows = _synthetic_rows(models, seed)

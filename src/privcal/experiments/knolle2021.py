@@ -17,13 +17,12 @@ import csv
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
-from privcal.experiments._legacy import warn_path_form
+from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress
 from privcal.metrics import accuracy, ece
 
@@ -228,34 +227,19 @@ class Knolle2021Result:
         return path
 
 
-@overload
+@path_form(FULL, QUICK)
 def run(
-    config: Knolle2021Config = ..., *, seed: int = ..., progress: Progress | None = ...
-) -> Knolle2021Result: ...
-@overload
-def run(
-    config: str | PathLike[str],
-    *,
-    seed: int = ...,
-    progress: Progress | None = ...,
-    quick: bool = ...,
-) -> Path: ...
-def run(
-    config: Knolle2021Config | str | PathLike[str] = FULL,
+    config: Knolle2021Config = FULL,
     *,
     seed: int = 0,
     progress: Progress | None = None,
-    quick: bool = False,
-) -> Knolle2021Result | Path:
+) -> Knolle2021Result:
     """Run the comparison (see the module docstring); :meth:`Knolle2021Result.write` writes
     the CSV, the figure and the Markdown.
 
     The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
     :data:`FULL`, writes the files and returns the Markdown path.
     """
-    if not isinstance(config, Knolle2021Config):
-        warn_path_form("knolle2021.run")
-        return run(QUICK if quick else FULL, seed=seed, progress=progress).write(Path(config))
     seeds = tuple(seed + i for i in range(config.trials))
     rows, probs = run_rows(seeds, config.epsilon, config.epochs, progress=progress)
     return Knolle2021Result(rows, probs, config, seed)

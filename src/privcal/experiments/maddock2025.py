@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import dataclass, replace
-from os import PathLike
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
-from privcal.experiments._legacy import warn_path_form
+from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress, report
 from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
@@ -300,29 +299,13 @@ class Maddock2025Result:
         return path
 
 
-@overload
+@path_form(FULL, QUICK, {"repeats": "trials"})
 def run(
-    config: Maddock2025Config = ..., *, seed: int = ..., progress: Progress | None = ...
-) -> Maddock2025Result: ...
-@overload
-def run(
-    config: str | PathLike[str],
-    *,
-    seed: int = ...,
-    progress: Progress | None = ...,
-    quick: bool = ...,
-    repeats: int | None = ...,
-    datasets: tuple[str, ...] | None = ...,
-) -> Path: ...
-def run(
-    config: Maddock2025Config | str | PathLike[str] = FULL,
+    config: Maddock2025Config = FULL,
     *,
     seed: int = 0,
     progress: Progress | None = None,
-    quick: bool = False,
-    repeats: int | None = None,
-    datasets: tuple[str, ...] | None = None,
-) -> Maddock2025Result | Path:
+) -> Maddock2025Result:
     """Run the protocol; :meth:`Maddock2025Result.write` writes ``results.csv``, figures and
     ``maddock2025.md``.
 
@@ -330,13 +313,6 @@ def run(
     (deprecated; ``repeats`` is now the config's ``trials``) runs :data:`QUICK` or
     :data:`FULL`, writes the files and returns the Markdown path.
     """
-    if not isinstance(config, Maddock2025Config):
-        warn_path_form("maddock2025.run")
-        base = QUICK if quick else FULL
-        base = replace(base, datasets=datasets)
-        if repeats is not None:
-            base = replace(base, trials=repeats)
-        return run(base, seed=seed, progress=progress).write(Path(config))
     data = load_datasets(seed, config.datasets)
     methods = dict(METHODS)
     if not config.fedcal:
