@@ -507,9 +507,13 @@ def progress_callback(
         if total is None:
             target.print(description, markup=False, highlight=False)
             return
-        if not tasks:
+        if not tasks:  # the bar starts with the first counted step (a message alone prints)
+            bar.start()
             tasks.append(bar.add_task(description, total=total))
         bar.update(tasks[0], completed=completed, total=total, description=description)
 
-    with bar:
+    try:
         yield progress
+    finally:
+        if tasks:
+            bar.stop()

@@ -507,24 +507,8 @@ def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarra
 
 
 def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
-    names = [
-        "dataset",
-        "score",
-        "alpha",
-        "sweep",
-        "method",
-        "epsilon",
-        "bins",
-        "gamma",
-        "level",
-        "n",
-        "splits",
-        "coverage",
-        "se",
-        "bound",
-        "size",
-        "full",
-    ]
+    # the per-split CSV's setting columns, then the summary over the splits
+    names = [*_CSV_FIELDS[:9], "n", "splits", "coverage", "se", "bound", "size", "full"]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(names)
