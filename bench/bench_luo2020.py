@@ -48,7 +48,7 @@ def main() -> None:
     print(f"trials per setting: {args.trials}; methods: {[m.label for m in L.METHODS]}")
     best_v = best_l = (float("inf"), float("inf"))
     for _ in range(args.repeats):
-        _, wv, cv = _timed(lambda: L.run(one, trials=args.trials, grid=grid, progress=False))
+        _, wv, cv = _timed(lambda: L.run(one, trials=args.trials, grid=grid))
         _, wl, cl = _timed(lambda: L.run_loop(one, trials=args.trials, grid=grid))
         best_v = min(best_v, (wv, cv))
         best_l = min(best_l, (wl, cl))
@@ -57,7 +57,7 @@ def main() -> None:
     print(f"best loop:    {best_l[0]:.2f} s wall, {best_l[1]:.2f} s cpu")
     print(f"speed-up: {best_l[0] / best_v[0]:.0f}x wall, {best_l[1] / best_v[1]:.0f}x cpu")
     if args.full:
-        res, w, c = _timed(lambda: L.run(trials=500, jobs=2, progress=False))
+        res, w, c = _timed(lambda: L.run(trials=500, jobs=2))
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = c + kids.ru_utime + kids.ru_stime
         print(

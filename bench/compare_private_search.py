@@ -92,7 +92,7 @@ CIFAR10 = (
 
 def variants_table(trials: int, jobs: int) -> None:
     grid = [p for p in default_grid(899) if p.panel in ("sources", "epsilon")]
-    tab = run(trials=trials, grid=grid, methods=VARIANTS, progress=False, jobs=jobs).table()
+    tab = run(trials=trials, grid=grid, methods=VARIANTS, jobs=jobs).table()
     real = {}
     for name in REAL:
         path = SHARED / "netcal-cifar" / f"{name}.npz"
@@ -105,7 +105,6 @@ def variants_table(trials: int, jobs: int) -> None:
             trials=trials,
             grid=[GridPoint("sources", 100, 20, 1.0)],
             methods=VARIANTS,
-            progress=False,
             jobs=jobs,
         )
         for m in r.methods:
@@ -141,6 +140,7 @@ def _scoreboard_fits(
     and ``(splits, draws)`` arrays, on the scoreboard's splits and noise seeds."""
     from privcal.calibrators import TemperatureScaling
     from privcal.experiments import scoreboard as sb
+    from privcal.experiments.scoreboard.rows import _seed
     from privcal.metrics import ece
     from privcal.metrics.statistics import softmax
     from privcal.privacy import SeededNoise
@@ -159,7 +159,7 @@ def _scoreboard_fits(
         twin[r] = ece(TemperatureScaling("nll").fit(zc, yc).predict_proba(zt), yt)
         for i, eps in enumerate(SCOREBOARD_EPSILONS):
             for k in range(draws):
-                seed = sb._seed(0, r, i, crc) if k == 0 else sb._seed(0, r, i, crc, k)
+                seed = _seed(0, r, i, crc) if k == 0 else _seed(0, r, i, crc, k)
                 for label, search in NLL_SEARCHES.items():
                     est = PrivateTemperatureScaling(
                         "nll", epsilon=eps, search=search, noise=SeededNoise(seed)

@@ -15,12 +15,16 @@ def test_register_adds_bench_verbs(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     app.add_typer(bench, name="bench")
     calls = []
 
-    def fake_run(out, seed=0, quick=False, progress=None):  # type: ignore[no-untyped-def]
-        calls.append((out, seed, quick))
-        path = out / "x.md"
-        out.mkdir(parents=True, exist_ok=True)
-        path.write_text("# done\n")
-        return path
+    class FakeResult:
+        def write(self, out):  # type: ignore[no-untyped-def]
+            path = out / "x.md"
+            out.mkdir(parents=True, exist_ok=True)
+            path.write_text("# done\n")
+            return path
+
+    def fake_run(config, seed=0, progress=None):  # type: ignore[no-untyped-def]
+        calls.append((config, seed, config.name == "quick"))
+        return FakeResult()
 
     import privcal.experiments.bu2023 as b
     import privcal.experiments.knolle2021 as k

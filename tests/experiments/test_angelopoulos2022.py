@@ -102,7 +102,7 @@ def test_python_api_matches_simulator_and_rejects_bad_input() -> None:
     z = 2.0 * rng.normal(size=(800, 4))
     y = z.argmax(1)
     res = angelopoulos2022.run(
-        {"toy": (z, y)}, R=5, epsilons=(5.0,), bins=(1000,), scores=("lac",), progress=False
+        {"toy": (z, y)}, trials=5, epsilons=(5.0,), bins=(1000,), scores=("lac",)
     )
     assert res.n_rows == 3 * 5
     sim = SplitSimulator(lac_scores(softmax(z)), y, n=400, splits=5, seed=0)
@@ -111,6 +111,6 @@ def test_python_api_matches_simulator_and_rejects_bad_input() -> None:
     assert got.coverage == pytest.approx(base.mean_coverage)
     assert got.size == pytest.approx(base.mean_size)
     with pytest.raises(ValueError, match="alphas"):
-        angelopoulos2022.run({"toy": (z, y)}, R=5, alphas=(1.5,), progress=False)
+        angelopoulos2022.run({"toy": (z, y)}, trials=5, alphas=(1.5,))
     with pytest.raises(ValueError, match="scores"):
-        angelopoulos2022.run({"toy": (z, y)}, R=5, scores=("raps",), progress=False)
+        angelopoulos2022.run({"toy": (z, y)}, trials=5, scores=("raps",))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ pytestmark = [
 
 @pytest.mark.skipif(not (DATA / "lenet-5-cifar-10.npz").exists(), reason="shared data absent")
 def test_quick_run_writes_tidy_csv_figure_and_report(tmp_path: Path) -> None:
-    path = maddock2025.run(tmp_path, quick=True, datasets=("CIFAR-10 (LeNet-5)",))
+    config = replace(maddock2025.QUICK, datasets=("CIFAR-10 (LeNet-5)",))
+    path = maddock2025.run(config).write(tmp_path)
     text = path.read_text()
     assert "Table 3 analogue" in text and "Findings of the paper" in text
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))

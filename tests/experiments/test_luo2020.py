@@ -12,6 +12,7 @@ from privcal.calibrators import TemperatureScaling
 from privcal.calibrators.search import bisect_sign, golden_section
 from privcal.data import write_scores
 from privcal.experiments import luo2020 as L
+from privcal.experiments.luo2020.simulation import _split
 from privcal.metrics import ece
 from privcal.metrics.statistics import calibration_bins
 from privcal.privacy import NoiseSource, SeededNoise
@@ -112,7 +113,7 @@ EXTRA = (
 def test_batch_protocol_equals_the_estimators(shifted: Any, spec: L.MethodSpec) -> None:
     z, y = shifted
     trials, d, n, eps = 12, 8, 15, 0.8
-    s = L._split(z, y, trials, d, n, np.random.default_rng(5))
+    s = _split(z, y, trials, d, n, np.random.default_rng(5))
     rec = Recording(3)
     ece_b, t_b = L.simulate(spec, s, eps, rec)
     queues: dict[tuple[int, int], deque[np.ndarray]] = defaultdict(deque)
@@ -157,7 +158,8 @@ def test_run_writes_tidy_outputs_and_acc_t_wins(shifted: Any, tmp_path: Any) -> 
         L.GridPoint("samples", 20, 20, 1.0),
         L.GridPoint("epsilon", 20, 20, 0.5),
     ]
-    res = L.run(path, trials=200, grid=grid, out=tmp_path / "out", progress=False)
+    res = L.run(path, trials=200, grid=grid)
+    res.write(tmp_path / "out")
     names = {p.name for p in res.files}
     assert {"results.csv", "table1.md", "fig_shifted.png"} <= names
     assert len(res.rows) == 3 * len(L.METHODS)
@@ -175,9 +177,9 @@ def test_default_grid_and_bad_settings(shifted: Any) -> None:
     assert all(p.n_sources * p.n_samples < 899 for p in L.default_grid(899))
     z, y = shifted
     with pytest.raises(ValueError, match="test split"):
-        L.run({"x": (z, y)}, trials=2, grid=[L.GridPoint("sources", 70, 10, 1.0)], progress=False)
+        L.run({"x": (z, y)}, trials=2, grid=[L.GridPoint("sources", 70, 10, 1.0)])
     with pytest.raises(ValueError, match="trials"):
-        L.run({"x": (z, y)}, trials=0, progress=False)
+        L.run({"x": (z, y)}, trials=0)
 
 
 REAL_METHODS = (

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from privcal.data import shared_data_dir
 from privcal.experiments import scoreboard as sb
+from privcal.report.scoreboard_page import _mark
 
 pytestmark = [
     pytest.mark.integration,
@@ -81,7 +82,7 @@ def test_accuracy_loss_is_marked_whatever_the_ece() -> None:
     row = sb.calibration_row("calibration", "d", "vector", math.inf, "vector", lossy, base)
     assert row["worse"] and row["why"] == "accuracy -26.00 pp"
     assert row["diff"] < 0  # the ECE part alone would not mark it
-    assert sb._mark({**row, "warnings": 2}) == "**WORSE** (accuracy -26.00 pp; 2 warnings)"
+    assert _mark({**row, "warnings": 2}) == "**WORSE** (accuracy -26.00 pp; 2 warnings)"
     wobble = base + np.array([[0, 0, -0.002], [0, 0, 0.001], [0, 0, 0.0]])
     assert not sb.calibration_row("calibration", "d", "bbq", math.inf, "bbq", wobble, base)["worse"]
     worse_ece = sb.calibration_row(

@@ -77,8 +77,7 @@ def test_protocol_m_grid_on_lenet_cifar100(shared_data) -> None:
     path = shared_data / "netcal-cifar" / "lenet-5-cifar-100.npz"
     if not path.is_file():
         pytest.skip(f"{path} not found")
-    kw: dict[str, Any] = {"R": 10, "epsilons": (1.0,), "bins": (), "scores": ("lac",)}
-    kw["progress"] = False
+    kw: dict[str, Any] = {"trials": 10, "epsilons": (1.0,), "bins": (), "scores": ("lac",)}
     res = {g: angelopoulos2022.run([path], m_grid=g, **kw) for g in M_GRIDS}
     text = res["paper-text"].find("lenet-5-cifar-100", "lac", 0.1, "epsilon", epsilon=1.0)
     code = res["authors-code"].find("lenet-5-cifar-100", "lac", 0.1, "epsilon", epsilon=1.0)

@@ -70,6 +70,7 @@ __all__ = [
     "plain_text",
     "print_warnings",
     "private_release",
+    "progress_callback",
     "refuse_overwrite",
     "set_debug",
     "table_width",
@@ -472,3 +473,47 @@ def write_probs(path: Path, probs: np.ndarray, labels: np.ndarray | None) -> Pat
     else:
         columns = {"probs": probs} if y is None else {"probs": probs, "labels": y}
     return write_columns(path, columns)
+
+
+@contextmanager
+def progress_callback(
+    out: Console | None = None, *, transient: bool = False
+) -> Iterator[Callable[..., None]]:
+    """The ``progress`` an experiment's ``run`` takes, drawn on ``out`` (stderr by default).
+
+    ``progress(description)`` prints the message; ``progress(description, completed, total)``
+    moves the Rich bar (and shows ``description`` on it).
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    target = out if out is not None else err_console
+    bar = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=target,
+        transient=transient,
+    )
+    tasks: list[Any] = []
+
+    def progress(description: str, completed: int | None = None, total: int | None = None) -> None:
+        if total is None:
+            target.print(description, markup=False, highlight=False)
+            return
+        if not tasks:  # the bar starts with the first counted step (a message alone prints)
+            bar.start()
+            tasks.append(bar.add_task(description, total=total))
+        bar.update(tasks[0], completed=completed, total=total, description=description)
+
+    try:
+        yield progress
+    finally:
+        if tasks:
+            bar.stop()

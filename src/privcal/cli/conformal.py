@@ -23,10 +23,10 @@ from privcal.cli._common import (
     check_output_path,
     collect_warnings,
     console,
-    err_console,
     fail,
     force_option,
     load_unlabelled,
+    progress_callback,
     refuse_overwrite,
     user_errors,
     warn,
@@ -358,18 +358,19 @@ def bench_angelopoulos2022(
     """Angelopoulos et al. (2022)'s protocol: coverage and set sizes, private vs split conformal."""
     from privcal.experiments import angelopoulos2022
 
+    config = angelopoulos2022.Angelopoulos2022Config(
+        data or None,
+        trials=splits,
+        alphas=tuple(alpha) if alpha else (0.1,),
+        n_cal=n_cal,
+        m_grid=m_grid,
+    )
     with user_errors():
-        res = angelopoulos2022.run(
-            data or None,
-            R=splits,
-            alphas=tuple(alpha) if alpha else (0.1,),
-            n_cal=n_cal,
-            out_dir=out,
-            seed=seed,
-            quick=quick,
-            console=err_console,
-            m_grid=m_grid,
-        )
+        with progress_callback(transient=True) as progress:
+            res = angelopoulos2022.run(
+                config.quick() if quick else config, seed=seed, progress=progress
+            )
+        res.write(out)
     console.print(res.table_markdown(), markup=False, highlight=False)
     console.print(f"{res.n_rows} rows in {res.seconds:.1f} s -> {out}", markup=False)
 

@@ -6,6 +6,7 @@ Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federat
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from privcal.cli._common import (
     fail,
     force_option,
     plain_text,
+    progress_callback,
     refuse_overwrite,
     table_width,
     user_errors,
@@ -609,7 +611,12 @@ def maddock2025(
     with user_errors():
         from privcal.experiments import maddock2025 as exp
 
-        path = exp.run(out, seed=seed, quick=quick, repeats=repeats, progress=err_console.print)
+        config = exp.QUICK if quick else exp.FULL
+        if repeats is not None:
+            config = replace(config, trials=repeats)
+        with progress_callback() as progress:
+            result = exp.run(config, seed=seed, progress=progress)
+        path = result.write(out)
         console.print(path.read_text(), markup=False, highlight=False)
         console.print(f"Wrote {path}")
 

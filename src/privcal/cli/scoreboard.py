@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from privcal.cli._common import check_output_path, console, err_console, fail, user_errors
+from privcal.cli._common import (
+    check_output_path,
+    console,
+    fail,
+    progress_callback,
+    user_errors,
+)
 
 __all__ = ["register", "scoreboard"]
 
@@ -63,24 +68,11 @@ def scoreboard(
         config = sb.QUICK if quick else sb.FULL
         config = replace(config, seed=seed, torch=config.torch and not no_torch)
         command = "privcal bench scoreboard" + (" --quick" if quick else "")
-        progress = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-        )
         start = time.perf_counter()
-        with progress:
-            task = progress.add_task("scoreboard", total=sb.steps(config))
-            board = sb.run(
-                config,
-                on_step=lambda what: progress.update(task, advance=1, description=what),
-                jobs=jobs,
-            )
-        out.write_text(sb.render(board, command) + "\n", encoding="utf-8")
-        sb.write_json(board, out.with_suffix(".json"), command)
+        with progress_callback(transient=True) as progress:
+            progress("scoreboard", 0, sb.steps(config))
+            board = sb.run(config, jobs=jobs, progress=progress)
+        board.write(out, command)
     worse = board.worse()
     console.print(
         f"Scoreboard ({config.name}) in {time.perf_counter() - start:.0f} s -> {out}; "

@@ -22,7 +22,7 @@ from typing import Annotated
 
 import typer
 
-from privcal.cli._common import console, err_console, table_width, user_errors
+from privcal.cli._common import console, progress_callback, table_width, user_errors
 
 __all__ = ["register"]
 
@@ -101,17 +101,13 @@ def bench_luo2020(
     """Luo et al. (2020)'s protocol: CSV, Table 1 analogue (Markdown), Fig. 1-3 panels (PNG)."""
     from privcal.experiments import luo2020
 
+    config = luo2020.Luo2020Config(
+        data=data, trials=trials, iterations=iterations, severity=severity, jobs=jobs
+    )
     with user_errors():
-        res = luo2020.run(
-            data,
-            trials=trials,
-            iterations=iterations,
-            seed=seed,
-            severity=severity,
-            out=out,
-            jobs=jobs,
-            console=err_console,
-        )
+        with progress_callback() as progress:
+            res = luo2020.run(config, seed=seed, progress=progress)
+        res.write(out)
     console.print(res.table_markdown())
     console.print(f"{len(res.rows)} rows in {res.seconds:.1f} s -> {out}")
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from privcal.cli._common import console, err_console, fail, user_errors
+from privcal.cli._common import console, fail, progress_callback, user_errors
 
 __all__ = ["bu2023", "knolle2021", "register"]
 
@@ -24,7 +24,10 @@ def _run(experiment: str, out: Path, seed: int, quick: bool) -> None:
         except ImportError as exc:
             fail(str(exc))
         exp = importlib.import_module(f"privcal.experiments.{experiment}")
-        path = exp.run(out, seed=seed, quick=quick, progress=err_console.print)
+        config = exp.QUICK if quick else exp.FULL
+        with progress_callback() as progress:
+            result = exp.run(config, seed=seed, progress=progress)
+        path = result.write(out)
         console.print(path.read_text(), markup=False, highlight=False)
         console.print(f"Wrote {path}")
 

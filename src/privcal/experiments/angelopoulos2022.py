@@ -36,8 +36,8 @@ import csv
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,8 @@ from privcal._params import check_int, check_option, check_probability, check_re
 from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores, optimal_bins
 from privcal.conformal.private import M_GRIDS
 from privcal.conformal.simulate import SimulationResult, SplitSimulator
+from privcal.experiments._legacy import resolve
+from privcal.experiments._progress import Progress, report
 from privcal.metrics.statistics import bin_indices, softmax
 from privcal.privacy import SeededNoise
 from privcal.report import format_value, markdown_table
@@ -56,7 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIGITS",
+    "QUICK",
     "SHARED_FILES",
+    "Angelopoulos2022Config",
     "Angelopoulos2022Result",
     "Setting",
     "load_datasets",
@@ -125,14 +129,68 @@ class Setting:
         return "split" if self.sweep == "split" else "private"
 
 
+@dataclass(frozen=True)
+class Angelopoulos2022Config:
+    """Settings of seed 002's protocol.
+
+    Attributes
+    ----------
+    data : None, path, sequence of paths or mapping
+        See :func:`load_datasets`.
+    trials : int, default=1000
+        Random calibration/test splits per data set (shared by every setting).
+    alphas : sequence of float, default=(0.1,)
+    epsilons : sequence of float, default=(0.5, 1, 5, 10)
+        The epsilon sweep (automatic ``m*``).
+    bins : sequence of int, default=(1e2, 1e3, 1e4, 1e5, 1e6)
+        The bins sweep, at ``epsilon = bins_epsilon``.
+    bins_epsilon : float, default=1.0
+    scores : sequence of {"lac", "aps"}
+    n_cal : int, default=5000
+        Calibration points per split; ``min(n_cal, N // 2)`` for pools of ``N < 2 n_cal``.
+    m_grid : {"paper-text", "authors-code"}, default="paper-text"
+        How the epsilon sweep's ``m*`` is chosen (:func:`~privcal.conformal.optimal_bins`):
+        the paper's text (App. C: 50 values from ``10^2`` to ``10^6``, smallest expected
+        threshold) or the authors' code, which made the paper's figures (``10^4`` to ``10^6``,
+        smallest threshold of one noisy draw, seeded by ``seed``).
+    """
+
+    data: Any = None
+    trials: int = 1000
+    alphas: Sequence[float] = (0.1,)
+    epsilons: Sequence[float] = (0.5, 1.0, 5.0, 10.0)
+    bins: Sequence[int] = BINS
+    bins_epsilon: float = 1.0
+    scores: Sequence[str] = ("lac", "aps")
+    n_cal: int = 5000
+    m_grid: str = "paper-text"
+
+    def quick(self) -> Angelopoulos2022Config:
+        """The smoke run: at most 50 splits and the bins sweep :data:`QUICK_BINS` (if ``bins``
+        is the default)."""
+        bins = QUICK_BINS if tuple(self.bins) == BINS else self.bins
+        return replace(self, trials=min(self.trials, 50), bins=bins)
+
+
+#: The smoke run of the default settings (``privcal bench angelopoulos2022 --quick``).
+QUICK = Angelopoulos2022Config().quick()
+
+
 @dataclass
 class Angelopoulos2022Result:
-    """What :func:`run` returns: the per-setting summaries and the files written."""
+    """What :func:`run` returns: the per-setting summaries; :meth:`write` writes the files.
+
+    ``records`` holds, per setting in run order, the setting, its per-split simulation and the
+    per-split fraction of full sets (the rows of ``angelopoulos2022.csv`` and the figures).
+    """
 
     settings: list[Setting]
     seconds: float
     n_rows: int
     files: dict[str, Path] = field(default_factory=dict)
+    config: Angelopoulos2022Config = field(default_factory=Angelopoulos2022Config)
+    seed: int = 0
+    records: list[tuple[Setting, SimulationResult, np.ndarray]] = field(default_factory=list)
 
     def find(self, dataset: str, score: str, alpha: float, sweep: str, **kw: Any) -> Setting:
         """The setting with these keys (``epsilon=`` / ``bins=`` select within a sweep)."""
@@ -146,6 +204,52 @@ class Angelopoulos2022Result:
     def table_markdown(self) -> str:
         """The summary table (one row per setting) and the cost-of-privacy table."""
         return "\n".join(_summary_lines(self.settings))
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write ``angelopoulos2022.csv`` (one row per split), ``summary.csv``, ``summary.md``
+        and ``figures/<dataset>_<score>_a<alpha>.png`` under ``out_dir`` (kept in
+        :attr:`files`); return the Markdown path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {"csv": out / "angelopoulos2022.csv"}
+        with files["csv"].open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(_CSV_FIELDS)
+            for st, res, full in self.records:
+                _write_rows(writer, st, res, full)
+        files["summary_csv"] = _write_summary_csv(out / "summary.csv", self.settings)
+        curves: dict[tuple[str, str, float], list[tuple[Setting, SimulationResult]]] = {}
+        for st, res, _ in self.records:
+            curves.setdefault((st.dataset, st.score, st.alpha), []).append((st, res))
+        figures = []
+        for (name, score, alpha), items in curves.items():
+            fig = histogram_figure(items, f"{name}, {score.upper()}, alpha={alpha:g}")
+            figures.append(_save(fig, out / "figures" / f"{name}_{score}_a{alpha:g}.png"))
+        files["summary_md"] = out / "summary.md"
+        c = self.config
+        lines = [
+            "# Private conformal prediction (seed 002, Fig. 4-7 analogues)",
+            "",
+            f"- Splits per data set: R = {c.trials}; calibration points n = "
+            f"min({c.n_cal}, N // 2); seed {self.seed}; {self.seconds:.1f} s.",
+            f"- Bins sweep at epsilon = {c.bins_epsilon:g}; epsilon sweep with m* (Algorithm 5, "
+            f"m_grid={c.m_grid!r}).",
+            "- bound: Theorem 3's upper bound on the coverage (private; p_max from the pool's "
+            "true-label scores) or 1 - alpha + 1/(n+1) (split). full: fraction of test sets that "
+            "hold every label.",
+            "",
+            *_summary_lines(self.settings),
+            "",
+            "## Figures",
+            "",
+            *[f"![{p.stem}](figures/{p.name})" for p in figures],
+            "",
+        ]
+        files["summary_md"].write_text("\n".join(lines), encoding="utf-8")
+        for i, p in enumerate(figures):
+            files[f"figure{i}"] = p
+        self.files = files
+        return files["summary_md"]
 
 
 # --------------------------------------------------------------------------------- data
@@ -212,226 +316,169 @@ def _p_max(s_true: np.ndarray, m: int) -> float:
 
 
 def run(
-    data: Any = None,
+    config: Angelopoulos2022Config | Any = None,
     *,
-    R: int = 1000,
-    alphas: Sequence[float] = (0.1,),
-    epsilons: Sequence[float] = (0.5, 1.0, 5.0, 10.0),
-    bins: Sequence[int] = BINS,
-    bins_epsilon: float = 1.0,
-    scores: Sequence[str] = ("lac", "aps"),
-    n_cal: int = 5000,
-    out_dir: str | Path | None = None,
     seed: int = 0,
-    quick: bool = False,
-    progress: bool = True,
-    console: Any = None,
-    m_grid: str = "paper-text",
+    progress: Progress | None = None,
+    **settings: Any,
 ) -> Angelopoulos2022Result:
     """Run seed 002's evaluation protocol (see the module docstring).
 
     Parameters
     ----------
-    data : None, path, sequence of paths or mapping
-        See :func:`load_datasets`.
-    R : int, default=1000
-        Random calibration/test splits per data set (shared by every setting).
-    alphas : sequence of float, default=(0.1,)
-    epsilons : sequence of float, default=(0.5, 1, 5, 10)
-        The epsilon sweep (automatic ``m*``).
-    bins : sequence of int, default=(1e2, 1e3, 1e4, 1e5, 1e6)
-        The bins sweep, at ``epsilon = bins_epsilon``.
-    bins_epsilon : float, default=1.0
-    scores : sequence of {"lac", "aps"}
-    n_cal : int, default=5000
-        Calibration points per split; ``min(n_cal, N // 2)`` for pools of ``N < 2 n_cal``.
-    out_dir : path, optional
-        Write the CSVs, ``summary.md`` and the figures there.
+    config : Angelopoulos2022Config, optional
+        The settings (defaults: the paper's; :data:`QUICK` for a smoke run). Keywords naming
+        its fields override it. The old form ``run(data, R=..., quick=..., out_dir=...)`` still
+        works (``R``: deprecated, use ``trials``; ``out_dir``: deprecated, use
+        ``run(...).write(out_dir)``).
     seed : int, default=0
         Splits: ``SplitSimulator(seed=seed)``; noise: ``SeededNoise`` seeded by
         ``SeedSequence([seed, dataset, score, alpha, setting])``; digits_shift's seed.
-    quick : bool
-        Smoke run: at most 50 splits and the bins sweep :data:`QUICK_BINS` (if ``bins`` is the
-        default).
-    progress : bool
-        Show a Rich progress bar (on ``console``).
-    m_grid : {"paper-text", "authors-code"}, default="paper-text"
-        How the epsilon sweep's ``m*`` is chosen (:func:`~privcal.conformal.optimal_bins`):
-        the paper's text (App. C: 50 values from ``10^2`` to ``10^6``, smallest expected
-        threshold) or the authors' code, which made the paper's figures (``10^4`` to ``10^6``,
-        smallest threshold of one noisy draw, seeded by ``seed``).
+    progress : callable, optional
+        ``progress(description, completed, total)`` after each setting.
 
     Returns
     -------
     Angelopoulos2022Result
     """
     owner = "angelopoulos2022.run"
-    m_grid = check_option(m_grid, "m_grid", owner, M_GRIDS)
-    R = check_int(R, "R", owner, low=2)
-    n_cal = check_int(n_cal, "n_cal", owner, low=1)
+    quick = bool(settings.pop("quick", False))
+    config, progress, out = resolve(
+        Angelopoulos2022Config,
+        config,
+        settings,
+        owner,
+        progress,
+        first="data",
+        renames={"R": "trials"},
+    )
+    if quick:
+        config = config.quick()
+    config = _checked(config, owner)
     seed = check_int(seed, "seed", owner, low=0)
-    alphas = tuple(check_probability(a, "alphas", owner) for a in alphas)
-    epsilons = tuple(check_real(e, "epsilons", owner, low=0.0, low_open=True) for e in epsilons)
-    bins_epsilon = check_real(bins_epsilon, "bins_epsilon", owner, low=0.0, low_open=True)
-    for s in scores:
+    start = time.perf_counter()
+    datasets = load_datasets(config.data, seed)
+    if not datasets:
+        raise ValueError(f"{owner}: no data sets to evaluate.")
+    plan: list[tuple[str, float, int | str]] = [("split", math.nan, 0)]
+    plan += [("epsilon", e, "auto") for e in config.epsilons]
+    plan += [("bins", config.bins_epsilon, m) for m in config.bins]
+    total = len(datasets) * len(config.scores) * len(config.alphas) * len(plan)
+    records: list[tuple[Setting, SimulationResult, np.ndarray]] = []
+
+    def tick(description: str) -> None:
+        report(progress, description, len(records), total)
+
+    for di, (name, (z, y)) in enumerate(datasets.items()):
+        records += _run_dataset(config, seed, di, name, z, y, plan, tick, owner)
+    result = Angelopoulos2022Result(
+        [st for st, _, _ in records],
+        time.perf_counter() - start,
+        config.trials * len(records),
+        config=config,
+        seed=seed,
+        records=records,
+    )
+    if out is not None:
+        result.write(out)
+    return result
+
+
+#: Old keyword names of :func:`run` (deprecated).
+_RENAMES = {"R": "trials"}
+
+
+def _checked(config: Angelopoulos2022Config, owner: str) -> Angelopoulos2022Config:
+    """``config`` with its values checked (and sequences made tuples)."""
+    for s in config.scores:
         if s not in _SCORES:
             raise ValueError(
                 f"The 'scores' parameter of {owner} must hold values of {tuple(_SCORES)}. "
                 f"Got {s!r} instead."
             )
-    if quick:
-        R = min(R, 50)
-        if tuple(bins) == BINS:
-            bins = QUICK_BINS
-    bins = tuple(check_int(m, "bins", owner, low=2) for m in bins)
-    start = time.perf_counter()
-    datasets = load_datasets(data, seed)
-    if not datasets:
-        raise ValueError(f"{owner}: no data sets to evaluate.")
-    plan: list[tuple[str, float, int | str]] = [("split", math.nan, 0)]
-    plan += [("epsilon", e, "auto") for e in epsilons]
-    plan += [("bins", bins_epsilon, m) for m in bins]
-    total = len(datasets) * len(scores) * len(alphas) * len(plan)
+    return replace(
+        config,
+        m_grid=check_option(config.m_grid, "m_grid", owner, M_GRIDS),
+        trials=check_int(config.trials, "trials", owner, low=2),
+        n_cal=check_int(config.n_cal, "n_cal", owner, low=1),
+        alphas=tuple(check_probability(a, "alphas", owner) for a in config.alphas),
+        epsilons=tuple(
+            check_real(e, "epsilons", owner, low=0.0, low_open=True) for e in config.epsilons
+        ),
+        bins_epsilon=check_real(config.bins_epsilon, "bins_epsilon", owner, low=0.0, low_open=True),
+        bins=tuple(check_int(m, "bins", owner, low=2) for m in config.bins),
+    )
 
-    writer: Any = None
-    csv_file: Any = None
-    out: Path | None = None
-    files: dict[str, Path] = {}
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files["csv"] = out / "angelopoulos2022.csv"
-        csv_file = files["csv"].open("w", newline="", encoding="utf-8")
-        writer = csv.writer(csv_file)
-        writer.writerow(_CSV_FIELDS)
 
-    settings: list[Setting] = []
-    curves: dict[tuple[str, str, float], list[tuple[Setting, SimulationResult]]] = {}
-    n_rows = 0
-    bar = _progress(console, progress)
-    try:
-        with bar:
-            task = bar.add_task("angelopoulos2022", total=total)
-            for di, (name, (z, y)) in enumerate(datasets.items()):
-                probs = softmax(np.asarray(z, dtype=np.float64))
-                labels = np.asarray(y, dtype=np.int64)
-                N = labels.size
-                n = min(n_cal, N // 2)
-                if n < 1:
-                    raise ValueError(f"{owner}: data set {name!r} has too few rows ({N}).")
-                for si, score in enumerate(scores):
-                    S = _SCORES[score](probs)
-                    bar.update(task, description=f"{name} {score}: splits")
-                    sim = SplitSimulator(S, labels, n=n, splits=R, seed=seed)
-                    s_true = S[np.arange(N), labels]
-                    row_max = S.max(axis=1)
-                    sorted_max = np.sort(row_max)
-                    cal_max = row_max[sim.permutations[:, :n]]
-                    for ai, alpha in enumerate(alphas):
-                        key = (name, score, alpha)
-                        curves[key] = []
-                        for pi, (sweep, eps, m) in enumerate(plan):
-                            label = "split" if sweep == "split" else f"eps={eps:g} m={m}"
-                            bar.update(task, description=f"{name} {score} a={alpha:g} {label}")
-                            if sweep == "split":
-                                res = sim.split(alpha)
-                            else:
-                                noise = SeededNoise(_seed(seed, di, si, ai, pi))
-                                if m == "auto" and m_grid != "paper-text":
-                                    m = optimal_bins(n, alpha, eps, seed=seed, m_grid=m_grid)
-                                res = sim.private(
-                                    alpha, eps, n_bins=m, noise=noise, method="angelopoulos2022"
-                                )
-                            full = _full_fraction(res, row_max, sorted_max, cal_max)
-                            if sweep == "split":
-                                bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
-                            elif res.level < 1:
-                                bound = coverage_upper_bound(
-                                    n, alpha, eps, res.n_bins, res.gamma, _p_max(s_true, res.n_bins)
-                                )
-                            else:
-                                bound = math.inf
-                            assert res.size is not None
-                            st = Setting(
-                                name,
-                                score,
-                                alpha,
-                                sweep,
-                                eps,
-                                res.n_bins,
-                                res.gamma,
-                                res.level,
-                                n,
-                                R,
-                                res.mean_coverage,
-                                res.se_coverage,
-                                bound,
-                                res.mean_size,
-                                float(full.mean()),
-                            )
-                            settings.append(st)
-                            curves[key].append((st, res))
-                            if writer is not None:
-                                _write_rows(writer, st, res, full)
-                            n_rows += R
-                            bar.advance(task)
-    finally:
-        if csv_file is not None:
-            csv_file.close()
-
-    if out is not None:
-        files["summary_csv"] = _write_summary_csv(out / "summary.csv", settings)
-        figures = []
-        for (name, score, alpha), items in curves.items():
-            fig = histogram_figure(items, f"{name}, {score.upper()}, alpha={alpha:g}")
-            figures.append(_save(fig, out / "figures" / f"{name}_{score}_a{alpha:g}.png"))
-        files["summary_md"] = out / "summary.md"
-        seconds = time.perf_counter() - start
-        lines = [
-            "# Private conformal prediction (seed 002, Fig. 4-7 analogues)",
-            "",
-            f"- Splits per data set: R = {R}; calibration points n = min({n_cal}, N // 2); "
-            f"seed {seed}; {seconds:.1f} s.",
-            f"- Bins sweep at epsilon = {bins_epsilon:g}; epsilon sweep with m* (Algorithm 5, "
-            f"m_grid={m_grid!r}).",
-            "- bound: Theorem 3's upper bound on the coverage (private; p_max from the pool's "
-            "true-label scores) or 1 - alpha + 1/(n+1) (split). full: fraction of test sets that "
-            "hold every label.",
-            "",
-            *_summary_lines(settings),
-            "",
-            "## Figures",
-            "",
-            *[f"![{p.stem}](figures/{p.name})" for p in figures],
-            "",
-        ]
-        files["summary_md"].write_text("\n".join(lines), encoding="utf-8")
-        for i, p in enumerate(figures):
-            files[f"figure{i}"] = p
-    return Angelopoulos2022Result(settings, time.perf_counter() - start, n_rows, files)
+def _run_dataset(
+    config: Angelopoulos2022Config,
+    seed: int,
+    di: int,
+    name: str,
+    z: Any,
+    y: Any,
+    plan: Sequence[tuple[str, float, int | str]],
+    tick: Callable[[str], None],
+    owner: str,
+) -> list[tuple[Setting, SimulationResult, np.ndarray]]:
+    """Every (score, alpha, setting of ``plan``) of one data set, in order."""
+    probs = softmax(np.asarray(z, dtype=np.float64))
+    labels = np.asarray(y, dtype=np.int64)
+    N = labels.size
+    n = min(config.n_cal, N // 2)
+    if n < 1:
+        raise ValueError(f"{owner}: data set {name!r} has too few rows ({N}).")
+    out: list[tuple[Setting, SimulationResult, np.ndarray]] = []
+    for si, score in enumerate(config.scores):
+        S = _SCORES[score](probs)
+        tick(f"{name} {score}: splits")
+        sim = SplitSimulator(S, labels, n=n, splits=config.trials, seed=seed)
+        s_true = S[np.arange(N), labels]
+        row_max = S.max(axis=1)
+        sorted_max = np.sort(row_max)
+        cal_max = row_max[sim.permutations[:, :n]]
+        for ai, alpha in enumerate(config.alphas):
+            for pi, (sweep, eps, m) in enumerate(plan):
+                label = "split" if sweep == "split" else f"eps={eps:g} m={m}"
+                tick(f"{name} {score} a={alpha:g} {label}")
+                if sweep == "split":
+                    res = sim.split(alpha)
+                else:
+                    noise = SeededNoise(_seed(seed, di, si, ai, pi))
+                    if m == "auto" and config.m_grid != "paper-text":
+                        m = optimal_bins(n, alpha, eps, seed=seed, m_grid=config.m_grid)
+                    res = sim.private(alpha, eps, n_bins=m, noise=noise, method="angelopoulos2022")
+                full = _full_fraction(res, row_max, sorted_max, cal_max)
+                if sweep == "split":
+                    bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
+                elif res.level < 1:
+                    p_max = _p_max(s_true, res.n_bins)
+                    bound = coverage_upper_bound(n, alpha, eps, res.n_bins, res.gamma, p_max)
+                else:
+                    bound = math.inf
+                assert res.size is not None
+                st = Setting(
+                    name,
+                    score,
+                    alpha,
+                    sweep,
+                    eps,
+                    res.n_bins,
+                    res.gamma,
+                    res.level,
+                    n,
+                    config.trials,
+                    res.mean_coverage,
+                    res.se_coverage,
+                    bound,
+                    res.mean_size,
+                    float(full.mean()),
+                )
+                out.append((st, res, full))
+    return out
 
 
 # --------------------------------------------------------------------------------- output
-def _progress(console: Any, enabled: bool) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not enabled,
-    )
-
-
 def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarray) -> None:
     assert res.size is not None
     head = (
@@ -460,24 +507,8 @@ def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarra
 
 
 def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
-    names = [
-        "dataset",
-        "score",
-        "alpha",
-        "sweep",
-        "method",
-        "epsilon",
-        "bins",
-        "gamma",
-        "level",
-        "n",
-        "splits",
-        "coverage",
-        "se",
-        "bound",
-        "size",
-        "full",
-    ]
+    # the per-split CSV's setting columns, then the summary over the splits
+    names = [*_CSV_FIELDS[:9], "n", "splits", "coverage", "se", "bound", "size", "full"]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(names)

@@ -26,12 +26,24 @@ from typing import Any
 import numpy as np
 
 from privcal.calibrators import TemperatureScaling
+from privcal.experiments._legacy import path_form
+from privcal.experiments._progress import Progress, report
 from privcal.metrics import accuracy, ece
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
 from privcal.training.recalibration import PAPER_SETTINGS
 
-__all__ = ["TASKS", "run", "run_synthetic", "run_tasks", "summarise"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "TASKS",
+    "Bu2023Config",
+    "Bu2023Result",
+    "run",
+    "run_synthetic",
+    "run_tasks",
+    "summarise",
+]
 
 #: Tasks of part (b).
 TASKS = ("digits", "breast_cancer", "digits_shift")
@@ -49,7 +61,8 @@ def _torch_setup() -> None:
 
 # ---------------------------------------------------------------------------- (a) synthetic
 def synthetic_models(seed: int = 0, quick: bool = False) -> dict[str, Any]:
-    """Train SGD and DP-SGD (eps 8, each C in :data:`CLIPS`) on the 2-D data; test probs."""
+    """Train SGD and DP-SGD (eps 8, each C in :data:`CLIPS`; two of them if ``quick``) on the
+    2-D data; test probs."""
     from privcal.data import gaussian_2d
     from privcal.training import DPSGDTrainer, SGDTrainer
 
@@ -69,10 +82,15 @@ def synthetic_models(seed: int = 0, quick: bool = False) -> dict[str, Any]:
 
 
 def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dict[str, Any]]:
-    """Part (a): CSV rows, the reliability figure and the clipping-ablation figure."""
-    from privcal.plots import ReliabilityDisplay, save_figure
-
+    """Part (a): CSV rows; writes the reliability figure and the clipping-ablation figure."""
     models = synthetic_models(seed, quick)
+    rows = _synthetic_rows(models, seed)
+    _synthetic_figures(models, rows, Path(out_dir))
+    return rows
+
+
+def _synthetic_rows(models: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """Part (a)'s rows from :func:`synthetic_models`."""
     yt = models["labels"]
     rows = []
     for name, p in models.items():
@@ -92,7 +110,14 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
                 "frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99)),
             }
         )
+    return rows
 
+
+def _synthetic_figures(models: dict[str, Any], rows: list[dict[str, Any]], out_dir: Path) -> None:
+    """Part (a)'s reliability figure and clipping-ablation figure."""
+    from privcal.plots import ReliabilityDisplay, save_figure
+
+    yt = models["labels"]
     dp_key = next(k for k in models if k.startswith("DP-SGD (C=0.1"))
     fig, axes = subplots(2, 2, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     for j, key in enumerate((dp_key, "SGD")):
@@ -115,7 +140,6 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
     ax.set_title("Fig. 4a analogue: clipping ablation")
     fig.tight_layout()
     save_figure(fig, out_dir / "bu2023_fig4a_clipping.png")
-    return rows
 
 
 # ---------------------------------------------------------------------------- (b) tasks
@@ -376,19 +400,63 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pa
     return path
 
 
+@dataclass(frozen=True)
+class Bu2023Config:
+    """Settings of seed 001's protocol: part (a) at ``quick`` size or the paper's, part (b) over
+    ``trials`` seeds (``seed, seed + 1, ...``), :data:`TASKS` and ``epsilons``; ``name`` is
+    ``"quick"`` for the smoke run."""
+
+    trials: int = 3
+    quick_synthetic: bool = False
+    tasks: tuple[str, ...] = TASKS
+    epsilons: tuple[float, ...] = (3.0, 8.0)
+    name: str = "full"
+
+
+#: The protocol of the docs (three seeds).
+FULL = Bu2023Config()
+#: The smoke run (``privcal bench bu2023 --quick``): one seed, a smaller part (a).
+QUICK = Bu2023Config(trials=1, quick_synthetic=True, name="quick")
+
+
+@dataclass
+class Bu2023Result:
+    """What :func:`run` returns: the tidy rows of parts (a) and (b) and part (a)'s models'
+    test probabilities (for its figures)."""
+
+    rows: list[dict[str, Any]]
+    synthetic: dict[str, Any]
+    config: Bu2023Config = FULL
+    seed: int = 0
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write ``bu2023.csv``, the figures and ``bu2023.md`` under ``out_dir``; return the
+        Markdown path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        syn = [r for r in self.rows if r["part"] == "synthetic"]
+        _synthetic_figures(self.synthetic, syn, out)
+        quick = " --quick" if self.config.name == "quick" else ""
+        cmd = f"privcal bench bu2023 --out {out} --seed {self.seed}{quick}"
+        return write_outputs(self.rows, out, cmd)
+
+
+@path_form(FULL, QUICK)
 def run(
-    out_dir: str | Path,
+    config: Bu2023Config = FULL,
+    *,
     seed: int = 0,
-    quick: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> Path:
-    """Run (a) and (b); write ``bu2023.csv``, figures and ``bu2023.md``; return the .md path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if progress:
-        progress("bu2023: synthetic 2-D logistic regression")
-    rows = run_synthetic(out, seed, quick)
-    seeds = (seed,) if quick else (seed, seed + 1, seed + 2)
-    rows += run_tasks(seeds, progress=progress)
-    cmd = f"privcal bench bu2023 --out {out} --seed {seed}" + (" --quick" if quick else "")
-    return write_outputs(rows, out, cmd)
+    progress: Progress | None = None,
+) -> Bu2023Result:
+    """Run (a) and (b); :meth:`Bu2023Result.write` writes ``bu2023.csv``, figures and
+    ``bu2023.md``.
+
+    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
+    :data:`FULL`, writes the files and returns the Markdown path.
+    """
+    report(progress, "bu2023: synthetic 2-D logistic regression")
+    models = synthetic_models(seed, config.quick_synthetic)
+    rows = _synthetic_rows(models, seed)
+    seeds = tuple(seed + i for i in range(config.trials))
+    rows += run_tasks(seeds, config.tasks, config.epsilons, progress=progress)
+    return Bu2023Result(rows, models, config, seed)

@@ -16,14 +16,25 @@ from __future__ import annotations
 import csv
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from privcal.experiments._legacy import path_form
+from privcal.experiments._progress import Progress
 from privcal.metrics import accuracy, ece
 
-__all__ = ["compare_defaults", "run", "run_rows"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "Knolle2021Config",
+    "Knolle2021Result",
+    "compare_defaults",
+    "run",
+    "run_rows",
+]
 
 DELTA = 1e-5
 
@@ -139,56 +150,96 @@ def compare_defaults(
     return rows
 
 
-def run(
-    out_dir: str | Path,
-    seed: int = 0,
-    quick: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> Path:
-    """Run the comparison and write CSV, figure and Markdown; returns the Markdown path."""
+@dataclass(frozen=True)
+class Knolle2021Config:
+    """Settings of seed 004's comparison: ``trials`` seeds (``seed, seed + 1, ...``) of
+    ``epochs`` epochs each at ``epsilon``; ``name`` is ``"quick"`` for the smoke run."""
 
-    from privcal.plots import ReliabilityDisplay, save_figure, subplots
+    trials: int = 3
+    epochs: int = 30
+    epsilon: float = 3.0
+    name: str = "full"
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    seeds = (seed,) if quick else (seed, seed + 1, seed + 2)
-    rows, probs = run_rows(seeds, epochs=10 if quick else 30, progress=progress)
-    with open(out / "knolle2021.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    fig, axes = subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
-    for j, (key, (p, y)) in enumerate(probs.items()):
-        ReliabilityDisplay.from_predictions(
-            p, y, name=f"{key[0]}: {key[1]}", ax=(axes[0, j], axes[1, j])
-        )
-    fig.tight_layout()
-    save_figure(fig, out / "knolle2021_calibration.png")
-    md = [
-        f"# knolle2021 (seed 004) results\n\nCommand: `privcal bench knolle2021 --out {out} "
-        f"--seed {seed}{' --quick' if quick else ''}`\n",
-        "| task | method | epsilon | accuracy | AUC | ECE |",
-        "|---|---|---|---|---|---|",
-    ]
-    lower = []
-    for task in ("digits", "breast_cancer"):
-        means = {}
-        for method in ("SGD", "DP-SGD", "DP-SGLD"):
-            sel = [r for r in rows if r["task"] == task and r["method"] == method]
-            m = {
-                k: float(np.mean([r[k] for r in sel]))
-                for k in ("epsilon", "accuracy", "auc", "ece")
-            }
-            means[method] = m
-            md.append(
-                f"| {task} | {method} | {m['epsilon']:.3g} | {m['accuracy']:.4f} | "
-                f"{m['auc']:.4f} | {m['ece']:.4f} |"
+
+#: The comparison of the docs (three seeds, 30 epochs).
+FULL = Knolle2021Config()
+#: The smoke run (``privcal bench knolle2021 --quick``): one seed, 10 epochs.
+QUICK = Knolle2021Config(trials=1, epochs=10, name="quick")
+
+
+@dataclass
+class Knolle2021Result:
+    """What :func:`run` returns: one row per (task, method, seed) and the first seed's test
+    probabilities per (task, method) for the reliability figure."""
+
+    rows: list[dict[str, Any]]
+    probs: dict[tuple[str, str], Any]
+    config: Knolle2021Config = FULL
+    seed: int = 0
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write ``knolle2021.csv``, ``knolle2021_calibration.png`` and ``knolle2021.md`` under
+        ``out_dir``; return the Markdown path."""
+        from privcal.plots import ReliabilityDisplay, save_figure, subplots
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = self.rows
+        with open(out / "knolle2021.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        fig, axes = subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
+        for j, (key, (p, y)) in enumerate(self.probs.items()):
+            ReliabilityDisplay.from_predictions(
+                p, y, name=f"{key[0]}: {key[1]}", ax=(axes[0, j], axes[1, j])
             )
-        lower.append(means["DP-SGLD"]["ece"] < means["DP-SGD"]["ece"])
-    md.append(
-        f"\nDP-SGLD has lower ECE than DP-SGD on {sum(lower)} of {len(lower)} tasks "
-        f"(seed 004's claim). Figure: `knolle2021_calibration.png`."
-    )
-    path = out / "knolle2021.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+        fig.tight_layout()
+        save_figure(fig, out / "knolle2021_calibration.png")
+        quick = " --quick" if self.config.name == "quick" else ""
+        md = [
+            f"# knolle2021 (seed 004) results\n\nCommand: `privcal bench knolle2021 --out {out} "
+            f"--seed {self.seed}{quick}`\n",
+            "| task | method | epsilon | accuracy | AUC | ECE |",
+            "|---|---|---|---|---|---|",
+        ]
+        lower = []
+        for task in ("digits", "breast_cancer"):
+            means = {}
+            for method in ("SGD", "DP-SGD", "DP-SGLD"):
+                sel = [r for r in rows if r["task"] == task and r["method"] == method]
+                m = {
+                    k: float(np.mean([r[k] for r in sel]))
+                    for k in ("epsilon", "accuracy", "auc", "ece")
+                }
+                means[method] = m
+                md.append(
+                    f"| {task} | {method} | {m['epsilon']:.3g} | {m['accuracy']:.4f} | "
+                    f"{m['auc']:.4f} | {m['ece']:.4f} |"
+                )
+            lower.append(means["DP-SGLD"]["ece"] < means["DP-SGD"]["ece"])
+        md.append(
+            f"\nDP-SGLD has lower ECE than DP-SGD on {sum(lower)} of {len(lower)} tasks "
+            f"(seed 004's claim). Figure: `knolle2021_calibration.png`."
+        )
+        path = out / "knolle2021.md"
+        path.write_text("\n".join(md) + "\n")
+        return path
+
+
+@path_form(FULL, QUICK)
+def run(
+    config: Knolle2021Config = FULL,
+    *,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Knolle2021Result:
+    """Run the comparison (see the module docstring); :meth:`Knolle2021Result.write` writes
+    the CSV, the figure and the Markdown.
+
+    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
+    :data:`FULL`, writes the files and returns the Markdown path.
+    """
+    seeds = tuple(seed + i for i in range(config.trials))
+    rows, probs = run_rows(seeds, config.epsilon, config.epochs, progress=progress)
+    return Knolle2021Result(rows, probs, config, seed)

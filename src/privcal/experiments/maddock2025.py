@@ -28,17 +28,29 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from privcal.experiments._legacy import path_form
+from privcal.experiments._progress import Progress, report
 from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
 
-__all__ = ["METHODS", "against_central", "load_datasets", "load_network", "run"]
+__all__ = [
+    "FULL",
+    "METHODS",
+    "QUICK",
+    "Maddock2025Config",
+    "Maddock2025Result",
+    "against_central",
+    "load_datasets",
+    "load_network",
+    "run",
+]
 
 #: label -> (simulate method name, extra parameters). "FedTemp" is the paper's: each client's
 #: temperature fitted locally and the server averaging them (``fedtemp-averaging``); privcal's
@@ -233,23 +245,77 @@ def _one(
     return rows
 
 
+@dataclass(frozen=True)
+class Maddock2025Config:
+    """Settings of seed 003's protocol.
+
+    ``trials`` repeats (seeds ``seed + r``) on ``datasets`` (``None``: every one
+    :func:`load_datasets` finds); the rounds curve runs ``curve_rounds`` rounds at
+    ``beta = 0.1``, the beta sweep ``betas`` and the DP sweep ``epsilons`` at ``T = 12``;
+    ``fedcal`` includes FedCal (skipped on 100 classes anyway); ``name`` is ``"quick"`` for the
+    smoke run.
+    """
+
+    trials: int = 3
+    datasets: tuple[str, ...] | None = None
+    curve_rounds: int = 30
+    betas: tuple[float, ...] = (0.3, 0.5, 1.0)
+    epsilons: tuple[float, ...] = (1.0, 3.0, 10.0)
+    fedcal: bool = True
+    name: str = "full"
+
+
+#: The protocol of the docs (three repeats).
+FULL = Maddock2025Config()
+#: The smoke run (``privcal bench maddock2025 --quick``): one repeat, fewer settings, no FedCal.
+QUICK = Maddock2025Config(
+    trials=1, curve_rounds=12, betas=(1.0,), epsilons=(1.0,), fedcal=False, name="quick"
+)
+
+
+@dataclass
+class Maddock2025Result:
+    """What :func:`run` returns: one row per (data set, method, repeat, setting, round)."""
+
+    rows: list[dict[str, Any]]
+    seconds: float
+    config: Maddock2025Config = FULL
+    seed: int = 0
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write ``results.csv``, the figures and ``maddock2025.md`` under ``out_dir``; return
+        the Markdown path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "results.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(self.rows[0]))
+            w.writeheader()
+            w.writerows(self.rows)
+        figs = _figures(self.rows, out)
+        quick = self.config.name == "quick"
+        md = _markdown(self.rows, figs, self.config.trials, self.seconds, quick, self.seed)
+        path = out / "maddock2025.md"
+        path.write_text("\n".join(md) + "\n")
+        return path
+
+
+@path_form(FULL, QUICK, {"repeats": "trials"})
 def run(
-    out: str | Path = "results/maddock2025",
+    config: Maddock2025Config = FULL,
     *,
     seed: int = 0,
-    quick: bool = False,
-    repeats: int | None = None,
-    datasets: tuple[str, ...] | None = None,
-    progress: Callable[[str], Any] | None = None,
-) -> Path:
-    """Run the protocol; write ``results.csv``, figures and ``maddock2025.md`` (returned)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda s: None)
-    reps = repeats if repeats is not None else (1 if quick else 3)
-    data = load_datasets(seed, datasets)
+    progress: Progress | None = None,
+) -> Maddock2025Result:
+    """Run the protocol; :meth:`Maddock2025Result.write` writes ``results.csv``, figures and
+    ``maddock2025.md``.
+
+    The old form ``run(out_dir, seed=..., quick=..., repeats=..., datasets=...)``
+    (deprecated; ``repeats`` is now the config's ``trials``) runs :data:`QUICK` or
+    :data:`FULL`, writes the files and returns the Markdown path.
+    """
+    data = load_datasets(seed, config.datasets)
     methods = dict(METHODS)
-    if quick:
+    if not config.fedcal:
         methods.pop("FedCal")
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
@@ -258,42 +324,37 @@ def run(
         for label, (m, params) in methods.items():
             if label == "FedCal" and big:
                 continue  # 17k-parameter MLP x 100 classes: too slow for the bench budget
-            for r in range(reps):
-                s = seed + r
+            for r in range(config.trials):
                 t0 = time.perf_counter()
                 common = {"dataset": dname, "method": label, "repeat": r}
-                t_curve = 12 if quick else 30
-                for row in _one(
-                    z, y, m, params, beta=0.1, rounds=t_curve, epsilon=None, seed=s, eval_every=1
-                ):
-                    rows.append(
-                        {**common, "setting": "rounds", "beta": 0.1, "epsilon": "inf", **row}
-                    )
-                betas = (1.0,) if quick else (0.3, 0.5, 1.0)
-                for beta in betas:  # beta = 0.1 is the T = 12 row of the rounds curve
-                    for row in _one(
-                        z, y, m, params, beta=beta, rounds=12, epsilon=None, seed=s, eval_every=12
-                    ):
-                        rows.append(
-                            {**common, "setting": "beta", "beta": beta, "epsilon": "inf", **row}
-                        )
-                for eps in (1.0,) if quick else (1.0, 3.0, 10.0):
-                    for row in _one(
-                        z, y, m, params, beta=0.1, rounds=12, epsilon=eps, seed=s, eval_every=12
-                    ):
-                        rows.append(
-                            {**common, "setting": "epsilon", "beta": 0.1, "epsilon": eps, **row}
-                        )
-                say(f"{dname} / {label} / repeat {r}: {time.perf_counter() - t0:.1f} s")
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    figs = _figures(rows, out)
-    md = _markdown(rows, figs, reps, time.perf_counter() - t_start, quick, seed)
-    path = out / "maddock2025.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+                rows += _repeat(z, y, m, params, config, seed + r, common)
+                seconds = time.perf_counter() - t0
+                report(progress, f"{dname} / {label} / repeat {r}: {seconds:.1f} s")
+    return Maddock2025Result(rows, time.perf_counter() - t_start, config, seed)
+
+
+def _repeat(
+    z: np.ndarray,
+    y: np.ndarray,
+    m: str,
+    params: dict[str, Any],
+    config: Maddock2025Config,
+    s: int,
+    common: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """One method's rows of one repeat (seed ``s``): the rounds curve and both sweeps."""
+    rows = []
+    for row in _one(
+        z, y, m, params, beta=0.1, rounds=config.curve_rounds, epsilon=None, seed=s, eval_every=1
+    ):
+        rows.append({**common, "setting": "rounds", "beta": 0.1, "epsilon": "inf", **row})
+    for beta in config.betas:  # beta = 0.1 is the T = 12 row of the rounds curve
+        for row in _one(z, y, m, params, beta=beta, rounds=12, epsilon=None, seed=s, eval_every=12):
+            rows.append({**common, "setting": "beta", "beta": beta, "epsilon": "inf", **row})
+    for eps in config.epsilons:
+        for row in _one(z, y, m, params, beta=0.1, rounds=12, epsilon=eps, seed=s, eval_every=12):
+            rows.append({**common, "setting": "epsilon", "beta": 0.1, "epsilon": eps, **row})
+    return rows
 
 
 def _agg(rows: list[dict[str, Any]], **where: Any) -> dict[str, tuple[float, float, float]]:

@@ -12,6 +12,8 @@ One job per module, each importing only those above it in this list (and nothing
 * :mod:`~privcal.report.markdown`: Markdown tables, blocks as Markdown, ``report.md``;
 * :mod:`~privcal.report.summaries`: the ``*.summary.json`` that ``privcal fit``,
   ``evaluate`` and ``conformal`` write;
+* :mod:`~privcal.report.scoreboard_page`: ``privcal bench scoreboard``'s Markdown page and
+  JSON, from plain data (:func:`~privcal.report.scoreboard_page.scoreboard_data`);
 * :mod:`~privcal.report.readers`: each command's output folder read back as blocks
   (:func:`find_outputs`, :func:`build`);
 * :mod:`~privcal.report.html_page`: the self-contained HTML page of ``privcal report``

@@ -26,7 +26,7 @@ N_SOURCES, N_SAMPLES, EPSILON, SEVERITY = 25, 12, 1.0, 5
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
     from privcal.calibrators.summary import evidence_phrase, release_summary
-    from privcal.experiments.luo2020 import GridPoint
+    from privcal.experiments.luo2020 import GridPoint, Luo2020Config
     from privcal.experiments.luo2020 import run as luo_run
     from privcal.metrics import ece
     from privcal.privacy import SeededNoise
@@ -37,7 +37,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     sets = {c: data.shifted[(c, SEVERITY)] for c in data.corruptions}
     trials = 10 if ctx.quick else 100
     grid = [GridPoint("sources", N_SOURCES, N_SAMPLES, EPSILON)]
-    res = luo_run(sets, trials=trials, grid=grid, seed=ctx.seed, progress=False)
+    res = luo_run(Luo2020Config(sets, trials=trials, grid=grid), seed=ctx.seed)
     tab = res.table()
 
     console_table = Table(
