@@ -25,12 +25,19 @@ torch steps, which would put the thousands of fits an audit needs far beyond a t
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch  # noqa: F401  (this area needs the torch extra: fail here, not mid-audit)
 
-from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits._registry import (
+    AuditFunction,
+    AuditReport,
+    audit_release,
+    register,
+    tail_events,
+)
 from privcal.audits.plants import Plant, patched
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training import DPPlattScaling, DPTemperatureScaling
@@ -122,15 +129,24 @@ _PLANTS = {
 _MEASURED = (QUERY_MEASUREMENTS["count"], DP_SGD)
 
 
-@register(
+def _register_recalibration(name: str, summary: str) -> Callable[[AuditFunction], AuditFunction]:
+    """:func:`register` with the settings the DP recalibration audits share (600 runs, 18
+    events, torch, :data:`_PLANTS`, :data:`_MEASURED`)."""
+    return register(
+        name,
+        summary=summary,
+        runs=600,
+        slow=True,
+        extra="torch",
+        events=18,
+        plants=_PLANTS,
+        measurements=_MEASURED,
+    )
+
+
+@_register_recalibration(
     "dp-temperature-scaling",
-    summary="DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
-    runs=600,
-    slow=True,
-    extra="torch",
-    events=18,
-    plants=_PLANTS,
-    measurements=_MEASURED,
+    "DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
 )
 def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPTemperatureScaling(epsilon=1.0, epochs=5).fit(z, y).temperature_``."""
@@ -146,15 +162,9 @@ def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
     )
 
 
-@register(
+@_register_recalibration(
     "dp-platt-scaling",
-    summary="DPPlattScaling (DP-PS, Bu et al. 2023), binary Platt: one extreme row added; slope a",
-    runs=600,
-    slow=True,
-    extra="torch",
-    events=18,
-    plants=_PLANTS,
-    measurements=_MEASURED,
+    "DPPlattScaling (DP-PS, Bu et al. 2023), binary Platt: one extreme row added; slope a",
 )
 def audit_dp_platt_scaling(runs: int, alpha: float) -> AuditReport:
     """Audit ``DPPlattScaling(epsilon=1.0, epochs=5).fit(z, y).params_["a"]``."""

@@ -171,10 +171,10 @@ def _fit_luo(
     seed: int | None,
     n_bins: int,
     t_range: tuple[float, float] | None,
-    aggregation: str = "local",
-    threshold: int | None = None,
-    ledger: Path | None = None,
-    force: bool = False,
+    aggregation: str,
+    threshold: int | None,
+    ledger: Path | None,
+    force: bool,
 ) -> Any:
     """Private temperature scaling or histogram binning, on sources or one private array.
 

@@ -429,27 +429,32 @@ def _code_version() -> str:
         return __version__
 
 
+def _nonempty(value: Any, single: type, name: str, wanted: str) -> tuple[Any, ...]:
+    """``value`` as a tuple (one ``single`` item is a tuple of one); refuses an empty one."""
+    values = (value,) if isinstance(value, single) else tuple(value)
+    if not values:
+        raise ValueError(
+            f"The '{name}' parameter of {_OWNER} must be {wanted}. Got {value!r} instead."
+        )
+    return values
+
+
 def _check_corruptions(corruptions: Iterable[str] | str | None) -> tuple[str, ...]:
     if corruptions is None:
         return CORRUPTIONS
-    names = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
-    if not names:
-        raise ValueError(
-            f"The 'corruptions' parameter of {_OWNER} must be None or a non-empty collection of "
-            f"names from {CORRUPTIONS}. Got {corruptions!r} instead."
-        )
+    names = _nonempty(
+        corruptions,
+        str,
+        "corruptions",
+        f"None or a non-empty collection of names from {CORRUPTIONS}",
+    )
     for name in names:
         check_option(name, "corruptions", _OWNER, CORRUPTIONS)
     return tuple(dict.fromkeys(names))
 
 
 def _check_severities(severities: Iterable[int] | int) -> tuple[int, ...]:
-    values = (severities,) if isinstance(severities, int) else tuple(severities)
-    if not values:
-        raise ValueError(
-            f"The 'severities' parameter of {_OWNER} must be a non-empty collection of ints in "
-            f"1..5. Got {severities!r} instead."
-        )
+    values = _nonempty(severities, int, "severities", "a non-empty collection of ints in 1..5")
     for s in values:
         check_int(s, "severities", _OWNER, low=1)
         check_option(s, "severities", _OWNER, SEVERITIES)

@@ -115,6 +115,15 @@ def _checked_top_bins(
     return _top_bins(p, y, n_bins, binning)
 
 
+def _binned(
+    probs: object, labels: object, n_bins: int, binning: Binning, input: Input, owner: str
+) -> BinStats:
+    """:func:`_checked_top_bins` after checking ``n_bins`` (``>= 1``) and ``binning``."""
+    bins = check_int(n_bins, "n_bins", owner, low=1)
+    check_option(binning, "binning", owner, ("width", "mass"))
+    return _checked_top_bins(probs, labels, bins, binning, input, owner)
+
+
 @dataclass(frozen=True)
 class Reliability:
     """Per-bin data of a reliability diagram (compute only; :mod:`privcal.plots` draws it).
@@ -192,9 +201,7 @@ def ece(
     >>> ece(np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([0, 0]), n_bins=10)
     0.45
     """
-    n_bins = check_int(n_bins, "n_bins", "ece", low=1)
-    check_option(binning, "binning", "ece", ("width", "mass"))
-    return _checked_top_bins(probs, labels, n_bins, binning, input, "ece").ece()
+    return _binned(probs, labels, n_bins, binning, input, "ece").ece()
 
 
 def adaptive_ece(
@@ -216,9 +223,7 @@ def mce(
 ) -> float:
     """Maximum calibration error: :math:`\\max_m |\\mathrm{acc}(B_m) - \\mathrm{conf}(B_m)|` over
     non-empty bins."""
-    n_bins = check_int(n_bins, "n_bins", "mce", low=1)
-    check_option(binning, "binning", "mce", ("width", "mass"))
-    stats = _checked_top_bins(probs, labels, n_bins, binning, input, "mce")
+    stats = _binned(probs, labels, n_bins, binning, input, "mce")
     full = stats.counts > 0
     return float(np.max(np.abs(stats.gaps()[full]) / stats.counts[full]))
 

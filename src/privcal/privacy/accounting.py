@@ -55,6 +55,17 @@ def _pos(value: Any, name: str, owner: str) -> float:
 
 
 # ---------------------------------------------------------------------------------------- RDP
+def _sigma_target(
+    epsilon: Any, delta: Any, sensitivity: Any, rounds: Any, owner: str
+) -> tuple[float, float, float, int]:
+    """The checked ``(epsilon, delta, sensitivity, rounds)`` a Gaussian sigma is calibrated to."""
+    eps = _pos(epsilon, "epsilon", owner)
+    dlt = check_probability(delta, "delta", owner)
+    d = _pos(sensitivity, "sensitivity", owner)
+    k = check_int(rounds, "rounds", owner, low=1)
+    return eps, dlt, d, k
+
+
 def rdp_epsilon(
     noise_multiplier: float,
     sample_rate: float,
@@ -189,11 +200,7 @@ def pld_gaussian_sigma(
     from dp_accounting import mechanism_calibration
     from dp_accounting.pld import pld_privacy_accountant
 
-    owner = "pld_gaussian_sigma"
-    eps = _pos(epsilon, "epsilon", owner)
-    dlt = check_probability(delta, "delta", owner)
-    d = _pos(sensitivity, "sensitivity", owner)
-    k = check_int(rounds, "rounds", owner, low=1)
+    eps, dlt, d, k = _sigma_target(epsilon, delta, sensitivity, rounds, "pld_gaussian_sigma")
     z = float(
         mechanism_calibration.calibrate_dp_mechanism(
             pld_privacy_accountant.PLDAccountant,
@@ -311,11 +318,7 @@ def zcdp_gaussian_sigma(
     >>> zcdp_epsilon(gaussian_zcdp_rho(s, 1.0, 10), 1e-5) <= 1.0
     True
     """
-    owner = "zcdp_gaussian_sigma"
-    eps = _pos(epsilon, "epsilon", owner)
-    dlt = check_probability(delta, "delta", owner)
-    d = _pos(sensitivity, "sensitivity", owner)
-    k = check_int(rounds, "rounds", owner, low=1)
+    eps, dlt, d, k = _sigma_target(epsilon, delta, sensitivity, rounds, "zcdp_gaussian_sigma")
     rho = zcdp_rho(eps, dlt)
     return d * math.sqrt(k / (2.0 * rho)) * (1.0 + 1e-9)
 

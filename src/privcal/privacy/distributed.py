@@ -411,19 +411,7 @@ class DistributedPlan:
         scale = _scale_for(max(m, 1), sens)
         d = math.ceil(scale * sens) + m
         law = ShareLaw("discrete_laplace", math.exp(-eps / d), threshold)
-        plan = cls(
-            "discrete_laplace",
-            Encoding(scale),
-            law,
-            float(d),
-            int(n_parties),
-            int(threshold),
-            float(value_bound),
-            tuple(shape),
-            bits,
-        )
-        plan.check_modulus()
-        return plan
+        return cls._checked(law, scale, d, n_parties, threshold, value_bound, shape, bits)
 
     @classmethod
     def gaussian(
@@ -466,11 +454,27 @@ class DistributedPlan:
                 break
             sigma_z = new
         law = ShareLaw("discrete_gaussian", sigma_z, int(threshold))
+        return cls._checked(law, scale, d2, n_parties, threshold, value_bound, shape, bits)
+
+    @classmethod
+    def _checked(
+        cls,
+        law: ShareLaw,
+        scale: float,
+        integer_sensitivity: float,
+        n_parties: int,
+        threshold: int,
+        value_bound: float,
+        shape: tuple[int, ...],
+        bits: int,
+    ) -> DistributedPlan:
+        """The plan releasing with ``law`` at grid ``scale``, refused (:meth:`check_modulus`)
+        where its ring is too small."""
         plan = cls(
-            "discrete_gaussian",
+            law.kind,
             Encoding(scale),
             law,
-            float(d2),
+            float(integer_sensitivity),
             int(n_parties),
             int(threshold),
             float(value_bound),

@@ -205,18 +205,19 @@ class SeededNoise(NoiseSource):
         return f"SeededNoise(seed={self.seed!r})"
 
     def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
-        scale = _check_scale(scale, "scale", "SeededNoise.laplace")
-        shape = _check_size(size, "SeededNoise.laplace")
-        if shape is None:
-            return float(self.rng.laplace(0.0, scale))
-        return self.rng.laplace(0.0, scale, size=shape)
+        return self._centred(self.rng.laplace, scale, "scale", size, "SeededNoise.laplace")
 
     def gaussian(self, sigma: float, size: Size = None) -> float | np.ndarray:
-        sigma = _check_scale(sigma, "sigma", "SeededNoise.gaussian")
-        shape = _check_size(size, "SeededNoise.gaussian")
+        return self._centred(self.rng.normal, sigma, "sigma", size, "SeededNoise.gaussian")
+
+    @staticmethod
+    def _centred(draw: Any, scale: float, name: str, size: Size, owner: str) -> float | np.ndarray:
+        """``draw(0, scale)``: a float for ``size=None``, else an array of that shape."""
+        scale = _check_scale(scale, name, owner)
+        shape = _check_size(size, owner)
         if shape is None:
-            return float(self.rng.normal(0.0, sigma))
-        return self.rng.normal(0.0, sigma, size=shape)
+            return float(draw(0.0, scale))
+        return draw(0.0, scale, size=shape)
 
     def uniform(self, size: Size = None) -> float | np.ndarray:
         shape = _check_size(size, "SeededNoise.uniform")

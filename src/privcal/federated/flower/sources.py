@@ -309,15 +309,7 @@ class RemoteSource(DataSource):
         )
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
-        return np.asarray(
-            self._call(
-                "accuracy_gap_curve",
-                temperatures=np.asarray(temperatures, dtype=np.float64).tolist(),
-                epsilon=float(epsilon),
-                anchor=int(anchor),
-            ),
-            dtype=np.float64,
-        )
+        return self._curve("accuracy_gap_curve", temperatures, epsilon, anchor=int(anchor))
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
         return float(
@@ -332,12 +324,16 @@ class RemoteSource(DataSource):
     def clipped_nll_increments(
         self, temperatures: Any, epsilon: float, bound: float = 10.0
     ) -> np.ndarray:
+        return self._curve("clipped_nll_increments", temperatures, epsilon, bound=float(bound))
+
+    def _curve(self, query: str, temperatures: Any, epsilon: float, **kwargs: Any) -> np.ndarray:
+        """The float array a curve query over ``temperatures`` answers with."""
         return np.asarray(
             self._call(
-                "clipped_nll_increments",
+                query,
                 temperatures=np.asarray(temperatures, dtype=np.float64).tolist(),
                 epsilon=float(epsilon),
-                bound=float(bound),
+                **kwargs,
             ),
             dtype=np.float64,
         )
