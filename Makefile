@@ -26,8 +26,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
 
+# the tests not marked slow (tests/README.md), on two workers: under 3 minutes
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not slow"
 
 bench: $(STAMP)
 	$(PY) -m bench.run_all

@@ -349,17 +349,12 @@ def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path)
     the fit's epsilon once; the report names SecAgg+ as the transport; and no reply in any
     source's transcript (every SecAgg+ stage, after masking) carries its noiseless answer or its
     fixed-point encoding."""
+    from privcal.calibrators.search import geometric_grid
     from privcal.federated.flower.ring import residues_to_wire
     from privcal.federated.flower.transcript import carries, read_transcript, reply_arrays
     from privcal.privacy.odometer import read_ledger
     from privcal.private import DataSource
-    from privcal.private.temperature import (
-        CURVE_ANCHOR,
-        CURVE_HIGH,
-        CURVE_LOW,
-        CURVE_RATIO,
-        geometric_grid,
-    )
+    from privcal.private.plan import CURVE_ANCHOR, CURVE_HIGH, CURVE_LOW, CURVE_RATIO
 
     block = _blocks()[3]
     assert "--method acc-t" in block and "--secagg" in block

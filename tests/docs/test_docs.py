@@ -55,6 +55,7 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     assert epsilon == 1.0
 
 
+@pytest.mark.slow  # reruns every documented command (about 15 s)
 def test_cli_docs_are_current() -> None:
     """Every ``$ privcal ...`` example of docs/cli.md, run now, prints what the page shows, and
     the usage block lists every command (only durations are masked)."""

@@ -17,7 +17,7 @@ from privcal.experiments.demo import DemoContext, DemoError, run_demo
 from privcal.experiments.demo.calibration import applicable_methods
 from privcal.report import markdown_table
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the demo runs once, about 40 s
 
 
 def test_applicable_methods_skips_platt_and_aliases() -> None:

@@ -65,7 +65,10 @@ def test_sigkilled_process_loses_no_acknowledged_spend(tmp_path: Path) -> None:
             acked.append(int(line))
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        out, _ = child.communicate(timeout=TIMEOUT)
+        # through the same buffered reader: readline may already hold acks read from the pipe,
+        # which communicate(timeout=...) (raw reads of the descriptor) would never see
+        out = child.stdout.read()
+        child.wait(timeout=TIMEOUT)
     acked += [int(s) for s in out.split()]  # acks already in the pipe when it was killed
     assert child.returncode == -signal.SIGKILL
 
