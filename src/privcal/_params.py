@@ -23,8 +23,10 @@ __all__ = [
     "check_range",
     "check_real",
     "renamed",
+    "renamed_aliases",
     "renamed_attribute",
     "renamed_params",
+    "warn_renamed",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -103,7 +105,7 @@ def check_range(value: Any, name: str, owner: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:
+def warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:
     warnings.warn(
         f"The {old!r} {kind} of {owner} is deprecated and will be removed in the next release; "
         f"use {new!r} instead.",
@@ -138,6 +140,20 @@ def renamed(*, old: str, new: str, owner: str) -> Callable[[_F], _F]:
     return decorate
 
 
+def renamed_aliases(module: str, aliases: dict[str, tuple[str, Any]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that still serves each deprecated name of ``aliases``
+    (``{old: (new, object)}``) for one release, with a ``DeprecationWarning`` naming the new one."""
+
+    def __getattr__(name: str) -> Any:
+        if name in aliases:
+            new, obj = aliases[name]
+            warn_renamed("name", name, new, module, 2)
+            return obj
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 def renamed_params(params: dict[str, Any], renames: dict[str, str], owner: str) -> dict[str, Any]:
     """``params`` with each deprecated key of ``renames`` (``{old: new}``) moved to its new name.
 
@@ -152,7 +168,7 @@ def renamed_params(params: dict[str, Any], renames: dict[str, str], owner: str) 
             raise TypeError(
                 f"{owner} got both {old!r} and its new name {new!r}; pass only {new!r}."
             )
-        _warn_renamed("parameter", old, new, owner, stacklevel=3)
+        warn_renamed("parameter", old, new, owner, stacklevel=3)
         out[new] = out.pop(old)
     return out
 
@@ -175,9 +191,9 @@ class renamed_attribute:
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        _warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
+        warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
         return getattr(obj, self.new)
 
     def __set__(self, obj: Any, value: Any) -> None:
-        _warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
+        warn_renamed("attribute", self.old, self.new, type(obj).__name__, stacklevel=2)
         setattr(obj, self.new, value)

@@ -518,3 +518,15 @@ def test_dp_average_divides_by_the_declared_expected_cohort(data) -> None:  # ty
         noisy = total + SeededNoise(9).gaussian(0.5 * dp.multiplier(1), size=(1,))
         beta = np.clip(1.0 + noisy[0] / expected_cohort(0.5, 6), 0.05, 20.0)
         assert 1.0 / cal.temperature_ == pytest.approx(beta, rel=1e-9), sampled
+
+
+def test_fedtemperature_is_the_deprecated_name_of_fedtemp() -> None:
+    import privcal.federated as federated
+    import privcal.federated.methods as methods
+
+    for module in (federated, methods):
+        with pytest.warns(DeprecationWarning, match="'FedTemperature' name .* use 'FedTemp'"):
+            assert module.FedTemperature is federated.FedTemp
+        assert "FedTemperature" not in module.__all__
+        with pytest.raises(AttributeError, match="no attribute 'FedTemperatur'"):
+            module.FedTemperatur  # noqa: B018

@@ -176,7 +176,8 @@ def test_ledger_roundtrip(tmp_path: Any) -> None:
     assert again.spent == pytest.approx(0.4)
     with pytest.raises(BudgetExceededError):
         again.count(0.7)
-    assert DataSource.from_ledger(ledger, noise=ZeroNoise()).spent == pytest.approx(0.4)
+    with pytest.warns(DeprecationWarning, match="'from_ledger' method of DataSource .* 'open'"):
+        assert DataSource.from_ledger(ledger, noise=ZeroNoise()).spent == pytest.approx(0.4)
     # re-initialising the same ledger with the same data is allowed; other data is not
     DataSource.init_ledger(data, ledger, budget=1.0, name="h1")
     other = write_scores(tmp_path / "other.npz", Z[:2], Y[:2])

@@ -5,6 +5,7 @@ The ``federated`` extra (``flwr[simulation]``) is needed only for
 Simulation Engine); the partitioners, methods and simulator need NumPy and SciPy only.
 """
 
+from privcal._params import renamed_aliases
 from privcal.federated.dp import (
     DPConfig,
     clip_l2,
@@ -23,7 +24,6 @@ from privcal.federated.methods import (
     FedMethod,
     FedOPVector,
     FedTemp,
-    FedTemperature,
     FedVector,
     get_method,
 )
@@ -46,7 +46,6 @@ __all__ = [
     "FedMethod",
     "FedOPVector",
     "FedTemp",
-    "FedTemperature",
     "FedVector",
     "clip_l2",
     "clip_rows_l2",
@@ -63,3 +62,6 @@ __all__ = [
     "split_clients",
     "stratified_partition",
 ]
+
+#: ``FedTemperature``, the old name of :class:`FedTemp`, for one release (DeprecationWarning).
+__getattr__ = renamed_aliases("privcal.federated", {"FedTemperature": ("FedTemp", FedTemp)})

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import check_int, check_real, warn_renamed
 from privcal.data.validation import check_labels, check_scores
 from privcal.metrics.statistics import (
     accuracy_gap_sum,
@@ -705,7 +705,11 @@ class DataSource:
             name=str(bud_row[1]) if name is None else name,
         )
 
-    from_ledger = open
+    @classmethod
+    def from_ledger(cls, *args: Any, **kwargs: Any) -> DataSource:
+        """The old name of :meth:`open`, for one release (a ``DeprecationWarning``)."""
+        warn_renamed("method", "from_ledger", "open", "DataSource", 2)
+        return cls.open(*args, **kwargs)
 
     @classmethod
     def answer_together(

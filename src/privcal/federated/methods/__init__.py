@@ -71,6 +71,7 @@ earlier midpoint prior and, without DP, seed 003's calibrators exactly.
 
 from __future__ import annotations
 
+from privcal._params import renamed_aliases
 from privcal.federated.methods.affine import FedMatrix, FedOPVector, FedVector
 from privcal.federated.methods.base import FedMethod
 from privcal.federated.methods.base import State as State
@@ -84,7 +85,6 @@ from privcal.federated.methods.registry import METHODS, get_method
 from privcal.federated.methods.temperature import FED_NOISE_Z as FED_NOISE_Z
 from privcal.federated.methods.temperature import (
     FedTemp,
-    FedTemperature,
     noise_dominance,
     temperature_moments,
     temperature_newton,
@@ -100,10 +100,12 @@ __all__ = [
     "FedMethod",
     "FedOPVector",
     "FedTemp",
-    "FedTemperature",
     "FedVector",
     "get_method",
     "noise_dominance",
     "temperature_moments",
     "temperature_newton",
 ]
+
+#: ``FedTemperature``, the old name of :class:`FedTemp`, for one release (DeprecationWarning).
+__getattr__ = renamed_aliases("privcal.federated.methods", {"FedTemperature": ("FedTemp", FedTemp)})

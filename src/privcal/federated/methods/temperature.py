@@ -24,7 +24,6 @@ from privcal.metrics.statistics import temperature_rows
 __all__ = [
     "FED_NOISE_Z",
     "FedTemp",
-    "FedTemperature",
     "noise_dominance",
     "temperature_moments",
     "temperature_newton",
@@ -306,6 +305,3 @@ def noise_dominance(state: State, beta: float) -> dict[str, Any] | None:
         "final": final,
         "message": message,
     }
-
-
-FedTemperature = FedTemp
