@@ -64,7 +64,7 @@ __all__ = [
     "register_mechanism",
 ]
 
-#: ``m`` requested by ``bins="auto"`` for the methods on the logit grid (3915 distinct bins).
+#: ``m`` requested by ``n_bins="auto"`` for the methods on the logit grid (3915 distinct bins).
 DEFAULT_LOGIT_BINS = 4096
 
 #: The registered mechanisms by ``method=`` string, in registration order.
@@ -165,7 +165,7 @@ class ThresholdMechanism(ABC):
 
     # ------------------------------------------------------------------ public quantities
     def auto_bins(self, n: int, alpha: float, epsilon: float) -> int:
-        """``m`` of ``n_bins="auto"`` (public): :data:`DEFAULT_LOGIT_BINS` unless overridden."""
+        """``m`` of ``n_n_bins="auto"`` (public): :data:`DEFAULT_LOGIT_BINS` unless overridden."""
         return DEFAULT_LOGIT_BINS
 
     def edges(self, n: int, alpha: float, epsilon: float, n_bins: Any, owner: str) -> np.ndarray:
