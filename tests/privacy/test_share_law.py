@@ -41,7 +41,7 @@ from privcal.federated import get_method
 from privcal.federated.dp import DPConfig
 from privcal.privacy import SecureNoise, SeededNoise
 from privcal.private import DataSource
-from privcal.private.temperature import search_plan
+from privcal.private.plan import search_plan
 
 pytestmark = [
     pytest.mark.statistical,

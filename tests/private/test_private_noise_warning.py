@@ -33,7 +33,8 @@ from privcal.private.fallback import (
     golden_evidence,
     identity_index,
 )
-from privcal.private.temperature import CURVE_HIGH, CURVE_LOW, CURVE_RATIO, _coordinate_variance
+from privcal.private.plan import CURVE_HIGH, CURVE_LOW, CURVE_RATIO
+from privcal.private.temperature import _coordinate_variance
 
 # seeded noise throughout (reproducible fits); private/test_private_source.py asserts its warning
 pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")

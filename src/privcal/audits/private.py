@@ -51,8 +51,8 @@ from privcal.privacy import measurement as measurement_module
 from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
+from privcal.private.plan import search_plan
 from privcal.private.queries import QUERY_MEASUREMENTS, curve_release
-from privcal.private.temperature import search_plan
 
 __all__ = ["N_ROWS", "curve_loss", "increments_loss", "neighbours", "nll_curve_neighbours"]
 

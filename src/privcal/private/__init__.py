@@ -14,16 +14,11 @@ from privcal.private.baselines import NoRecalibration, one_source
 from privcal.private.binning import PrivateHistogramBinning, noisy_bin_values
 from privcal.private.fallback import release_check
 from privcal.private.parallel import split_budget
+from privcal.private.plan import SearchPlan, TooFewRowsError, search_plan
 from privcal.private.queries import QUERIES, BinCounts, query_sensitivity
 from privcal.private.rows import data_fingerprint, row_digests
 from privcal.private.source import DataSource
-from privcal.private.temperature import (
-    NoiseDominatedWarning,
-    PrivateTemperatureScaling,
-    SearchPlan,
-    TooFewRowsError,
-    search_plan,
-)
+from privcal.private.temperature import NoiseDominatedWarning, PrivateTemperatureScaling
 
 __all__ = [
     "QUERIES",

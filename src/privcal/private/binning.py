@@ -19,12 +19,9 @@ from privcal.calibrators.binning import HistogramBinning, bin_frequencies
 from privcal.privacy import NoiseSource
 from privcal.private.fallback import FALLBACKS, NoiseDominatedWarning
 from privcal.private.parallel import split_budget
+from privcal.private.plan import SearchPlan
 from privcal.private.source import DataSource
-from privcal.private.temperature import (
-    SearchPlan,
-    _PrivateCalibrator,
-    _Protocol,
-)
+from privcal.private.temperature import _PrivateCalibrator, _Protocol
 
 __all__ = ["READABLE_WIDTH", "PrivateHistogramBinning", "noisy_bin_values", "readable_bins"]
 

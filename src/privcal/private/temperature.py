@@ -82,15 +82,7 @@ from privcal.private.parallel import (
     sources_report,
 )
 from privcal.private.plan import (
-    AUTO_HIGH,
-    AUTO_LOW,
-    AUTO_SEARCH,
     AUTO_SPLIT,
-    CURVE_ANCHOR,
-    CURVE_HIGH,
-    CURVE_LOW,
-    CURVE_RATIO,
-    PAPER_RANGE,
     SearchPlan,
     TooFewRowsError,
     search_plan,
@@ -98,24 +90,7 @@ from privcal.private.plan import (
 )
 from privcal.private.source import DataSource
 
-__all__ = [
-    "AUTO_HIGH",
-    "AUTO_LOW",
-    "AUTO_SEARCH",
-    "AUTO_SPLIT",
-    "CURVE_ANCHOR",
-    "CURVE_HIGH",
-    "CURVE_LOW",
-    "CURVE_RATIO",
-    "FALLBACKS",
-    "NOISE_Z",
-    "PAPER_RANGE",
-    "NoiseDominatedWarning",
-    "PrivateTemperatureScaling",
-    "SearchPlan",
-    "TooFewRowsError",
-    "search_plan",
-]
+__all__ = ["NoiseDominatedWarning", "PrivateTemperatureScaling"]
 
 
 class _Protocol:

@@ -21,8 +21,8 @@ from privcal.metrics.statistics import (
 )
 from privcal.privacy import NoiseSource, SeededNoise
 from privcal.private.binning import noisy_bin_values
+from privcal.private.plan import AUTO_SPLIT, SearchPlan, search_plan
 from privcal.private.queries import curve_from_release, curve_release, nll_curve_sensitivity
-from privcal.private.temperature import AUTO_SPLIT, SearchPlan, search_plan
 
 __all__ = [
     "MAX_ELEMENTS",
