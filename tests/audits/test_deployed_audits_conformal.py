@@ -196,3 +196,20 @@ def test_reused_seed_plants_use_a_seed_that_separates_the_neighbours() -> None:
     ]
     for summary, seed in zip(summaries, (1, 13, 6, 29), strict=True):
         assert f"SeededNoise({seed})" in summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "private-conformal-sources",
+        "private-conformal-sources-distributed",
+        "private-conformal-groups",
+    ],
+)
+def test_conformal_audits_across_parties_pass_with_defaults(name: str) -> None:
+    res = _run(name)
+    assert res.passed, str(res)
+    assert res.epsilon == 1.0 and res.delta == 0.0  # read from the fit's own report
+    relation = "add/remove" if "sources" in name else "substitute"
+    assert relation in res.relation

@@ -228,3 +228,23 @@ def test_groups_report_parallel_composition_and_refuse_bad_input() -> None:
     assert pc.predict_set(z[:3], groups=g[:3]).shape == (3, 3)
     with pytest.raises(ValueError, match="fit had none"):
         PrivateConformal(noise=SeededNoise(0)).fit(z, y).predict_set(z[:2], groups=[0, 1])
+
+
+def _partition(rows: dict, n: int) -> bool:
+    """Whether the groups' row indices hold every row exactly once."""
+    return bool(np.array_equal(np.sort(np.concatenate(list(rows.values()))), np.arange(n)))
+
+
+def test_groups_partition_the_rows_and_an_overlap_is_seen() -> None:
+    from privcal.conformal.private.groups import group_rows
+
+    g = np.random.default_rng(0).integers(5, size=300)
+    rows = group_rows(g, 300, "test")
+    assert _partition(rows, 300)
+    assert all(np.all(g[idx] == label) for label, idx in rows.items())
+    # the defect the audit cannot resolve: group i indexed with <= (group 0 in every group)
+    labels = list(rows)
+    cumulative = {
+        k: np.concatenate([rows[h] for h in labels[: i + 1]]) for i, k in enumerate(labels)
+    }
+    assert not _partition(cumulative, 300)

@@ -135,6 +135,7 @@ QUERY_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 def test_every_query_has_a_neighbour_check() -> None:
     assert set(QUERY_CALLS) == set(QUERY_MEASUREMENTS)
 
+
 #: The largest change the worst neighbour above reaches, as a share of the stated sensitivity
 #: (a looser statement would fail here): the curve reaches 2 - 1/C at most, the increments'
 #: valley row the fall from B plus a rise toward log C.

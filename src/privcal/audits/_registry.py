@@ -31,6 +31,7 @@ __all__ = [
 AREAS: dict[str, str | None] = {
     "privcal.audits.private": None,
     "privcal.audits.conformal": None,
+    "privcal.audits.conformal_parties": None,
     "privcal.audits.federated": "federated",
     "privcal.audits.training": "torch",
 }

@@ -286,10 +286,10 @@ class SecureNoise(NoiseSource):
 
     secure: ClassVar[bool] = True
     _CACHE_MAX: ClassVar[int] = 256
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, float, bool], Any] = {}
-        self._lock = threading.Lock()
+    #: OpenDP measurements by (kind, scale, vector), shared by every instance (they are
+    #: immutable; building one costs milliseconds, and every DataSource holds its own instance).
+    _cache: ClassVar[dict[tuple[str, float, bool], Any]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __repr__(self) -> str:
         return "SecureNoise()"
@@ -297,14 +297,14 @@ class SecureNoise(NoiseSource):
     def __getstate__(self) -> dict[str, Any]:
         """Nothing to keep: a copy or an unpickled one is a fresh ``SecureNoise()``.
 
-        The cache holds OpenDP measurements (ctypes pointers) and a lock, neither of which can
-        be copied; both are rebuilt on demand. So ``copy.deepcopy``, ``pickle`` and
+        The class's cache holds OpenDP measurements (ctypes pointers) and a lock, neither of
+        which can be copied; an instance holds neither. So ``copy.deepcopy``, ``pickle`` and
         scikit-learn's ``clone`` of an estimator with ``noise=SecureNoise()`` work.
         """
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__()  # type: ignore[misc]
+        """A fresh ``SecureNoise()`` (see :meth:`__getstate__`)."""
 
     @staticmethod
     def _dp() -> Any:

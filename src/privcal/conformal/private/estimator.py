@@ -418,6 +418,7 @@ class PrivateConformal(ConformalBase):
         self.localize_n_ = 0
         self.n_noisy_ = float(pooled.counts.sum())
         self.margin_, self.counts_, self.edges_ = margin, pooled.counts, edges
+        self.stage_counts_ = [stage.counts for stage in stages]
         self.coverage_slack_ = coverage_slack(
             max(self.n_noisy_, 0.0), a, edges.size - 1, pooled.variance
         )
