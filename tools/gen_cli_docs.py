@@ -43,9 +43,11 @@ def prepare(folder: Path) -> None:
     ``val.npz`` / ``test.npz`` (first and second half), ``hospital_a.npz`` / ``hospital_b.npz``
     (the halves of ``val``), ``unlabelled.npy`` (the test logits), ``toplabel.csv`` (the test
     set's true label, predicted label and confidence), ``broken.npz`` (a truncated copy) and
-    ``tiny.npz`` (the first 20 rows of ``val``).
+    ``tiny.npz`` (the first 20 rows of ``val``); ``ml_cal.npz`` / ``ml_test.npz``: multilabel
+    probabilities and label matrices (:func:`privcal.data.synthetic.multilabel`).
     """
     from privcal.data import digits_shift, write_scores
+    from privcal.data.synthetic import multilabel
 
     z, y = digits_shift(seed=0, corruptions=["fog"], severities=[5]).shifted[("fog", 5)]
     half = z.shape[0] // 2
@@ -63,6 +65,9 @@ def prepare(folder: Path) -> None:
     (folder / "toplabel.csv").write_text("true_label,pred_label,confidence\n" + "\n".join(lines))
     data = (folder / "val.npz").read_bytes()
     (folder / "broken.npz").write_bytes(data[: len(data) // 2])
+    probs, labels = multilabel(3000, seed=0)  # per-label probabilities for privcal risk
+    np.savez(folder / "ml_cal.npz", probs=probs[:2000], labels=labels[:2000])
+    np.savez(folder / "ml_test.npz", probs=probs[2000:], labels=labels[2000:])
 
 
 def usage() -> str:

@@ -76,6 +76,7 @@ def test_plant_is_caught(name: str, plant: str) -> None:
 def _patch_targets() -> list[object]:
     """Every module and class a registered plant patches (the test below checks the list)."""
     import privcal.conformal.private.estimator as conformal_estimator
+    import privcal.conformal.private.risk as conformal_risk
     import privcal.conformal.quantile as conformal_quantile
     from privcal.federated import simulation
     from privcal.federated.methods.newton import ScalingMethod
@@ -96,6 +97,7 @@ def _patch_targets() -> list[object]:
         FedTemp,
         conformal_estimator,
         conformal_quantile,
+        conformal_risk,
     ]
     try:
         from privcal.federated.flower import task

@@ -75,6 +75,7 @@ def test_conformal_audits_are_registered() -> None:
         "private-conformal-localized",
         "private-quantile",
         "private-quantile-substitute",
+        "private-risk-control",
     }
     assert names <= set(_AUDITS)
     assert _AUDITS["private-conformal"].slow and _AUDITS["private-conformal"].extra is None
@@ -213,3 +214,38 @@ def test_conformal_audits_across_parties_pass_with_defaults(name: str) -> None:
     assert res.epsilon == 1.0 and res.delta == 0.0  # read from the fit's own report
     relation = "add/remove" if "sources" in name else "substitute"
     assert relation in res.relation
+
+
+# --- conformal risk control ----------------------------------------------------------------------
+
+
+def test_risk_neighbours_sit_on_the_threshold() -> None:
+    """The noiseless query at lambda = 0.6 is within the sensitivity above the threshold on D,
+    so adding the worst-case row moves the exact crossing (from 0.6 to 1.0)."""
+    import privcal.conformal.private.risk as risk_module
+    from privcal.conformal import PrivateRiskControl, risk_curve
+
+    d, d2, _ = conformal_audits.risk_neighbours()
+    a = 0.1 - 0.001
+    sens = risk_module.query_sensitivity(a, 1.0)
+    threshold = 1.0 - a + risk_module.noise_margin(1.0, sens, 101, 0.001)
+    q = [x[0].shape[0] * (a - risk_curve("fnr", *x)) for x in (d, d2)]
+    assert 0 <= q[0][60] - threshold < sens and q[0][59] < threshold
+    assert np.all(q[1][:100] < threshold) and q[1][100] >= threshold
+    with _AUDITS["private-risk-control"].plants["curve-without-noise"].patch():
+        assert [PrivateRiskControl().fit(*x).lambda_ for x in (d, d2)] == [0.6, 1.0]
+    assert (
+        _first_distinguishing_seed(
+            lambda s: [PrivateRiskControl(noise=SeededNoise(s)).fit(*x).lambda_ for x in (d, d2)]
+        )
+        == 0
+    )
+    assert "SeededNoise(0)" in _AUDITS["private-risk-control"].plants["reused-seed"].summary
+
+
+@pytest.mark.slow
+def test_private_risk_control_audit_passes() -> None:
+    res = _run("private-risk-control")
+    assert res.passed, str(res)
+    assert res.epsilon == 1.0 and res.delta == 0.0  # read from the fit's own report
+    assert "add/remove" in res.relation and "row added" in res.neighbours

@@ -1,4 +1,5 @@
-"""Deployed-path audits of the conformal layer: ``PrivateConformal`` and ``private_quantile``.
+"""Deployed-path audits of the conformal layer: ``PrivateConformal``, ``private_quantile`` and
+``PrivateRiskControl``.
 
 Each audit calls the entry point exactly as a user does (default ``bins``, ``gamma`` and noise,
 i.e. :class:`~privcal.privacy.SecureNoise`), reads the claim from the entry point's own privacy
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import privcal.conformal.private.estimator as estimator_module
+import privcal.conformal.private.risk as risk_module
 import privcal.conformal.quantile as quantile_module
 from privcal.audits._registry import AuditReport, audit_release, register
 from privcal.audits.plants import Plant, patched, reused_seed
@@ -39,13 +41,16 @@ from privcal.conformal.quantile import QUANTILE_BOUNDED_RANGE, RANK_QUANTILE
 __all__ = [
     "CONFORMAL_N",
     "LOCALIZED_N",
+    "RISK_N",
     "audit_private_conformal",
     "audit_private_conformal_localized",
     "audit_private_quantile",
     "audit_private_quantile_substitute",
+    "audit_private_risk_control",
     "conformal_neighbours",
     "localized_neighbours",
     "quantile_neighbours",
+    "risk_neighbours",
 ]
 
 #: Calibration size of the ``private-conformal`` audit: the smallest ``n`` with a valid threshold
@@ -307,3 +312,81 @@ def audit_private_quantile(runs: int, alpha: float) -> AuditReport:
 def audit_private_quantile_substitute(runs: int, alpha: float) -> AuditReport:
     """Audit ``private_quantile(..., relation="substitute")``: the worst case, loss 0.954 eps."""
     return _audit_quantile("private-quantile-substitute", "substitute", runs, alpha)
+
+
+# ------------------------------------------------------------------ conformal risk control
+#: Calibration size of the ``private-risk-control`` audit: the noiseless query at the crossing
+#: sits 0.024 above the threshold ``B - a + t``, so the worst-case added row (loss 1 at every
+#: ``lambda < 1``, query change ``a - 1 = -0.901``) moves it below (asserted in the tests).
+RISK_N = 1999
+
+
+def risk_neighbours() -> tuple[Any, Any, str]:
+    """``(D, D', description)`` for ``PrivateRiskControl(loss="fnr")`` (add/remove, one label).
+
+    ``D``: ``RISK_N`` rows with one true label each: ``c`` with ``p = 0`` (missed at every
+    ``lambda < 1``), 40 at each of ``p = 1 - (j + 0.5)/100`` for ``j = 40..59`` (missed up to
+    ``lambda_j``) and the rest at ``p = 1``; ``c = floor(n a - T)``, so the noiseless crossing is
+    ``lambda = 0.6`` with its query just above ``T``. ``D'`` adds one row with ``p = 0``: every
+    query below ``lambda = 1`` drops by the sensitivity ``1 - a``, and the crossing moves to
+    ``lambda = 1``.
+    """
+    a = _ALPHA - 0.001  # the default beta, B = 1
+    d = risk_module.query_sensitivity(a, 1.0)
+    threshold = 1.0 - a + risk_module.noise_margin(_EPSILON, d, 101, 0.001)
+    c = int(np.floor(RISK_N * a - threshold))
+    spread = np.repeat(1.0 - (np.arange(40, 60) + 0.5) / 100, 40)
+    p = np.concatenate([np.zeros(c), spread, np.ones(RISK_N - c - spread.size)])[:, None]
+    p2 = np.append(p, [[0.0]], axis=0)
+    what = f"D: {RISK_N} rows, one true label each; D': one row added whose label has p = 0"
+    return (p, p > -1.0), (p2, p2 > -1.0), what
+
+
+def _noiseless_crossing() -> Any:
+    """The defect: the risk curve read without noise (the exact first crossing)."""
+
+    def exact(queries: Any, threshold: float, *args: Any) -> int:
+        hit = np.asarray(queries) >= threshold
+        return int(hit.argmax()) if hit.any() else int(np.size(queries)) - 1
+
+    return patched((risk_module, "first_crossing", exact))
+
+
+@register(
+    "private-risk-control",
+    summary="PrivateRiskControl('fnr', alpha=0.1, epsilon=1.0).fit(probs, labels), defaults",
+    runs=1000,
+    slow=True,
+    events=4,
+    measurements=[risk_module.RISK_SPARSE_VECTOR],
+    plants={
+        # noiseless: lambda = 0.6 on D, 1.0 on D', deterministic apart
+        "curve-without-noise": Plant(
+            "the risk curve is compared with the threshold without noise", _noiseless_crossing, 300
+        ),
+        "reused-seed": _seeded(risk_module, 0, "PrivateRiskControl"),
+    },
+)
+def audit_private_risk_control(runs: int, alpha: float) -> AuditReport:
+    """Audit ``PrivateRiskControl().fit`` (defaults, ``SecureNoise``); output ``lambda_index_``."""
+    from privcal.conformal import PrivateRiskControl
+
+    def fit(data: Any) -> Any:
+        return PrivateRiskControl("fnr", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
+
+    d, d2, what = risk_neighbours()
+    report = fit(d).privacy_report_
+    sides = (d, d2)
+
+    def draw(side: int, k: int) -> np.ndarray:
+        return np.array([fit(sides[side]).lambda_index_ for _ in range(k)], dtype=np.float64)
+
+    return _audit_fits(
+        "private-risk-control",
+        "PrivateRiskControl('fnr', alpha=0.1, epsilon=1.0).fit(probs, labels).lambda_",
+        what,
+        draw,
+        report,
+        runs,
+        alpha,
+    )

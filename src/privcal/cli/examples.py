@@ -27,6 +27,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "demo": ("privcal demo --quick -o privcal-demo",),
     "conformal": ("privcal conformal --cal val.npz --test test.npz --epsilon 1 --out sets.csv",),
+    "risk": ("privcal risk --loss fnr --alpha 0.1 --epsilon 1 --cal cal.npz --test test.npz",),
     "audit": ("privcal audit --list", "privcal audit datasource-accuracy-gap-sum"),
     "report": ("privcal report privcal-demo -o report.html",),
     "bench angelopoulos2022": ("privcal bench angelopoulos2022 --quick",),

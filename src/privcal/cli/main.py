@@ -25,6 +25,7 @@ VERB_MODULES: tuple[str, ...] = (
     "privcal.cli.split",
     "privcal.cli.demo_cmd",
     "privcal.cli.conformal",
+    "privcal.cli.risk",
     "privcal.cli.training",
     "privcal.cli.source",
     "privcal.cli.ledger",

@@ -13,6 +13,9 @@
   calibration set (Theorem L, :mod:`~privcal.conformal.localize`); ``method="bounded-range"``
   (``bounded_range_level``) and ``method="angelopoulos2022"`` (seed 002: ``adjusted_level``
   Eq. 3, ``optimal_gamma`` Eq. 9-10, ``optimal_bins`` Algorithm 5) are kept.
+* :class:`RiskControl` and :class:`PrivateRiskControl`: conformal risk control (Angelopoulos et
+  al. 2024) on the risk curve :func:`risk_curve` over a public grid of ``lambda``; the private
+  one releases ``lambda`` by a sparse-vector search (:mod:`~privcal.conformal.private.risk`).
 * :mod:`~privcal.conformal.simulate`: vectorised simulation of many random calibration / test
   splits (the statistical tests and ``privcal bench angelopoulos2022``).
 
@@ -35,7 +38,9 @@ from privcal.conformal.private import (
     rank_slope,
     rank_target,
 )
+from privcal.conformal.private.risk import PrivateRiskControl
 from privcal.conformal.quantile import logit_edges, private_quantile, private_quantile_report
+from privcal.conformal.risk import RiskControl, risk_curve
 from privcal.conformal.scores import SCORES, aps_scores, lac_scores
 from privcal.conformal.split import SplitConformal, conformal_rank, conformal_threshold
 
@@ -49,6 +54,8 @@ __all__ = [
     "FullSetWarning",
     "NotFittedError",
     "PrivateConformal",
+    "PrivateRiskControl",
+    "RiskControl",
     "SplitConformal",
     "adjusted_level",
     "aps_scores",
@@ -65,4 +72,5 @@ __all__ = [
     "private_quantile_report",
     "rank_slope",
     "rank_target",
+    "risk_curve",
 ]

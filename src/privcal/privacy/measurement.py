@@ -57,6 +57,7 @@ NORMS = ("L1", "L2", "utility", "range")
 MEASUREMENT_MODULES = (
     "privcal.private.queries",
     "privcal.conformal.quantile",
+    "privcal.conformal.private.risk",
     "privcal.federated.payloads",
     "privcal.training.dp_sgd",
 )
