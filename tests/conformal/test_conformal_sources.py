@@ -124,8 +124,8 @@ def test_suffix_counts_and_the_rule_on_a_hand_example() -> None:
     assert suffix_counts(h).tolist() == [10.0, 5.0, 2.0, 0.0]
     # alpha (N + 1) - 1 - t = 0.5 * 11 - 1 - 0 = 4.5: U_1 = 5 > 4.5, U_2 = 2 <= 4.5
     assert pooled_threshold(h, 0.5, 0.0) == 2
-    assert pooled_threshold(h, 0.5, 0.4) == 2  # 4.1, and N~ = 10 >= 10 t / alpha = 8
-    assert pooled_threshold(h, 0.5, 0.6) == 3  # N~ = 10 < 12: too few scores, the full set
+    assert pooled_threshold(h, 0.5, 1.6) == 2  # 2.9, and N~ = 10 >= 3 t / alpha = 9.6
+    assert pooled_threshold(h, 0.5, 1.7) == 3  # N~ = 10 < 10.2: too few scores, the full set
 
 
 # ---------------------------------------------------------------------------- the estimator

@@ -10,7 +10,7 @@ the pooled noisy counts ``H~`` alone (post-processing):
 * ``U~_j = sum_{i > j} H~_i`` (the noisy number of scores above ``e_j``; ``U~_m = 0`` exactly),
   ``N~ = U~_0`` (the noisy number of scores: ``n`` is never read);
 * ``J = min{j : U~_j <= alpha (N~ + 1) - 1 - t}`` (``J = m``, the full set, when none, and
-  whenever ``N~ < 10 t / alpha``, too few scores for the margin), with the public margin
+  whenever ``N~ < 3 t / alpha``, too few scores for the margin), with the public margin
   ``t = sqrt(m v)``, ``v`` the public noise variance of one pooled count;
 * the sets are ``{y : S(x, y) <= e_J}``.
 
@@ -19,7 +19,7 @@ exchangeable, and let the noise ``eta_1..eta_m`` of the pooled counts be indepen
 data, independent across bins and symmetric (Laplace, a sum of Laplace, a discrete Laplace or a
 sum of its shares: all are). Then ``P(S_{n+1} <= e_J) >= 1 - alpha - r_n``, with
 ``r_n = alpha^2 m v / (4 (n + 1) (alpha (n + 1) - t))`` for ``alpha (n + 1) > t``, and
-``P(S_{n+1} <= e_J) >= 1 - alpha - alpha^3 / 80`` for every ``n`` (``1.25e-5`` at
+``P(S_{n+1} <= e_J) >= 1 - alpha - alpha^3 / 8`` for every ``n`` (``1.25e-4`` at
 ``alpha = 0.1``): the same form as the single-party theorem.
 
 *Proof.* Write ``S_j = sum_{i > j} eta_i`` (``S_m = 0``), so ``U~_j = U_j + S_j`` and
@@ -35,11 +35,11 @@ none, ``J'' = m`` and ``U+_m = 0``. By Lévy's inequality for the symmetric walk
 ``E[max_j (-S_j)^+] <= 2 E[(-S_0)^+] = E|S_0| <= sqrt(m v) = t``, and ``E[S_0] = 0``; the
 case with no accepted index adds at most ``E[(t - alpha (n + 1) - alpha S_0)^+] <=
 alpha^2 m v / (4 (alpha (n + 1) - t))`` (as ``(z - c)^+ <= z^2 / (4 c)``). Dividing by ``n + 1``
-gives ``r_n``. The guard ``N~ >= 10 t / alpha`` only adds full sets, which keeps every step
-(``J'' <= J`` still holds: the test score adds exactly 1 to ``N~``). For ``alpha (n + 1) >= 5 t``,
-``m v = t^2`` gives ``r_n <= alpha^2 t / (16 (n + 1)) <= alpha^3 / 80``; below, a set other than
-the full one needs ``S_0 > 5 t / alpha``, of probability at most ``alpha^2 / 25 < alpha``
-(Chebyshev), whatever the data. The single-party theorem has the same form (target
+gives ``r_n``. The guard ``N~ >= 3 t / alpha`` only adds full sets, which keeps every step
+(``J'' <= J`` still holds: the test score adds exactly 1 to ``N~``). Write
+``alpha (n + 1) = a t``; ``m v = t^2`` gives ``r_n = alpha^3 / (4 a (a - 1))``, at most
+``alpha^3 / 8`` for ``a >= 2``; for ``a < 2`` a set other than the full one needs
+``S_0 > t / alpha``, of probability at most ``alpha^2 < alpha`` (Chebyshev), whatever the data. The single-party theorem has the same form (target
 ``alpha (n + 1) - 1``) with no noise; here the noise of one release (``K`` releases for
 ``"local"``) costs ``t`` ranks.
 
@@ -191,9 +191,9 @@ def noise_margin(m: int, variance: float) -> float:
 
 def pooled_threshold(counts: np.ndarray, alpha: float, margin: float) -> int:
     """``J``: the smallest ``j`` with ``U~_j <= alpha (N~ + 1) - 1 - t`` (``m`` when none, or
-    when ``N~ < 10 t / alpha``)."""
+    when ``N~ < 3 t / alpha``)."""
     upper = suffix_counts(counts)
-    if upper[0] < 10.0 * margin / alpha:  # too few scores for the margin: the full set
+    if upper[0] < 3.0 * margin / alpha:  # too few scores for the margin: the full set
         return int(counts.size)
     ok = np.flatnonzero(upper <= alpha * (upper[0] + 1.0) - 1.0 - margin)
     return int(ok[0]) if ok.size else int(counts.size)
