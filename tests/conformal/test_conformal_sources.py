@@ -236,7 +236,7 @@ def _partition(rows: dict, n: int) -> bool:
 
 
 def test_groups_partition_the_rows_and_an_overlap_is_seen() -> None:
-    from privcal.conformal.private.groups import group_rows
+    from privcal.conformal.groups import group_rows
 
     g = np.random.default_rng(0).integers(5, size=300)
     rows = group_rows(g, 300, "test")

@@ -118,8 +118,11 @@ def _private_methods() -> tuple[str, ...]:
     return tuple(getattr(private, "METHODS", ()))
 
 
-def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> dict[str, Any]:
-    """What ``privcal conformal`` reports: threshold, set sizes, coverage, privacy report."""
+def conformal_summary(
+    est: Any, sets: np.ndarray, labels: np.ndarray | None, groups: np.ndarray | None = None
+) -> dict[str, Any]:
+    """What ``privcal conformal`` reports: threshold, set sizes, coverage, privacy report, and
+    with ``groups`` each group's threshold, rows, coverage and set size."""
     summary: dict[str, Any] = {
         "n_cal": int(getattr(est, "n_", 0) or 0),
         "n_test": int(sets.shape[0]),
@@ -143,6 +146,29 @@ def conformal_summary(est: Any, sets: np.ndarray, labels: np.ndarray | None) -> 
         )
         if getattr(est, "localize_n_", 0):
             summary.update(localize_n=est.localize_n_, window=list(est.window_))
+        if getattr(est, "n_sources_", 0):
+            summary["relation"] = f"{rep.relation} one example of one source; n private"
+            summary["margin"] = float(est.margin_)
+    if getattr(est, "thresholds_", None) and rep is not None:
+        summary["relation"] = (
+            f"{rep.relation} one calibration example within its group; group sizes public"
+        )
+    if groups is not None and getattr(est, "thresholds_", None):
+        summary["groups"] = [
+            {
+                "group": g,
+                "n_cal": est.group_sizes_[g],
+                "threshold": float(t),
+                "n_test": int((groups == g).sum()),
+                "coverage": None
+                if labels is None or not (groups == g).any()
+                else float(
+                    sets[groups == g][np.arange((groups == g).sum()), labels[groups == g]].mean()
+                ),
+                "mean_size": float(sets[groups == g].sum(1).mean()) if (groups == g).any() else 0.0,
+            }
+            for g, t in est.thresholds_.items()
+        ]
     return summary
 
 
@@ -150,7 +176,10 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
     table = Table(show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("threshold", f"{summary['threshold']:.6g}")
+    if "groups" in summary:
+        table.add_row("threshold", "one per group (below)")
+    else:
+        table.add_row("threshold", f"{summary['threshold']:.6g}")
     table.add_row("mean set size", f"{summary['mean_size']:.3f}")
     table.add_row("full sets", f"{100 * summary['full_sets']:.1f}%")
     if "coverage" in summary:
@@ -168,7 +197,11 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
                 f"{summary['localize_n']} points found the window [{lo:.6g}, {hi:.6g}] "
                 f"({summary['bins']} bins); the rest released the threshold",
             )
-        tuning = f"level={summary['level']:.6g}, bins={summary['bins']}"
+        tuning = f"bins={summary['bins']}"
+        if np.isfinite(summary["level"]):
+            tuning = f"level={summary['level']:.6g}, " + tuning
+        if "margin" in summary:
+            tuning += f", margin t={summary['margin']:.4g} (Theorem S)"
         if summary["gamma"] is not None and np.isfinite(summary["gamma"]):
             tuning += f", gamma={summary['gamma']:.4g}"
         if "window" in summary:  # part 2's grid and level come from the window (released)
@@ -189,9 +222,6 @@ def _set_columns(sets: np.ndarray, labels: np.ndarray | None) -> dict[str, np.nd
 
 
 def conformal(
-    cal: Annotated[
-        Path, typer.Option(help="Labelled calibration scores (any privcal score file).")
-    ],
     test: Annotated[
         Path, typer.Option(help="Test scores; labels optional (with labels: coverage).")
     ],
@@ -245,67 +275,224 @@ def conformal(
         ),
     ] = None,
     force: Annotated[bool, force_option()] = False,
+    cal: Annotated[
+        Path | None,
+        typer.Option(help="Labelled calibration scores (any privcal score file)."),
+    ] = None,
+    sources: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--sources",
+            help="Calibrate across private data sources instead of --cal: source ledgers "
+            "('privcal source init'; repeat), each charged --epsilon (Theorem S).",
+        ),
+    ] = None,
+    aggregation: Annotated[
+        str,
+        typer.Option(
+            click_type=click.Choice(("local", "distributed")),
+            help="With --sources: each source's own noise (local), or one release's noise "
+            "through a secure sum (distributed).",
+        ),
+    ] = "local",
+    threshold: Annotated[
+        int | None,
+        typer.Option(help="With --aggregation distributed: sources whose shares must survive."),
+    ] = None,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            help="One threshold per group (Mondrian sets): 'predicted' (the predicted class) or "
+            "the name of an array (.npz) or column (.csv, .parquet) in --cal and --test.",
+        ),
+    ] = None,
 ) -> None:
-    """Fit conformal prediction sets on CAL; report (and with --out write) the sets of TEST.
+    """Fit conformal prediction sets on CAL (or --sources); report (--out: write) TEST's sets.
 
-    With --epsilon the threshold is epsilon-DP for substituting one calibration example, with the
-    number of calibration examples n public (level, bins and gamma are computed from n); the
-    summary states the relation, the public quantities and the status ("not private: seeded
-    noise" with --seed). --out and its summary are not written over when they hold a private
-    threshold's sets, unless --force.
+    --epsilon: epsilon-DP for substituting one calibration example, n public (with --sources:
+    add/remove one example of a source, n private, Theorem S; with --groups: one threshold per
+    group, parallel composition). --out is not written over when it holds private sets (--force).
     """
-    from privcal.data.io import OUTPUT_SUFFIXES, write_columns
-    from privcal.report import conformal_summary_data, summary_path, write_summary
+    from privcal.data.io import OUTPUT_SUFFIXES
+    from privcal.report import summary_path
 
     with user_errors():
-        if bins is not None:
-            warn("--bins is deprecated and will be removed in the next release; use --n-bins.")
-            if n_bins != "auto":
-                fail("--bins is the deprecated name of --n-bins: pass only --n-bins.")
-            n_bins = bins
+        n_bins = _renamed_bins(bins, n_bins)
         if out is not None:
             check_output_path(out, "--out", "privcal conformal", OUTPUT_SUFFIXES)
             refuse_overwrite((out, summary_path(out)), "--out", "privcal conformal", force)
+        _check_parties(cal, sources, epsilon, aggregation, threshold, groups)
         est = _estimator(score, alpha, epsilon, n_bins, seed, method, localize, ledger)
-        cal_logits, cal_labels = _load(cal, "--cal")
-        if cal_labels is None:
-            fail(
-                f"--cal {str(cal)!r} has no labels; calibration needs labelled scores (e.g. an "
-                ".npz with arrays 'logits' and 'labels')."
-            )
+        if sources:
+            est.set_params(aggregation=aggregation, threshold=threshold)
         test_logits, test_labels = _load(test, "--test")
-        if test_logits.shape[1] != cal_logits.shape[1]:
-            fail(
-                f"--test has {test_logits.shape[1]} classes but --cal has "
-                f"{cal_logits.shape[1]}; both must come from the same model."
-            )
-        with collect_warnings():
-            est.fit(cal_logits, cal_labels)
-        sets = est.predict_set(test_logits)
-        summary = conformal_summary(est, sets, test_labels)
+        n_cal, test_groups = _fit(est, cal, sources, groups, test, test_logits, seed)
+        sets = est.predict_set(test_logits, groups=test_groups)
+        summary = conformal_summary(est, sets, test_labels, test_groups)
         if out is not None:
-            write_columns(out, _set_columns(sets, test_labels))
-            data = conformal_summary_data(
-                summary,
-                est,
-                sets,
-                test_labels,
-                alpha=alpha,
-                score=score,
-                sets_file=out.name,
-                cal_file=cal.name,
-                test_file=test.name,
-            )
-            write_summary(summary_path(out), "conformal", data)
+            calibration = cal.name if cal is not None else ", ".join(p.name for p in sources or [])
+            _write_sets(out, summary, est, sets, test_labels, alpha, score, calibration, test)
     kind = "Private conformal" if epsilon is not None else "Split conformal"
-    title = (
-        f"{kind} ({score}, alpha={alpha:g}): {cal_logits.shape[0]} calibration, "
-        f"{sets.shape[0]} test examples"
-    )
+    title = f"{kind} ({score}, alpha={alpha:g}): {n_cal} calibration, {sets.shape[0]} test examples"
     console.print(title, highlight=False)
     console.print(_summary_table(summary, alpha))
+    if "groups" in summary:
+        console.print(_groups_table(summary["groups"], alpha))
     if out is not None:
         console.print(f"Sets -> {out} (summary for 'privcal report': {out.stem}.summary.json)")
+
+
+def _renamed_bins(bins: str | None, n_bins: str) -> str:
+    """``--n-bins``, or its deprecated name ``--bins`` (with a warning)."""
+    if bins is None:
+        return n_bins
+    warn("--bins is deprecated and will be removed in the next release; use --n-bins.")
+    if n_bins != "auto":
+        fail("--bins is the deprecated name of --n-bins: pass only --n-bins.")
+    return bins
+
+
+def _write_sets(
+    out: Path,
+    summary: dict[str, Any],
+    est: Any,
+    sets: np.ndarray,
+    labels: np.ndarray | None,
+    alpha: float,
+    score: str,
+    calibration: str,
+    test: Path,
+) -> None:
+    """``--out``: the sets in the format its suffix names, and their summary beside them."""
+    from privcal.data.io import write_columns
+    from privcal.report import conformal_summary_data, summary_path, write_summary
+
+    write_columns(out, _set_columns(sets, labels))
+    data = conformal_summary_data(
+        summary, est, sets, labels, alpha=alpha, score=score, sets_file=out.name,
+        cal_file=calibration, test_file=test.name,
+    )  # fmt: skip
+    write_summary(summary_path(out), "conformal", data)
+
+
+def _fit(
+    est: Any,
+    cal: Path | None,
+    sources: list[Path] | None,
+    groups: str | None,
+    test: Path,
+    test_logits: np.ndarray,
+    seed: int | None,
+) -> tuple[str, np.ndarray | None]:
+    """Fit ``est`` on ``--cal`` (per group with ``--groups``) or on ``--sources``; returns the
+    calibration size as the title shows it and the test rows' groups."""
+    test_groups = None
+    if sources:
+        srcs = _open_sources(sources, seed)
+        if test_logits.shape[1] != srcs[0].n_classes:
+            fail(
+                f"--test has {test_logits.shape[1]} classes but the --sources have "
+                f"{srcs[0].n_classes}; both must come from the same model."
+            )
+        with collect_warnings():
+            est.fit(sources=srcs)
+        return "the sources'", None
+    assert cal is not None
+    cal_logits, cal_labels = _load(cal, "--cal")
+    if cal_labels is None:
+        fail(
+            f"--cal {str(cal)!r} has no labels; calibration needs labelled scores (e.g. an .npz "
+            "with arrays 'logits' and 'labels')."
+        )
+    if test_logits.shape[1] != cal_logits.shape[1]:
+        fail(
+            f"--test has {test_logits.shape[1]} classes but --cal has {cal_logits.shape[1]}; "
+            "both must come from the same model."
+        )
+    fit_groups = None
+    if groups is not None:
+        fit_groups = _load_groups(cal, groups, cal_logits, "--cal")
+        test_groups = _load_groups(test, groups, test_logits, "--test")
+    with collect_warnings():
+        est.fit(cal_logits, cal_labels, groups=fit_groups)
+    return str(cal_logits.shape[0]), test_groups
+
+
+def _check_parties(
+    cal: Path | None,
+    sources: list[Path] | None,
+    epsilon: float | None,
+    aggregation: str,
+    threshold: int | None,
+    groups: str | None,
+) -> None:
+    """Refuse option combinations that say nothing or two things (before any file is read)."""
+    if (cal is None) == (not sources):
+        fail("privcal conformal needs either --cal (one calibration file) or --sources.")
+    if sources and epsilon is None:
+        fail("--sources answer only private queries: add --epsilon (each source's budget).")
+    if sources and groups is not None:
+        fail("--groups applies to --cal (one party's rows); drop it with --sources.")
+    if not sources and (aggregation != "local" or threshold is not None):
+        fail("--aggregation and --threshold say how --sources add their noise; drop them.")
+
+
+def _open_sources(paths: list[Path], seed: int | None) -> list[Any]:
+    """The source ledgers of ``--sources`` (seeded noise per source with ``--seed``)."""
+    from privcal.privacy import SeededNoise
+    from privcal.private import DataSource
+
+    return [
+        DataSource.open(
+            p, noise=None if seed is None else SeededNoise(np.random.default_rng([seed, i]))
+        )
+        for i, p in enumerate(paths)
+    ]
+
+
+def _load_groups(path: Path, column: str, logits: np.ndarray, option: str) -> np.ndarray:
+    """``--groups``: the predicted class, or the array / column ``column`` of ``path``."""
+    if column == "predicted":
+        return np.asarray(logits.argmax(1))
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as npz:
+                if column not in npz.files:
+                    raise KeyError(", ".join(npz.files))
+                values = np.asarray(npz[column])
+        elif suffix in (".csv", ".parquet"):
+            import pyarrow.csv
+            import pyarrow.parquet
+
+            table = (
+                pyarrow.csv.read_csv(path) if suffix == ".csv" else pyarrow.parquet.read_table(path)
+            )
+            if column not in table.column_names:
+                raise KeyError(", ".join(table.column_names))
+            values = np.asarray(table.column(column).to_numpy())
+        else:
+            fail(f"--groups {column!r}: {option} {str(path)!r} is not an .npz, .csv or .parquet "
+                 "file; use --groups predicted, or store the groups with the scores.")  # fmt: skip
+    except KeyError as err:
+        fail(f"--groups {column!r}: {option} {str(path)!r} has no such array or column (it has: "
+             f"{err.args[0]}).")  # fmt: skip
+    if values.shape != (logits.shape[0],):
+        fail(f"--groups {column!r}: {option} holds {values.shape} group labels for "
+             f"{logits.shape[0]} rows; give one label per row.")  # fmt: skip
+    return values
+
+
+def _groups_table(rows: list[dict[str, Any]], alpha: float) -> Table:
+    """Coverage per group (``privcal conformal --groups``)."""
+    table = Table(title=f"per group (target coverage >= {1 - alpha:g})")
+    for name in ("group", "calibration rows", "threshold", "test rows", "coverage", "size"):
+        table.add_column(name, justify="left" if name == "group" else "right")
+    for r in rows:
+        cover = "-" if r["coverage"] is None else f"{r['coverage']:.4f}"
+        table.add_row(str(r["group"]), str(r["n_cal"]), f"{r['threshold']:.6g}",
+                      str(r["n_test"]), cover, f"{r['mean_size']:.3f}")  # fmt: skip
+    return table
 
 
 def _load(path: Path, option: str) -> tuple[np.ndarray, np.ndarray | None]:

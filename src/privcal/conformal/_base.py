@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from privcal._params import renamed_attribute, renamed_params
+from privcal.conformal.groups import test_groups
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
@@ -43,6 +44,7 @@ class ConformalBase(BaseEstimator):
     calibrator: Any
     seed: int | None
     threshold_: float
+    thresholds_: dict[Any, float] | None
     n_classes_: int
 
     def set_params(self, **params: Any) -> Any:
@@ -91,7 +93,7 @@ class ConformalBase(BaseEstimator):
             )
         return conformity(self.score, p, self._u(p.shape[0]))
 
-    def predict_set(self, logits: Any, input: str = "logits") -> np.ndarray:
+    def predict_set(self, logits: Any, input: str = "logits", groups: Any = None) -> np.ndarray:
         """Prediction sets ``{y : S(x, y) <= threshold_}`` as a boolean ``N x C`` matrix.
 
         Parameters
@@ -99,10 +101,28 @@ class ConformalBase(BaseEstimator):
         logits : array_like of shape (N, C)
             Test outputs (logits, or probabilities with ``input="probs"``).
         input : {"logits", "probs"}, default="logits"
+        groups : array_like of shape (N,), optional
+            Each test row's group, whose threshold (``thresholds_``) makes its set; needed
+            exactly when the fit had groups.
 
         Returns
         -------
         ndarray of bool, shape (N, C)
             Row ``i`` marks the labels in the set of example ``i``.
         """
-        return self.score_matrix(logits, input) <= self.threshold_
+        scores = self.score_matrix(logits, input)
+        known = getattr(self, "thresholds_", None)
+        if known is None:
+            if groups is not None:
+                raise ValueError(
+                    f"{self._owner}.predict_set got groups, but the fit had none: fit with "
+                    "groups=... for one threshold per group."
+                )
+            return scores <= self.threshold_
+        if groups is None:
+            raise ValueError(
+                f"{self._owner} was fitted per group: predict_set needs groups=... (one label "
+                "a row)."
+            )
+        labels = test_groups(groups, scores.shape[0], known, self._owner)
+        return scores <= np.array([known[g] for g in labels])[:, None]

@@ -26,6 +26,7 @@ import numpy as np
 
 from privcal._params import check_int, check_option, check_probability, renamed
 from privcal.conformal._base import ConformalBase, FullSetWarning
+from privcal.conformal.groups import group_rows
 
 __all__ = ["SplitConformal", "conformal_rank", "conformal_threshold", "smallest_n"]
 
@@ -161,7 +162,9 @@ class SplitConformal(ConformalBase):
         self.calibrator = calibrator
         self.seed = seed
 
-    def fit(self, logits: Any, labels: Any, input: str = "logits") -> SplitConformal:
+    def fit(
+        self, logits: Any, labels: Any, input: str = "logits", *, groups: Any = None
+    ) -> SplitConformal:
         """Compute the calibration scores and the threshold ``s_(k)``.
 
         Parameters
@@ -171,6 +174,9 @@ class SplitConformal(ConformalBase):
         labels : array_like of shape (n,)
             True labels.
         input : {"logits", "probs"}, default="logits"
+        groups : array_like of shape (n,), optional
+            One group label per row: one threshold per group from its own rows (Mondrian
+            conformal prediction: coverage within every group), in ``thresholds_``.
 
         Returns
         -------
@@ -179,6 +185,11 @@ class SplitConformal(ConformalBase):
         check_option(self.score, "score", self._owner, self._scores())
         alpha = check_probability(self.alpha, "alpha", self._owner)
         s = self._calibration_scores(logits, labels, input)
+        self.thresholds_ = None
+        if groups is not None:
+            rows = group_rows(groups, s.size, self._owner)
+            self.thresholds_ = {g: conformal_threshold(s[idx], alpha) for g, idx in rows.items()}
+            self.group_sizes_ = {g: int(idx.size) for g, idx in rows.items()}
         self.n_ = int(s.size)
         self.rank_ = conformal_rank(self.n_, alpha)
         with warnings.catch_warnings():

@@ -442,6 +442,22 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
                 source=src,
             )
         )
+    if d.get("groups"):
+        blocks.append(
+            table(
+                "Coverage per group (one private threshold each)",
+                [
+                    column("group", "Group", "text"),
+                    column("n_cal", "Calibration points", "count"),
+                    column("threshold", "Threshold", "number"),
+                    column("n_test", "Test points", "count"),
+                    column("coverage", "Coverage", "percent"),
+                    column("mean_size", "Mean set size", "number"),
+                ],
+                [{**g, "group": str(g["group"])} for g in d["groups"]],
+                source=src,
+            )
+        )
     if private:
         blocks.append(
             privacy_block(d["privacy_report"], trust=d.get("trust", "not recorded."), source=src)

@@ -246,7 +246,11 @@ def conformal_summary_data(
     if rep is not None:
         out["privacy_report"] = rep.to_dict()
         out["trust"] = (
-            "the machine that ran 'privcal conformal' read the raw calibration scores (a "
+            "each source computed its own score histograms; the machine that ran 'privcal "
+            "conformal' (the aggregator) saw only their noisy answers, or with aggregation "
+            "'distributed' their secure sums."
+            if getattr(est, "n_sources_", 0)
+            else "the machine that ran 'privcal conformal' read the raw calibration scores (a "
             "trusted curator); what is private is the released threshold."
         )
     return out

@@ -22,13 +22,13 @@ from sklearn.base import clone
 
 from privcal._params import check_option, check_probability, check_real, renamed, renamed_attribute
 from privcal.conformal._base import ConformalBase, FullSetWarning
+from privcal.conformal.groups import SMALL_GROUPS, group_rows
 from privcal.conformal.localize import (
     LOCALIZE_FRACTION,
     LOCALIZE_MIN_EPS_N1,
     Localization,
     check_localize,
 )
-from privcal.conformal.private.groups import SMALL_GROUPS, group_rows, test_groups
 from privcal.conformal.private.localized import (
     localization_terms,
     localized_threshold,
@@ -194,7 +194,6 @@ class PrivateConformal(ConformalBase):
     """
 
     _owner = "PrivateConformal"
-    thresholds_: dict[Any, float] | None
     bins = renamed_attribute("n_bins")
     bins_ = renamed_attribute("n_bins_")
 
@@ -256,7 +255,7 @@ class PrivateConformal(ConformalBase):
             ``aggregation`` and ``threshold`` say how the answers meet.
         groups : array_like of shape (n,), optional
             One group label per calibration row: one private threshold per group, from the
-            group's rows only (:mod:`~privcal.conformal.private.groups`).
+            group's rows only (:mod:`~privcal.conformal.groups`).
 
         Returns
         -------
@@ -458,7 +457,7 @@ class PrivateConformal(ConformalBase):
         return self
 
     def _fit_groups(self, logits: Any, labels: Any, groups: Any, input: str) -> PrivateConformal:
-        """One single-party threshold per group (:mod:`~privcal.conformal.private.groups`)."""
+        """One single-party threshold per group (:mod:`~privcal.conformal.groups`)."""
         owner = self._owner
         a = check_probability(self.alpha, "alpha", owner)
         eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
@@ -503,6 +502,9 @@ class PrivateConformal(ConformalBase):
         self.group_sizes_ = {g: int(idx.size) for g, idx in rows.items()}
         self.threshold_ = max(thresholds.values())  # fitted marker; sets use thresholds_
         self.n_, self.n_classes_ = int(z.shape[0]), int(z.shape[1])
+        first = next(iter(fits.values()))
+        self.n_bins_, self.rank_, self.localize_n_, self.window_ = first.n_bins_, 0, 0, (0.0, 1.0)
+        self.level_ = self.gamma_ = self.slope_ = math.nan  # per group: fits' own, not kept
         self.privacy_report_ = PrivacyReport(
             [
                 r.for_source(f"group {g!r}")
@@ -521,29 +523,6 @@ class PrivateConformal(ConformalBase):
             noise=noise_kind(resolve_noise(self.noise, owner)),
         )
         return self
-
-    def predict_set(self, logits: Any, input: str = "logits", groups: Any = None) -> np.ndarray:
-        """Prediction sets ``{y : S(x, y) <= threshold}`` as a boolean ``N x C`` matrix.
-
-        With a fit on ``groups``, ``groups`` gives each test row's group, whose threshold
-        (``thresholds_``) makes its set; without, it must be ``None``.
-        """
-        scores = self.score_matrix(logits, input)
-        known = getattr(self, "thresholds_", None)
-        if known is None:
-            if groups is not None:
-                raise ValueError(
-                    f"{self._owner}.predict_set got groups, but the fit had none: fit with "
-                    "groups=... for one threshold per group."
-                )
-            return scores <= self.threshold_
-        if groups is None:
-            raise ValueError(
-                f"{self._owner} was fitted per group: predict_set needs groups=... (one label "
-                "a row)."
-            )
-        labels = test_groups(groups, scores.shape[0], known, self._owner)
-        return scores <= np.array([known[g] for g in labels])[:, None]
 
     @staticmethod
     def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:

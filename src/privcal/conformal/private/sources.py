@@ -39,9 +39,9 @@ gives ``r_n``. The guard ``N~ >= 3 t / alpha`` only adds full sets, which keeps 
 (``J'' <= J`` still holds: the test score adds exactly 1 to ``N~``). Write
 ``alpha (n + 1) = a t``; ``m v = t^2`` gives ``r_n = alpha^3 / (4 a (a - 1))``, at most
 ``alpha^3 / 8`` for ``a >= 2``; for ``a < 2`` a set other than the full one needs
-``S_0 > t / alpha``, of probability at most ``alpha^2 < alpha`` (Chebyshev), whatever the data. The single-party theorem has the same form (target
-``alpha (n + 1) - 1``) with no noise; here the noise of one release (``K`` releases for
-``"local"``) costs ``t`` ranks.
+``S_0 > t / alpha``, of probability at most ``alpha^2 < alpha`` (Chebyshev), whatever the
+data. The single-party theorem has the same form (target ``alpha (n + 1) - 1``) with no noise;
+here the noise of one release (``K`` releases for ``"local"``) costs ``t`` ranks.
 
 **Privacy.** Each source's answer is ``epsilon``-DP for add/remove one of its examples
 (:meth:`~privcal.private.DataSource.score_histogram`: L1 sensitivity 1; with ``"distributed"``,
