@@ -13,8 +13,6 @@ Outputs: ``knolle2021.csv`` (tidy), ``knolle2021_calibration.png``, ``knolle2021
 
 from __future__ import annotations
 
-import csv
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,9 @@ import numpy as np
 
 from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress
+from privcal.experiments.bu2023 import _torch_setup, load_task
 from privcal.metrics import accuracy, ece
+from privcal.report.formatting import write_csv
 
 __all__ = [
     "FULL",
@@ -47,14 +47,6 @@ def _auc(p: np.ndarray, y: np.ndarray) -> float:
     return float(roc_auc_score(y, p, multi_class="ovr"))
 
 
-def _task(name: str, seed: int) -> tuple[Any, ...]:
-    from privcal.experiments.bu2023 import load_task
-
-    t = load_task(name, seed)
-    model = "cnn" if name == "digits" else "mlp"
-    return t.X_train, t.y_train, t.X_test, t.y_test, model
-
-
 def run_rows(
     seeds: tuple[int, ...] = (0, 1, 2),
     epsilon: float = 3.0,
@@ -62,20 +54,18 @@ def run_rows(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any]]:
     """One row per (task, method, seed); also the seed-0 test probabilities for the figure."""
-    import torch
-
     from privcal.training import DPSGDTrainer, DPSGLDTrainer, SGDTrainer
 
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", message="Optimal order is the")
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")
+    _torch_setup()
     rows: list[dict[str, Any]] = []
     probs: dict[tuple[str, str], Any] = {}
     for seed in seeds:
         for name in ("digits", "breast_cancer"):
             if progress:
                 progress(f"knolle2021: {name}, seed {seed}")
-            X, y, Xt, yt, model = _task(name, seed)
+            t = load_task(name, seed)
+            X, y, Xt, yt = t.X_train, t.y_train, t.X_test, t.y_test
+            model = "cnn" if name == "digits" else "mlp"
             hp = {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed}
             fitted = {
                 "SGD": SGDTrainer(model, **hp),
@@ -124,7 +114,6 @@ def compare_defaults(
     """
     import time
 
-    from privcal.experiments.bu2023 import load_task
     from privcal.training import DPSGDTrainer, DPSGLDTrainer
 
     rows: list[dict[str, Any]] = []
@@ -185,10 +174,7 @@ class Knolle2021Result:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         rows = self.rows
-        with open(out / "knolle2021.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(out / "knolle2021.csv", rows)
         fig, axes = subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
         for j, (key, (p, y)) in enumerate(self.probs.items()):
             ReliabilityDisplay.from_predictions(

@@ -3,7 +3,6 @@ files :meth:`Luo2020Result.write` writes."""
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,12 @@ from typing import Any
 import numpy as np
 
 from privcal.plots import subplots
+from privcal.report.formatting import write_csv
 
 __all__ = ["Luo2020Result"]
+
+#: Line colours of the methods other than Acc-T (red) in the figures.
+_OTHERS = "blue orange green purple brown gray olive cyan pink"
 
 
 @dataclass
@@ -75,27 +78,11 @@ class Luo2020Result:
                 if not rows:
                     ax.set_visible(False)
                     continue
-                others = iter(
-                    [
-                        "tab:blue",
-                        "tab:orange",
-                        "tab:green",
-                        "tab:purple",
-                        "tab:brown",
-                        "tab:gray",
-                        "tab:olive",
-                        "tab:cyan",
-                        "tab:pink",
-                    ]
-                    * 4
-                )
+                others = iter([f"tab:{c}" for c in _OTHERS.split()] * 4)
                 for m in self.methods:
                     pts = sorted((r[key], r["ece_mean"]) for r in rows if r["method"] == m)
-                    style: dict[str, Any] = (
-                        {"color": "tab:red", "lw": 2.2}
-                        if m.startswith("Acc-T")
-                        else {"color": next(others)}
-                    )
+                    acc_t = m.startswith("Acc-T")
+                    style = {"color": "tab:red", "lw": 2.2} if acc_t else {"color": next(others)}
                     ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=m, **style)
                 fixed = rows[0]
                 what = {
@@ -121,10 +108,7 @@ class Luo2020Result:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = [out / "results.csv", out / "table1.md"]
-        with files[0].open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(self.rows[0]))
-            w.writeheader()
-            w.writerows(self.rows)
+        write_csv(files[0], self.rows)
         files[1].write_text(self.table_markdown() + "\n")
         if figures:
             for ds, fig in self.figures().items():

@@ -61,8 +61,7 @@ class Dataset:
 
 def dataset_names(*, toplabel: bool = True) -> tuple[str, ...]:
     """Every data set of the scoreboard: the shared files, then :data:`DIGITS`."""
-    names = (*_NETCAL, *_CLEANLAB, *(_TOPLABEL if toplabel else ()), DIGITS)
-    return names
+    return (*_NETCAL, *_CLEANLAB, *(_TOPLABEL if toplabel else ()), DIGITS)
 
 
 def _path(name: str) -> Any:
@@ -111,11 +110,8 @@ def split_indices(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``splits`` seeded random (calibration, test) partitions of ``range(n)``."""
     rng = np.random.default_rng([seed, n, n_cal])
-    out: list[tuple[np.ndarray, np.ndarray]] = []
-    for _ in range(splits):
-        perm = rng.permutation(n)
-        out.append((perm[:n_cal], perm[n_cal:]))
-    return out
+    perms = [rng.permutation(n) for _ in range(splits)]
+    return [(perm[:n_cal], perm[n_cal:]) for perm in perms]
 
 
 # ------------------------------------------------------------------------------- configuration

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from privcal.experiments.scoreboard.config import (
     Dataset,
     split_indices,
 )
+from privcal.metrics.statistics import softmax
 from privcal.privacy import InsecureNoiseWarning, SeededNoise
 
 
@@ -191,44 +193,26 @@ def calibration_rows(
     nonprivate = _nonprivate_specs(z.shape[1])
     private = _private_specs()
     finite = [e for e in epsilons if e != math.inf]
-    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
-    warned: dict[tuple[str, float], int] = {}
-
+    values: defaultdict[tuple[str, float], list[tuple[float, float, float]]] = defaultdict(list)
+    warned: Counter[tuple[str, float]] = Counter()
     for r, (cal, test) in enumerate(parts):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
-        values.setdefault(("uncalibrated", math.inf), []).append(
-            calibration_metrics(_softmax(zt), yt)
-        )
+        values[("uncalibrated", math.inf)].append(calibration_metrics(softmax(zt), yt))
         fits = {(name, math.inf): factory() for name, factory in nonprivate.items()}
         for name, (make, _) in private.items():
             for i, eps in enumerate(finite):
                 fits[(name, eps)] = make(eps, _seed(seed, r, i, zlib.crc32(name.encode())))
         for key, est in fits.items():
             probs, n_warn = _quiet(_fit_proba, est, zc, yc, zt)
-            values.setdefault(key, []).append(calibration_metrics(probs, yt))
-            warned[key] = warned.get(key, 0) + n_warn
+            values[key].append(calibration_metrics(probs, yt))
+            warned[key] += n_warn
     base = np.array(values[("uncalibrated", math.inf)])
     twins = {name: twin for name, (_, twin) in private.items()}
-    rows = [
-        calibration_row(
-            "calibration",
-            data.name,
-            name,
-            eps,
-            twins.get(name, name),
-            np.array(v),
-            base,
-            warned.get((name, eps), 0),
-        )
-        for (name, eps), v in values.items()
-    ]
+    rows = []
+    for (name, eps), v in values.items():
+        head = ("calibration", data.name, name, eps, twins.get(name, name))
+        rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)]))
     return _add_ratios(rows, "ece")
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    from privcal.metrics.statistics import softmax
-
-    return softmax(z)
 
 
 # -------------------------------------------------------------------------------- federated
@@ -261,48 +245,32 @@ def federated_rows(
 
     assert data.logits is not None
     z, y = data.logits, data.labels
-    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
-    warned: dict[tuple[str, float], int] = {}
+    values: defaultdict[tuple[str, float], list[tuple[float, float, float]]] = defaultdict(list)
+    warned: Counter[tuple[str, float]] = Counter()
     for r, (cal, test) in enumerate(split_indices(data.n, data.n // 2, draws, seed + 1)):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
         clients = dirichlet_partition(yc, n_clients=FED_CLIENTS, beta=FED_BETA, seed=seed + r)
-        values.setdefault(("uncalibrated", math.inf), []).append(
-            calibration_metrics(_softmax(zt), yt)
-        )
+        values[("uncalibrated", math.inf)].append(calibration_metrics(softmax(zt), yt))
         for method, twin in FED_METHODS.items():
             if method in skipped_methods(z.shape[1]):
                 continue
             if len(values.get((twin, math.inf), [])) <= r:
                 probs, n_warn = _quiet(_fit_proba, METHODS[twin](), zc, yc, zt)
-                values.setdefault((twin, math.inf), []).append(calibration_metrics(probs, yt))
-                warned[(twin, math.inf)] = warned.get((twin, math.inf), 0) + n_warn
+                values[(twin, math.inf)].append(calibration_metrics(probs, yt))
+                warned[(twin, math.inf)] += n_warn
             for eps in epsilons:
                 noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
                 dp = {"epsilon": eps, "delta": FED_DELTA} if eps != math.inf else {}
                 fitted, n_warn = _quiet(
                     simulate, method, zc, yc, clients, FED_ROUNDS, seed=seed + r, noise=noise, **dp
                 )
-                values.setdefault((method, eps), []).append(
-                    calibration_metrics(fitted[0].predict_proba(zt), yt)
-                )
-                warned[(method, eps)] = warned.get((method, eps), 0) + n_warn
+                values[(method, eps)].append(calibration_metrics(fitted[0].predict_proba(zt), yt))
+                warned[(method, eps)] += n_warn
     base = np.array(values[("uncalibrated", math.inf)])
     rows = []
     for (name, eps), v in values.items():
-        twin = FED_METHODS.get(name, name)
-        rows.append(
-            calibration_row(
-                "federated",
-                data.name,
-                name,
-                eps,
-                twin,
-                np.array(v),
-                base,
-                warned.get((name, eps), 0),
-                key=1,
-            )
-        )
+        head = ("federated", data.name, name, eps, FED_METHODS.get(name, name))
+        rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)], key=1))
     # the federated method without DP is compared with its central twin too
     central = {row["method"]: row for row in rows if row["method"] not in FED_METHODS}
     for row in rows:
