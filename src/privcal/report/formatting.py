@@ -82,7 +82,7 @@ def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     """Write tidy ``rows`` to the CSV ``path``: one column per key, in order of first appearance
     (a row without a key leaves its cell empty)."""
     path = Path(path)
-    with path.open("w", newline="") as fh:
+    with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)

@@ -198,26 +198,17 @@ def _metrics_table(
     Calibration errors and accuracy are in percent like everywhere else; Brier and NLL keep
     their own scale. ``metrics`` maps a column name to ``{metric: value}``."""
     names = list(metrics)
-    rows = []
-    for m in next(iter(metrics.values())):
-        row: dict[str, Any] = {"metric": m, "unit": _METRIC_UNITS.get(m, "number")}
-        for i, n in enumerate(names):
-            row[f"c{i}"] = metrics[n].get(m)
-        rows.append(row)
-    blocks_rows = []
-    # one table per unit so that every column has one unit
-    pct = [r for r in rows if r["unit"] == "percent"]
-    other = [r for r in rows if r["unit"] != "percent"]
-    for subset, unit in ((pct, "percent"), (other, "number")):
-        if not subset:
-            continue
-        cols = [column("metric", "Metric")]
-        cols += [column(f"c{i}", n, unit) for i, n in enumerate(names)]
-        blocks_rows.append((subset, cols, unit))
-    out = []
-    for subset, cols, unit in blocks_rows:
-        t = title + (" (%)" if unit == "percent" else " (Brier, NLL: their own scale)")
-        out.append(table(t, cols, subset, note=note or None, source=source))
+    rows = [
+        {"metric": m, "unit": _METRIC_UNITS.get(m, "number")}
+        | {f"c{i}": metrics[n].get(m) for i, n in enumerate(names)}
+        for m in next(iter(metrics.values()))
+    ]
+    out = []  # one table per unit so that every column has one unit
+    for unit, suffix in (("percent", " (%)"), ("number", " (Brier, NLL: their own scale)")):
+        subset = [r for r in rows if (r["unit"] == "percent") == (unit == "percent")]
+        if subset:
+            cols = [("metric", "Metric"), *((f"c{i}", n, unit) for i, n in enumerate(names))]
+            out.append(table(title + suffix, cols, subset, note=note or None, source=source))
     return out[0] if len(out) == 1 else {"type": "group", "blocks": out}
 
 

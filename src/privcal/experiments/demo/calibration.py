@@ -11,7 +11,6 @@ the most miscalibrated corruption (from their per-bin data).
 
 from __future__ import annotations
 
-import csv
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,13 @@ SEVERITY = 5
 #: Column label of the uncalibrated scores.
 UNCALIBRATED = "uncalibrated"
 _METRICS = ("accuracy", "ece", "classwise_ece")
+#: The columns of the means over corruptions after the method's.
+_COLUMNS = [
+    ("accuracy", "Accuracy", "percent"),
+    ("ece", "ECE", "percent"),
+    ("delta", "ΔECE", "pp"),
+    ("classwise_ece", "Classwise ECE", "percent"),
+]
 
 
 def applicable_methods(n_classes: int) -> tuple[dict[str, Any], dict[str, str]]:
@@ -134,14 +140,9 @@ def _print_means(ctx: DemoContext, means: dict[str, dict[str, float]], n_corrupt
         title=f"Mean over {n_corruptions} corruptions (severity {SEVERITY}), test halves, %",
         title_justify="left",
     )
-    for col, just in (
-        ("Method", "left"),
-        ("Accuracy", "right"),
-        ("ECE", "right"),
-        ("ΔECE", "right"),
-        ("Classwise ECE", "right"),
-    ):
-        console_table.add_column(col, justify=just)  # type: ignore[arg-type]
+    console_table.add_column("Method")
+    for _, label, _ in _COLUMNS:
+        console_table.add_column(label, justify="right")
     base = means[UNCALIBRATED]
     for m, v in means.items():
         delta = "" if m == UNCALIBRATED else format_value(v["ece"] - base["ece"], "pp")
@@ -244,7 +245,8 @@ def _findings(
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
-    from privcal.report import column, table, text
+    from privcal.report import table, text
+    from privcal.report.formatting import write_csv
 
     data = ctx.data
     corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
@@ -253,11 +255,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     rng = ctx.rng("calibration")
     rows, warned, splits = _fit_all(ctx, rng, corruptions, methods)
 
-    csv_path = ctx.out_dir / "calibration.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["corruption", "method", *_METRICS])
-        writer.writeheader()
-        writer.writerows(rows)
+    csv_path = write_csv(ctx.out_dir / "calibration.csv", rows)
 
     means, found = _findings(rows, corruptions, methods)
     _print_means(ctx, means, len(corruptions))
@@ -287,22 +285,12 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         ),
         table(
             "Mean over corruptions",
-            [
-                column("method", "Method"),
-                column("accuracy", "Accuracy", "percent"),
-                column("ece", "ECE", "percent"),
-                column("delta", "ΔECE", "pp"),
-                column("classwise_ece", "Classwise ECE", "percent"),
-            ],
+            [("method", "Method"), *_COLUMNS],
             mean_rows,
         ),
         table(
             "ECE per corruption",
-            [
-                column("corruption", "Corruption"),
-                column("accuracy", "Accuracy", "percent"),
-                *(column(m, m, "percent") for m in means),
-            ],
+            [("corruption", "Corruption"), _COLUMNS[0], *((m, m, "percent") for m in means)],
             per_rows,
             note="Accuracy is the uncalibrated model's; the other columns are ECE (%).",
         ),

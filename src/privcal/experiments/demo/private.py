@@ -31,7 +31,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     from privcal.metrics import ece
     from privcal.privacy import SeededNoise
     from privcal.private import DataSource, PrivateTemperatureScaling
-    from privcal.report import column, privacy_block, table, takeaway, text
+    from privcal.report import privacy_block, table, takeaway, text
 
     data = ctx.data
     sets = {c: data.shifted[(c, SEVERITY)] for c in data.corruptions}
@@ -118,9 +118,9 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         table(
             "Test ECE of private recalibration",
             [
-                column("method", "Method"),
-                column("median", "Median ECE", "percent"),
-                column("mean", "Mean ECE", "percent"),
+                ("method", "Method"),
+                ("median", "Median ECE", "percent"),
+                ("mean", "Mean ECE", "percent"),
             ],
             [{"method": m, "median": med, "mean": mean} for m, (med, mean) in tab.items()],
         ),
