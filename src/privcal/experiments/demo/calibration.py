@@ -72,11 +72,8 @@ def applicable_methods(n_classes: int) -> tuple[dict[str, Any], dict[str, str]]:
 def _scores(p: np.ndarray, y: np.ndarray, input: Literal["probs", "logits"]) -> dict[str, float]:
     from privcal.metrics import accuracy, classwise_ece, ece
 
-    return {
-        "accuracy": accuracy(p, y, input=input),
-        "ece": ece(p, y, input=input),
-        "classwise_ece": classwise_ece(p, y, input=input),
-    }
+    metrics = dict(zip(_METRICS, (accuracy, ece, classwise_ece), strict=True))
+    return {k: f(p, y, input=input) for k, f in metrics.items()}
 
 
 def _halves(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,13 +110,8 @@ def _fit_all(
             z, y = data.shifted[(corruption, SEVERITY)]
             val, test = _halves(rng, y.shape[0])
             splits[corruption] = (val, test)
-            rows.append(
-                {
-                    "corruption": corruption,
-                    "method": UNCALIBRATED,
-                    **_scores(z[test], y[test], "logits"),
-                }
-            )
+            uncalibrated = _scores(z[test], y[test], "logits")
+            rows.append({"corruption": corruption, "method": UNCALIBRATED, **uncalibrated})
             for name, factory in methods.items():
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -172,22 +164,11 @@ def _figures(
     data = ctx.data
     by_ece = {r["corruption"]: r["ece"] for r in rows if r["method"] == UNCALIBRATED}
     worst = max(by_ece, key=by_ece.__getitem__)
-    z_clean, y_clean = data.clean
-    val_c, test_c = _halves(rng, y_clean.shape[0])
-    z_worst, y_worst = data.shifted[(worst, SEVERITY)]
-    val_w, test_w = splits[worst]
+    cases = [("Clean test set", "clean", data.clean, _halves(rng, data.clean[1].shape[0]))]
+    worst_set = data.shifted[(worst, SEVERITY)]
+    cases.append((f"{worst} (severity {SEVERITY})", worst, worst_set, splits[worst]))
     figures = []
-    for label, stem, z, y, val, test in (
-        ("Clean test set", "calibration_clean", z_clean, y_clean, val_c, test_c),
-        (
-            f"{worst} (severity {SEVERITY})",
-            f"calibration_{worst}",
-            z_worst,
-            y_worst,
-            val_w,
-            test_w,
-        ),
-    ):
+    for label, stem, (z, y), (val, test) in cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             after = TemperatureScaling("nll").fit(z[val], y[val]).predict_proba(z[test])
@@ -198,7 +179,7 @@ def _figures(
                 ("temperature scaling", reliability(after, y[test])),
             ],
         )
-        figures.append(ctx.figure(block, stem))
+        figures.append(ctx.figure(block, f"calibration_{stem}"))
     return figures
 
 
@@ -300,13 +281,8 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
             text("Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()) + ".")
         )
     if any(warned.values()):
-        blocks.append(
-            text(
-                "Warnings while fitting: "
-                + ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
-                + "."
-            )
-        )
+        counts = ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
+        blocks.append(text(f"Warnings while fitting: {counts}."))
     blocks.append(text(f"Tidy results: `{csv_path.name}` (one row per corruption and method)."))
     blocks += figures
     return blocks
