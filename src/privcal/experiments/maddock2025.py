@@ -68,6 +68,12 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "FedBBQ (changed weight)": ("fedbbq-changed", {"prior": "midpoint"}),
 }
 
+#: Seed 003's federated setting: client sampling p = 0.1, the server adds the noise (Sec. 5's
+#: clip bounds ``C = 0.5`` and ``[C+, C-] = [10, 50]``).
+_SEED003: dict[str, Any] = dict(
+    aggregation="trusted", sample_rate=0.1, clip=0.5, clip_pos=10.0, clip_neg=50.0
+)
+
 NETCAL = {
     "CIFAR-10 (LeNet-5)": "lenet-5-cifar-10.npz",
     "CIFAR-100 (LeNet-5)": "lenet-5-cifar-100.npz",
@@ -139,22 +145,15 @@ def against_central(
     fed, _ = simulate(method, zc, yc, parts, rounds=rounds, seed=seed, **method_params)
     out.update({f"fed_{k}": v for k, v in evaluate(fed, ze, ye).items()})
     dp_rows, dp_t = [], []
+    # seed 003: client sampling, the server adds the noise
+    dp: dict[str, Any] = dict(
+        rounds=rounds, epsilon=epsilon, delta=delta, seed=seed, aggregation="trusted"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureNoiseWarning)
         for r in range(draws):
-            cal_dp, _ = simulate(
-                method,
-                zc,
-                yc,
-                parts,
-                rounds=rounds,
-                epsilon=epsilon,
-                delta=delta,
-                seed=seed,
-                noise=SeededNoise(seed + 1000 + r),
-                aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-                **method_params,
-            )
+            noise = SeededNoise(seed + 1000 + r)
+            cal_dp, _ = simulate(method, zc, yc, parts, **dp, noise=noise, **method_params)
             dp_rows.append(evaluate(cal_dp, ze, ye))
             dp_t.append(getattr(cal_dp, "temperature_", np.nan))
     for k in ("cwece", "ece", "accuracy"):
@@ -199,25 +198,12 @@ def _one(
     parts = dirichlet_partition(y, 100, beta, seed=seed)
     cal_p, test_p = split_clients(parts, 0.5, seed=seed)
     test = np.concatenate(test_p)
+    dp: dict[str, Any] = {}
+    if epsilon is not None:  # simulated, reproducible noise
+        dp = {"epsilon": epsilon, "delta": 1e-5, "noise": SeededNoise(seed + 1)}
+    evaluate = dict(eval_logits=z[test], eval_labels=y[test], eval_every=eval_every)
     _, hist = simulate(
-        method,
-        z,
-        y,
-        cal_p,
-        rounds=rounds,
-        epsilon=epsilon,
-        delta=None if epsilon is None else 1e-5,
-        seed=seed,
-        noise=None if epsilon is None else SeededNoise(seed + 1),  # simulated, reproducible
-        aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-        sample_rate=0.1,
-        clip=0.5,
-        clip_pos=10.0,
-        clip_neg=50.0,
-        eval_logits=z[test],
-        eval_labels=y[test],
-        eval_every=eval_every,
-        **params,
+        method, z, y, cal_p, rounds, seed=seed, **_SEED003, **dp, **evaluate, **params
     )
     base = hist[0]
     return [
