@@ -94,24 +94,15 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
 def _synthetic_rows(models: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     """Part (a)'s rows from :func:`synthetic_models`."""
     yt = models["labels"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, p in models.items():
         if name in ("labels", "X_test"):
             continue
         clip = float(name.split("C=")[1].rstrip(")")) if "C=" in name else float("nan")
-        rows.append(
-            {
-                "part": "synthetic",
-                "task": "gaussian_2d",
-                "method": "SGD" if name == "SGD" else "DP-SGD",
-                "epsilon": float("inf") if name == "SGD" else 8.0,
-                "clip": clip,
-                "seed": seed,
-                "accuracy": accuracy(p, yt),
-                "ece": ece(p, yt),
-                "frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99)),
-            }
-        )
+        method, eps = ("SGD", float("inf")) if name == "SGD" else ("DP-SGD", 8.0)
+        row = dict(part="synthetic", task="gaussian_2d", method=method, epsilon=eps, clip=clip)
+        row |= dict(seed=seed, accuracy=accuracy(p, yt), ece=ece(p, yt))
+        rows.append(row | {"frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99))})
     return rows
 
 

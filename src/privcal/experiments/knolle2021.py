@@ -82,17 +82,8 @@ def run_rows(
             for method, tr in fitted.items():
                 p = tr.fit(X, y).predict_proba(Xt)
                 eps = float("inf") if method == "SGD" else float(tr.epsilon_)
-                rows.append(
-                    {
-                        "task": name,
-                        "method": method,
-                        "epsilon": eps,
-                        "seed": seed,
-                        "accuracy": accuracy(p, yt),
-                        "auc": _auc(p, yt),
-                        "ece": ece(p, yt),
-                    }
-                )
+                scores = dict(accuracy=accuracy(p, yt), auc=_auc(p, yt), ece=ece(p, yt))
+                rows.append(dict(task=name, method=method, epsilon=eps, seed=seed, **scores))
                 if seed == seeds[0]:
                     probs[(name, method)] = (p, yt)
     return rows, probs
@@ -125,17 +116,9 @@ def compare_defaults(
                 tr = cls(model, epsilon=eps, seed=seed).fit(t.X_train, t.y_train)
                 seconds = time.process_time() - start
                 p = tr.predict_proba(t.X_test)
-                rows.append(
-                    {
-                        "trainer": cls.__name__,
-                        "epsilon": eps,
-                        "seed": seed,
-                        "accuracy": accuracy(p, t.y_test),
-                        "ece": ece(p, t.y_test),
-                        "epsilon_spent": float(tr.epsilon_),
-                        "cpu_seconds": seconds,
-                    }
-                )
+                scores = dict(accuracy=accuracy(p, t.y_test), ece=ece(p, t.y_test))
+                spent = dict(epsilon_spent=float(tr.epsilon_), cpu_seconds=seconds)
+                rows.append(dict(trainer=cls.__name__, epsilon=eps, seed=seed, **scores, **spent))
     return rows
 
 

@@ -101,22 +101,12 @@ def calibration_row(
     why = [("ECE", "classwise ECE")[key]] if worse_error else []
     if worse_accuracy:
         why.append(f"accuracy {-100 * acc_diff:+.2f} pp")
-    return {
-        "task": task,
-        "dataset": dataset,
-        "method": method,
-        "epsilon": epsilon,
-        "twin": twin,
-        "ece": float(mean[0]),
-        "cwece": float(mean[1]),
-        "accuracy": float(mean[2]),
-        "splits": int(values.shape[0]),
-        "diff": diff,
-        "diff_se": se,
-        "worse": bool(why),
-        "why": ", ".join(why),
-        "warnings": warnings_count,
-    }
+    row: dict[str, Any] = dict(
+        task=task, dataset=dataset, method=method, epsilon=epsilon, twin=twin
+    )
+    row |= dict(ece=float(mean[0]), cwece=float(mean[1]), accuracy=float(mean[2]))
+    row |= dict(splits=int(values.shape[0]), diff=diff, diff_se=se, worse=bool(why))
+    return row | dict(why=", ".join(why), warnings=warnings_count)
 
 
 def _add_ratios(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -338,24 +328,12 @@ def conformal_rows(
             se = coverage_se(arr[:, 0], alpha, data.n)
             invalid = cov < 1 - alpha - 3 * se
             full = size >= 0.99 * n_classes
-            rows.append(
-                {
-                    "task": "conformal",
-                    "dataset": data.name,
-                    "method": f"{kind} {score}",
-                    "epsilon": eps,
-                    "twin": f"split {score}",
-                    "coverage": cov,
-                    "coverage_se": se,
-                    "size": size,
-                    "n_classes": n_classes,
-                    "n_cal": n_cal,
-                    "splits": len(v),
-                    "ratio": size / split_size if kind == "private" else math.nan,
-                    "worse": bool(invalid or full),
-                    "why": "invalid coverage" if invalid else ("full sets" if full else ""),
-                }
-            )
+            row = dict(task="conformal", dataset=data.name, method=f"{kind} {score}", epsilon=eps)
+            row |= dict(twin=f"split {score}", coverage=cov, coverage_se=se, size=size)
+            row |= dict(n_classes=n_classes, n_cal=n_cal, splits=len(v))
+            row["ratio"] = size / split_size if kind == "private" else math.nan
+            why = "invalid coverage" if invalid else ("full sets" if full else "")
+            rows.append(row | dict(worse=bool(invalid or full), why=why))
     return rows
 
 
