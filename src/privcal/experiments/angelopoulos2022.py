@@ -359,13 +359,10 @@ def run(
 
     for di, (name, (z, y)) in enumerate(datasets.items()):
         records += _run_dataset(config, seed, di, name, z, y, plan, tick, owner)
+    found = [st for st, _, _ in records]
+    seconds, n_rows = time.perf_counter() - start, config.trials * len(records)
     result = Angelopoulos2022Result(
-        [st for st, _, _ in records],
-        time.perf_counter() - start,
-        config.trials * len(records),
-        config=config,
-        seed=seed,
-        records=records,
+        found, seconds, n_rows, config=config, seed=seed, records=records
     )
     if out is not None:
         result.write(out)

@@ -286,15 +286,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             ratios.append(e_90 / max(e_ts, 1e-12))
             bounds.append(e_90 / max(e_np, 1e-12))
             drops.append(a_dp - a_ts)
-            out["per_task"][(t, eps)] = {
-                "ece_sgd": e_sgd,
-                "ece_dp": e_dp,
-                "ece_dp90": e_90,
-                "ece_dpts": e_ts,
-                "ece_npts": e_np,
-                "acc_dp": a_dp,
-                "acc_dpts": a_ts,
-            }
+            errors = dict(ece_sgd=e_sgd, ece_dp=e_dp, ece_dp90=e_90, ece_dpts=e_ts, ece_npts=e_np)
+            out["per_task"][(t, eps)] = errors | dict(acc_dp=a_dp, acc_dpts=a_ts)
     out["dp_higher_ece_fraction"] = float(np.mean(higher))
     out["dpts_ece_reduction_mean"] = float(np.mean(ratios))
     # the same ratio for non-private TS on the same split: what any TS on it can reach
