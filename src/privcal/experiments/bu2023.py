@@ -114,12 +114,8 @@ def _synthetic_figures(models: dict[str, Any], rows: list[dict[str, Any]], out_d
     dp_key = next(k for k in models if k.startswith("DP-SGD (C=0.1"))
     fig, axes = subplots(2, 2, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     for j, key in enumerate((dp_key, "SGD")):
-        ReliabilityDisplay.from_predictions(
-            models[key],
-            yt,
-            name=f"{key}, eps={'8' if j == 0 else 'inf'}",
-            ax=(axes[0, j], axes[1, j]),
-        )
+        name = f"{key}, eps={'8' if j == 0 else 'inf'}"
+        ReliabilityDisplay.from_predictions(models[key], yt, name=name, ax=(axes[0, j], axes[1, j]))
     fig.tight_layout()
     save_figure(fig, out_dir / "bu2023_fig1_reliability.png")
     abl = [r for r in rows if r["method"] == "DP-SGD"]

@@ -44,8 +44,8 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         title=f"Test ECE (%), median over {len(sets)} corruptions (severity {SEVERITY})"
     )
     console_table.add_column("method")
-    console_table.add_column("median ECE", justify="right")
-    console_table.add_column("mean ECE", justify="right")
+    for col in ("median ECE", "mean ECE"):
+        console_table.add_column(col, justify="right")
     for m, (med, mean) in tab.items():
         console_table.add_row(m, f"{100 * med:.2f}", f"{100 * mean:.2f}")
     ctx.console.print(console_table)

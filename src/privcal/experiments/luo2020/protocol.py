@@ -121,14 +121,8 @@ def run(
     }
     total = sum(len(g) for g in grids.values())
     jobs = check_int(config.jobs, "jobs", owner, low=1)
-    kwargs: dict[str, Any] = {
-        "trials": trials,
-        "iterations": iterations,
-        "n_bins": n_bins,
-        "nll_bound": nll_bound,
-        "methods": tuple(methods),
-        "seed": seed,
-    }
+    kwargs: dict[str, Any] = dict(trials=trials, iterations=iterations, n_bins=n_bins)
+    kwargs |= dict(nll_bound=nll_bound, methods=tuple(methods), seed=seed)
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     items = list(datasets.items())
