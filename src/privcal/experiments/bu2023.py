@@ -32,7 +32,7 @@ from privcal.metrics import accuracy, ece
 from privcal.metrics.statistics import softmax
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
-from privcal.report.formatting import write_csv
+from privcal.report.formatting import write_csv, write_lines
 from privcal.training.recalibration import PAPER_SETTINGS
 
 __all__ = [
@@ -350,9 +350,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pa
             f"- DP-SGLD ECE < DP-SGD ECE at eps 8 in {s['sgld_lower_ece_fraction']:.0%} "
             f"of tasks (seed 004's claim; seed 001 found the opposite)."
         )
-    path = out_dir / "bu2023.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+    return write_lines(out_dir / "bu2023.md", md)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress
 from privcal.experiments.bu2023 import _torch_setup, load_task
 from privcal.metrics import accuracy, ece
-from privcal.report.formatting import write_csv
+from privcal.report.formatting import write_csv, write_lines
 
 __all__ = [
     "FULL",
@@ -191,9 +191,7 @@ class Knolle2021Result:
             f"\nDP-SGLD has lower ECE than DP-SGD on {sum(lower)} of {len(lower)} tasks "
             f"(seed 004's claim). Figure: `knolle2021_calibration.png`."
         )
-        path = out / "knolle2021.md"
-        path.write_text("\n".join(md) + "\n")
-        return path
+        return write_lines(out / "knolle2021.md", md)
 
 
 @path_form(FULL, QUICK)

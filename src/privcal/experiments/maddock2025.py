@@ -38,7 +38,7 @@ from privcal.experiments._progress import Progress, report
 from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
-from privcal.report.formatting import write_csv
+from privcal.report.formatting import write_csv, write_lines
 
 __all__ = [
     "FULL",
@@ -261,9 +261,7 @@ class Maddock2025Result:
         figs = _figures(self.rows, out)
         quick = self.config.name == "quick"
         md = _markdown(self.rows, figs, self.config.trials, self.seconds, quick, self.seed)
-        path = out / "maddock2025.md"
-        path.write_text("\n".join(md) + "\n")
-        return path
+        return write_lines(out / "maddock2025.md", md)
 
 
 @path_form(FULL, QUICK, {"repeats": "trials"})

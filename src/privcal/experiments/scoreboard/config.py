@@ -21,20 +21,13 @@ ALPHA = 0.1
 #: Federated protocol of the issue (seed 003 Sec. 5): Dirichlet label skew over 100 clients.
 FED_CLIENTS, FED_BETA, FED_ROUNDS, FED_DELTA = 100, 0.1, 12, 1e-5
 #: The shared files, by folder.
-_NETCAL = (
-    "wideresnet-16-4-cifar-10",
-    "lenet-5-cifar-10",
-    "wideresnet-16-4-cifar-100",
-    "densenet-bc-100-cifar-100",
-    "lenet-5-cifar-100",
+_NETCAL = tuple(
+    "wideresnet-16-4-cifar-10 lenet-5-cifar-10 wideresnet-16-4-cifar-100 densenet-bc-100-cifar-100 "
+    "lenet-5-cifar-100".split()
 )
 _CLEANLAB = ("cifar10", "mnist", "imdb", "20news")
-_TOPLABEL = (
-    "densenet40_c10",
-    "resnet110_c10",
-    "densenet40_c100",
-    "resnet110_c100",
-    "resnet50_birds",
+_TOPLABEL = tuple(
+    "densenet40_c10 resnet110_c10 densenet40_c100 resnet110_c100 resnet50_birds".split()
 )
 
 
