@@ -43,24 +43,6 @@ from privcal.data.paths import cache_dir
 
 __all__ = ["CORRUPTIONS", "SEVERITIES", "DigitsShift", "digits_shift"]
 
-#: The 15 corruption names, in the order :func:`digits_shift` builds and pools them.
-CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise",
-    "shot_noise",
-    "impulse_noise",
-    "speckle_noise",
-    "defocus_blur",
-    "motion_blur",
-    "zoom_blur",
-    "glass_blur",
-    "contrast",
-    "brightness",
-    "fog",
-    "pixelate",
-    "elastic",
-    "jpeg",
-    "occlusion",
-)
 #: The valid severities.
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
@@ -89,6 +71,10 @@ _PARAMS: dict[str, tuple[Any, ...]] = {
     "jpeg": (10, 6, 4, 3, 2),
     "occlusion": (1, 2, 3, 4, 5),
 }
+
+
+#: The 15 corruption names, in the order :func:`digits_shift` builds and pools them.
+CORRUPTIONS: tuple[str, ...] = tuple(_PARAMS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,23 +299,8 @@ def _occlusion(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
     return np.where(inside, 1.0, u)
 
 
-_FUNCTIONS: dict[str, Corruption] = {
-    "gaussian_noise": _gaussian_noise,
-    "shot_noise": _shot_noise,
-    "impulse_noise": _impulse_noise,
-    "speckle_noise": _speckle_noise,
-    "defocus_blur": _defocus_blur,
-    "motion_blur": _motion_blur,
-    "zoom_blur": _zoom_blur,
-    "glass_blur": _glass_blur,
-    "contrast": _contrast,
-    "brightness": _brightness,
-    "fog": _fog,
-    "pixelate": _pixelate,
-    "elastic": _elastic,
-    "jpeg": _jpeg,
-    "occlusion": _occlusion,
-}
+#: Corruption name -> its function above (``_<name>``).
+_FUNCTIONS: dict[str, Corruption] = {name: globals()[f"_{name}"] for name in CORRUPTIONS}
 
 
 def corrupt(images: np.ndarray, corruption: str, severity: int, seed: int = 0) -> np.ndarray:

@@ -27,6 +27,16 @@ def _warn(message: str, stacklevel: int = 4) -> None:
     warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
 
 
+def _rename(
+    settings: dict[str, Any], renames: dict[str, str] | None, owner: str, level: int
+) -> None:
+    """Move each old keyword of ``settings`` to its new name (``renames``), with a warning."""
+    for old, new in (renames or {}).items():
+        if old in settings:
+            _warn(f"{owner}({old}=...) is deprecated; use {new}=....", level)
+            settings[new] = settings.pop(old)
+
+
 def resolve(
     cls: type[C],
     config: Any,
@@ -56,10 +66,7 @@ def resolve(
     if isinstance(progress, bool):
         _warn(f"{owner}(progress=bool) is deprecated; pass a callable or None.")
         progress = None
-    for old, new in (renames or {}).items():
-        if old in settings:
-            _warn(f"{owner}({old}=...) is deprecated; use {new}=....")
-            settings[new] = settings.pop(old)
+    _rename(settings, renames, owner, 5)
     known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(settings) - known)
     if unknown:
@@ -95,14 +102,9 @@ def path_form(full: Any, quick: Any, renames: dict[str, str] | None = None) -> C
                 3,
             )
             preset = quick if kwargs.pop("quick", False) else full
-            changes = {}
-            for name in [k for k in kwargs if k not in ("seed", "progress")]:
-                value = kwargs.pop(name)
-                new = (renames or {}).get(name, name)
-                if new != name:
-                    _warn(f"{owner}({name}=...) is deprecated; use {new}=....", 3)
-                if value is not None:
-                    changes[new] = value
+            changes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("seed", "progress")}
+            _rename(changes, renames, owner, 4)
+            changes = {k: v for k, v in changes.items() if v is not None}
             return run(replace(preset, **changes), **kwargs).write(Path(config))
 
         return cast(F, wrapper)

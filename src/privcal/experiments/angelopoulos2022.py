@@ -81,20 +81,8 @@ BINS: tuple[int, ...] = (100, 1000, 10_000, 100_000, 1_000_000)
 QUICK_BINS: tuple[int, ...] = (100, 10_000, 1_000_000)
 _SCORES = {"lac": lac_scores, "aps": aps_scores}
 _CSV_FIELDS = (
-    "dataset",
-    "score",
-    "alpha",
-    "sweep",
-    "method",
-    "epsilon",
-    "bins",
-    "gamma",
-    "level",
-    "split",
-    "coverage",
-    "size",
-    "full",
-    "threshold",
+    *"dataset score alpha sweep method epsilon bins gamma level split".split(),
+    *"coverage size full threshold".split(),
 )
 
 
@@ -371,21 +359,14 @@ def run(
 
     for di, (name, (z, y)) in enumerate(datasets.items()):
         records += _run_dataset(config, seed, di, name, z, y, plan, tick, owner)
+    found = [st for st, _, _ in records]
+    seconds, n_rows = time.perf_counter() - start, config.trials * len(records)
     result = Angelopoulos2022Result(
-        [st for st, _, _ in records],
-        time.perf_counter() - start,
-        config.trials * len(records),
-        config=config,
-        seed=seed,
-        records=records,
+        found, seconds, n_rows, config=config, seed=seed, records=records
     )
     if out is not None:
         result.write(out)
     return result
-
-
-#: Old keyword names of :func:`run` (deprecated).
-_RENAMES = {"R": "trials"}
 
 
 def _checked(config: Angelopoulos2022Config, owner: str) -> Angelopoulos2022Config:
@@ -457,52 +438,21 @@ def _run_dataset(
                 else:
                     bound = math.inf
                 assert res.size is not None
-                st = Setting(
-                    name,
-                    score,
-                    alpha,
-                    sweep,
-                    eps,
-                    res.n_bins,
-                    res.gamma,
-                    res.level,
-                    n,
-                    config.trials,
-                    res.mean_coverage,
-                    res.se_coverage,
-                    bound,
-                    res.mean_size,
-                    float(full.mean()),
-                )
-                out.append((st, res, full))
+                head = (name, score, alpha, sweep, eps, res.n_bins, res.gamma, res.level, n)
+                tail = (config.trials, res.mean_coverage, res.se_coverage, bound, res.mean_size)
+                out.append((Setting(*head, *tail, float(full.mean())), res, full))
     return out
 
 
 # --------------------------------------------------------------------------------- output
 def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarray) -> None:
     assert res.size is not None
-    head = (
-        st.dataset,
-        st.score,
-        repr(st.alpha),
-        st.sweep,
-        st.method,
-        format_value(st.epsilon, "exact", missing=""),
-        st.bins if st.bins else "",
-        format_value(st.gamma, "exact", missing=""),
-        repr(st.level),
-    )
-    cov, size, thr = res.coverage, res.size, res.threshold
+    eps, gamma = (format_value(v, "exact", missing="") for v in (st.epsilon, st.gamma))
+    head = (st.dataset, st.score, repr(st.alpha), st.sweep, st.method, eps, st.bins or "", gamma)
+    cols = (res.coverage, res.size, full, res.threshold)
     writer.writerows(
-        (
-            *head,
-            r,
-            repr(float(cov[r])),
-            repr(float(size[r])),
-            repr(float(full[r])),
-            repr(float(thr[r])),
-        )
-        for r in range(cov.size)
+        (*head, repr(st.level), r, *(repr(float(c[r])) for c in cols))
+        for r in range(res.coverage.size)
     )
 
 
@@ -517,86 +467,34 @@ def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
     return path
 
 
+_SUMMARY = "data set, score, alpha, sweep, epsilon, m, level, coverage ± SE, bound, set size, full"
+_COST = "data set, score, alpha, epsilon, m*, split size, private size, ratio, full"
+
+
 def _summary_lines(settings: Sequence[Setting]) -> list[str]:
-    rows = []
+    rows, cost = [], []
+    split = {(b.dataset, b.score, b.alpha): b for b in settings if b.sweep == "split"}
     for s in settings:
-        eps = "" if s.sweep == "split" else f"{s.epsilon:g}"
-        m = "" if s.sweep == "split" else str(s.bins)
+        key = [s.dataset, s.score, f"{s.alpha:g}"]
+        eps, m = ("", "") if s.sweep == "split" else (f"{s.epsilon:g}", str(s.bins))
+        level, size, full = (f"{v:.4f}" for v in (s.level, s.size, s.full))
+        bound = "inf" if math.isinf(s.bound) else f"{s.bound:.4f}"
         rows.append(
-            [
-                s.dataset,
-                s.score,
-                f"{s.alpha:g}",
-                s.sweep,
-                eps,
-                m,
-                f"{s.level:.4f}",
-                f"{s.coverage:.4f} ± {s.se:.4f}",
-                "inf" if math.isinf(s.bound) else f"{s.bound:.4f}",
-                f"{s.size:.4f}",
-                f"{s.full:.4f}",
-            ]
+            [*key, s.sweep, eps, m, level, f"{s.coverage:.4f} ± {s.se:.4f}", bound, size, full]
         )
-    lines = [
+        if s.sweep == "epsilon":
+            base = split[(s.dataset, s.score, s.alpha)].size
+            ratios = (f"{v:.4f}" for v in (base, s.size, s.size / base))
+            cost.append([*key, eps, m, *ratios, full])
+    return [
         "## Coverage and set size (mean over splits)",
         "",
-        *markdown_table(
-            [
-                "data set",
-                "score",
-                "alpha",
-                "sweep",
-                "epsilon",
-                "m",
-                "level",
-                "coverage ± SE",
-                "bound",
-                "set size",
-                "full",
-            ],
-            rows,
-        ),
+        *markdown_table(_SUMMARY.split(", "), rows),
         "",
         "## Cost of privacy (epsilon sweep, m*): private / split mean set size",
         "",
+        *markdown_table(_COST.split(", "), cost),
     ]
-    cost = []
-    for s in settings:
-        if s.sweep != "epsilon":
-            continue
-        base = next(
-            b
-            for b in settings
-            if (b.dataset, b.score, b.alpha, b.sweep) == (s.dataset, s.score, s.alpha, "split")
-        )
-        cost.append(
-            [
-                s.dataset,
-                s.score,
-                f"{s.alpha:g}",
-                f"{s.epsilon:g}",
-                str(s.bins),
-                f"{base.size:.4f}",
-                f"{s.size:.4f}",
-                f"{s.size / base.size:.4f}",
-                f"{s.full:.4f}",
-            ]
-        )
-    lines += markdown_table(
-        [
-            "data set",
-            "score",
-            "alpha",
-            "epsilon",
-            "m*",
-            "split size",
-            "private size",
-            "ratio",
-            "full",
-        ],
-        cost,
-    )
-    return lines
 
 
 def histogram_figure(items: Sequence[tuple[Setting, SimulationResult]], title: str) -> Figure:

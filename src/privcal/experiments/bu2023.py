@@ -29,8 +29,10 @@ from privcal.calibrators import TemperatureScaling
 from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress, report
 from privcal.metrics import accuracy, ece
+from privcal.metrics.statistics import softmax
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
+from privcal.report.formatting import write_csv, write_lines
 from privcal.training.recalibration import PAPER_SETTINGS
 
 __all__ = [
@@ -92,24 +94,15 @@ def run_synthetic(out_dir: Path, seed: int = 0, quick: bool = False) -> list[dic
 def _synthetic_rows(models: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     """Part (a)'s rows from :func:`synthetic_models`."""
     yt = models["labels"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, p in models.items():
         if name in ("labels", "X_test"):
             continue
         clip = float(name.split("C=")[1].rstrip(")")) if "C=" in name else float("nan")
-        rows.append(
-            {
-                "part": "synthetic",
-                "task": "gaussian_2d",
-                "method": "SGD" if name == "SGD" else "DP-SGD",
-                "epsilon": float("inf") if name == "SGD" else 8.0,
-                "clip": clip,
-                "seed": seed,
-                "accuracy": accuracy(p, yt),
-                "ece": ece(p, yt),
-                "frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99)),
-            }
-        )
+        method, eps = ("SGD", float("inf")) if name == "SGD" else ("DP-SGD", 8.0)
+        row = dict(part="synthetic", task="gaussian_2d", method=method, epsilon=eps, clip=clip)
+        row |= dict(seed=seed, accuracy=accuracy(p, yt), ece=ece(p, yt))
+        rows.append(row | {"frac_conf_gt_0.99": float(np.mean(p.max(axis=1) > 0.99))})
     return rows
 
 
@@ -121,12 +114,8 @@ def _synthetic_figures(models: dict[str, Any], rows: list[dict[str, Any]], out_d
     dp_key = next(k for k in models if k.startswith("DP-SGD (C=0.1"))
     fig, axes = subplots(2, 2, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     for j, key in enumerate((dp_key, "SGD")):
-        ReliabilityDisplay.from_predictions(
-            models[key],
-            yt,
-            name=f"{key}, eps={'8' if j == 0 else 'inf'}",
-            ax=(axes[0, j], axes[1, j]),
-        )
+        name = f"{key}, eps={'8' if j == 0 else 'inf'}"
+        ReliabilityDisplay.from_predictions(models[key], yt, name=name, ax=(axes[0, j], axes[1, j]))
     fig.tight_layout()
     save_figure(fig, out_dir / "bu2023_fig1_reliability.png")
     abl = [r for r in rows if r["method"] == "DP-SGD"]
@@ -177,10 +166,6 @@ def load_task(name: str, seed: int = 0) -> Task:
     return Task(name, (Xa - mu) / sd, ya, (Xb - mu) / sd, yb, "logistic", 30, 0.5, 32)
 
 
-def _metrics(p: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    return {"accuracy": accuracy(p, y), "ece": ece(p, y)}
-
-
 def run_tasks(
     seeds: tuple[int, ...] = (0, 1, 2),
     tasks: tuple[str, ...] = TASKS,
@@ -188,6 +173,48 @@ def run_tasks(
     progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Part (b): one row per (task, method, epsilon, seed)."""
+    _torch_setup()
+    rows: list[dict[str, Any]] = []
+    cache: dict[tuple[str, int], dict[str, Any]] = {}
+    for seed in seeds:
+        for name in tasks:
+            task = load_task(name, seed)
+            base = "digits" if name == "digits_shift" else name
+            if progress:
+                progress(f"bu2023: {name}, seed {seed}")
+            if (base, seed) not in cache:  # digits_shift reuses the digits models
+                cache[(base, seed)] = _task_models(load_task(base, seed), seed, epsilons)
+            models = cache[(base, seed)]
+            Xt, yt = task.X_test, task.y_test
+            probs = [("SGD", float("inf"), models["SGD"].predict_proba(Xt))]
+            for eps in epsilons:
+                pipe = models[f"recal|{eps}"]
+                z = pipe.predict_logits(Xt)
+                probs += [
+                    ("DP-SGD", eps, models[f"DP-SGD|{eps}"].predict_proba(Xt)),
+                    ("DP-SGD (90%)", eps, softmax(z)),
+                    ("DP-SGD + DP-TS", eps, pipe.calibrator_.predict_proba(z)),
+                    ("DP-SGD + DP-PS", eps, models[f"DP-PS|{eps}"].predict_proba(z)),
+                    (
+                        "DP-SGD + DP-TS (paper B.2)",
+                        eps,
+                        models[f"DP-TS-paper|{eps}"].predict_proba(z),
+                    ),
+                    ("DP-SGD + non-private TS", eps, models[f"NP-TS|{eps}"].predict_proba(z)),
+                ]
+            probs.append(("DP-SGLD", 8.0, models["DP-SGLD|8.0"].predict_proba(Xt)))
+            rows += [
+                {"part": "tasks", "task": name, "method": method, "epsilon": eps, "seed": seed}
+                | {"accuracy": accuracy(p, yt), "ece": ece(p, yt)}
+                for method, eps, p in probs
+            ]
+    return rows
+
+
+def _task_models(t: Task, seed: int, epsilons: tuple[float, ...]) -> dict[str, Any]:
+    """Part (b)'s models of one (task, seed): SGD, and per epsilon DP-SGD, Algorithm 1's
+    DP-SGD on 90% with DP-TS on 10%, DP-PS, the paper's DP-TS and non-private TS on the same
+    10%; DP-SGLD at epsilon 8."""
     from privcal.training import (
         DPPlattScaling,
         DPRecalibration,
@@ -197,97 +224,38 @@ def run_tasks(
         SGDTrainer,
     )
 
-    _torch_setup()
-    rows: list[dict[str, Any]] = []
-    cache: dict[tuple[str, int], dict[str, Any]] = {}
-
-    def add(task: str, method: str, eps: float, seed: int, p: np.ndarray, y: np.ndarray) -> None:
-        rows.append(
-            {
-                "part": "tasks",
-                "task": task,
-                "method": method,
-                "epsilon": eps,
-                "seed": seed,
-                **_metrics(p, y),
-            }
-        )
-
-    for seed in seeds:
-        for name in tasks:
-            task = load_task(name, seed)
-            base = "digits" if name == "digits_shift" else name
-            key = (base, seed)
-            if progress:
-                progress(f"bu2023: {name}, seed {seed}")
-            if key not in cache:
-                # train once per (base task, seed); digits_shift reuses the digits models
-                t = load_task(base, seed)
-                hp = {"epochs": t.epochs, "lr": t.lr, "batch_size": t.batch_size, "seed": seed}
-                models: dict[str, Any] = {}
-                models["SGD"] = SGDTrainer(t.model, **hp).fit(t.X_train, t.y_train)
-                for eps in epsilons:
-                    models[f"DP-SGD|{eps}"] = DPSGDTrainer(
-                        t.model, epsilon=eps, delta=DELTA, max_grad_norm=1.0, **hp
-                    ).fit(t.X_train, t.y_train)
-                    pipe = DPRecalibration(
-                        DPSGDTrainer(t.model, epsilon=eps, delta=DELTA, max_grad_norm=1.0, **hp),
-                        DPTemperatureScaling(eps, DELTA, noise=SeededNoise(seed), seed=seed),
-                        validation_ratio=0.1,
-                        seed=seed,
-                    ).fit(t.X_train, t.y_train)
-                    zr = pipe.trainer_.predict_logits(t.X_train[pipe.recal_index_])
-                    yr = t.y_train[pipe.recal_index_]
-                    models[f"recal|{eps}"] = pipe
-                    models[f"DP-PS|{eps}"] = DPPlattScaling(
-                        eps, DELTA, noise=SeededNoise(seed + 7), seed=seed
-                    ).fit(zr, yr)
-                    models[f"NP-TS|{eps}"] = TemperatureScaling().fit(zr, yr)
-                    models[f"DP-TS-paper|{eps}"] = DPTemperatureScaling(
-                        eps, DELTA, noise=SeededNoise(seed), seed=seed, **PAPER_SETTINGS
-                    ).fit(zr, yr)
-                models["DP-SGLD|8.0"] = DPSGLDTrainer(
-                    t.model,
-                    epsilon=8.0,
-                    delta=DELTA,
-                    max_grad_norm=1.0,
-                    temperature="auto",
-                    epochs=t.epochs,
-                    lr=t.lr,
-                    decay=0.028,
-                    prenoise=0.046,
-                    batch_size=t.batch_size,
-                    seed=seed,
-                ).fit(t.X_train, t.y_train)
-                cache[key] = models
-            models = cache[key]
-            Xt, yt = task.X_test, task.y_test
-            add(name, "SGD", float("inf"), seed, models["SGD"].predict_proba(Xt), yt)
-            for eps in epsilons:
-                add(name, "DP-SGD", eps, seed, models[f"DP-SGD|{eps}"].predict_proba(Xt), yt)
-                pipe = models[f"recal|{eps}"]
-                z = pipe.predict_logits(Xt)
-                add(name, "DP-SGD (90%)", eps, seed, _softmax(z), yt)
-                add(name, "DP-SGD + DP-TS", eps, seed, pipe.calibrator_.predict_proba(z), yt)
-                add(name, "DP-SGD + DP-PS", eps, seed, models[f"DP-PS|{eps}"].predict_proba(z), yt)
-                paper = models[f"DP-TS-paper|{eps}"].predict_proba(z)
-                add(name, "DP-SGD + DP-TS (paper B.2)", eps, seed, paper, yt)
-                add(
-                    name,
-                    "DP-SGD + non-private TS",
-                    eps,
-                    seed,
-                    models[f"NP-TS|{eps}"].predict_proba(z),
-                    yt,
-                )
-            add(name, "DP-SGLD", 8.0, seed, models["DP-SGLD|8.0"].predict_proba(Xt), yt)
-    return rows
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    from privcal.metrics.statistics import softmax
-
-    return softmax(z)
+    hp = {"epochs": t.epochs, "lr": t.lr, "batch_size": t.batch_size, "seed": seed}
+    X, y = t.X_train, t.y_train
+    models: dict[str, Any] = {"SGD": SGDTrainer(t.model, **hp).fit(X, y)}
+    for eps in epsilons:
+        dp = {"epsilon": eps, "delta": DELTA, "max_grad_norm": 1.0, **hp}
+        models[f"DP-SGD|{eps}"] = DPSGDTrainer(t.model, **dp).fit(X, y)
+        pipe = DPRecalibration(
+            DPSGDTrainer(t.model, **dp),
+            DPTemperatureScaling(eps, DELTA, noise=SeededNoise(seed), seed=seed),
+            validation_ratio=0.1,
+            seed=seed,
+        ).fit(X, y)
+        zr, yr = pipe.trainer_.predict_logits(X[pipe.recal_index_]), y[pipe.recal_index_]
+        models[f"recal|{eps}"] = pipe
+        models[f"DP-PS|{eps}"] = DPPlattScaling(
+            eps, DELTA, noise=SeededNoise(seed + 7), seed=seed
+        ).fit(zr, yr)
+        models[f"NP-TS|{eps}"] = TemperatureScaling().fit(zr, yr)
+        models[f"DP-TS-paper|{eps}"] = DPTemperatureScaling(
+            eps, DELTA, noise=SeededNoise(seed), seed=seed, **PAPER_SETTINGS
+        ).fit(zr, yr)
+    models["DP-SGLD|8.0"] = DPSGLDTrainer(
+        t.model,
+        epsilon=8.0,
+        delta=DELTA,
+        max_grad_norm=1.0,
+        temperature="auto",
+        decay=0.028,
+        prenoise=0.046,
+        **hp,
+    ).fit(X, y)
+    return models
 
 
 # ---------------------------------------------------------------------------- (c) findings
@@ -314,15 +282,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             ratios.append(e_90 / max(e_ts, 1e-12))
             bounds.append(e_90 / max(e_np, 1e-12))
             drops.append(a_dp - a_ts)
-            out["per_task"][(t, eps)] = {
-                "ece_sgd": e_sgd,
-                "ece_dp": e_dp,
-                "ece_dp90": e_90,
-                "ece_dpts": e_ts,
-                "ece_npts": e_np,
-                "acc_dp": a_dp,
-                "acc_dpts": a_ts,
-            }
+            errors = dict(ece_sgd=e_sgd, ece_dp=e_dp, ece_dp90=e_90, ece_dpts=e_ts, ece_npts=e_np)
+            out["per_task"][(t, eps)] = errors | dict(acc_dp=a_dp, acc_dpts=a_ts)
     out["dp_higher_ece_fraction"] = float(np.mean(higher))
     out["dpts_ece_reduction_mean"] = float(np.mean(ratios))
     # the same ratio for non-private TS on the same split: what any TS on it can reach
@@ -354,14 +315,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
     """Tidy CSV + Markdown summary with the findings."""
-    import csv
-
     out_dir.mkdir(parents=True, exist_ok=True)
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(out_dir / "bu2023.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out_dir / "bu2023.csv", rows)
     md = [f"# bu2023 (seed 001) results\n\nCommand: `{command}`\n"]
     syn = [r for r in rows if r["part"] == "synthetic"]
     if syn:
@@ -395,9 +350,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pa
             f"- DP-SGLD ECE < DP-SGD ECE at eps 8 in {s['sgld_lower_ece_fraction']:.0%} "
             f"of tasks (seed 004's claim; seed 001 found the opposite)."
         )
-    path = out_dir / "bu2023.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+    return write_lines(out_dir / "bu2023.md", md)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,6 @@ Outputs: ``knolle2021.csv`` (tidy), ``knolle2021_calibration.png``, ``knolle2021
 
 from __future__ import annotations
 
-import csv
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,9 @@ import numpy as np
 
 from privcal.experiments._legacy import path_form
 from privcal.experiments._progress import Progress
+from privcal.experiments.bu2023 import _torch_setup, load_task
 from privcal.metrics import accuracy, ece
+from privcal.report.formatting import write_csv, write_lines
 
 __all__ = [
     "FULL",
@@ -47,14 +47,6 @@ def _auc(p: np.ndarray, y: np.ndarray) -> float:
     return float(roc_auc_score(y, p, multi_class="ovr"))
 
 
-def _task(name: str, seed: int) -> tuple[Any, ...]:
-    from privcal.experiments.bu2023 import load_task
-
-    t = load_task(name, seed)
-    model = "cnn" if name == "digits" else "mlp"
-    return t.X_train, t.y_train, t.X_test, t.y_test, model
-
-
 def run_rows(
     seeds: tuple[int, ...] = (0, 1, 2),
     epsilon: float = 3.0,
@@ -62,20 +54,18 @@ def run_rows(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any]]:
     """One row per (task, method, seed); also the seed-0 test probabilities for the figure."""
-    import torch
-
     from privcal.training import DPSGDTrainer, DPSGLDTrainer, SGDTrainer
 
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", message="Optimal order is the")
-    warnings.filterwarnings("ignore", message="Secure RNG turned off")
+    _torch_setup()
     rows: list[dict[str, Any]] = []
     probs: dict[tuple[str, str], Any] = {}
     for seed in seeds:
         for name in ("digits", "breast_cancer"):
             if progress:
                 progress(f"knolle2021: {name}, seed {seed}")
-            X, y, Xt, yt, model = _task(name, seed)
+            t = load_task(name, seed)
+            X, y, Xt, yt = t.X_train, t.y_train, t.X_test, t.y_test
+            model = "cnn" if name == "digits" else "mlp"
             hp = {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed}
             fitted = {
                 "SGD": SGDTrainer(model, **hp),
@@ -92,17 +82,8 @@ def run_rows(
             for method, tr in fitted.items():
                 p = tr.fit(X, y).predict_proba(Xt)
                 eps = float("inf") if method == "SGD" else float(tr.epsilon_)
-                rows.append(
-                    {
-                        "task": name,
-                        "method": method,
-                        "epsilon": eps,
-                        "seed": seed,
-                        "accuracy": accuracy(p, yt),
-                        "auc": _auc(p, yt),
-                        "ece": ece(p, yt),
-                    }
-                )
+                scores = dict(accuracy=accuracy(p, yt), auc=_auc(p, yt), ece=ece(p, yt))
+                rows.append(dict(task=name, method=method, epsilon=eps, seed=seed, **scores))
                 if seed == seeds[0]:
                     probs[(name, method)] = (p, yt)
     return rows, probs
@@ -124,7 +105,6 @@ def compare_defaults(
     """
     import time
 
-    from privcal.experiments.bu2023 import load_task
     from privcal.training import DPSGDTrainer, DPSGLDTrainer
 
     rows: list[dict[str, Any]] = []
@@ -136,17 +116,9 @@ def compare_defaults(
                 tr = cls(model, epsilon=eps, seed=seed).fit(t.X_train, t.y_train)
                 seconds = time.process_time() - start
                 p = tr.predict_proba(t.X_test)
-                rows.append(
-                    {
-                        "trainer": cls.__name__,
-                        "epsilon": eps,
-                        "seed": seed,
-                        "accuracy": accuracy(p, t.y_test),
-                        "ece": ece(p, t.y_test),
-                        "epsilon_spent": float(tr.epsilon_),
-                        "cpu_seconds": seconds,
-                    }
-                )
+                scores = dict(accuracy=accuracy(p, t.y_test), ece=ece(p, t.y_test))
+                spent = dict(epsilon_spent=float(tr.epsilon_), cpu_seconds=seconds)
+                rows.append(dict(trainer=cls.__name__, epsilon=eps, seed=seed, **scores, **spent))
     return rows
 
 
@@ -185,10 +157,7 @@ class Knolle2021Result:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         rows = self.rows
-        with open(out / "knolle2021.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(out / "knolle2021.csv", rows)
         fig, axes = subplots(2, 6, figsize=(18, 5), gridspec_kw={"height_ratios": [3, 1]})
         for j, (key, (p, y)) in enumerate(self.probs.items()):
             ReliabilityDisplay.from_predictions(
@@ -222,9 +191,7 @@ class Knolle2021Result:
             f"\nDP-SGLD has lower ECE than DP-SGD on {sum(lower)} of {len(lower)} tasks "
             f"(seed 004's claim). Figure: `knolle2021_calibration.png`."
         )
-        path = out / "knolle2021.md"
-        path.write_text("\n".join(md) + "\n")
-        return path
+        return write_lines(out / "knolle2021.md", md)
 
 
 @path_form(FULL, QUICK)

@@ -26,7 +26,6 @@ uncalibrated model's is flagged (as the paper's tables do).
 
 from __future__ import annotations
 
-import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from privcal.experiments._progress import Progress, report
 from privcal.federated import dirichlet_partition, simulate, split_clients
 from privcal.plots import subplots
 from privcal.privacy import SeededNoise
+from privcal.report.formatting import write_csv, write_lines
 
 __all__ = [
     "FULL",
@@ -68,24 +68,23 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "FedBBQ (changed weight)": ("fedbbq-changed", {"prior": "midpoint"}),
 }
 
+#: Seed 003's federated setting: client sampling p = 0.1, the server adds the noise (Sec. 5's
+#: clip bounds ``C = 0.5`` and ``[C+, C-] = [10, 50]``).
+_SEED003: dict[str, Any] = dict(
+    aggregation="trusted", sample_rate=0.1, clip=0.5, clip_pos=10.0, clip_neg=50.0
+)
+
 NETCAL = {
     "CIFAR-10 (LeNet-5)": "lenet-5-cifar-10.npz",
     "CIFAR-100 (LeNet-5)": "lenet-5-cifar-100.npz",
 }
 
 
-def _shared_data() -> Path:
-    try:
-        from privcal.data import shared_data_dir
-
-        return Path(str(shared_data_dir()))
-    except Exception:  # pragma: no cover - older layout
-        return Path(__file__).resolve().parents[4] / ".." / "shared" / "data"
-
-
 def load_network(fname: str) -> tuple[np.ndarray, np.ndarray] | None:
     """``(log p, labels)`` of a netcal-cifar network in the shared data, or ``None`` if absent."""
-    path = _shared_data() / "netcal-cifar" / fname
+    from privcal.data import shared_data_dir
+
+    path = Path(str(shared_data_dir())) / "netcal-cifar" / fname
     if not path.exists():
         return None
     with np.load(path) as d:
@@ -146,22 +145,15 @@ def against_central(
     fed, _ = simulate(method, zc, yc, parts, rounds=rounds, seed=seed, **method_params)
     out.update({f"fed_{k}": v for k, v in evaluate(fed, ze, ye).items()})
     dp_rows, dp_t = [], []
+    # seed 003: client sampling, the server adds the noise
+    dp: dict[str, Any] = dict(
+        rounds=rounds, epsilon=epsilon, delta=delta, seed=seed, aggregation="trusted"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureNoiseWarning)
         for r in range(draws):
-            cal_dp, _ = simulate(
-                method,
-                zc,
-                yc,
-                parts,
-                rounds=rounds,
-                epsilon=epsilon,
-                delta=delta,
-                seed=seed,
-                noise=SeededNoise(seed + 1000 + r),
-                aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-                **method_params,
-            )
+            noise = SeededNoise(seed + 1000 + r)
+            cal_dp, _ = simulate(method, zc, yc, parts, **dp, noise=noise, **method_params)
             dp_rows.append(evaluate(cal_dp, ze, ye))
             dp_t.append(getattr(cal_dp, "temperature_", np.nan))
     for k in ("cwece", "ece", "accuracy"):
@@ -196,53 +188,31 @@ def _one(
     y: np.ndarray,
     method: str,
     params: dict[str, Any],
-    *,
+    seed: int,
     beta: float,
     rounds: int,
     epsilon: float | None,
-    seed: int,
     eval_every: int,
 ) -> list[dict[str, Any]]:
+    """The evaluated rounds of one federated run (client sampling, seed 003's clip bounds)."""
     parts = dirichlet_partition(y, 100, beta, seed=seed)
     cal_p, test_p = split_clients(parts, 0.5, seed=seed)
     test = np.concatenate(test_p)
+    dp: dict[str, Any] = {}
+    if epsilon is not None:  # simulated, reproducible noise
+        dp = {"epsilon": epsilon, "delta": 1e-5, "noise": SeededNoise(seed + 1)}
+    evaluate = dict(eval_logits=z[test], eval_labels=y[test], eval_every=eval_every)
     _, hist = simulate(
-        method,
-        z,
-        y,
-        cal_p,
-        rounds=rounds,
-        epsilon=epsilon,
-        delta=None if epsilon is None else 1e-5,
-        seed=seed,
-        noise=None if epsilon is None else SeededNoise(seed + 1),  # simulated, reproducible
-        aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-        sample_rate=0.1,
-        clip=0.5,
-        clip_pos=10.0,
-        clip_neg=50.0,
-        eval_logits=z[test],
-        eval_labels=y[test],
-        eval_every=eval_every,
-        **params,
+        method, z, y, cal_p, rounds, seed=seed, **_SEED003, **dp, **evaluate, **params
     )
     base = hist[0]
-    rows = []
-    for h in hist[1:]:
-        if "cwece" not in h:
-            continue
-        rows.append(
-            {
-                "round": h["round"],
-                "cwece": h["cwece"],
-                "ece": h["ece"],
-                "accuracy": h["accuracy"],
-                "base_cwece": base["cwece"],
-                "base_accuracy": base["accuracy"],
-                "accuracy_drop": base["accuracy"] - h["accuracy"],
-            }
-        )
-    return rows
+    return [
+        {k: h[k] for k in ("round", "cwece", "ece", "accuracy")}
+        | {"base_cwece": base["cwece"], "base_accuracy": base["accuracy"]}
+        | {"accuracy_drop": base["accuracy"] - h["accuracy"]}
+        for h in hist[1:]
+        if "cwece" in h
+    ]
 
 
 @dataclass(frozen=True)
@@ -287,16 +257,11 @@ class Maddock2025Result:
         the Markdown path."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / "results.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(self.rows[0]))
-            w.writeheader()
-            w.writerows(self.rows)
+        write_csv(out / "results.csv", self.rows)
         figs = _figures(self.rows, out)
         quick = self.config.name == "quick"
         md = _markdown(self.rows, figs, self.config.trials, self.seconds, quick, self.seed)
-        path = out / "maddock2025.md"
-        path.write_text("\n".join(md) + "\n")
-        return path
+        return write_lines(out / "maddock2025.md", md)
 
 
 @path_form(FULL, QUICK, {"repeats": "trials"})
@@ -343,17 +308,20 @@ def _repeat(
     common: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One method's rows of one repeat (seed ``s``): the rounds curve and both sweeps."""
+    runs: list[tuple[str, float, float | None, int, int]] = [
+        ("rounds", 0.1, None, config.curve_rounds, 1)
+    ]
+    runs += [("beta", beta, None, 12, 12) for beta in config.betas]  # 0.1: the rounds curve's
+    runs += [("epsilon", 0.1, eps, 12, 12) for eps in config.epsilons]
     rows = []
-    for row in _one(
-        z, y, m, params, beta=0.1, rounds=config.curve_rounds, epsilon=None, seed=s, eval_every=1
-    ):
-        rows.append({**common, "setting": "rounds", "beta": 0.1, "epsilon": "inf", **row})
-    for beta in config.betas:  # beta = 0.1 is the T = 12 row of the rounds curve
-        for row in _one(z, y, m, params, beta=beta, rounds=12, epsilon=None, seed=s, eval_every=12):
-            rows.append({**common, "setting": "beta", "beta": beta, "epsilon": "inf", **row})
-    for eps in config.epsilons:
-        for row in _one(z, y, m, params, beta=0.1, rounds=12, epsilon=eps, seed=s, eval_every=12):
-            rows.append({**common, "setting": "epsilon", "beta": 0.1, "epsilon": eps, **row})
+    for setting, beta, eps, rounds, every in runs:
+        head = {
+            **common,
+            "setting": setting,
+            "beta": beta,
+            "epsilon": "inf" if eps is None else eps,
+        }
+        rows += [{**head, **row} for row in _one(z, y, m, params, s, beta, rounds, eps, every)]
     return rows
 
 
@@ -377,45 +345,24 @@ def _figures(rows: list[dict[str, Any]], out: Path) -> list[str]:
         for m in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dname):
             sel = [r for r in rows if r["dataset"] == dname and r["method"] == m]
             cur = [r for r in sel if r["setting"] == "rounds"]
-            ts = sorted({r["round"] for r in cur})
-            axes[0].plot(
-                ts,
-                [100 * np.mean([r["cwece"] for r in cur if r["round"] == t]) for t in ts],
-                label=m,
-            )
-            axes[1].plot(
-                ts,
-                [100 * np.mean([r["accuracy"] for r in cur if r["round"] == t]) for t in ts],
-                label=m,
-            )
             b = [
                 r
                 for r in sel
                 if r["setting"] == "beta" or (r["setting"] == "rounds" and r["round"] == 12)
             ]
-            bs = sorted({r["beta"] for r in b})
-            axes[2].plot(
-                bs,
-                [100 * np.mean([r["cwece"] for r in b if r["beta"] == v]) for v in bs],
-                marker="o",
-                label=m,
-            )
             e = [r for r in sel if r["setting"] == "epsilon"]
-            es = sorted({r["epsilon"] for r in e})
-            axes[3].plot(
-                es,
-                [100 * np.mean([r["cwece"] for r in e if r["epsilon"] == v]) for v in es],
-                marker="o",
-                label=m,
-            )
+            for ax, part, x, y, marker in (
+                (axes[0], cur, "round", "cwece", None),
+                (axes[1], cur, "round", "accuracy", None),
+                (axes[2], b, "beta", "cwece", "o"),
+                (axes[3], e, "epsilon", "cwece", "o"),
+            ):
+                xs = sorted({r[x] for r in part})
+                means = [100 * np.mean([r[y] for r in part if r[x] == v]) for v in xs]
+                ax.plot(xs, means, **({"marker": marker} if marker else {}), label=m)
         base = next(r for r in rows if r["dataset"] == dname)
-        for ax, key in (
-            (axes[0], "base_cwece"),
-            (axes[1], "base_accuracy"),
-            (axes[2], "base_cwece"),
-            (axes[3], "base_cwece"),
-        ):
-            ax.axhline(100 * base[key], color="k", ls=":", lw=1, label="base")
+        for ax, key in zip(axes, ("cwece", "accuracy", "cwece", "cwece"), strict=True):
+            ax.axhline(100 * base[f"base_{key}"], color="k", ls=":", lw=1, label="base")
         axes[0].set(xlabel="rounds T (no DP)", ylabel="cwECE (%)", title=dname)
         axes[1].set(xlabel="rounds T (no DP)", ylabel="test accuracy (%)")
         axes[2].set(xlabel="beta (T=12, no DP)", ylabel="cwECE (%)", xscale="log")

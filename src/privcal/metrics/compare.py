@@ -74,14 +74,8 @@ def paired_bootstrap(
         draws[b] = metric(after[idx], labels[idx]) - metric(before[idx], labels[idx])
     tail = 100.0 * (1.0 - level) / 2.0
     low, high = (float(v) for v in np.percentile(draws, [tail, 100.0 - tail]))
-    return {
-        "diff": diff,
-        "low": low,
-        "high": high,
-        "level": level,
-        "resamples": resamples,
-        "verdict": verdict(low, high),
-    }
+    interval = dict(diff=diff, low=low, high=high, level=level, resamples=resamples)
+    return interval | {"verdict": verdict(low, high)}
 
 
 def replicate_interval(diffs: Any, z: float = 2.0) -> dict[str, Any]:
@@ -103,11 +97,5 @@ def replicate_interval(diffs: Any, z: float = 2.0) -> dict[str, Any]:
     mean = float(d.mean())
     se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("inf")
     low, high = mean - z * se, mean + z * se
-    return {
-        "diff": mean,
-        "se": se,
-        "low": low,
-        "high": high,
-        "replicates": int(d.size),
-        "verdict": verdict(low, high) if np.isfinite(se) else NO_BETTER,
-    }
+    interval = dict(diff=mean, se=se, low=low, high=high, replicates=int(d.size))
+    return interval | {"verdict": verdict(low, high) if np.isfinite(se) else NO_BETTER}

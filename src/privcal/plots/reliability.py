@@ -45,6 +45,11 @@ def _new_figure(n_columns: int = 1) -> tuple[Figure, list[tuple[Axes, Axes]]]:
     return fig, pairs
 
 
+def _bar_style(edges: np.ndarray) -> dict[str, Any]:
+    """One bar per bin: from its left edge, as wide as the bin, outlined."""
+    return {"width": np.diff(edges), "align": "edge", "linewidth": 0.6}
+
+
 class ReliabilityDisplay:
     """Reliability diagram visualisation (scikit-learn's Display pattern).
 
@@ -162,41 +167,14 @@ class ReliabilityDisplay:
     # -- drawing -------------------------------------------------------------------------------
     def _draw_reliability(self, ax: Axes) -> None:
         rel = self.reliability
-        left, width = rel.edges[:-1], np.diff(rel.edges)
-        full = rel.counts > 0
+        left, full = rel.edges[:-1], rel.counts > 0
         acc = np.where(full, rel.accuracy, 0.0)
         conf = np.where(full, rel.confidence, 0.0)
-        self.bars_: BarContainer = ax.bar(
-            left,
-            acc,
-            width=width,
-            align="edge",
-            color=_BAR,
-            edgecolor="black",
-            linewidth=0.6,
-            label="Accuracy",
-        )
-        self.gap_bars_: BarContainer = ax.bar(
-            left,
-            conf - acc,
-            bottom=acc,
-            width=width,
-            align="edge",
-            color=_GAP,
-            alpha=0.3,
-            edgecolor=_GAP,
-            hatch="//",
-            linewidth=0.6,
-            label="Gap",
-        )
-        ax.plot(
-            [0, 1],
-            [0, 1],
-            linestyle="--",
-            color="black",
-            linewidth=1.0,
-            label="Perfect calibration",
-        )
+        bar = _bar_style(rel.edges)
+        self.bars_ = ax.bar(left, acc, color=_BAR, edgecolor="black", label="Accuracy", **bar)
+        gap: dict[str, Any] = {"color": _GAP, "alpha": 0.3, "edgecolor": _GAP, "hatch": "//"}
+        self.gap_bars_ = ax.bar(left, conf - acc, bottom=acc, label="Gap", **gap, **bar)
+        ax.plot([0, 1], [0, 1], ls="--", color="black", lw=1.0, label="Perfect calibration")
         # An invisible handle carries the ECE into the legend.
         ax.plot([], [], " ", label=f"ECE = {100.0 * rel.ece:.2f}%")
         ax.set_xlim(0.0, 1.0)
@@ -211,31 +189,17 @@ class ReliabilityDisplay:
 
     def _draw_histogram(self, ax: Axes) -> BarContainer:
         rel = self.reliability
-        left, width = rel.edges[:-1], np.diff(rel.edges)
         bars = ax.bar(
-            left,
-            rel.counts,
-            width=width,
-            align="edge",
-            color=_HIST,
-            edgecolor="black",
-            linewidth=0.6,
+            rel.edges[:-1], rel.counts, color=_HIST, edgecolor="black", **_bar_style(rel.edges)
         )
         total = float(rel.counts.sum())
         full = rel.counts > 0
         # Count-weighted means of the per-bin averages = overall accuracy and mean confidence.
         mean_acc = float(np.sum(rel.counts[full] * rel.accuracy[full]) / total)
         mean_conf = float(np.sum(rel.counts[full] * rel.confidence[full]) / total)
-        ax.axvline(
-            mean_acc, color=_BAR, linestyle="-", linewidth=1.5, label=f"Accuracy {mean_acc:.2f}"
-        )
-        ax.axvline(
-            mean_conf,
-            color=_GAP,
-            linestyle="--",
-            linewidth=1.5,
-            label=f"Avg. confidence {mean_conf:.2f}",
-        )
+        lines = ((mean_acc, _BAR, "-", "Accuracy"), (mean_conf, _GAP, "--", "Avg. confidence"))
+        for value, color, style, what in lines:
+            ax.axvline(value, color=color, ls=style, lw=1.5, label=f"{what} {value:.2f}")
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("Confidence")
         ax.set_ylabel("Count")
@@ -298,11 +262,9 @@ def before_after(
         raise ValueError(
             f"The 'titles' parameter of before_after must be a pair of str. Got {titles!r} instead."
         )
-    rel_before = reliability(
-        probs_before, labels, n_bins=n_bins, binning=binning, input=input_before
-    )
-    rel_after = reliability(probs_after, labels, n_bins=n_bins, binning=binning, input=input_after)
-    return reliability_panels((rel_before, rel_after), names)
+    scores = ((probs_before, input_before), (probs_after, input_after))
+    rels = [reliability(p, labels, n_bins=n_bins, binning=binning, input=i) for p, i in scores]
+    return reliability_panels(rels, names)
 
 
 def reliability_panels(reliabilities: Sequence[Reliability], titles: Sequence[str]) -> Figure:

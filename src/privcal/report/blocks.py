@@ -85,18 +85,19 @@ def column(
 
 def table(
     title: str,
-    columns: Sequence[dict[str, Any]],
+    columns: Sequence[dict[str, Any] | tuple[str, ...]],
     rows: Sequence[Mapping[str, Any]],
     *,
     note: str | None = None,
     source: str | None = None,
 ) -> dict[str, Any]:
-    """A table block. ``rows`` hold raw values (fractions for metrics); ``source`` names the
-    file the rows were read from when they were not made by the writer of the block."""
+    """A table block. ``columns`` are :func:`column` dicts or the ``(key, label[, unit])`` of
+    one; ``rows`` hold raw values (fractions for metrics); ``source`` names the file the rows
+    were read from when they were not made by the writer of the block."""
     out: dict[str, Any] = {
         "type": "table",
         "title": title,
-        "columns": list(columns),
+        "columns": [c if isinstance(c, dict) else column(*c) for c in columns],
         "rows": [jsonable(dict(r)) for r in rows],
     }
     if note:

@@ -5,15 +5,17 @@ written by :func:`format_value` under one unit rule (:data:`UNITS`): calibration
 accuracies **in percent** (ECE 0.031 is "3.10"), their differences in percentage points, a
 missing value as ``-``. Every JSON file privcal writes for a report goes through
 :func:`jsonable` (NumPy values as Python ones, ``inf`` as ``"inf"``, ``nan`` as ``null``), by
-:func:`write_json`.
+:func:`write_json`; an experiment's tidy rows are written by :func:`write_csv`, its Markdown
+page by :func:`write_lines`.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,9 @@ __all__ = [
     "header_text",
     "jsonable",
     "plain",
+    "write_csv",
     "write_json",
+    "write_lines",
 ]
 
 #: Column units: how a raw value is shown, and the suffix its header gets.
@@ -73,6 +77,24 @@ def write_json(path: str | Path, obj: Any) -> Path:
     """Write :func:`jsonable` of ``obj`` to ``path`` (UTF-8, indented by one, a final newline)."""
     path = Path(path)
     path.write_text(json.dumps(jsonable(obj), indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def write_lines(path: str | Path, lines: Sequence[str]) -> Path:
+    """Write ``lines`` (a Markdown page) to ``path``, one per line, with a final newline."""
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """Write tidy ``rows`` to the CSV ``path``: one column per key, in order of first appearance
+    (a row without a key leaves its cell empty)."""
+    path = Path(path)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        writer.writeheader()
+        writer.writerows(rows)
     return path
 
 

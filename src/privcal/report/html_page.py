@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from privcal import __version__
-from privcal.report.blocks import ECE_UNIT_NOTE, Report, column, privacy_sentences, table
+from privcal.report.blocks import ECE_UNIT_NOTE, Report, privacy_sentences, table
 from privcal.report.figures import draw
 from privcal.report.formatting import cell_text, format_value, header_text, plain
 from privcal.report.readers import build, find_outputs
@@ -166,21 +166,17 @@ def _privacy_html(b: Mapping[str, Any]) -> str:
             f"{_span(x.get('spent') for x in ledgers)}, remaining "
             f"{_span(x.get('remaining') for x in ledgers)}"
         )
-        cols = [
-            column("source", "Source"),
-            column("budget", "Budget ε", "number"),
-            column("spent", "Spent ε", "number"),
-            column("remaining", "Remaining ε", "number"),
-        ]
+        cols: list[tuple[str, ...]] = [("source", "Source")]
+        cols += [(k, f"{k.capitalize()} ε", "number") for k in ("budget", "spent", "remaining")]
         title = "Ledgers after the run (budget per source)"
         parts.append(_collapse(summary, table(title, cols, ledgers, source=src)))
     elif per:
         rows = [{"source": s or "(one source)", **v} for s, v in per.items()]
         summary = f"{len(rows)} sources: ε spent " + _span(r.get("epsilon") for r in rows)
         cols = [
-            column("source", "Source"),
-            column("epsilon", "ε spent", "number"),
-            column("delta", "δ spent", "number"),
+            ("source", "Source"),
+            ("epsilon", "ε spent", "number"),
+            ("delta", "δ spent", "number"),
         ]
         parts.append(_collapse(summary, table("Budget spent per source", cols, rows, source=src)))
     parts.append("</section>")

@@ -172,22 +172,17 @@ def _demo(o: Output) -> Report:
 
 
 def _demo_sections(o: Output) -> list[dict[str, Any]]:
-    out = []
-    for s in o.data.get("sections", []):
-        sec = _section(s["title"], list(s.get("blocks", [])), o.path.name)
-        sec["error"] = s.get("error")
-        sec["seconds"] = s.get("seconds")
-        out.append(sec)
-    return out
+    return [
+        _section(s["title"], list(s.get("blocks", [])), o.path.name)
+        | {"error": s.get("error"), "seconds": s.get("seconds")}
+        for s in o.data.get("sections", [])
+    ]
 
 
-_METRIC_UNITS = {
-    "Accuracy": "percent",
-    "ECE": "percent",
-    "Classwise ECE": "percent",
-    "MCE": "percent",
-    "Adaptive ECE": "percent",
-}
+_COVERAGE = ("coverage", "Coverage", "percent")
+_BEFORE_AFTER = [("before", "Uncalibrated", "percent"), ("after", "Calibrated", "percent")]
+#: The metrics shown in percent (the others keep their own scale).
+_PERCENT = ("Accuracy", "ECE", "Classwise ECE", "MCE", "Adaptive ECE")
 
 
 def _metrics_table(
@@ -198,26 +193,17 @@ def _metrics_table(
     Calibration errors and accuracy are in percent like everywhere else; Brier and NLL keep
     their own scale. ``metrics`` maps a column name to ``{metric: value}``."""
     names = list(metrics)
-    rows = []
-    for m in next(iter(metrics.values())):
-        row: dict[str, Any] = {"metric": m, "unit": _METRIC_UNITS.get(m, "number")}
-        for i, n in enumerate(names):
-            row[f"c{i}"] = metrics[n].get(m)
-        rows.append(row)
-    blocks_rows = []
-    # one table per unit so that every column has one unit
-    pct = [r for r in rows if r["unit"] == "percent"]
-    other = [r for r in rows if r["unit"] != "percent"]
-    for subset, unit in ((pct, "percent"), (other, "number")):
-        if not subset:
-            continue
-        cols = [column("metric", "Metric")]
-        cols += [column(f"c{i}", n, unit) for i, n in enumerate(names)]
-        blocks_rows.append((subset, cols, unit))
-    out = []
-    for subset, cols, unit in blocks_rows:
-        t = title + (" (%)" if unit == "percent" else " (Brier, NLL: their own scale)")
-        out.append(table(t, cols, subset, note=note or None, source=source))
+    rows = [
+        {"metric": m, "unit": "percent" if m in _PERCENT else "number"}
+        | {f"c{i}": metrics[n].get(m) for i, n in enumerate(names)}
+        for m in next(iter(metrics.values()))
+    ]
+    out = []  # one table per unit so that every column has one unit
+    for unit, suffix in (("percent", " (%)"), ("number", " (Brier, NLL: their own scale)")):
+        subset = [r for r in rows if (r["unit"] == "percent") == (unit == "percent")]
+        if subset:
+            cols = [("metric", "Metric"), *((f"c{i}", n, unit) for i, n in enumerate(names))]
+            out.append(table(title + suffix, cols, subset, note=note or None, source=source))
     return out[0] if len(out) == 1 else {"type": "group", "blocks": out}
 
 
@@ -394,7 +380,7 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
                 column("n_cal", "Calibration points", "count"),
                 column("n_test", "Test points", "count"),
                 column("threshold", "Threshold", "number"),
-                column("coverage", "Coverage", "percent"),
+                _COVERAGE,
                 column("target", "Target", "percent"),
                 column("mean_size", "Mean set size", "number"),
                 column("full_sets", "Full sets", "percent"),
@@ -403,41 +389,21 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
             source=src,
         ),
     ]
-    counts = d["size_counts"]
-    panels = [
-        {
-            "title": "Set sizes",
-            "xlabel": "set size",
-            "ylabel": "test points",
-            "series": [{"name": kind, "x": list(range(len(counts))), "y": counts}],
-        }
-    ]
-    by_size = d.get("coverage_by_size")
+    counts, by_size = d["size_counts"], d.get("coverage_by_size")
+    bars = [("Set sizes", "test points", list(range(len(counts))), counts)]
     if by_size:
-        panels.append(
-            {
-                "title": "Coverage by set size",
-                "xlabel": "set size",
-                "ylabel": "coverage",
-                "series": [
-                    {
-                        "name": kind,
-                        "x": [r["size"] for r in by_size],
-                        "y": [r["coverage"] for r in by_size],
-                    }
-                ],
-            }
-        )
+        sizes, coverage = [r["size"] for r in by_size], [r["coverage"] for r in by_size]
+        bars.append(("Coverage by set size", "coverage", sizes, coverage))
+    panels = [
+        {"title": t, "xlabel": "set size", "ylabel": y, "series": [{"name": kind, "x": x, "y": v}]}
+        for t, y, x, v in bars
+    ]
     blocks.append(bar_figure("Prediction sets on the test points", panels))
     if by_size:
         blocks.append(
             table(
                 "Coverage by set size",
-                [
-                    column("size", "Set size", "count"),
-                    column("count", "Test points", "count"),
-                    column("coverage", "Coverage", "percent"),
-                ],
+                [("size", "Set size", "count"), ("count", "Test points", "count"), _COVERAGE],
                 by_size,
                 source=src,
             )
@@ -507,10 +473,7 @@ def _federate(o: Output) -> list[dict[str, Any]]:
             )
         )
     if rep:
-        eps, delta = (
-            format_value(rep.get("epsilon"), "number"),
-            format_value(rep.get("delta"), "number"),
-        )
+        eps, delta = (format_value(rep.get(k), "number") for k in ("epsilon", "delta"))
         blocks.append(
             takeaway(
                 f"User-level DP over the whole run: ε = {eps}, δ = {delta} "
@@ -537,7 +500,7 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         blocks.append(
             table(
                 "Run configuration",
-                [column("key", "Setting"), column("value", "Value")],
+                [("key", "Setting"), ("value", "Value")],
                 [{"key": k, "value": str(cfg[k])} for k in keys if k in cfg],
                 source="config.json",
             )
@@ -550,11 +513,7 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         blocks.append(
             table(
                 f"Held-out check on the server's validation split ({check['rows']} rows)",
-                [
-                    column("metric", "Metric"),
-                    column("before", "Uncalibrated", "percent"),
-                    column("after", "Calibrated", "percent"),
-                ],
+                [("metric", "Metric"), *_BEFORE_AFTER],
                 rows,
                 source="check.json",
             )
@@ -674,19 +633,9 @@ def _scoreboard(o: Output) -> list[dict[str, Any]]:
         text(f"`{d.get('command', 'privcal bench scoreboard')}`; {d.get('note', '')}"),
     ]
     if claims:
-        blocks.append(
-            table(
-                "Seed papers' headline claims",
-                [
-                    column("seed", "Seed"),
-                    column("claim", "Claim"),
-                    column("measured", "Measured here"),
-                    column("verdict", "Verdict"),
-                ],
-                claims,
-                source=src,
-            )
-        )
+        cols = [("seed", "Seed"), ("claim", "Claim"), ("measured", "Measured here")]
+        cols.append(("verdict", "Verdict"))
+        blocks.append(table("Seed papers' headline claims", cols, claims, source=src))
     for task, title, error in (
         ("calibration", "Calibration", "ECE"),
         ("federated", "Federated calibration", "classwise ECE"),

@@ -59,13 +59,7 @@ def write_results(
         "title": title,
         **meta,
         "sections": [
-            {
-                "name": s.name,
-                "title": s.title,
-                "seconds": s.seconds,
-                "error": s.error,
-                "blocks": s.blocks,
-            }
+            dict(name=s.name, title=s.title, seconds=s.seconds, error=s.error, blocks=s.blocks)
             for s in sections
         ],
     }

@@ -60,63 +60,35 @@ def _mark(r: dict[str, Any]) -> str:
     return f"**WORSE** {text}".strip() if r.get("worse") else text
 
 
+def _table(head: str, rows: list[dict[str, Any]], cells: Any) -> list[str]:
+    """A Markdown table of scoreboard rows: data set, method and epsilon, the columns named in
+    ``head`` (``|``-separated) with ``cells(row)``, then the mark."""
+    body = [[r["dataset"], r["method"], format_value(r["epsilon"], "epsilon")] for r in rows]
+    body = [[*b, *cells(r), _mark(r)] for b, r in zip(body, rows, strict=True)]
+    return markdown_table(["data set", "method", "eps", *head.split("|"), "mark"], body)
+
+
 def _calibration_table(rows: list[dict[str, Any]], key: str = "ECE") -> list[str]:
     """A Markdown calibration table; ``key`` names the error that 'vs none' and the mark compare."""
-    head = [
-        "data set",
-        "method",
-        "eps",
-        "ECE %",
-        "cwECE %",
-        "acc %",
-        f"vs none, {key} (pp) ± SE",
-        "ratio to twin",
-        "twin",
-        "mark",
-    ]
-    body = [
-        [
-            r["dataset"],
-            r["method"],
-            format_value(r["epsilon"], "epsilon"),
-            format_value(r["ece"], "percent"),
-            format_value(r["cwece"], "percent"),
-            format_value(r["accuracy"], "percent"),
+
+    def cells(r: dict[str, Any]) -> list[Any]:
+        return [
+            *(format_value(r[k], "percent") for k in ("ece", "cwece", "accuracy")),
             f"{100 * r['diff']:+.2f} ± {format_value(r['diff_se'], 'percent')}",
             format_value(r["ratio"], "ratio"),
             r["twin"] if r["method"] != r["twin"] else "",
-            _mark(r),
         ]
-        for r in rows
-    ]
-    return markdown_table(head, body)
+
+    head = f"ECE %|cwECE %|acc %|vs none, {key} (pp) ± SE|ratio to twin|twin"
+    return _table(head, rows, cells)
 
 
 def _conformal_table(rows: list[dict[str, Any]]) -> list[str]:
-    head = [
-        "data set",
-        "method",
-        "eps",
-        "coverage ± SE",
-        "mean size",
-        "classes",
-        "size ratio to split",
-        "mark",
-    ]
-    body = [
-        [
-            r["dataset"],
-            r["method"],
-            format_value(r["epsilon"], "epsilon"),
-            f"{r['coverage']:.4f} ± {r['coverage_se']:.4f}",
-            f"{r['size']:.3f}",
-            r["n_classes"],
-            format_value(r["ratio"], "ratio"),
-            _mark(r),
-        ]
-        for r in rows
-    ]
-    return markdown_table(head, body)
+    def cells(r: dict[str, Any]) -> list[Any]:
+        coverage = f"{r['coverage']:.4f} ± {r['coverage_se']:.4f}"
+        return [coverage, f"{r['size']:.3f}", r["n_classes"], format_value(r["ratio"], "ratio")]
+
+    return _table("coverage ± SE|mean size|classes|size ratio to split", rows, cells)
 
 
 def scoreboard_markdown(

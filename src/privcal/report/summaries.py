@@ -112,17 +112,9 @@ def fit_summary(
 
     d = est.to_dict()
     released = release_summary(est)
-    out: dict[str, Any] = {
-        "method": method,
-        "class": d.get("class"),
-        "params": d.get("params", {}),
-        "calibrator": calibrator_file,
-        "input": input_file,
-        "n_bins": n_bins,
-        "private": private,
-        "warnings": list(warnings),
-        "released": released,
-    }
+    out: dict[str, Any] = {"method": method, "class": d.get("class"), "params": d.get("params", {})}
+    out |= dict(calibrator=calibrator_file, input=input_file, n_bins=n_bins, private=private)
+    out |= dict(warnings=list(warnings), released=released)
     if logits is not None and labels is not None:
         out["n_samples"], out["n_classes"] = int(logits.shape[0]), int(logits.shape[1])
     if not private and logits is not None and labels is not None and metrics is not None:
@@ -140,16 +132,9 @@ def fit_summary(
 
             out["ledgers"] = []
             for p in sources:
-                rec = read_ledger(p)
-                out["ledgers"].append(
-                    {
-                        "source": rec.name,
-                        "path": str(p),
-                        "budget": rec.budget,
-                        "spent": rec.spent,
-                        "remaining": rec.remaining,
-                    }
-                )
+                r = read_ledger(p)
+                state = {k: getattr(r, k) for k in ("budget", "spent", "remaining")}
+                out["ledgers"].append({"source": r.name, "path": str(p), **state})
         distributed = any("aggregation=distributed" in t for t in getattr(rep, "threat", ()))
         out["trust"] = (
             "each source keeps its rows and its ledger and uploads its exact answer in fixed "
@@ -182,14 +167,9 @@ def evaluate_summary(
     full score vectors (``logits``, and ``probs`` after a calibrator), or for a top-label file
     the diagrams ``evaluate`` bins from its confidences (``top_label_reliability``: before, and
     after a calibrator)."""
-    out: dict[str, Any] = {
-        "input": input_file,
-        "calibrator": calibrator_file,
-        "n_bins": n_bins,
-        "n_samples": n_samples,
-        "n_classes": n_classes,
-        "metrics": {k: dict(v) for k, v in columns.items()},
-    }
+    out: dict[str, Any] = dict(input=input_file, calibrator=calibrator_file, n_bins=n_bins)
+    out |= dict(n_samples=n_samples, n_classes=n_classes)
+    out["metrics"] = {k: dict(v) for k, v in columns.items()}
     if logits is not None:
         out["reliability"] = _reliability_pair(logits, probs, labels, n_bins)
         if probs is not None:  # the held-out effect, with its interval over these rows
@@ -223,19 +203,11 @@ def conformal_summary_data(
     with test labels, the coverage of the test points of each set size."""
     sizes = sets.sum(axis=1).astype(np.int64)
     C = int(sets.shape[1])
-    out: dict[str, Any] = {
-        **{k: v for k, v in summary.items()},
-        "alpha": alpha,
-        "score": score,
-        "n_classes": C,
-        "sets": sets_file,
-        "cal": cal_file,
-        "test": test_file,
-        "size_counts": np.bincount(sizes, minlength=C + 1),
-    }
+    counts = np.bincount(sizes, minlength=C + 1)
+    out: dict[str, Any] = {**summary, **dict(alpha=alpha, score=score, n_classes=C)}
+    out |= dict(sets=sets_file, cal=cal_file, test=test_file, size_counts=counts)
     if labels is not None:
         covered = sets[np.arange(sets.shape[0]), labels]
-        counts = np.bincount(sizes, minlength=C + 1)
         hits = np.bincount(sizes, weights=covered.astype(np.float64), minlength=C + 1)
         out["coverage_by_size"] = [
             {"size": k, "count": int(counts[k]), "coverage": float(hits[k] / counts[k])}

@@ -40,14 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["SECTIONS", "DemoContext", "DemoError", "run_demo"]
 
 #: Section modules under ``privcal.experiments.demo``, in report order.
-SECTIONS: tuple[str, ...] = (
-    "calibration",
-    "private",
-    "conformal",
-    "training",
-    "federated",
-    "scoreboard",
-)
+SECTIONS: tuple[str, ...] = ("calibration", "private", "conformal", "training", "federated")
+SECTIONS += ("scoreboard",)
 
 #: Printed once before the sections: the demo's private methods draw seeded noise so that its
 #: numbers reproduce, and every privacy report it shows says so.
@@ -183,11 +177,9 @@ def run_demo(
         warnings.simplefilter("ignore", InsecureNoiseWarning)
         results = [_run_section(name, ctx) for name in names]
     elapsed = time.perf_counter() - start
-    command = (
-        " ".join(["privcal", *sys.argv[1:]])
-        if Path(sys.argv[0]).name == "privcal"
-        else (f"run_demo({str(out)!r}, seed={seed}, quick={quick})")
-    )
+    command = f"run_demo({str(out)!r}, seed={seed}, quick={quick})"
+    if Path(sys.argv[0]).name == "privcal":
+        command = " ".join(["privcal", *sys.argv[1:]])
     meta = run_metadata(command=command, seed=seed, seconds=elapsed)
     write_results(out, results, meta)
     report = write_report(out, results, command=command, seed=seed, seconds=elapsed, meta=meta)

@@ -11,7 +11,6 @@ the most miscalibrated corruption (from their per-bin data).
 
 from __future__ import annotations
 
-import csv
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,13 @@ SEVERITY = 5
 #: Column label of the uncalibrated scores.
 UNCALIBRATED = "uncalibrated"
 _METRICS = ("accuracy", "ece", "classwise_ece")
+#: The columns of the means over corruptions after the method's.
+_COLUMNS = [
+    ("accuracy", "Accuracy", "percent"),
+    ("ece", "ECE", "percent"),
+    ("delta", "ΔECE", "pp"),
+    ("classwise_ece", "Classwise ECE", "percent"),
+]
 
 
 def applicable_methods(n_classes: int) -> tuple[dict[str, Any], dict[str, str]]:
@@ -66,11 +72,8 @@ def applicable_methods(n_classes: int) -> tuple[dict[str, Any], dict[str, str]]:
 def _scores(p: np.ndarray, y: np.ndarray, input: Literal["probs", "logits"]) -> dict[str, float]:
     from privcal.metrics import accuracy, classwise_ece, ece
 
-    return {
-        "accuracy": accuracy(p, y, input=input),
-        "ece": ece(p, y, input=input),
-        "classwise_ece": classwise_ece(p, y, input=input),
-    }
+    metrics = dict(zip(_METRICS, (accuracy, ece, classwise_ece), strict=True))
+    return {k: f(p, y, input=input) for k, f in metrics.items()}
 
 
 def _halves(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -107,13 +110,8 @@ def _fit_all(
             z, y = data.shifted[(corruption, SEVERITY)]
             val, test = _halves(rng, y.shape[0])
             splits[corruption] = (val, test)
-            rows.append(
-                {
-                    "corruption": corruption,
-                    "method": UNCALIBRATED,
-                    **_scores(z[test], y[test], "logits"),
-                }
-            )
+            uncalibrated = _scores(z[test], y[test], "logits")
+            rows.append({"corruption": corruption, "method": UNCALIBRATED, **uncalibrated})
             for name, factory in methods.items():
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -134,14 +132,9 @@ def _print_means(ctx: DemoContext, means: dict[str, dict[str, float]], n_corrupt
         title=f"Mean over {n_corruptions} corruptions (severity {SEVERITY}), test halves, %",
         title_justify="left",
     )
-    for col, just in (
-        ("Method", "left"),
-        ("Accuracy", "right"),
-        ("ECE", "right"),
-        ("ΔECE", "right"),
-        ("Classwise ECE", "right"),
-    ):
-        console_table.add_column(col, justify=just)  # type: ignore[arg-type]
+    console_table.add_column("Method")
+    for _, label, _ in _COLUMNS:
+        console_table.add_column(label, justify="right")
     base = means[UNCALIBRATED]
     for m, v in means.items():
         delta = "" if m == UNCALIBRATED else format_value(v["ece"] - base["ece"], "pp")
@@ -171,22 +164,11 @@ def _figures(
     data = ctx.data
     by_ece = {r["corruption"]: r["ece"] for r in rows if r["method"] == UNCALIBRATED}
     worst = max(by_ece, key=by_ece.__getitem__)
-    z_clean, y_clean = data.clean
-    val_c, test_c = _halves(rng, y_clean.shape[0])
-    z_worst, y_worst = data.shifted[(worst, SEVERITY)]
-    val_w, test_w = splits[worst]
+    cases = [("Clean test set", "clean", data.clean, _halves(rng, data.clean[1].shape[0]))]
+    worst_set = data.shifted[(worst, SEVERITY)]
+    cases.append((f"{worst} (severity {SEVERITY})", worst, worst_set, splits[worst]))
     figures = []
-    for label, stem, z, y, val, test in (
-        ("Clean test set", "calibration_clean", z_clean, y_clean, val_c, test_c),
-        (
-            f"{worst} (severity {SEVERITY})",
-            f"calibration_{worst}",
-            z_worst,
-            y_worst,
-            val_w,
-            test_w,
-        ),
-    ):
+    for label, stem, (z, y), (val, test) in cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             after = TemperatureScaling("nll").fit(z[val], y[val]).predict_proba(z[test])
@@ -197,7 +179,7 @@ def _figures(
                 ("temperature scaling", reliability(after, y[test])),
             ],
         )
-        figures.append(ctx.figure(block, stem))
+        figures.append(ctx.figure(block, f"calibration_{stem}"))
     return figures
 
 
@@ -244,7 +226,8 @@ def _findings(
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Run the section; return its report blocks."""
-    from privcal.report import column, table, text
+    from privcal.report import table, text
+    from privcal.report.formatting import write_csv
 
     data = ctx.data
     corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
@@ -253,11 +236,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     rng = ctx.rng("calibration")
     rows, warned, splits = _fit_all(ctx, rng, corruptions, methods)
 
-    csv_path = ctx.out_dir / "calibration.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["corruption", "method", *_METRICS])
-        writer.writeheader()
-        writer.writerows(rows)
+    csv_path = write_csv(ctx.out_dir / "calibration.csv", rows)
 
     means, found = _findings(rows, corruptions, methods)
     _print_means(ctx, means, len(corruptions))
@@ -287,22 +266,12 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         ),
         table(
             "Mean over corruptions",
-            [
-                column("method", "Method"),
-                column("accuracy", "Accuracy", "percent"),
-                column("ece", "ECE", "percent"),
-                column("delta", "ΔECE", "pp"),
-                column("classwise_ece", "Classwise ECE", "percent"),
-            ],
+            [("method", "Method"), *_COLUMNS],
             mean_rows,
         ),
         table(
             "ECE per corruption",
-            [
-                column("corruption", "Corruption"),
-                column("accuracy", "Accuracy", "percent"),
-                *(column(m, m, "percent") for m in means),
-            ],
+            [("corruption", "Corruption"), _COLUMNS[0], *((m, m, "percent") for m in means)],
             per_rows,
             note="Accuracy is the uncalibrated model's; the other columns are ECE (%).",
         ),
@@ -312,13 +281,8 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
             text("Skipped: " + "; ".join(f"`{k}` ({v})" for k, v in skipped.items()) + ".")
         )
     if any(warned.values()):
-        blocks.append(
-            text(
-                "Warnings while fitting: "
-                + ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
-                + "."
-            )
-        )
+        counts = ", ".join(f"`{k}` {n}" for k, n in warned.items() if n)
+        blocks.append(text(f"Warnings while fitting: {counts}."))
     blocks.append(text(f"Tidy results: `{csv_path.name}` (one row per corruption and method)."))
     blocks += figures
     return blocks

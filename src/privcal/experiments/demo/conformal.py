@@ -58,11 +58,7 @@ def _figure(
                 "xlabel": "set size",
                 "ylabel": "fraction of test points",
                 "series": [
-                    {
-                        "name": name,
-                        "x": x,
-                        "y": np.bincount(s, minlength=C + 1)[1:] / s.size,
-                    }
+                    {"name": name, "x": x, "y": np.bincount(s, minlength=C + 1)[1:] / s.size}
                     for name, s in sizes.items()
                 ],
             },
@@ -101,8 +97,7 @@ def _print_sets(
             format_value(r["full"], "percent", 1) + "%",
             format_value(r["threshold"], "fraction"),
             r["level"],
-            format_value(r["split_coverage"], "percent")
-            + "% ± "
+            f"{format_value(r['split_coverage'], 'percent')}% ± "
             + format_value(r["split_coverage_se"], "percent"),
             format_value(r["split_size"], "fraction", 3),
         )
@@ -153,13 +148,13 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         sets = est.predict_set(z[test])
         size = sets.sum(axis=1)
         sim = sims["raw" if "uncalibrated" in name else "scaled"]
+        private = isinstance(est, PrivateConformal)
         res = (
-            sim.split(ALPHA)
-            if isinstance(est, SplitConformal)
-            else sim.private(ALPHA, EPSILON, noise=SeededNoise(ctx.seed))
+            sim.private(ALPHA, EPSILON, noise=SeededNoise(ctx.seed))
+            if private
+            else sim.split(ALPHA)
         )
         sizes[name], coverage[name] = size, res.coverage
-        private = isinstance(est, PrivateConformal)
         rows.append(
             {
                 "method": name,

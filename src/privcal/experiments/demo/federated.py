@@ -26,6 +26,7 @@ Needs NumPy and SciPy only (Flower is not used for the simulation).
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,37 +61,28 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     z, y = ctx.data.pool(5)[:2]
     rounds = 6 if ctx.quick else 12
     draws = 3 if ctx.quick else DRAWS
-    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
-    fell_back: dict[tuple[str, float], int] = {}
+    values: defaultdict[tuple[str, float], list[tuple[float, float, float]]] = defaultdict(list)
+    fell_back: Counter[tuple[str, float]] = Counter()
     for d in range(draws):
         seed = ctx.seed + d
         parts = dirichlet_partition(y, 100, 0.1, seed=seed)
         cal_p, test_p = split_clients(parts, 0.5, seed=seed)
         test = np.concatenate(test_p)
-        values.setdefault(("uncalibrated", np.inf), []).append(
-            calibration_metrics(softmax(z[test]), y[test])
-        )
+        values[("uncalibrated", np.inf)].append(calibration_metrics(softmax(z[test]), y[test]))
+        # seed 003: client sampling, the server adds the noise (seeded: a reproducible demo)
+        run: dict[str, Any] = {"seed": seed, "aggregation": "trusted", "sample_rate": 0.1}
         for label, method in METHODS.items():
             for eps in (np.inf, 1.0):
                 dp: dict[str, Any] = {} if eps == np.inf else {"epsilon": eps, "delta": _DELTA}
                 cal, _ = simulate(
-                    method,
-                    z,
-                    y,
-                    cal_p,
-                    rounds=rounds,
-                    seed=seed,
-                    noise=SeededNoise(seed + 1),  # reproducible demo
-                    aggregation="trusted",  # seed 003: client sampling, the server adds the noise
-                    sample_rate=0.1,
-                    **dp,
+                    method, z, y, cal_p, rounds, noise=SeededNoise(seed + 1), **run, **dp
                 )
-                values.setdefault((label, eps), []).append(
+                values[(label, eps)].append(
                     calibration_metrics(cal.predict_proba(z[test]), y[test])
                 )
                 check = getattr(cal, "release_check_", None)  # FedTemp under DP
                 if check is not None:
-                    fell_back[label, eps] = fell_back.get((label, eps), 0) + check["fell_back"]
+                    fell_back[label, eps] += check["fell_back"]
     base = np.array(values[("uncalibrated", np.inf)])
     rows: list[dict[str, Any]] = []
     for (label, eps), v in values.items():

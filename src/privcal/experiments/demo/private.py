@@ -31,7 +31,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     from privcal.metrics import ece
     from privcal.privacy import SeededNoise
     from privcal.private import DataSource, PrivateTemperatureScaling
-    from privcal.report import column, privacy_block, table, takeaway, text
+    from privcal.report import privacy_block, table, takeaway, text
 
     data = ctx.data
     sets = {c: data.shifted[(c, SEVERITY)] for c in data.corruptions}
@@ -44,8 +44,8 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         title=f"Test ECE (%), median over {len(sets)} corruptions (severity {SEVERITY})"
     )
     console_table.add_column("method")
-    console_table.add_column("median ECE", justify="right")
-    console_table.add_column("mean ECE", justify="right")
+    for col in ("median ECE", "mean ECE"):
+        console_table.add_column(col, justify="right")
     for m, (med, mean) in tab.items():
         console_table.add_row(m, f"{100 * med:.2f}", f"{100 * mean:.2f}")
     ctx.console.print(console_table)
@@ -118,9 +118,9 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         table(
             "Test ECE of private recalibration",
             [
-                column("method", "Method"),
-                column("median", "Median ECE", "percent"),
-                column("mean", "Mean ECE", "percent"),
+                ("method", "Method"),
+                ("median", "Median ECE", "percent"),
+                ("mean", "Mean ECE", "percent"),
             ],
             [{"method": m, "median": med, "mean": mean} for m, (med, mean) in tab.items()],
         ),

@@ -40,9 +40,7 @@ def _calibration_table(
         console.add_row(
             r["method"],
             format_value(r["epsilon"], "epsilon"),
-            format_value(r["ece"], "percent"),
-            format_value(r["cwece"], "percent"),
-            format_value(r["accuracy"], "percent"),
+            *(format_value(r[k], "percent") for k in ("ece", "cwece", "accuracy")),
             format_value(r["diff"], "pp"),
             format_value(r["ratio"], "ratio"),
             r.get("_mark", ""),
@@ -84,8 +82,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
     ]
     fed: list[dict[str, Any]] = []
     if not ctx.quick:
-        draws = 1
-        fed = mark_worse(sb.federated_rows(data, EPSILONS, draws=draws, seed=ctx.seed))
+        fed = mark_worse(sb.federated_rows(data, EPSILONS, draws=1, seed=ctx.seed))
         block = _calibration_table(
             f"Federated calibration on {sb.DIGITS} (Dirichlet {sb.FED_BETA} over "
             f"{sb.FED_CLIENTS} clients, {sb.FED_ROUNDS} rounds)",
@@ -96,13 +93,9 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         block["note"] = (
             "Federated methods target classwise ECE, so 'vs none' and the mark compare classwise "
             "ECE; central methods (nll-t, vector, ...) are the federated methods' twins fitted "
-            "on the union of the clients' data."
-            + (
-                " One draw: there is no spread over draws, so the paired test marks nothing here "
-                "(the federated section above tests over several draws)."
-                if draws < 2
-                else ""
-            )
+            "on the union of the clients' data. One draw: there is no spread over draws, so the "
+            "paired test marks nothing here (the federated section above tests over several "
+            "draws)."
         )
         blocks.append(block)
     worse = [r for r in rows + conf + fed if r["worse"]]

@@ -20,7 +20,7 @@ TITLE = "DP training miscalibrates; DP temperature scaling fixes it"
 
 def run(ctx: DemoContext) -> list[dict[str, Any]]:
     """Train SGD / DP-SGD / DP-SGD + DP-TS; return the report blocks (table, figure, privacy)."""
-    from privcal.report import column, privacy_block, reliability_figure, table, takeaway, text
+    from privcal.report import privacy_block, reliability_figure, table, takeaway, text
 
     try:
         from privcal.training import require_torch
@@ -91,11 +91,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
         ),
         table(
             "DP training and DP temperature scaling",
-            [
-                column("model", "Model"),
-                column("accuracy", "Accuracy", "percent"),
-                column("ece", "ECE", "percent"),
-            ],
+            [("model", "Model"), ("accuracy", "Accuracy", "percent"), ("ece", "ECE", "percent")],
             rows,
         ),
         text(

@@ -79,13 +79,6 @@ def run_loop(
                             p = est.fit(sources=srcs).predict_proba(z[test])
                     eces[spec.label].append(ece(p, y[test], n_bins))
             for m, v in eces.items():
-                rows.append(
-                    {
-                        "dataset": name,
-                        **asdict(pt),
-                        "method": m,
-                        "ece_mean": float(np.mean(v)),
-                        "trials": trials,
-                    }
-                )
+                row = {"dataset": name, **asdict(pt), "method": m, "ece_mean": float(np.mean(v))}
+                rows.append(row | {"trials": trials})
     return rows

@@ -121,14 +121,8 @@ def run(
     }
     total = sum(len(g) for g in grids.values())
     jobs = check_int(config.jobs, "jobs", owner, low=1)
-    kwargs: dict[str, Any] = {
-        "trials": trials,
-        "iterations": iterations,
-        "n_bins": n_bins,
-        "nll_bound": nll_bound,
-        "methods": tuple(methods),
-        "seed": seed,
-    }
+    kwargs: dict[str, Any] = dict(trials=trials, iterations=iterations, n_bins=n_bins)
+    kwargs |= dict(nll_bound=nll_bound, methods=tuple(methods), seed=seed)
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     items = list(datasets.items())
@@ -204,18 +198,10 @@ def _run_dataset(
             e = np.concatenate([p[0] for p in parts[mi]])
             t = np.concatenate([p[1] for p in parts[mi]])
             temp = float(np.nanmedian(t)) if np.isfinite(t).any() else float("nan")
-            rows.append(
-                {
-                    "dataset": name,
-                    **asdict(pt),
-                    "method": spec.label,
-                    "ece_mean": float(e.mean()),
-                    "ece_median": float(np.median(e)),
-                    "ece_std": float(e.std(ddof=1)) if e.size > 1 else 0.0,
-                    "temperature_median": temp,
-                    "trials": trials,
-                }
-            )
+            row = {"dataset": name, **asdict(pt), "method": spec.label, "ece_mean": float(e.mean())}
+            std = float(e.std(ddof=1)) if e.size > 1 else 0.0
+            row |= dict(ece_median=float(np.median(e)), ece_std=std, temperature_median=temp)
+            rows.append(row | {"trials": trials})
         if tick is not None:
             tick()
     return rows

@@ -3,7 +3,6 @@ files :meth:`Luo2020Result.write` writes."""
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,19 @@ from typing import Any
 import numpy as np
 
 from privcal.plots import subplots
+from privcal.report.formatting import write_csv
 
 __all__ = ["Luo2020Result"]
+
+#: The three panels of each figure: the setting swept (its row key) and the x-axis label.
+_PANELS = (
+    ("sources", "n_sources", "number of sources"),
+    ("samples", "n_samples", "samples per source"),
+    ("epsilon", "epsilon", "epsilon"),
+)
+_HELD = {"n_sources": "d={}", "n_samples": "n={}", "epsilon": "eps={:g}"}
+#: Line colours of the methods other than Acc-T (red) in the figures.
+_OTHERS = "blue orange green purple brown gray olive cyan pink"
 
 
 @dataclass
@@ -62,51 +72,20 @@ class Luo2020Result:
         figs = {}
         for ds in dict.fromkeys(r["dataset"] for r in self.rows):
             fig, axes = subplots(1, 3, figsize=(13, 3.6))
-            for ax, (panel, key, xlabel) in zip(
-                axes,
-                (
-                    ("sources", "n_sources", "number of sources"),
-                    ("samples", "n_samples", "samples per source"),
-                    ("epsilon", "epsilon", "epsilon"),
-                ),
-                strict=True,
-            ):
+            for ax, (panel, key, xlabel) in zip(axes, _PANELS, strict=True):
                 rows = [r for r in self.rows if r["dataset"] == ds and r["panel"] == panel]
                 if not rows:
                     ax.set_visible(False)
                     continue
-                others = iter(
-                    [
-                        "tab:blue",
-                        "tab:orange",
-                        "tab:green",
-                        "tab:purple",
-                        "tab:brown",
-                        "tab:gray",
-                        "tab:olive",
-                        "tab:cyan",
-                        "tab:pink",
-                    ]
-                    * 4
-                )
+                others = iter([f"tab:{c}" for c in _OTHERS.split()] * 4)
                 for m in self.methods:
                     pts = sorted((r[key], r["ece_mean"]) for r in rows if r["method"] == m)
-                    style: dict[str, Any] = (
-                        {"color": "tab:red", "lw": 2.2}
-                        if m.startswith("Acc-T")
-                        else {"color": next(others)}
-                    )
+                    acc_t = m.startswith("Acc-T")
+                    style = {"color": "tab:red", "lw": 2.2} if acc_t else {"color": next(others)}
                     ax.plot(*zip(*pts, strict=True), marker="o", ms=3, label=m, **style)
-                fixed = rows[0]
-                what = {
-                    "sources": f"n={fixed['n_samples']}, eps={fixed['epsilon']:g}",
-                    "samples": f"d={fixed['n_sources']}, eps={fixed['epsilon']:g}",
-                    "epsilon": f"d={fixed['n_sources']}, n={fixed['n_samples']}",
-                }[panel]
-                ax.set_title(what, fontsize=9)
-                ax.set_xlabel(xlabel)
-                ax.set_ylabel("test ECE (15 bins)")
-                ax.set_yscale("log")
+                held = ", ".join(t.format(rows[0][k]) for k, t in _HELD.items() if k != key)
+                ax.set_title(held, fontsize=9)  # the two settings the panel holds fixed
+                ax.set(xlabel=xlabel, ylabel="test ECE (15 bins)", yscale="log")
                 ax.grid(alpha=0.3)
             axes[0].legend(fontsize=7)
             fig.suptitle(f"{ds}: mean test ECE over trials")
@@ -121,10 +100,7 @@ class Luo2020Result:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = [out / "results.csv", out / "table1.md"]
-        with files[0].open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(self.rows[0]))
-            w.writeheader()
-            w.writerows(self.rows)
+        write_csv(files[0], self.rows)
         files[1].write_text(self.table_markdown() + "\n")
         if figures:
             for ds, fig in self.figures().items():

@@ -394,18 +394,9 @@ def noise_pooled_ece(
     """
     z = np.asarray(z, dtype=np.float64)
     s = _split(z, np.asarray(y), splits, n_sources, n_samples, np.random.default_rng(seed))
-    return {
-        spec.label: np.stack(
-            [
-                simulate(
-                    spec,
-                    s,
-                    epsilon,
-                    SeededNoise(np.random.default_rng([seed, k, mi])),
-                    iterations=iterations,
-                )[0]
-                for k in range(draws)
-            ]
-        )
-        for mi, spec in enumerate(methods)
-    }
+    out = {}
+    for mi, spec in enumerate(methods):
+        noises = [SeededNoise(np.random.default_rng([seed, k, mi])) for k in range(draws)]
+        eces = [simulate(spec, s, epsilon, noise, iterations=iterations)[0] for noise in noises]
+        out[spec.label] = np.stack(eces)
+    return out

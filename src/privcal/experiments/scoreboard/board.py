@@ -161,14 +161,8 @@ def run(
 
 
 #: The protocol constants the Markdown page states.
-PROTOCOL = {
-    "alpha": ALPHA,
-    "fed_beta": FED_BETA,
-    "fed_clients": FED_CLIENTS,
-    "fed_rounds": FED_ROUNDS,
-    "fed_delta": FED_DELTA,
-    "simulation_note": SIMULATION_NOTE,
-}
+PROTOCOL: dict[str, Any] = dict(alpha=ALPHA, fed_beta=FED_BETA, fed_clients=FED_CLIENTS)
+PROTOCOL |= dict(fed_rounds=FED_ROUNDS, fed_delta=FED_DELTA, simulation_note=SIMULATION_NOTE)
 
 
 def render(board: Scoreboard, command: str = "privcal bench scoreboard") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +89,7 @@ def _claim_001(seed: int) -> Claim:
     s = summarise(run_tasks(seeds=(seed,), tasks=("digits", "digits_shift"), epsilons=(8.0,)))
     frac = s["dp_higher_ece_fraction"]
     return Claim(
-        "001 Bu et al. 2023",
-        "DP-SGD is worse calibrated than SGD; DP-TS repairs it",
+        *_C001,
         f"DP-SGD ECE > SGD ECE in {frac:.0%} of tasks; DP-TS cuts DP-SGD's ECE "
         f"{s['dpts_ece_reduction_mean']:.2f}x (paper: >= 2x); non-private TS on the same "
         f"held-out split, the most any temperature fitted there can do: "
@@ -109,39 +109,24 @@ def _claim_004(seed: int) -> Claim:
         f"{t}: {ece[(t, 'DP-SGD')]:.3f} -> {ece[(t, 'DP-SGLD')]:.3f}" for t in tasks
     )
     return Claim(
-        "004 Knolle et al. 2021",
-        "DP-SGLD is better calibrated than DP-SGD at equal epsilon (3)",
+        *_C004,
         f"ECE DP-SGD -> DP-SGLD, seed {seed}: {measured}",
         "reproduced" if all(wins) else "not reproduced",
     )
 
 
+_C001 = ("001 Bu et al. 2023", "DP-SGD is worse calibrated than SGD; DP-TS repairs it")
+_C004 = ("004 Knolle et al. 2021", "DP-SGLD is better calibrated than DP-SGD at equal epsilon (3)")
+
+
 def claim_rows(config: Config, rows: list[dict[str, Any]]) -> list[Claim]:
     """The headline claim of each seed paper, checked with its protocol function (000, 001,
     004) or on the scoreboard's own rows (002, 003).  Torch claims run with ``config.torch``."""
-    out = [_claim_000(config.claim_trials, config.seed)]
-    torch_claims = (_claim_001, _claim_004)
-    if config.torch:
-        out.append(torch_claims[0](config.seed))
-    else:
-        out.append(
-            Claim(
-                "001 Bu et al. 2023",
-                "DP-SGD is worse calibrated than SGD; DP-TS repairs it",
-                "needs torch training: not run with --quick or --no-torch",
-                "not run",
-            )
-        )
-    out += [_claim_002(rows), _claim_003(rows)]
-    if config.torch:
-        out.append(torch_claims[1](config.seed))
-    else:
-        out.append(
-            Claim(
-                "004 Knolle et al. 2021",
-                "DP-SGLD is better calibrated than DP-SGD at equal epsilon (3)",
-                "needs torch training: not run with --quick or --no-torch",
-                "not run",
-            )
-        )
-    return out
+
+    def torch_claim(check: Callable[[int], Claim], head: tuple[str, str]) -> Claim:
+        if config.torch:
+            return check(config.seed)
+        return Claim(*head, "needs torch training: not run with --quick or --no-torch", "not run")
+
+    out = [_claim_000(config.claim_trials, config.seed), torch_claim(_claim_001, _C001)]
+    return [*out, _claim_002(rows), _claim_003(rows), torch_claim(_claim_004, _C004)]

@@ -21,20 +21,13 @@ ALPHA = 0.1
 #: Federated protocol of the issue (seed 003 Sec. 5): Dirichlet label skew over 100 clients.
 FED_CLIENTS, FED_BETA, FED_ROUNDS, FED_DELTA = 100, 0.1, 12, 1e-5
 #: The shared files, by folder.
-_NETCAL = (
-    "wideresnet-16-4-cifar-10",
-    "lenet-5-cifar-10",
-    "wideresnet-16-4-cifar-100",
-    "densenet-bc-100-cifar-100",
-    "lenet-5-cifar-100",
+_NETCAL = tuple(
+    "wideresnet-16-4-cifar-10 lenet-5-cifar-10 wideresnet-16-4-cifar-100 densenet-bc-100-cifar-100 "
+    "lenet-5-cifar-100".split()
 )
 _CLEANLAB = ("cifar10", "mnist", "imdb", "20news")
-_TOPLABEL = (
-    "densenet40_c10",
-    "resnet110_c10",
-    "densenet40_c100",
-    "resnet110_c100",
-    "resnet50_birds",
+_TOPLABEL = tuple(
+    "densenet40_c10 resnet110_c10 densenet40_c100 resnet110_c100 resnet50_birds".split()
 )
 
 
@@ -61,8 +54,7 @@ class Dataset:
 
 def dataset_names(*, toplabel: bool = True) -> tuple[str, ...]:
     """Every data set of the scoreboard: the shared files, then :data:`DIGITS`."""
-    names = (*_NETCAL, *_CLEANLAB, *(_TOPLABEL if toplabel else ()), DIGITS)
-    return names
+    return (*_NETCAL, *_CLEANLAB, *(_TOPLABEL if toplabel else ()), DIGITS)
 
 
 def _path(name: str) -> Any:
@@ -111,11 +103,8 @@ def split_indices(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``splits`` seeded random (calibration, test) partitions of ``range(n)``."""
     rng = np.random.default_rng([seed, n, n_cal])
-    out: list[tuple[np.ndarray, np.ndarray]] = []
-    for _ in range(splits):
-        perm = rng.permutation(n)
-        out.append((perm[:n_cal], perm[n_cal:]))
-    return out
+    perms = [rng.permutation(n) for _ in range(splits)]
+    return [(perm[:n_cal], perm[n_cal:]) for perm in perms]
 
 
 # ------------------------------------------------------------------------------- configuration

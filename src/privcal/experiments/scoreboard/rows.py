@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from privcal.experiments.scoreboard.config import (
     Dataset,
     split_indices,
 )
+from privcal.metrics.statistics import softmax
 from privcal.privacy import InsecureNoiseWarning, SeededNoise
 
 
@@ -99,22 +101,12 @@ def calibration_row(
     why = [("ECE", "classwise ECE")[key]] if worse_error else []
     if worse_accuracy:
         why.append(f"accuracy {-100 * acc_diff:+.2f} pp")
-    return {
-        "task": task,
-        "dataset": dataset,
-        "method": method,
-        "epsilon": epsilon,
-        "twin": twin,
-        "ece": float(mean[0]),
-        "cwece": float(mean[1]),
-        "accuracy": float(mean[2]),
-        "splits": int(values.shape[0]),
-        "diff": diff,
-        "diff_se": se,
-        "worse": bool(why),
-        "why": ", ".join(why),
-        "warnings": warnings_count,
-    }
+    row: dict[str, Any] = dict(
+        task=task, dataset=dataset, method=method, epsilon=epsilon, twin=twin
+    )
+    row |= dict(ece=float(mean[0]), cwece=float(mean[1]), accuracy=float(mean[2]))
+    row |= dict(splits=int(values.shape[0]), diff=diff, diff_se=se, worse=bool(why))
+    return row | dict(why=", ".join(why), warnings=warnings_count)
 
 
 def _add_ratios(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -191,44 +183,26 @@ def calibration_rows(
     nonprivate = _nonprivate_specs(z.shape[1])
     private = _private_specs()
     finite = [e for e in epsilons if e != math.inf]
-    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
-    warned: dict[tuple[str, float], int] = {}
-
+    values: defaultdict[tuple[str, float], list[tuple[float, float, float]]] = defaultdict(list)
+    warned: Counter[tuple[str, float]] = Counter()
     for r, (cal, test) in enumerate(parts):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
-        values.setdefault(("uncalibrated", math.inf), []).append(
-            calibration_metrics(_softmax(zt), yt)
-        )
+        values[("uncalibrated", math.inf)].append(calibration_metrics(softmax(zt), yt))
         fits = {(name, math.inf): factory() for name, factory in nonprivate.items()}
         for name, (make, _) in private.items():
             for i, eps in enumerate(finite):
                 fits[(name, eps)] = make(eps, _seed(seed, r, i, zlib.crc32(name.encode())))
         for key, est in fits.items():
             probs, n_warn = _quiet(_fit_proba, est, zc, yc, zt)
-            values.setdefault(key, []).append(calibration_metrics(probs, yt))
-            warned[key] = warned.get(key, 0) + n_warn
+            values[key].append(calibration_metrics(probs, yt))
+            warned[key] += n_warn
     base = np.array(values[("uncalibrated", math.inf)])
     twins = {name: twin for name, (_, twin) in private.items()}
-    rows = [
-        calibration_row(
-            "calibration",
-            data.name,
-            name,
-            eps,
-            twins.get(name, name),
-            np.array(v),
-            base,
-            warned.get((name, eps), 0),
-        )
-        for (name, eps), v in values.items()
-    ]
+    rows = []
+    for (name, eps), v in values.items():
+        head = ("calibration", data.name, name, eps, twins.get(name, name))
+        rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)]))
     return _add_ratios(rows, "ece")
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    from privcal.metrics.statistics import softmax
-
-    return softmax(z)
 
 
 # -------------------------------------------------------------------------------- federated
@@ -261,48 +235,32 @@ def federated_rows(
 
     assert data.logits is not None
     z, y = data.logits, data.labels
-    values: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
-    warned: dict[tuple[str, float], int] = {}
+    values: defaultdict[tuple[str, float], list[tuple[float, float, float]]] = defaultdict(list)
+    warned: Counter[tuple[str, float]] = Counter()
     for r, (cal, test) in enumerate(split_indices(data.n, data.n // 2, draws, seed + 1)):
         zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
         clients = dirichlet_partition(yc, n_clients=FED_CLIENTS, beta=FED_BETA, seed=seed + r)
-        values.setdefault(("uncalibrated", math.inf), []).append(
-            calibration_metrics(_softmax(zt), yt)
-        )
+        values[("uncalibrated", math.inf)].append(calibration_metrics(softmax(zt), yt))
         for method, twin in FED_METHODS.items():
             if method in skipped_methods(z.shape[1]):
                 continue
             if len(values.get((twin, math.inf), [])) <= r:
                 probs, n_warn = _quiet(_fit_proba, METHODS[twin](), zc, yc, zt)
-                values.setdefault((twin, math.inf), []).append(calibration_metrics(probs, yt))
-                warned[(twin, math.inf)] = warned.get((twin, math.inf), 0) + n_warn
+                values[(twin, math.inf)].append(calibration_metrics(probs, yt))
+                warned[(twin, math.inf)] += n_warn
             for eps in epsilons:
                 noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
                 dp = {"epsilon": eps, "delta": FED_DELTA} if eps != math.inf else {}
                 fitted, n_warn = _quiet(
                     simulate, method, zc, yc, clients, FED_ROUNDS, seed=seed + r, noise=noise, **dp
                 )
-                values.setdefault((method, eps), []).append(
-                    calibration_metrics(fitted[0].predict_proba(zt), yt)
-                )
-                warned[(method, eps)] = warned.get((method, eps), 0) + n_warn
+                values[(method, eps)].append(calibration_metrics(fitted[0].predict_proba(zt), yt))
+                warned[(method, eps)] += n_warn
     base = np.array(values[("uncalibrated", math.inf)])
     rows = []
     for (name, eps), v in values.items():
-        twin = FED_METHODS.get(name, name)
-        rows.append(
-            calibration_row(
-                "federated",
-                data.name,
-                name,
-                eps,
-                twin,
-                np.array(v),
-                base,
-                warned.get((name, eps), 0),
-                key=1,
-            )
-        )
+        head = ("federated", data.name, name, eps, FED_METHODS.get(name, name))
+        rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)], key=1))
     # the federated method without DP is compared with its central twin too
     central = {row["method"]: row for row in rows if row["method"] not in FED_METHODS}
     for row in rows:
@@ -370,24 +328,12 @@ def conformal_rows(
             se = coverage_se(arr[:, 0], alpha, data.n)
             invalid = cov < 1 - alpha - 3 * se
             full = size >= 0.99 * n_classes
-            rows.append(
-                {
-                    "task": "conformal",
-                    "dataset": data.name,
-                    "method": f"{kind} {score}",
-                    "epsilon": eps,
-                    "twin": f"split {score}",
-                    "coverage": cov,
-                    "coverage_se": se,
-                    "size": size,
-                    "n_classes": n_classes,
-                    "n_cal": n_cal,
-                    "splits": len(v),
-                    "ratio": size / split_size if kind == "private" else math.nan,
-                    "worse": bool(invalid or full),
-                    "why": "invalid coverage" if invalid else ("full sets" if full else ""),
-                }
-            )
+            row = dict(task="conformal", dataset=data.name, method=f"{kind} {score}", epsilon=eps)
+            row |= dict(twin=f"split {score}", coverage=cov, coverage_se=se, size=size)
+            row |= dict(n_classes=n_classes, n_cal=n_cal, splits=len(v))
+            row["ratio"] = size / split_size if kind == "private" else math.nan
+            why = "invalid coverage" if invalid else ("full sets" if full else "")
+            rows.append(row | dict(worse=bool(invalid or full), why=why))
     return rows
 
 
