@@ -4,6 +4,12 @@ Every error follows one template (scikit-learn's): it names the parameter, its o
 allowed and what was received, e.g.::
 
     The 'n_bins' parameter of ece must be an int >= 1. Got 0 instead.
+
+Estimators declare their rules once, as scikit-learn does: ``_parameter_constraints`` maps each
+parameter to a :class:`Constraint` (``Int``, ``Real``, ``Options``, ``Range``, or a shared one
+such as :data:`EPSILON`), or to a list ``[constraint, *values]`` whose other values pass as
+they are (``[POSITIVE, None]``, ``[POSITIVE, "auto"]``); :func:`validate_params` checks them in
+order. A subclass extends its base's dict (``{**Base._parameter_constraints, ...}``).
 """
 
 from __future__ import annotations
@@ -11,12 +17,25 @@ from __future__ import annotations
 import functools
 import numbers
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 __all__ = [
+    "EPSILON",
+    "FRACTION",
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "PROBABILITY",
+    "SEED",
+    "Constraint",
+    "Constraints",
+    "Int",
+    "Options",
+    "Range",
+    "Real",
     "check_int",
     "check_option",
     "check_probability",
@@ -26,6 +45,7 @@ __all__ = [
     "renamed_aliases",
     "renamed_attribute",
     "renamed_params",
+    "validate_params",
     "warn_renamed",
 ]
 
@@ -80,7 +100,7 @@ def check_real(
 
 
 def check_probability(value: Any, name: str, owner: str) -> float:
-    """A level such as alpha or delta: a float strictly inside (0, 1)."""
+    """A level such as alpha or delta: a float strictly inside (0, 1) (:data:`PROBABILITY`)."""
     return check_real(value, name, owner, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
@@ -103,6 +123,98 @@ def check_range(value: Any, name: str, owner: str) -> tuple[float, float]:
     if not (np.isfinite(lo) and np.isfinite(hi) and 0.0 < lo < hi):
         raise _fail(name, owner, allowed, value)
     return lo, hi
+
+
+class Constraint:
+    """What one parameter must be: :meth:`check` returns the value (an int as ``int``, a real as
+    ``float``) or raises the shared message naming the parameter and its owner."""
+
+    def check(self, value: Any, name: str, owner: str) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Int(Constraint):
+    """An integer (not a bool) ``>= low``: :func:`check_int`."""
+
+    low: int | None = None
+
+    def check(self, value: Any, name: str, owner: str) -> int:
+        return check_int(value, name, owner, low=self.low)
+
+
+@dataclass(frozen=True)
+class Real(Constraint):
+    """A finite real in the interval from ``low`` to ``high``, each end closed unless ``*_open``
+    (``None``: unbounded): :func:`check_real`."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, value: Any, name: str, owner: str) -> float:
+        return check_real(
+            value,
+            name,
+            owner,
+            low=self.low,
+            high=self.high,
+            low_open=self.low_open,
+            high_open=self.high_open,
+        )
+
+
+class Options(Constraint):
+    """One of the given values: :func:`check_option`."""
+
+    def __init__(self, *options: Any) -> None:
+        self.options = options
+
+    def check(self, value: Any, name: str, owner: str) -> Any:
+        return check_option(value, name, owner, self.options)
+
+
+class Range(Constraint):
+    """A pair ``(low, high)`` with ``0 < low < high``: :func:`check_range`."""
+
+    def check(self, value: Any, name: str, owner: str) -> tuple[float, float]:
+        return check_range(value, name, owner)
+
+
+#: A real ``> 0`` (a rate, a bound, a scale).
+POSITIVE = Real(0.0, low_open=True)
+#: A real ``>= 0`` (a regularisation strength, a decay).
+NON_NEGATIVE = Real(0.0)
+#: A privacy budget epsilon: a finite real ``> 0``.
+EPSILON = POSITIVE
+#: A fraction such as a sampling rate: a real in ``(0, 1]``.
+FRACTION = Real(0.0, 1.0, low_open=True)
+#: A level such as alpha or delta: a real strictly inside ``(0, 1)``.
+PROBABILITY = Real(0.0, 1.0, low_open=True, high_open=True)
+#: A seed: an int ``>= 0``.
+SEED = Int(0)
+
+#: An estimator's ``_parameter_constraints``: each parameter's rule, in the order checked.
+Constraints = dict[str, Constraint | list[Any]]
+
+
+def validate_params(source: Any, constraints: Constraints, owner: str) -> dict[str, Any]:
+    """Check each parameter of ``constraints``, in order, and return the checked values.
+
+    ``source`` is an estimator (its attributes are read) or a mapping of values. A rule is a
+    :class:`Constraint`, or a list ``[constraint, *values]`` in which ``values`` (``None``,
+    ``"auto"``) pass as they are. The first value that breaks its rule raises its message.
+    """
+    checked = {}
+    for name, rule in constraints.items():
+        value = source[name] if isinstance(source, Mapping) else getattr(source, name)
+        constraint, *passes = rule if isinstance(rule, list) else [rule]
+        if any(value is p or (isinstance(value, str) and value == p) for p in passes):
+            checked[name] = value
+        else:
+            checked[name] = constraint.check(value, name, owner)
+    return checked
 
 
 def warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:

@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from privcal import __version__
+from privcal._params import Constraints, validate_params
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import softmax, top_label_bins
@@ -136,6 +137,9 @@ class Calibrator(BaseEstimator):
     #: Whether ``fit`` checks the method against the uncalibrated model by cross-fitting
     #: (:meth:`_cross_fit_check`); on for the non-parametric maps, which can over-fit.
     _cross_fit_diagnostic: ClassVar[bool] = False
+    #: Each hyperparameter's rule (:func:`privcal._params.validate_params`); a subclass
+    #: extends its base's (``{**Base._parameter_constraints, ...}``).
+    _parameter_constraints: ClassVar[Constraints] = {}
 
     # -- public API ------------------------------------------------------------------------
     def fit(self: C, logits: object, labels: object, *, input: Input = "logits") -> C:
@@ -192,7 +196,9 @@ class Calibrator(BaseEstimator):
 
     # -- hooks -----------------------------------------------------------------------------
     def _validate_params(self) -> None:
-        """Check hyperparameters (called at fit time and on restore, never in ``__init__``)."""
+        """Check hyperparameters against ``_parameter_constraints`` (at fit time and on restore,
+        never in ``__init__``); a rule across parameters is added after ``super()``."""
+        validate_params(self, self._parameter_constraints, type(self).__name__)
 
     def _validate_fitted(self) -> None:
         """Check the fitted state of a restored calibrator; raise ``ValueError`` naming the field.

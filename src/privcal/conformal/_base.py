@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from privcal._params import renamed_attribute, renamed_params
+from privcal._params import (
+    PROBABILITY,
+    Constraints,
+    Options,
+    renamed_attribute,
+    renamed_params,
+    validate_params,
+)
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
@@ -38,6 +45,11 @@ class ConformalBase(BaseEstimator):
     """
 
     _owner = "ConformalBase"
+    #: Each parameter's rule (:func:`privcal._params.validate_params`), checked by ``fit``.
+    _parameter_constraints: ClassVar[Constraints] = {
+        "score": Options(*SCORES),
+        "alpha": PROBABILITY,
+    }
     random_state = renamed_attribute("seed")
     score: str
     calibrator: Any
@@ -50,9 +62,9 @@ class ConformalBase(BaseEstimator):
         renames = getattr(type(self).__init__, "__renamed__", {})
         return super().set_params(**renamed_params(params, renames, self._owner))
 
-    @staticmethod
-    def _scores() -> tuple[str, ...]:
-        return SCORES
+    def _validate_params(self) -> dict[str, Any]:
+        """The parameters of ``_parameter_constraints``, checked (``alpha`` as a float)."""
+        return validate_params(self, self._parameter_constraints, self._owner)
 
     def _probs(self, logits: Any, input: str, name: str) -> np.ndarray:
         z = check_scores(logits, input=input, name=name)  # type: ignore[arg-type]

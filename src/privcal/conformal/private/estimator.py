@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_option, check_probability, check_real, renamed, renamed_attribute
+from privcal._params import EPSILON, Constraints, renamed, renamed_attribute
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.localize import LOCALIZE_MIN_EPS_N1, Localization, check_localize
 from privcal.conformal.private.localized import (
@@ -159,6 +159,10 @@ class PrivateConformal(ConformalBase):
     """
 
     _owner = "PrivateConformal"
+    _parameter_constraints: ClassVar[Constraints] = {
+        **ConformalBase._parameter_constraints,
+        "epsilon": EPSILON,
+    }
     bins = renamed_attribute("n_bins")
     bins_ = renamed_attribute("n_bins_")
 
@@ -206,10 +210,9 @@ class PrivateConformal(ConformalBase):
         self
         """
         owner = self._owner
-        check_option(self.score, "score", owner, self._scores())
+        checked = self._validate_params()
+        a, eps = checked["alpha"], checked["epsilon"]
         mechanism = get_mechanism(self.method, owner)
-        a = check_probability(self.alpha, "alpha", owner)
-        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
