@@ -5,11 +5,9 @@ allowed and what was received, e.g.::
 
     The 'n_bins' parameter of ece must be an int >= 1. Got 0 instead.
 
-Estimators declare their rules once, as scikit-learn does: ``_parameter_constraints`` maps each
-parameter to a :class:`Constraint` (``Int``, ``Real``, ``Options``, ``Range``, or a shared one
-such as :data:`EPSILON`), or to a list ``[constraint, *values]`` whose other values pass as
-they are (``[POSITIVE, None]``, ``[POSITIVE, "auto"]``); :func:`validate_params` checks them in
-order. A subclass extends its base's dict (``{**Base._parameter_constraints, ...}``).
+Estimators declare their rules once, as scikit-learn does (``_parameter_constraints``, a
+:class:`Constraints`), and :func:`validate_params` checks them; functions use the shared rules
+(``EPSILON.check(epsilon, "epsilon", owner)``).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from __future__ import annotations
 import functools
 import numbers
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -126,8 +124,8 @@ def check_range(value: Any, name: str, owner: str) -> tuple[float, float]:
 
 
 class Constraint:
-    """What one parameter must be: :meth:`check` returns the value (an int as ``int``, a real as
-    ``float``) or raises the shared message naming the parameter and its owner."""
+    """A rule for one parameter: :meth:`check` returns the value (an int as ``int``, a real as
+    ``float``) or raises the message above."""
 
     def check(self, value: Any, name: str, owner: str) -> Any:
         raise NotImplementedError
@@ -135,18 +133,17 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Int(Constraint):
-    """An integer (not a bool) ``>= low``: :func:`check_int`."""
+    """An integer (not a bool) ``>= low`` (:func:`check_int`)."""
 
     low: int | None = None
 
     def check(self, value: Any, name: str, owner: str) -> int:
-        return check_int(value, name, owner, low=self.low)
+        return check_int(value, name, owner, **vars(self))
 
 
 @dataclass(frozen=True)
 class Real(Constraint):
-    """A finite real in the interval from ``low`` to ``high``, each end closed unless ``*_open``
-    (``None``: unbounded): :func:`check_real`."""
+    """A finite real from ``low`` to ``high``, ends closed unless ``*_open``: :func:`check_real`."""
 
     low: float | None = None
     high: float | None = None
@@ -154,19 +151,11 @@ class Real(Constraint):
     high_open: bool = False
 
     def check(self, value: Any, name: str, owner: str) -> float:
-        return check_real(
-            value,
-            name,
-            owner,
-            low=self.low,
-            high=self.high,
-            low_open=self.low_open,
-            high_open=self.high_open,
-        )
+        return check_real(value, name, owner, **vars(self))
 
 
 class Options(Constraint):
-    """One of the given values: :func:`check_option`."""
+    """One of ``options`` (:func:`check_option`)."""
 
     def __init__(self, *options: Any) -> None:
         self.options = options
@@ -176,17 +165,17 @@ class Options(Constraint):
 
 
 class Range(Constraint):
-    """A pair ``(low, high)`` with ``0 < low < high``: :func:`check_range`."""
+    """A pair ``(low, high)`` with ``0 < low < high`` (:func:`check_range`)."""
 
     def check(self, value: Any, name: str, owner: str) -> tuple[float, float]:
         return check_range(value, name, owner)
 
 
-#: A real ``> 0`` (a rate, a bound, a scale).
+#: A real ``> 0``: a scale, a bound, a rate.
 POSITIVE = Real(0.0, low_open=True)
-#: A real ``>= 0`` (a regularisation strength, a decay).
+#: A real ``>= 0``: a strength, a decay, a spent budget.
 NON_NEGATIVE = Real(0.0)
-#: A privacy budget epsilon: a finite real ``> 0``.
+#: A privacy budget epsilon: a real ``> 0``.
 EPSILON = POSITIVE
 #: A fraction such as a sampling rate: a real in ``(0, 1]``.
 FRACTION = Real(0.0, 1.0, low_open=True)
@@ -195,20 +184,19 @@ PROBABILITY = Real(0.0, 1.0, low_open=True, high_open=True)
 #: A seed: an int ``>= 0``.
 SEED = Int(0)
 
-#: An estimator's ``_parameter_constraints``: each parameter's rule, in the order checked.
-Constraints = dict[str, Constraint | list[Any]]
+
+class Constraints(dict[str, Constraint | list[Any]]):
+    """An estimator's ``_parameter_constraints``: each parameter's rule, in the order checked,
+    e.g. ``Constraints(n_bins=Int(1), nll_bound=[POSITIVE, None])``. A rule is a
+    :class:`Constraint`, or a list ``[constraint, *values]`` whose ``values`` pass as they are.
+    A subclass extends its base's: ``Constraints(Base._parameter_constraints, mode=...)``."""
 
 
-def validate_params(source: Any, constraints: Constraints, owner: str) -> dict[str, Any]:
-    """Check each parameter of ``constraints``, in order, and return the checked values.
-
-    ``source`` is an estimator (its attributes are read) or a mapping of values. A rule is a
-    :class:`Constraint`, or a list ``[constraint, *values]`` in which ``values`` (``None``,
-    ``"auto"``) pass as they are. The first value that breaks its rule raises its message.
-    """
+def validate_params(obj: Any, constraints: Constraints, owner: str) -> dict[str, Any]:
+    """Check the attributes of ``obj`` named in ``constraints``, in order; the checked values."""
     checked = {}
     for name, rule in constraints.items():
-        value = source[name] if isinstance(source, Mapping) else getattr(source, name)
+        value = getattr(obj, name)
         constraint, *passes = rule if isinstance(rule, list) else [rule]
         if any(value is p or (isinstance(value, str) and value == p) for p in passes):
             checked[name] = value

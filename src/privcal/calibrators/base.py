@@ -137,9 +137,9 @@ class Calibrator(BaseEstimator):
     #: Whether ``fit`` checks the method against the uncalibrated model by cross-fitting
     #: (:meth:`_cross_fit_check`); on for the non-parametric maps, which can over-fit.
     _cross_fit_diagnostic: ClassVar[bool] = False
-    #: Each hyperparameter's rule (:func:`privcal._params.validate_params`); a subclass
-    #: extends its base's (``{**Base._parameter_constraints, ...}``).
-    _parameter_constraints: ClassVar[Constraints] = {}
+    #: Each hyperparameter's rule (:class:`privcal._params.Constraints`), checked by
+    #: :meth:`_validate_params`.
+    _parameter_constraints: ClassVar[Constraints] = Constraints()
 
     # -- public API ------------------------------------------------------------------------
     def fit(self: C, logits: object, labels: object, *, input: Input = "logits") -> C:

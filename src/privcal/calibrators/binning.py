@@ -226,12 +226,12 @@ class HistogramBinning(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_",)
     _cross_fit_diagnostic: ClassVar[bool] = True
-    _parameter_constraints: ClassVar[Constraints] = {
-        "mode": Options("top", "classwise"),
-        "n_bins": Int(1),
-        "prior": Options(None, "model"),
-        "prior_strength": NON_NEGATIVE,
-    }
+    _parameter_constraints = Constraints(
+        mode=Options("top", "classwise"),
+        n_bins=Int(1),
+        prior=Options(None, "model"),
+        prior_strength=NON_NEGATIVE,
+    )
 
     def __init__(
         self,
@@ -444,11 +444,9 @@ class BBQ(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("table_", "weights_")
     _cross_fit_diagnostic: ClassVar[bool] = True
-    _parameter_constraints: ClassVar[Constraints] = {
-        "n_levels": Int(1),
-        "prior": Options(None, "model"),
-        "prior_strength": NON_NEGATIVE,
-    }
+    _parameter_constraints = Constraints(
+        n_levels=Int(1), prior=Options(None, "model"), prior_strength=NON_NEGATIVE
+    )
 
     def __init__(
         self,

@@ -108,7 +108,7 @@ def nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
 LOGIT_RANGE = float(-np.log(np.finfo(np.float64).eps))
 
 #: The solver's hyperparameters, shared by the three scaling calibrators.
-_SOLVER: Constraints = {"max_iter": Int(1), "nll_bound": [POSITIVE, None]}
+_SOLVER = Constraints(max_iter=Int(1), nll_bound=[POSITIVE, None])
 
 
 def floor_logits(z: np.ndarray, logit_range: float | None) -> tuple[np.ndarray, int]:
@@ -679,12 +679,12 @@ class MatrixScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
     _cross_fit_diagnostic: ClassVar[bool] = True
-    _parameter_constraints: ClassVar[Constraints] = {
-        "reg_offdiag": NON_NEGATIVE,
-        "reg_intercept": NON_NEGATIVE,
+    _parameter_constraints = Constraints(
+        reg_offdiag=NON_NEGATIVE,
+        reg_intercept=NON_NEGATIVE,
         **_SOLVER,
-        "logit_range": [POSITIVE, None],
-    }
+        logit_range=[POSITIVE, None],
+    )
 
     def __init__(
         self,

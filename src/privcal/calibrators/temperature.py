@@ -420,12 +420,12 @@ class TemperatureScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_",)
     _accepts_float32: ClassVar[bool] = True
-    _parameter_constraints: ClassVar[Constraints] = {
-        "objective": Options("nll", "ece", "acc"),
-        "t_range": Range(),
-        "n_bins": Int(1),
-        "nll_bound": [POSITIVE, None],
-    }
+    _parameter_constraints = Constraints(
+        objective=Options("nll", "ece", "acc"),
+        t_range=Range(),
+        n_bins=Int(1),
+        nll_bound=[POSITIVE, None],
+    )
 
     def __init__(
         self,

@@ -46,10 +46,9 @@ class ConformalBase(BaseEstimator):
 
     _owner = "ConformalBase"
     #: Each parameter's rule (:func:`privcal._params.validate_params`), checked by ``fit``.
-    _parameter_constraints: ClassVar[Constraints] = {
-        "score": Options(*SCORES),
-        "alpha": PROBABILITY,
-    }
+    _parameter_constraints: ClassVar[Constraints] = Constraints(
+        score=Options(*SCORES), alpha=PROBABILITY
+    )
     random_state = renamed_attribute("seed")
     score: str
     calibrator: Any

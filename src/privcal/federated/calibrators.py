@@ -48,7 +48,7 @@ Weighting = Literal["all", "changed"]
 HIDDEN = 64
 
 #: The rule of the ``weighting`` parameter both weighted calibrators add to their binning's.
-_WEIGHTING: Constraints = {"weighting": Options("all", "changed")}
+_WEIGHTING = Options("all", "changed")
 
 
 def apply_weighting(g: np.ndarray, p: np.ndarray, alpha: np.ndarray, weighting: str) -> np.ndarray:
@@ -89,7 +89,7 @@ class WeightedBBQ(_Weighted, BBQ):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = (*BBQ._fitted_attributes, "alpha_")
-    _parameter_constraints: ClassVar[Constraints] = {**BBQ._parameter_constraints, **_WEIGHTING}
+    _parameter_constraints = Constraints(BBQ._parameter_constraints, weighting=_WEIGHTING)
 
     def __init__(
         self,
@@ -113,10 +113,9 @@ class WeightedHistogramBinning(_Weighted, HistogramBinning):
         *HistogramBinning._fitted_attributes,
         "alpha_",
     )
-    _parameter_constraints: ClassVar[Constraints] = {
-        **HistogramBinning._parameter_constraints,
-        **_WEIGHTING,
-    }
+    _parameter_constraints = Constraints(
+        HistogramBinning._parameter_constraints, weighting=_WEIGHTING
+    )
 
     def __init__(
         self,

@@ -31,14 +31,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr
 
-from privcal._params import (
-    EPSILON,
-    FRACTION,
-    NON_NEGATIVE,
-    POSITIVE,
-    check_int,
-    check_probability,
-)
+from privcal._params import EPSILON, FRACTION, NON_NEGATIVE, POSITIVE, check_int, check_probability
 
 __all__ = [
     "ZCDPAccountant",

@@ -133,11 +133,9 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
-    _parameter_constraints: ClassVar[Constraints] = {
-        "epsilon": EPSILON,
-        "n_bins": Int(1),
-        "fallback": Options(*FALLBACKS),
-    }
+    _parameter_constraints = Constraints(
+        epsilon=EPSILON, n_bins=Int(1), fallback=Options(*FALLBACKS)
+    )
 
     def __init__(
         self,

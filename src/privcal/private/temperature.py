@@ -407,11 +407,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_", "n_sources_")
     #: Checked after the search plan's (objective, epsilon, iterations, t_range, search).
-    _parameter_constraints: ClassVar[Constraints] = {
-        "fallback": Options(*FALLBACKS),
-        "n_bins": Int(1),
-        "nll_bound": POSITIVE,
-    }
+    _parameter_constraints = Constraints(
+        fallback=Options(*FALLBACKS), n_bins=Int(1), nll_bound=POSITIVE
+    )
 
     def __init__(
         self,

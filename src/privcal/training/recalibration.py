@@ -140,19 +140,19 @@ class _DPScaling(ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
     _kind: ClassVar[str] = "temperature"
-    _parameter_constraints: ClassVar[Constraints] = {
-        "epsilon": EPSILON,
-        "delta": PROBABILITY,
-        "epochs": Int(1),
-        "lr": POSITIVE,
-        "max_grad_norm": [POSITIVE, None],
-        "batch_size": [Int(1), None],
-        "schedule": Options("constant", "linear"),
-        "average": Real(0.0, 1.0, high_open=True),
-        "logit_bound": POSITIVE,
-        "accountant": Options("rdp", "prv"),
-        "seed": [SEED, None],
-    }
+    _parameter_constraints = Constraints(
+        epsilon=EPSILON,
+        delta=PROBABILITY,
+        epochs=Int(1),
+        lr=POSITIVE,
+        max_grad_norm=[POSITIVE, None],
+        batch_size=[Int(1), None],
+        schedule=Options("constant", "linear"),
+        average=Real(0.0, 1.0, high_open=True),
+        logit_bound=POSITIVE,
+        accountant=Options("rdp", "prv"),
+        seed=[SEED, None],
+    )
 
     def __init__(
         self,
@@ -494,10 +494,9 @@ class DPPlattScaling(_DPScaling):
     logits, so the margin ``m = z_1 - z_0`` lies in ``[-L, L]``.
     """
 
-    _parameter_constraints: ClassVar[Constraints] = {
-        **_DPScaling._parameter_constraints,
-        "mode": Options("auto", "platt", "vector", "matrix"),
-    }
+    _parameter_constraints = Constraints(
+        _DPScaling._parameter_constraints, mode=Options("auto", "platt", "vector", "matrix")
+    )
     _fitted_attributes: ClassVar[tuple[str, ...]] = (
         "params_",
         "map_",

@@ -28,18 +28,11 @@ import functools
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from privcal._params import (
-    FRACTION,
-    NON_NEGATIVE,
-    POSITIVE,
-    Constraints,
-    Int,
-    check_option,
-)
+from privcal._params import FRACTION, NON_NEGATIVE, POSITIVE, Constraints, Int, check_option
 from privcal.training._torch import require_torch
 
 torch, opacus = require_torch("privcal.training.sgld")
@@ -412,13 +405,13 @@ class DPSGLDTrainer(DPSGDTrainer):
     """
 
     _owner = "DPSGLDTrainer"
-    _parameter_constraints: ClassVar[Constraints] = {
-        **DPSGDTrainer._parameter_constraints,
-        "lr": [POSITIVE, "auto"],
-        "temperature": [POSITIVE, "auto"],
-        "prenoise": NON_NEGATIVE,
-        "max_epochs": Int(1),
-    }
+    _parameter_constraints = Constraints(
+        DPSGDTrainer._parameter_constraints,
+        lr=[POSITIVE, "auto"],
+        temperature=[POSITIVE, "auto"],
+        prenoise=NON_NEGATIVE,
+        max_epochs=Int(1),
+    )
 
     def __init__(
         self,

@@ -196,15 +196,15 @@ class SGDTrainer:
     """
 
     _owner = "SGDTrainer"
-    _parameter_constraints: ClassVar[Constraints] = {
-        "epochs": Int(1),
-        "lr": POSITIVE,
-        "batch_size": Int(1),
-        "momentum": Real(0.0, 1.0, high_open=True),
-        "lr_schedule": Options(*LR_SCHEDULES),
-        "decay": NON_NEGATIVE,
-        "seed": [SEED, None],
-    }
+    _parameter_constraints: ClassVar[Constraints] = Constraints(
+        epochs=Int(1),
+        lr=POSITIVE,
+        batch_size=Int(1),
+        momentum=Real(0.0, 1.0, high_open=True),
+        lr_schedule=Options(*LR_SCHEDULES),
+        decay=NON_NEGATIVE,
+        seed=[SEED, None],
+    )
 
     def __init__(
         self,
@@ -403,13 +403,13 @@ class DPSGDTrainer(SGDTrainer):
     """
 
     _owner = "DPSGDTrainer"
-    _parameter_constraints: ClassVar[Constraints] = {
-        **SGDTrainer._parameter_constraints,
-        "epsilon": EPSILON,
-        "delta": PROBABILITY,
-        "max_grad_norm": POSITIVE,
-        "accountant": Options(*ACCOUNTANTS),
-    }
+    _parameter_constraints = Constraints(
+        SGDTrainer._parameter_constraints,
+        epsilon=EPSILON,
+        delta=PROBABILITY,
+        max_grad_norm=POSITIVE,
+        accountant=Options(*ACCOUNTANTS),
+    )
 
     def __init__(
         self,

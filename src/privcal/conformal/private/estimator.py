@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -159,10 +159,7 @@ class PrivateConformal(ConformalBase):
     """
 
     _owner = "PrivateConformal"
-    _parameter_constraints: ClassVar[Constraints] = {
-        **ConformalBase._parameter_constraints,
-        "epsilon": EPSILON,
-    }
+    _parameter_constraints = Constraints(ConformalBase._parameter_constraints, epsilon=EPSILON)
     bins = renamed_attribute("n_bins")
     bins_ = renamed_attribute("n_bins_")
 

@@ -30,14 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from privcal._params import (
-    EPSILON,
-    FRACTION,
-    POSITIVE,
-    PROBABILITY,
-    check_int,
-    check_option,
-)
+from privcal._params import EPSILON, FRACTION, POSITIVE, check_int, check_option, check_probability
 
 __all__ = [
     "check_simulation",
@@ -83,7 +76,7 @@ def simulation_config(
     k = check_int(num_nodes, "num_nodes", owner, low=1)
     t = check_int(rounds, "rounds", owner, low=1)
     eps = 0.0 if epsilon is None else EPSILON.check(epsilon, "epsilon", owner)
-    dlt = PROBABILITY.check(delta, "delta", owner)
+    dlt = check_probability(delta, "delta", owner)
     b = POSITIVE.check(beta, "beta", owner)
     s = check_int(seed, "seed", owner, low=0)
     p = FRACTION.check(sample_rate, "sample_rate", owner)

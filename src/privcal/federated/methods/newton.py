@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.optimize import minimize
 
-from privcal._params import POSITIVE, PROBABILITY, check_int, check_option
+from privcal._params import POSITIVE, check_int, check_option, check_probability
 from privcal.calibrators.temperature import NLL_BOUND
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_rows_l2
 from privcal.federated.methods.base import FedMethod, State
@@ -97,7 +97,7 @@ class ScalingMethod(FedMethod):
         self.hess_clip = (
             None if hess_clip is None else POSITIVE.check(hess_clip, "hess_clip", owner)
         )
-        self.grad_share = PROBABILITY.check(grad_share, "grad_share", owner)
+        self.grad_share = check_probability(grad_share, "grad_share", owner)
 
     @property
     def newton(self) -> bool:
