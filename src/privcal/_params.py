@@ -17,7 +17,7 @@ import numbers
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
     "Options",
     "Range",
     "Real",
+    "ValidatedParams",
     "check_int",
     "check_option",
     "check_probability",
@@ -203,6 +204,18 @@ def validate_params(obj: Any, constraints: Constraints, owner: str) -> dict[str,
         else:
             checked[name] = constraint.check(value, name, owner)
     return checked
+
+
+class ValidatedParams:
+    """Base of the estimators (calibrators, conformal, trainers): :meth:`_validate_params` checks
+    the class's ``_parameter_constraints``, naming its ``_owner`` (else the class) in messages.
+    A rule across parameters is added by an override, after or before ``super()``."""
+
+    _parameter_constraints: ClassVar[Constraints] = Constraints()
+
+    def _validate_params(self) -> dict[str, Any]:
+        owner = getattr(self, "_owner", type(self).__name__)
+        return validate_params(self, self._parameter_constraints, owner)
 
 
 def warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:

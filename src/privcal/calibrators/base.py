@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from privcal import __version__
-from privcal._params import Constraints, validate_params
+from privcal._params import ValidatedParams
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import softmax, top_label_bins
@@ -122,11 +122,12 @@ def _from_jsonable(value: Any) -> Any:
     return value
 
 
-class Calibrator(BaseEstimator):
+class Calibrator(ValidatedParams, BaseEstimator):
     """Abstract calibrator: ``fit(logits, labels) -> self``, ``predict_proba(logits) -> N x C``.
 
-    Subclasses implement ``_fit(z, y)`` and ``_predict_proba(z)`` on validated float64 logits and
-    list their learned attributes in ``_fitted_attributes``.
+    Subclasses implement ``_fit(z, y)`` and ``_predict_proba(z)`` on validated float64 logits,
+    list their learned attributes in ``_fitted_attributes`` and their hyperparameters' rules in
+    ``_parameter_constraints`` (checked at fit time and on restore, never in ``__init__``).
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
@@ -137,9 +138,6 @@ class Calibrator(BaseEstimator):
     #: Whether ``fit`` checks the method against the uncalibrated model by cross-fitting
     #: (:meth:`_cross_fit_check`); on for the non-parametric maps, which can over-fit.
     _cross_fit_diagnostic: ClassVar[bool] = False
-    #: Each hyperparameter's rule (:class:`privcal._params.Constraints`), checked by
-    #: :meth:`_validate_params`.
-    _parameter_constraints: ClassVar[Constraints] = Constraints()
 
     # -- public API ------------------------------------------------------------------------
     def fit(self: C, logits: object, labels: object, *, input: Input = "logits") -> C:
@@ -195,11 +193,6 @@ class Calibrator(BaseEstimator):
         return obj
 
     # -- hooks -----------------------------------------------------------------------------
-    def _validate_params(self) -> None:
-        """Check hyperparameters against ``_parameter_constraints`` (at fit time and on restore,
-        never in ``__init__``); a rule across parameters is added after ``super()``."""
-        validate_params(self, self._parameter_constraints, type(self).__name__)
-
     def _validate_fitted(self) -> None:
         """Check the fitted state of a restored calibrator; raise ``ValueError`` naming the field.
 

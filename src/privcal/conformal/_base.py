@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -11,9 +11,9 @@ from privcal._params import (
     PROBABILITY,
     Constraints,
     Options,
+    ValidatedParams,
     renamed_attribute,
     renamed_params,
-    validate_params,
 )
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
@@ -31,7 +31,7 @@ class NotFittedError(RuntimeError):
     """``predict_set`` was called before ``fit``."""
 
 
-class ConformalBase(BaseEstimator):
+class ConformalBase(ValidatedParams, BaseEstimator):
     """Shared machinery (not public): probabilities, score matrices and ``predict_set``.
 
     A scikit-learn ``BaseEstimator`` (parameters stored verbatim in ``__init__``), so
@@ -45,10 +45,7 @@ class ConformalBase(BaseEstimator):
     """
 
     _owner = "ConformalBase"
-    #: Each parameter's rule (:func:`privcal._params.validate_params`), checked by ``fit``.
-    _parameter_constraints: ClassVar[Constraints] = Constraints(
-        score=Options(*SCORES), alpha=PROBABILITY
-    )
+    _parameter_constraints = Constraints(score=Options(*SCORES), alpha=PROBABILITY)
     random_state = renamed_attribute("seed")
     score: str
     calibrator: Any
@@ -60,10 +57,6 @@ class ConformalBase(BaseEstimator):
         """scikit-learn's ``set_params``; a deprecated name warns and sets the new one."""
         renames = getattr(type(self).__init__, "__renamed__", {})
         return super().set_params(**renamed_params(params, renames, self._owner))
-
-    def _validate_params(self) -> dict[str, Any]:
-        """The parameters of ``_parameter_constraints``, checked (``alpha`` as a float)."""
-        return validate_params(self, self._parameter_constraints, self._owner)
 
     def _probs(self, logits: Any, input: str, name: str) -> np.ndarray:
         z = check_scores(logits, input=input, name=name)  # type: ignore[arg-type]

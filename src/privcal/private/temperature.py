@@ -439,10 +439,10 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.ledger = ledger
         self.fallback = fallback
 
-    def _validate_params(self) -> None:
+    def _validate_params(self) -> dict[str, Any]:
         owner = type(self).__name__
         search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search, owner)
-        super()._validate_params()
+        return super()._validate_params()
 
     def plan(self) -> SearchPlan:
         """The validated :class:`SearchPlan` of this estimator."""

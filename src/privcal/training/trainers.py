@@ -18,7 +18,7 @@ import copy
 import math
 import secrets
 import warnings
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +32,8 @@ from privcal._params import (
     Int,
     Options,
     Real,
+    ValidatedParams,
     check_int,
-    validate_params,
 )
 from privcal.metrics.statistics import softmax
 from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
@@ -159,7 +159,7 @@ def _lr_at(lr: float, schedule: str, decay: float, t: int, total: int, per_epoch
     return lr
 
 
-class SGDTrainer:
+class SGDTrainer(ValidatedParams):
     """Non-private mini-batch SGD on cross-entropy, the baseline for :class:`DPSGDTrainer`.
 
     Parameters
@@ -196,7 +196,7 @@ class SGDTrainer:
     """
 
     _owner = "SGDTrainer"
-    _parameter_constraints: ClassVar[Constraints] = Constraints(
+    _parameter_constraints = Constraints(
         epochs=Int(1),
         lr=POSITIVE,
         batch_size=Int(1),
@@ -233,7 +233,7 @@ class SGDTrainer:
 
     # ------------------------------------------------------------------------------ checks
     def _validate(self) -> None:
-        validate_params(self, self._parameter_constraints, self._owner)
+        self._validate_params()
         self._device = check_device(self.device, self._owner)
         self._seed = os_seed() if self.seed is None else int(self.seed)
 
