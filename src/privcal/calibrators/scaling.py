@@ -443,7 +443,7 @@ class PlattScaling(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
-    _parameter_constraints: ClassVar[Constraints] = _SOLVER
+    _parameter_constraints = _SOLVER
 
     def __init__(self, max_iter: int = 200, nll_bound: float | None = NLL_BOUND) -> None:
         self.max_iter = max_iter
@@ -551,7 +551,7 @@ class VectorScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
     _cross_fit_diagnostic: ClassVar[bool] = True
-    _parameter_constraints: ClassVar[Constraints] = _SOLVER
+    _parameter_constraints = _SOLVER
 
     def __init__(
         self,
