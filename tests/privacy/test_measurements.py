@@ -128,7 +128,13 @@ QUERY_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "bin_gaps": ("_bin_gaps", {"temperature": 1.0, "n_bins": 15}),
     "bin_counts": ("_bin_counts", {"n_bins": 15}),
     "count": ("_count", {}),
+    "score_histogram": ("_score_histogram", {"edges": np.linspace(0.0, 1.0, 33), "score": "aps"}),
 }
+
+
+def test_every_query_has_a_neighbour_check() -> None:
+    assert set(QUERY_CALLS) == set(QUERY_MEASUREMENTS)
+
 
 #: The largest change the worst neighbour above reaches, as a share of the stated sensitivity
 #: (a looser statement would fail here): the curve reaches 2 - 1/C at most, the increments'

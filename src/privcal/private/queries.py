@@ -33,9 +33,12 @@ __all__ = [
     "QUERIES",
     "QUERY_MEASUREMENTS",
     "BinCounts",
+    "RowPart",
     "Share",
     "Statistic",
+    "check_edges",
     "check_grid",
+    "check_part",
     "clip_bound_sensitivity",
     "curve_from_release",
     "curve_release",
@@ -124,6 +127,12 @@ QUERY_MEASUREMENTS: dict[str, Measurement] = dict(
             "1",
         ),
         _query("count", "the number of rows n", 1.0, "1"),
+        _query(
+            "score_histogram",
+            "counts of the conformity scores S(x_i, y_i) in the public bins (score_histogram)",
+            1.0,
+            "1",
+        ),
     ]
 )
 
@@ -177,6 +186,24 @@ def check_grid(temperatures: Any, owner: str) -> np.ndarray:
     return t
 
 
+def check_edges(edges: Any, owner: str) -> np.ndarray:
+    """The public bin edges of a score histogram: finite, strictly increasing, from 0 to 1."""
+    e = np.asarray(edges, dtype=np.float64)
+    if (
+        e.ndim != 1
+        or e.size < 2
+        or not np.all(np.isfinite(e))
+        or np.any(np.diff(e) <= 0)
+        or e[0] != 0.0
+        or e[-1] != 1.0
+    ):
+        raise ValueError(
+            f"The 'edges' parameter of {owner} must be a 1-D array of strictly increasing bin "
+            f"edges from 0 to 1 (the public grid of the scores). Got {edges!r} instead."
+        )
+    return e
+
+
 def curve_release(curve: np.ndarray, anchor: int) -> np.ndarray:
     """What :meth:`~privcal.private.DataSource.accuracy_gap_curve` releases: ``(G[a], diff(G))``.
 
@@ -203,6 +230,42 @@ def to_scalar(released: Any) -> float:
 
 
 @dataclass(frozen=True)
+class RowPart:
+    """One side of a split of a source's rows by a public random key (``split_rows``).
+
+    Releases on the two sides of one key read disjoint rows, so they compose in parallel: the
+    source charges the largest side's total, not the sum (:meth:`DataSource._charge`).
+    """
+
+    key: int
+    fraction: float
+    side: int
+
+    def label(self, name: str) -> str:
+        """The release's source label: the source's name and the side it read."""
+        return f"{name} [split {self.key:016x} side {self.side}]"
+
+
+def check_part(part: Any, owner: str) -> RowPart:
+    """``part=(key, fraction, side)``: an int key, ``0 < fraction < 1``, side 0 or 1."""
+    ok = isinstance(part, tuple | list) and len(part) == 3
+    if ok:
+        key, fraction, side = part
+        ok = (
+            isinstance(key, int | np.integer)
+            and isinstance(fraction, float | int)
+            and 0.0 < float(fraction) < 1.0
+            and side in (0, 1)
+        )
+    if not ok:
+        raise ValueError(
+            f"The 'part' parameter of {owner} must be (key, fraction, side): an int key, a "
+            f"fraction in (0, 1) and side 0 or 1. Got {part!r} instead."
+        )
+    return RowPart(int(key), float(fraction), int(side))
+
+
+@dataclass(frozen=True)
 class Statistic:
     """One query's exact answer and what its release needs to know.
 
@@ -220,6 +283,7 @@ class Statistic:
     row_bound: float
     finish: Callable[[Any], Any]
     params: dict[str, Any] = field(default_factory=dict)
+    part: RowPart | None = None
 
     @property
     def sensitivity(self) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["data_fingerprint", "file_sha256", "row_digests"]
+__all__ = ["data_fingerprint", "file_sha256", "row_digests", "split_rows"]
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -43,6 +43,19 @@ def row_digests(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
             h = (h ^ words[:, j]) * _FNV_PRIME
         h = (h ^ np.asarray(labels, dtype=np.int64).astype(np.uint64)) * _FNV_PRIME
         return _mix64(h)
+
+
+def split_rows(digests: np.ndarray, key: int, fraction: float) -> np.ndarray:
+    """``True`` for the rows on side 0 of the split by ``key``: ``mix(digest ^ key) < f 2^64``.
+
+    A row's side is a function of that row and the key alone, so adding or removing one example
+    moves no other row across the split (each side's statistics have the sensitivity of the
+    whole data's, and releases on the two sides compose in parallel). With the key drawn
+    independently of the data, the sides behave as a random split (distinct rows fall on side 0
+    independently with probability ``f``; equal rows fall together).
+    """
+    h = _mix64(np.asarray(digests, dtype=np.uint64) ^ np.uint64(key & 0xFFFFFFFFFFFFFFFF))
+    return np.asarray(h < np.uint64(min(int(fraction * 2.0**64), 2**64 - 1)))
 
 
 def data_fingerprint(digests: np.ndarray, n_classes: int) -> str:

@@ -40,17 +40,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import EPSILON, POSITIVE, check_int, warn_renamed
+from privcal._params import EPSILON, POSITIVE, check_int, check_option, warn_renamed
 from privcal.data.validation import check_labels, check_scores
+from privcal.metrics.conformity import conformity, score_histogram
 from privcal.metrics.statistics import (
     accuracy_gap_sum,
     calibration_bins,
     clipped_nll_sum,
+    softmax,
     top_confidence,
     top_correct,
 )
@@ -69,16 +72,19 @@ from privcal.private.queries import (
     MAX_ROWS,
     QUERY_MEASUREMENTS,
     BinCounts,
+    RowPart,
     Share,
     Statistic,
+    check_edges,
     check_grid,
+    check_part,
     curve_from_release,
     curve_release,
     query_measurement,
     share_plan,
     to_scalar,
 )
-from privcal.private.rows import data_fingerprint, file_sha256, row_digests
+from privcal.private.rows import data_fingerprint, row_digests, split_rows
 
 __all__ = ["DataSource", "public_statistic"]
 
@@ -191,6 +197,7 @@ class DataSource:
         if self.odometer.ledger is not None:
             _bind_data(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
+        self._split_spent: dict[int, dict[int, float]] = {}
 
     def privacy_report(self) -> PrivacyReport:
         """Every answer this object released, as a report (add/remove one example; n private).
@@ -235,9 +242,20 @@ class DataSource:
     def _epsilon(self, epsilon: Any, query: str) -> float:
         return EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
 
-    def _charge(self, release: Release) -> None:
-        """Spend ``release`` on the odometer (durable with a ledger), then keep it."""
-        self.odometer.spend_release(release)
+    def _charge(self, release: Release, part: RowPart | None = None) -> None:
+        """Spend ``release`` on the odometer (durable with a ledger), then keep it.
+
+        A release on one side of a row split (``part``) is charged only what it adds to the
+        largest side's total of that split (parallel composition: the sides' rows are disjoint).
+        """
+        spent = release.epsilon
+        if part is not None:
+            sides = self._split_spent.setdefault(part.key, {})
+            before = max(sides.values(), default=0.0)
+            sides[part.side] = sides.get(part.side, 0.0) + release.epsilon
+            spent = max(sides.values()) - before
+        if spent > 0:
+            self.odometer.spend_release(replace(release, epsilon=spent))
         self.history.append(release)
 
     def _release(self, stat: Statistic, epsilon: float) -> Any:
@@ -248,8 +266,8 @@ class DataSource:
             epsilon,
             self.noise,
             query=stat.label,
-            source=self.name,
-            charge=self._charge,
+            source=self.name if stat.part is None else stat.part.label(self.name),
+            charge=lambda release: self._charge(release, stat.part),
             **stat.params,
         )
         return stat.finish(noisy)
@@ -316,7 +334,8 @@ class DataSource:
         stat = getattr(self, f"_{query}")(**params)
         ring = SecureSum() if ring is None else ring
         plan = share_plan(stat, eps, n_parties, threshold, ring.bits, max_rows)
-        self._charge(stat.record(eps, self.name, DISTRIBUTED_LAPLACE))
+        label = self.name if stat.part is None else stat.part.label(self.name)
+        self._charge(stat.record(eps, label, DISTRIBUTED_LAPLACE), stat.part)
         return Share(plan.share(stat.value, self.noise, ring), plan, stat.finish, stat.label)
 
     def _temperature(self, temperature: Any, query: str) -> float:
@@ -624,6 +643,44 @@ class DataSource:
             "count", float(self._z.shape[0]), QUERY_MEASUREMENTS["count"], 1, 1.0, to_scalar
         )
 
+    def score_histogram(
+        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None
+    ) -> np.ndarray:
+        """Noisy counts of the conformity scores ``S(x_i, y_i)`` in the public bins of ``edges``.
+
+        The statistic is :func:`~privcal.metrics.conformity.score_histogram` of the scores
+        ``score`` (``"lac"`` or ``"aps"``, on the softmax of the logits), the one the central
+        conformal estimators count. ``part=(key, fraction, side)`` counts only the rows on one
+        side of the split by the public random ``key`` (:func:`~privcal.private.rows.split_rows`:
+        side 0 holds about ``fraction`` of them).
+
+        Privacy
+        -------
+        One example's score lies in exactly one bin, so adding or removing it moves one count
+        by 1: L1 sensitivity 1. Laplace scale ``1 / epsilon`` per bin; pure ``epsilon``-DP. On one
+        side of a split the same holds for that side's rows, and an example is on one side only
+        (its side is a function of its own row and the key), so answers on the two sides of one
+        key compose in parallel: the source's ledger is charged the larger side's total.
+        """
+        eps = self._epsilon(epsilon, "score_histogram")
+        return self._release(self._score_histogram(edges, score, part), eps)
+
+    def _score_histogram(self, edges: Any, score: Any = "lac", part: Any = None) -> Statistic:
+        owner = "DataSource.score_histogram"
+        e = check_edges(edges, owner)
+        check_option(score, "score", owner, ("lac", "aps"))
+        rows = np.ones(self._y.size, dtype=bool)
+        split = None
+        if part is not None:
+            split = check_part(part, owner)
+            rows = split_rows(self._digests, split.key, split.fraction) == (split.side == 0)
+        z, y = self._z[rows], self._y[rows]
+        s = conformity(score, softmax(z))[np.arange(y.size), y]
+        where = "" if split is None else f", side {split.side}"
+        label = f"score_histogram({score}, m={e.size - 1}{where})"
+        measurement = QUERY_MEASUREMENTS["score_histogram"]
+        return Statistic(label, score_histogram(s, e), measurement, 1, 1.0, np.asarray, part=split)
+
     # ------------------------------------------------------------------ ledger-backed sources
     @classmethod
     def init_ledger(
@@ -641,28 +698,9 @@ class DataSource:
         absolute data path, its SHA-256, ``n_classes`` and the input kind. The data stay where
         they are, with the source. Returns the opened source (``SecureNoise``).
         """
-        from privcal.data.io import read_scores
+        from privcal.private.ledgers import init_source_ledger
 
-        data_path = Path(data).resolve()
-        scores = read_scores(data_path, input=input)  # type: ignore[arg-type]
-        if scores.logits is None:
-            raise ValueError(
-                f"{str(data_path)!r} holds top-label scores only; a DataSource needs full "
-                "logit or probability vectors."
-            )
-        ledger = Path(ledger)
-        src = cls(scores.logits, scores.labels, budget=budget, ledger=ledger, name=name)
-        digest = file_sha256(data_path)
-        record = {"data": str(data_path), "sha256": digest, "n_classes": src.n_classes}
-        row = store.claim_row(
-            ledger, "source", {**record, "input": input, "created": time.time()}, ("data", "sha256")
-        )
-        if row is not None and (row[0] != str(data_path) or row[1] != digest):
-            raise ValueError(
-                f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
-                f"(sha256 {row[1][:12]}...); a ledger keeps the budget of one data set."
-            )
-        return src
+        return init_source_ledger(cls, data, ledger, budget, name, input)
 
     @classmethod
     def open(
@@ -673,37 +711,9 @@ class DataSource:
         Reads the budget and the data path from the ledger, checks the data's SHA-256 (a ledger's
         record is only meaningful for the data it was spent on) and continues the record.
         """
-        from privcal.data.io import read_scores
+        from privcal.private.ledgers import open_source_ledger
 
-        path = Path(ledger)
-        if not path.is_file():
-            raise ValueError(f"No source ledger at {str(path)!r}; create one with 'source init'.")
-        src_row, bud_row = store.single_rows(
-            path, {"source": ("data", "sha256", "input"), "budget": ("epsilon", "name")}
-        )
-        if src_row is None or bud_row is None:
-            raise ValueError(
-                f"{str(path)!r} is not a privcal source ledger (no 'source' and 'budget' rows); "
-                "create one with 'privcal source init'."
-            )
-        data, digest, kind = src_row
-        data_path = Path(data)
-        if not data_path.is_file():
-            raise ValueError(f"The data {data!r} of the source ledger {str(path)!r} is missing.")
-        if file_sha256(data_path) != digest:
-            raise ValueError(
-                f"The data {data!r} changed since the source ledger {str(path)!r} was created; "
-                "its privacy record no longer describes it."
-            )
-        scores = read_scores(data_path, input=kind)
-        return cls(
-            scores.logits,
-            scores.labels,
-            budget=float(bud_row[0]),
-            ledger=path,
-            noise=noise,
-            name=str(bud_row[1]) if name is None else name,
-        )
+        return open_source_ledger(cls, ledger, noise, name)
 
     @classmethod
     def from_ledger(cls, *args: Any, **kwargs: Any) -> DataSource:

@@ -13,27 +13,69 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
+from sklearn.base import clone
 
-from privcal._params import EPSILON, Constraints, renamed, renamed_attribute
+from privcal._params import (
+    EPSILON,
+    Constraints,
+    check_option,
+    check_probability,
+    renamed,
+    renamed_attribute,
+)
 from privcal.conformal._base import ConformalBase, FullSetWarning
-from privcal.conformal.localize import LOCALIZE_MIN_EPS_N1, Localization, check_localize
+from privcal.conformal.localize import (
+    LOCALIZE_FRACTION,
+    LOCALIZE_MIN_EPS_N1,
+    Localization,
+    check_localize,
+)
+from privcal.conformal.private.groups import SMALL_GROUPS, group_rows, test_groups
 from privcal.conformal.private.localized import (
     localization_terms,
     localized_threshold,
     plan_localization,
 )
-from privcal.conformal.private.mechanism import Plan, check_tuning, get_mechanism
+from privcal.conformal.private.mechanism import (
+    DEFAULT_LOGIT_BINS,
+    Plan,
+    check_tuning,
+    get_mechanism,
+)
 from privcal.conformal.private.sample_size import min_calibration_size
+from privcal.conformal.private.sources import (
+    SOURCE_BINS,
+    STAGE1_BINS,
+    check_sources_score,
+    coverage_slack,
+    noise_margin,
+    pooled_histogram,
+    pooled_threshold,
+    split_key,
+    window,
+    window_edges,
+)
+from privcal.conformal.quantile import bin_edges
+from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
+from privcal.privacy.distributed import check_aggregation, threat_model
 from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 from privcal.privacy.odometer import as_odometer
+from privcal.private.parallel import check_budgets, check_share_rows, check_sources, sources_report
+from privcal.private.source import DataSource
+from privcal.private.temperature import source_labels
 
 __all__ = ["PrivateConformal"]
+
+#: The key of the pooled small groups in a fit with ``small_groups="pool"``.
+POOLED = "<pooled small groups>"
 
 
 class PrivateConformal(ConformalBase):
@@ -160,6 +202,7 @@ class PrivateConformal(ConformalBase):
 
     _owner = "PrivateConformal"
     _parameter_constraints = Constraints(ConformalBase._parameter_constraints, epsilon=EPSILON)
+    thresholds_: dict[Any, float] | None
     bins = renamed_attribute("n_bins")
     bins_ = renamed_attribute("n_bins_")
 
@@ -179,6 +222,9 @@ class PrivateConformal(ConformalBase):
         slope: Any = "auto",
         localize: Any = "auto",
         ledger: Any = None,
+        aggregation: str = "local",
+        threshold: int | None = None,
+        small_groups: str = "refuse",
     ) -> None:
         self.score = score
         self.alpha = alpha
@@ -192,21 +238,58 @@ class PrivateConformal(ConformalBase):
         self.slope = slope
         self.localize = localize
         self.ledger = ledger
+        self.aggregation = aggregation
+        self.threshold = threshold
+        self.small_groups = small_groups
 
-    def fit(self, logits: Any, labels: Any, input: str = "logits") -> PrivateConformal:
-        """Release the private threshold from the calibration set.
+    def fit(
+        self,
+        logits: Any = None,
+        labels: Any = None,
+        input: str = "logits",
+        *,
+        sources: Sequence[DataSource] | None = None,
+        groups: Any = None,
+    ) -> PrivateConformal:
+        """Release the private threshold from the calibration set, or from private sources.
 
         Parameters
         ----------
         logits : array_like of shape (n, C)
         labels : array_like of shape (n,)
         input : {"logits", "probs"}, default="logits"
+        sources : list of DataSource, optional
+            Fit across parties instead (:mod:`~privcal.conformal.private.sources`, Theorem S):
+            each source answers one score histogram at ``epsilon`` from its own budget;
+            ``aggregation`` and ``threshold`` say how the answers meet.
+        groups : array_like of shape (n,), optional
+            One group label per calibration row: one private threshold per group, from the
+            group's rows only (:mod:`~privcal.conformal.private.groups`).
 
         Returns
         -------
         self
         """
         owner = self._owner
+        if sources is not None:
+            if logits is not None or labels is not None or groups is not None:
+                raise ValueError(
+                    f"{owner}.fit takes either logits and labels (and groups) or "
+                    "sources=[DataSource, ...], not both."
+                )
+            return self._fit_sources(list(sources))
+        if logits is None or labels is None:
+            raise ValueError(f"{owner}.fit needs logits and labels, or sources=[DataSource, ...].")
+        if self.aggregation != "local" or self.threshold is not None:
+            raise ValueError(
+                f"The 'aggregation' and 'threshold' parameters of {owner} apply to fits over "
+                "sources=[DataSource, ...]; a fit on arrays is one party's release. Got "
+                f"aggregation={self.aggregation!r}, threshold={self.threshold!r}."
+            )
+        check_option(self.small_groups, "small_groups", owner, SMALL_GROUPS)
+        if groups is not None:
+            return self._fit_groups(logits, labels, groups, input)
+        self.thresholds_ = None
         checked = self._validate_params()
         a, eps = checked["alpha"], checked["epsilon"]
         mechanism = get_mechanism(self.method, owner)
@@ -279,6 +362,194 @@ class PrivateConformal(ConformalBase):
         self.privacy_report_.extend(releases)
         self.threshold_ = value
         return self
+
+    def _fit_sources(self, sources: list[DataSource]) -> PrivateConformal:
+        """Theorem S (:mod:`~privcal.conformal.private.sources`): a pooled noisy histogram,
+        on a window found from a first part of every source's rows (``localize``)."""
+        owner = self._owner
+        a = check_probability(self.alpha, "alpha", owner)
+        eps = EPSILON.check(self.epsilon, "epsilon", owner)
+        check_sources_score(self.score, self.calibrator, owner)
+        check_localize(self.localize, "rank", owner)
+        fixed = {"method": "rank", "gamma": "auto", "slope": "auto"}
+        changed = [f"{k}={getattr(self, k)!r}" for k, v in fixed.items() if getattr(self, k) != v]
+        if changed or self.ledger is not None:
+            raise ValueError(
+                f"{owner}.fit(sources=...) releases pooled score histograms (Theorem S); "
+                f"{', '.join(changed) or 'ledger=...'} applies to fits on arrays. Drop it (each "
+                "source charges its own ledger: DataSource(..., ledger=PATH))."
+            )
+        two_stage = self.localize is not None
+        if isinstance(self.n_bins, str):
+            check_option(self.n_bins, "n_bins", owner, ("auto",))
+        m = (
+            (STAGE1_BINS if two_stage else SOURCE_BINS)
+            if isinstance(self.n_bins, str)
+            else self.n_bins
+        )
+        edges = bin_edges(m, owner, "logit")
+        srcs = check_sources(sources, owner)
+        aggregation, t = check_aggregation(self.aggregation, self.threshold, len(srcs), owner)
+        if aggregation == "distributed":
+            check_share_rows(srcs, owner)
+        check_budgets(srcs, eps)
+        labels = source_labels(srcs)
+        ask = partial(
+            pooled_histogram,
+            srcs,
+            labels,
+            score=self.score,
+            epsilon=eps,
+            aggregation=aggregation,
+            threshold=t,
+        )
+        stages, window_ = [], (0.0, 1.0)
+        if two_stage:
+            fraction = LOCALIZE_FRACTION if isinstance(self.localize, str) else float(self.localize)
+            key = split_key(self.noise, self.seed)
+            first = ask(edges, part=(key, fraction, 0))
+            lo, hi = window(first.counts, a, first.variance)
+            window_ = (float(edges[lo]), float(edges[hi]))
+            edges = window_edges(edges, bin_edges(DEFAULT_LOGIT_BINS, owner, "logit"), lo, hi)
+            stages.append(first)
+            stages.append(ask(edges, part=(key, fraction, 1)))
+        else:
+            stages.append(ask(edges))
+        pooled = stages[-1]
+        margin = noise_margin(edges.size - 1, pooled.variance)
+        j = pooled_threshold(pooled.counts, a, margin)
+        self.thresholds_ = None
+        self.n_classes_, self.n_sources_ = srcs[0].n_classes, len(srcs)
+        self.n_bins_, self.rank_, self.window_ = edges.size - 1, 0, window_
+        self.gamma_ = self.slope_ = self.level_ = math.nan
+        self.localize_n_ = 0
+        self.n_noisy_ = float(pooled.counts.sum())
+        self.margin_, self.counts_, self.edges_ = margin, pooled.counts, edges
+        self.coverage_slack_ = coverage_slack(
+            max(self.n_noisy_, 0.0), a, edges.size - 1, pooled.variance
+        )
+        self.aggregator_views_ = [v for stage in stages for v in stage.views]
+        self.threshold_ = math.inf if j == edges.size - 1 else float(edges[j])
+        survivors = min((len(srcs) - len(v.dropped) for v in self.aggregator_views_), default=None)
+        transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
+        grid = (
+            f"stage 1: m = {STAGE1_BINS if isinstance(self.n_bins, str) else self.n_bins} "
+            f"logit-spaced bins on side 0 of a random row split ({fraction:g} of each source's "
+            f"rows); stage 2: {edges.size - 1} bins around the stage-1 window on side 1"
+            if two_stage
+            else f"the grid: m = {edges.size - 1} logit-spaced bins (fixed before the data)"
+        )
+        public = (
+            f"alpha = {a:g}",
+            grid,
+            f"the margin t = sqrt(m v) = {margin:.4g} (v = {pooled.variance:.4g}, the noise "
+            "variance of one pooled count)",
+            f"the score function ({self.score!r}) and the model",
+        )
+        self.privacy_report_ = sources_report(
+            [r for stage in stages for r in stage.releases],
+            srcs,
+            public,
+            threat=threat_model(aggregation, len(srcs), t, survivors, transport=transport),
+        )
+        if j == edges.size - 1:
+            warnings.warn(
+                f"{owner}: the pooled noisy histogram (N~ = {self.n_noisy_:.0f} scores, margin "
+                f"t = {margin:.3g}) admits no threshold below 1 at alpha = {a:g}, so every "
+                "prediction set is the full label set. More rows, a larger epsilon, fewer bins "
+                "or aggregation='distributed' shrink the margin.",
+                FullSetWarning,
+                stacklevel=3,
+            )
+        return self
+
+    def _fit_groups(self, logits: Any, labels: Any, groups: Any, input: str) -> PrivateConformal:
+        """One single-party threshold per group (:mod:`~privcal.conformal.private.groups`)."""
+        owner = self._owner
+        a = check_probability(self.alpha, "alpha", owner)
+        eps = EPSILON.check(self.epsilon, "epsilon", owner)
+        z = check_scores(logits, input=input)  # type: ignore[arg-type]
+        y = check_labels(labels, z.shape[0], z.shape[1])
+        rows = group_rows(groups, z.shape[0], owner)
+        need = min_calibration_size(a, eps, self.n_bins, self.method, self.slope)
+        small = [g for g, idx in rows.items() if idx.size < need]
+        if small and self.small_groups == "refuse":
+            shown = ", ".join(f"{g!r} ({rows[g].size} rows)" for g in small[:8])
+            raise ValueError(
+                f"{owner}.fit: {len(small)} group(s) have fewer than the {need} rows a private "
+                f"threshold needs at alpha = {a:g}, epsilon = {eps:g}: {shown}. Nothing was "
+                "released. Merge them into larger groups, or pass small_groups='pool' to "
+                "calibrate them together."
+            )
+        parts: dict[Any, np.ndarray] = {g: idx for g, idx in rows.items() if g not in small}
+        if small:
+            parts[POOLED] = np.concatenate([rows[g] for g in small])
+            warnings.warn(
+                f"{owner}: groups {', '.join(map(repr, small[:8]))} have fewer than {need} rows "
+                "each and share one pooled threshold: their coverage holds over their union, "
+                "not within each.",
+                PrivcalWarning,
+                stacklevel=3,
+            )
+        odometer = as_odometer(self.ledger, owner)
+        if odometer is not None:
+            odometer.spend(
+                f"{owner}.fit",
+                eps,
+                mechanism="exponential",
+                rdp=pure_dp_curve(eps, odometer.rule.orders),
+                relation="substitute",
+            )
+        fits: dict[Any, PrivateConformal] = {}
+        for g, idx in parts.items():
+            sub = clone(self).set_params(ledger=None)
+            fits[g] = sub.fit(z[idx], y[idx], "logits")
+        thresholds = {g: fits[POOLED if g in small else g].threshold_ for g in rows}
+        self.thresholds_ = thresholds
+        self.group_sizes_ = {g: int(idx.size) for g, idx in rows.items()}
+        self.threshold_ = max(thresholds.values())  # fitted marker; sets use thresholds_
+        self.n_, self.n_classes_ = int(z.shape[0]), int(z.shape[1])
+        self.privacy_report_ = PrivacyReport(
+            [
+                r.for_source(f"group {g!r}")
+                for g, f in fits.items()
+                for r in f.privacy_report_.releases
+            ],
+            unit="example",
+            relation="substitute",
+            public=(
+                "each example's group (the substituted example stays in its group)",
+                "the group sizes (" + ", ".join(f"{g!r}: {i.size}" for g, i in rows.items()) + ")",
+                f"alpha = {a:g}",
+                f"epsilon = {eps:g} (each group's release; the groups' rows are disjoint)",
+                f"the score function ({self.score!r}), the model and the calibrator",
+            ),
+            noise=noise_kind(resolve_noise(self.noise, owner)),
+        )
+        return self
+
+    def predict_set(self, logits: Any, input: str = "logits", groups: Any = None) -> np.ndarray:
+        """Prediction sets ``{y : S(x, y) <= threshold}`` as a boolean ``N x C`` matrix.
+
+        With a fit on ``groups``, ``groups`` gives each test row's group, whose threshold
+        (``thresholds_``) makes its set; without, it must be ``None``.
+        """
+        scores = self.score_matrix(logits, input)
+        known = getattr(self, "thresholds_", None)
+        if known is None:
+            if groups is not None:
+                raise ValueError(
+                    f"{self._owner}.predict_set got groups, but the fit had none: fit with "
+                    "groups=... for one threshold per group."
+                )
+            return scores <= self.threshold_
+        if groups is None:
+            raise ValueError(
+                f"{self._owner} was fitted per group: predict_set needs groups=... (one label "
+                "a row)."
+            )
+        labels = test_groups(groups, scores.shape[0], known, self._owner)
+        return scores <= np.array([known[g] for g in labels])[:, None]
 
     @staticmethod
     def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:

@@ -60,6 +60,7 @@ QUERIES = (
     "clipped_nll_increments",
     "bin_gaps",
     "count",
+    "score_histogram",
     "can_spend",
     "status",
 )
@@ -110,9 +111,21 @@ def ledger_budget(node: dict[str, Any]) -> tuple[float, float]:
     return float(node.get("budget", 1.0)), float(node.get("delta-budget", 0.0))
 
 
+#: The node's source of each (ledger, run): kept across the run's messages, so answers on the
+#: two sides of one row split are charged in parallel (a restarted node charges both: safe).
+_NODE_SOURCES: dict[tuple[str, int], DataSource] = {}
+
+
 def node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int) -> DataSource:
     """The node's ledger-backed :class:`DataSource` for run ``run_id`` (secure noise, its
-    releases recorded under :func:`run_label`)."""
+    releases recorded under :func:`run_label`), one per run and ledger in this process."""
+    key = (str(node["ledger"]), int(run_id))
+    if key not in _NODE_SOURCES:
+        _NODE_SOURCES[key] = _new_node_source(z, y, node, run_id)
+    return _NODE_SOURCES[key]
+
+
+def _new_node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int) -> DataSource:
     eps, delta = ledger_budget(node)
     return DataSource(
         z,
@@ -159,11 +172,12 @@ def answer_source_query(
         return {"value": json.dumps([src.budget, src.spent, src.remaining])}
     if method == "can_spend":
         return {"value": json.dumps(bool(src.odometer.can_spend(float(kwargs["epsilon"]))))}
+    before = len(src.history)
     try:
         value = getattr(src, method)(**kwargs)
     except BudgetExceededError as err:
         return {"refused": str(err)}
-    releases = [[getattr(r, f) for f in _RELEASE_FIELDS] for r in src.history]
+    releases = [[getattr(r, f) for f in _RELEASE_FIELDS] for r in src.history[before:]]
     return {
         "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
         "releases": json.dumps(releases),
@@ -346,6 +360,20 @@ class RemoteSource(DataSource):
                 epsilon=float(epsilon),
                 n_bins=int(n_bins),
             )
+        )
+
+    def score_histogram(
+        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None
+    ) -> np.ndarray:
+        return np.asarray(
+            self._call(
+                "score_histogram",
+                edges=np.asarray(edges, dtype=np.float64).tolist(),
+                epsilon=float(epsilon),
+                score=str(score),
+                part=None if part is None else [int(part[0]), float(part[1]), int(part[2])],
+            ),
+            dtype=np.float64,
         )
 
     def can_spend(self, epsilon: float) -> bool:
