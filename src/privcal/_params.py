@@ -4,6 +4,10 @@ Every error follows one template (scikit-learn's): it names the parameter, its o
 allowed and what was received, e.g.::
 
     The 'n_bins' parameter of ece must be an int >= 1. Got 0 instead.
+
+Estimators declare their rules once, as scikit-learn does (``_parameter_constraints``, a
+:class:`Constraints`), and :func:`validate_params` checks them; functions use the shared rules
+(``EPSILON.check(epsilon, "epsilon", owner)``).
 """
 
 from __future__ import annotations
@@ -12,11 +16,25 @@ import functools
 import numbers
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 __all__ = [
+    "EPSILON",
+    "FRACTION",
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "PROBABILITY",
+    "SEED",
+    "Constraint",
+    "Constraints",
+    "Int",
+    "Options",
+    "Range",
+    "Real",
+    "ValidatedParams",
     "check_int",
     "check_option",
     "check_probability",
@@ -26,6 +44,7 @@ __all__ = [
     "renamed_aliases",
     "renamed_attribute",
     "renamed_params",
+    "validate_params",
     "warn_renamed",
 ]
 
@@ -80,7 +99,7 @@ def check_real(
 
 
 def check_probability(value: Any, name: str, owner: str) -> float:
-    """A level such as alpha or delta: a float strictly inside (0, 1)."""
+    """A level such as alpha or delta: a float strictly inside (0, 1) (:data:`PROBABILITY`)."""
     return check_real(value, name, owner, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
@@ -103,6 +122,100 @@ def check_range(value: Any, name: str, owner: str) -> tuple[float, float]:
     if not (np.isfinite(lo) and np.isfinite(hi) and 0.0 < lo < hi):
         raise _fail(name, owner, allowed, value)
     return lo, hi
+
+
+class Constraint:
+    """A rule for one parameter: :meth:`check` returns the value (an int as ``int``, a real as
+    ``float``) or raises the message above."""
+
+    def check(self, value: Any, name: str, owner: str) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Int(Constraint):
+    """An integer (not a bool) ``>= low`` (:func:`check_int`)."""
+
+    low: int | None = None
+
+    def check(self, value: Any, name: str, owner: str) -> int:
+        return check_int(value, name, owner, **vars(self))
+
+
+@dataclass(frozen=True)
+class Real(Constraint):
+    """A finite real from ``low`` to ``high``, ends closed unless ``*_open``: :func:`check_real`."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, value: Any, name: str, owner: str) -> float:
+        return check_real(value, name, owner, **vars(self))
+
+
+class Options(Constraint):
+    """One of ``options`` (:func:`check_option`)."""
+
+    def __init__(self, *options: Any) -> None:
+        self.options = options
+
+    def check(self, value: Any, name: str, owner: str) -> Any:
+        return check_option(value, name, owner, self.options)
+
+
+class Range(Constraint):
+    """A pair ``(low, high)`` with ``0 < low < high`` (:func:`check_range`)."""
+
+    def check(self, value: Any, name: str, owner: str) -> tuple[float, float]:
+        return check_range(value, name, owner)
+
+
+#: A real ``> 0``: a scale, a bound, a rate.
+POSITIVE = Real(0.0, low_open=True)
+#: A real ``>= 0``: a strength, a decay, a spent budget.
+NON_NEGATIVE = Real(0.0)
+#: A privacy budget epsilon: a real ``> 0``.
+EPSILON = POSITIVE
+#: A fraction such as a sampling rate: a real in ``(0, 1]``.
+FRACTION = Real(0.0, 1.0, low_open=True)
+#: A level such as alpha or delta: a real strictly inside ``(0, 1)``.
+PROBABILITY = Real(0.0, 1.0, low_open=True, high_open=True)
+#: A seed: an int ``>= 0``.
+SEED = Int(0)
+
+
+class Constraints(dict[str, Constraint | list[Any]]):
+    """An estimator's ``_parameter_constraints``: each parameter's rule, in the order checked,
+    e.g. ``Constraints(n_bins=Int(1), nll_bound=[POSITIVE, None])``. A rule is a
+    :class:`Constraint`, or a list ``[constraint, *values]`` whose ``values`` pass as they are.
+    A subclass extends its base's: ``Constraints(Base._parameter_constraints, mode=...)``."""
+
+
+def validate_params(obj: Any, constraints: Constraints, owner: str) -> dict[str, Any]:
+    """Check the attributes of ``obj`` named in ``constraints``, in order; the checked values."""
+    checked = {}
+    for name, rule in constraints.items():
+        value = getattr(obj, name)
+        constraint, *passes = rule if isinstance(rule, list) else [rule]
+        if any(value is p or (isinstance(value, str) and value == p) for p in passes):
+            checked[name] = value
+        else:
+            checked[name] = constraint.check(value, name, owner)
+    return checked
+
+
+class ValidatedParams:
+    """Base of the estimators (calibrators, conformal, trainers): :meth:`_validate_params` checks
+    the class's ``_parameter_constraints``, naming its ``_owner`` (else the class) in messages.
+    A rule across parameters is added by an override, after or before ``super()``."""
+
+    _parameter_constraints: ClassVar[Constraints] = Constraints()
+
+    def _validate_params(self) -> dict[str, Any]:
+        owner = getattr(self, "_owner", type(self).__name__)
+        return validate_params(self, self._parameter_constraints, owner)
 
 
 def warn_renamed(kind: str, old: str, new: str, owner: str, stacklevel: int) -> None:

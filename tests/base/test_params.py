@@ -12,7 +12,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from privcal._params import check_int, check_option, check_probability, check_range, check_real
+from privcal._params import (
+    EPSILON,
+    FRACTION,
+    POSITIVE,
+    PROBABILITY,
+    SEED,
+    Constraints,
+    Int,
+    Options,
+    check_int,
+    check_option,
+    check_probability,
+    check_range,
+    check_real,
+    validate_params,
+)
 from privcal.calibrators import (
     BBQ,
     HistogramBinning,
@@ -33,6 +48,36 @@ def template(name: str, owner: str, value: Any) -> str:
 
 
 # -- the checkers themselves --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("rule", "value", "allowed"),
+    [
+        (EPSILON, 0.0, r"a finite real number in \(0, inf\)"),
+        (PROBABILITY, 1.0, r"a finite real number in \(0, 1\)"),
+        (FRACTION, 0.0, r"a finite real number in \(0, 1\]"),
+        (SEED, -1, r"an int >= 0"),
+        (Options("a", None), "b", r"one of 'a', None"),
+    ],
+)
+def test_shared_rules_give_the_checkers_messages(rule: Any, value: Any, allowed: str) -> None:
+    with pytest.raises(ValueError, match=template("x", "f", value)) as err:
+        rule.check(value, "x", "f")
+    assert re.search(f"must be {allowed}\\.", str(err.value))
+
+
+def test_validate_params_in_order_with_passing_values() -> None:
+    base = Constraints(n=Int(1), lr=POSITIVE, bound=[POSITIVE, None])
+    rules = Constraints(base, lr=[POSITIVE, "auto"], seed=SEED)
+    assert list(rules) == ["n", "lr", "bound", "seed"]  # an override keeps its place
+
+    class Est:
+        n, lr, bound, seed = np.int64(3), "auto", None, 0
+
+    assert validate_params(Est(), rules, "Est") == {"n": 3, "lr": "auto", "bound": None, "seed": 0}
+    Est.lr, Est.bound = "fast", 0.0  # both wrong: the first in order is named
+    with pytest.raises(ValueError, match=template("lr", "Est", "fast")):
+        validate_params(Est(), rules, "Est")
+
+
 @pytest.mark.parametrize("value", [3, np.int64(3), np.uint8(3)])
 def test_check_int_accepts_integers(value: Any) -> None:
     out = check_int(value, "k", "f", low=1)
@@ -219,3 +264,18 @@ def test_calibrator_params(cal: Any, name: str, value: Any) -> None:
 def test_platt_max_iter() -> None:
     with pytest.raises(ValueError, match=template("max_iter", "PlattScaling", 0)):
         PlattScaling(max_iter=0).fit(np.array([0.5, -1.0]), [1, 0])
+
+
+def test_every_declared_rule_accepts_the_defaults() -> None:
+    """Each estimator's ``_parameter_constraints`` names its attributes; its defaults pass."""
+    from privcal.conformal import PrivateConformal, SplitConformal
+    from privcal.federated.calibrators import WeightedBBQ, WeightedHistogramBinning
+    from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
+
+    classes = [BBQ, HistogramBinning, MatrixScaling, PlattScaling, TemperatureScaling]
+    classes += [VectorScaling, WeightedBBQ, WeightedHistogramBinning, PrivateConformal]
+    classes += [PrivateHistogramBinning, PrivateTemperatureScaling, SplitConformal]
+    for cls in classes:
+        est = cls()
+        assert cls._parameter_constraints, cls
+        validate_params(est, cls._parameter_constraints, cls.__name__)

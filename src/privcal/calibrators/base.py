@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from privcal import __version__
+from privcal._params import ValidatedParams
 from privcal.data.validation import check_labels, check_scores
 from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import softmax, top_label_bins
@@ -121,11 +122,12 @@ def _from_jsonable(value: Any) -> Any:
     return value
 
 
-class Calibrator(BaseEstimator):
+class Calibrator(ValidatedParams, BaseEstimator):
     """Abstract calibrator: ``fit(logits, labels) -> self``, ``predict_proba(logits) -> N x C``.
 
-    Subclasses implement ``_fit(z, y)`` and ``_predict_proba(z)`` on validated float64 logits and
-    list their learned attributes in ``_fitted_attributes``.
+    Subclasses implement ``_fit(z, y)`` and ``_predict_proba(z)`` on validated float64 logits,
+    list their learned attributes in ``_fitted_attributes`` and their hyperparameters' rules in
+    ``_parameter_constraints`` (checked at fit time and on restore, never in ``__init__``).
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
@@ -191,9 +193,6 @@ class Calibrator(BaseEstimator):
         return obj
 
     # -- hooks -----------------------------------------------------------------------------
-    def _validate_params(self) -> None:
-        """Check hyperparameters (called at fit time and on restore, never in ``__init__``)."""
-
     def _validate_fitted(self) -> None:
         """Check the fitted state of a restored calibrator; raise ``ValueError`` naming the field.
 

@@ -28,7 +28,7 @@ from scipy.special import gammaln
 from scipy.special import softmax as sp_softmax
 from sklearn.isotonic import IsotonicRegression
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import NON_NEGATIVE, Constraints, Int, Options, check_int
 from privcal.calibrators.base import (
     Calibrator,
     check_fitted_array,
@@ -116,7 +116,7 @@ def shrink_to_model(
             f"The 'noise_std' parameter of {owner} must be two finite stds >= 0. Got "
             f"{noise_std!r} instead."
         )
-    check_real(strength, "strength", owner, low=0.0)
+    NON_NEGATIVE.check(strength, "strength", owner)
     p = np.asarray(p, dtype=np.float64)
     if not np.all((p >= 0.0) & (p <= 1.0)):
         raise ValueError(
@@ -226,6 +226,12 @@ class HistogramBinning(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_",)
     _cross_fit_diagnostic: ClassVar[bool] = True
+    _parameter_constraints = Constraints(
+        mode=Options("top", "classwise"),
+        n_bins=Int(1),
+        prior=Options(None, "model"),
+        prior_strength=NON_NEGATIVE,
+    )
 
     def __init__(
         self,
@@ -238,13 +244,6 @@ class HistogramBinning(Calibrator):
         self.n_bins = n_bins
         self.prior = prior
         self.prior_strength = prior_strength
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_option(self.mode, "mode", owner, ("top", "classwise"))
-        check_int(self.n_bins, "n_bins", owner, low=1)
-        check_option(self.prior, "prior", owner, (None, "model"))
-        check_real(self.prior_strength, "prior_strength", owner, low=0.0)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         p = softmax(z)
@@ -445,6 +444,9 @@ class BBQ(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("table_", "weights_")
     _cross_fit_diagnostic: ClassVar[bool] = True
+    _parameter_constraints = Constraints(
+        n_levels=Int(1), prior=Options(None, "model"), prior_strength=NON_NEGATIVE
+    )
 
     def __init__(
         self,
@@ -455,12 +457,6 @@ class BBQ(Calibrator):
         self.n_levels = n_levels
         self.prior = prior
         self.prior_strength = prior_strength
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_int(self.n_levels, "n_levels", owner, low=1)
-        check_option(self.prior, "prior", owner, (None, "model"))
-        check_real(self.prior_strength, "prior_strength", owner, low=0.0)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         self.set_counts(*class_histograms(softmax(z), y, 2**self.n_levels))

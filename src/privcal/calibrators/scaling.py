@@ -54,7 +54,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import clone
 
-from privcal._params import check_int, check_real
+from privcal._params import NON_NEGATIVE, POSITIVE, Constraints, Int
 from privcal.calibrators._newton import (
     BlockScaling,
     DiagonalScaling,
@@ -106,6 +106,9 @@ def nll_and_grad(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
 #: logit more than ``L`` below its row's maximum has probability below the float64 machine
 #: epsilon relative to the top class: its exact value does not show in ``softmax(z)``.
 LOGIT_RANGE = float(-np.log(np.finfo(np.float64).eps))
+
+#: The solver's hyperparameters, shared by the three scaling calibrators.
+_SOLVER = Constraints(max_iter=Int(1), nll_bound=[POSITIVE, None])
 
 
 def floor_logits(z: np.ndarray, logit_range: float | None) -> tuple[np.ndarray, int]:
@@ -440,16 +443,11 @@ class PlattScaling(Calibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
+    _parameter_constraints = _SOLVER
 
     def __init__(self, max_iter: int = 200, nll_bound: float | None = NLL_BOUND) -> None:
         self.max_iter = max_iter
         self.nll_bound = nll_bound
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_int(self.max_iter, "max_iter", owner, low=1)
-        if self.nll_bound is not None:
-            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
     @staticmethod
     def _binary_logit(z: np.ndarray) -> np.ndarray:
@@ -553,6 +551,7 @@ class VectorScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
     _cross_fit_diagnostic: ClassVar[bool] = True
+    _parameter_constraints = _SOLVER
 
     def __init__(
         self,
@@ -563,12 +562,6 @@ class VectorScaling(Calibrator):
         self.order_preserving = order_preserving
         self.max_iter = max_iter
         self.nll_bound = nll_bound
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_int(self.max_iter, "max_iter", owner, low=1)
-        if self.nll_bound is not None:
-            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         n, c = z.shape
@@ -686,6 +679,12 @@ class MatrixScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("coef_", "intercept_")
     _cross_fit_diagnostic: ClassVar[bool] = True
+    _parameter_constraints = Constraints(
+        reg_offdiag=NON_NEGATIVE,
+        reg_intercept=NON_NEGATIVE,
+        **_SOLVER,
+        logit_range=[POSITIVE, None],
+    )
 
     def __init__(
         self,
@@ -700,16 +699,6 @@ class MatrixScaling(Calibrator):
         self.max_iter = max_iter
         self.nll_bound = nll_bound
         self.logit_range = logit_range
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_real(self.reg_offdiag, "reg_offdiag", owner, low=0.0)
-        check_real(self.reg_intercept, "reg_intercept", owner, low=0.0)
-        check_int(self.max_iter, "max_iter", owner, low=1)
-        if self.nll_bound is not None:
-            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
-        if self.logit_range is not None:
-            check_real(self.logit_range, "logit_range", owner, low=0.0, low_open=True)
 
     def _floored(self, z: np.ndarray) -> tuple[np.ndarray, int]:
         lr = self.logit_range

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from scipy.optimize import brentq
 
-from privcal._params import check_int, check_option, check_range, check_real
+from privcal._params import POSITIVE, Constraints, Int, Options, Range, check_range
 from privcal.calibrators.base import Calibrator, FitWarning, register
 from privcal.calibrators.search import golden_section
 from privcal.metrics import statistics
@@ -420,6 +420,12 @@ class TemperatureScaling(Calibrator):
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_",)
     _accepts_float32: ClassVar[bool] = True
+    _parameter_constraints = Constraints(
+        objective=Options("nll", "ece", "acc"),
+        t_range=Range(),
+        n_bins=Int(1),
+        nll_bound=[POSITIVE, None],
+    )
 
     def __init__(
         self,
@@ -432,14 +438,6 @@ class TemperatureScaling(Calibrator):
         self.t_range = t_range
         self.n_bins = n_bins
         self.nll_bound = nll_bound
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_option(self.objective, "objective", owner, ("nll", "ece", "acc"))
-        check_range(self.t_range, "t_range", owner)
-        check_int(self.n_bins, "n_bins", owner, low=1)
-        if self.nll_bound is not None:
-            check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         t_range = check_range(self.t_range, "t_range", type(self).__name__)

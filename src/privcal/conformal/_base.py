@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from privcal._params import renamed_attribute, renamed_params
+from privcal._params import (
+    PROBABILITY,
+    Constraints,
+    Options,
+    ValidatedParams,
+    renamed_attribute,
+    renamed_params,
+)
 from privcal.conformal.groups import test_groups
 from privcal.conformal.scores import SCORES, conformity
 from privcal.data.validation import check_labels, check_scores
@@ -25,7 +32,7 @@ class NotFittedError(RuntimeError):
     """``predict_set`` was called before ``fit``."""
 
 
-class ConformalBase(BaseEstimator):
+class ConformalBase(ValidatedParams, BaseEstimator):
     """Shared machinery (not public): probabilities, score matrices and ``predict_set``.
 
     A scikit-learn ``BaseEstimator`` (parameters stored verbatim in ``__init__``), so
@@ -39,6 +46,7 @@ class ConformalBase(BaseEstimator):
     """
 
     _owner = "ConformalBase"
+    _parameter_constraints = Constraints(score=Options(*SCORES), alpha=PROBABILITY)
     random_state = renamed_attribute("seed")
     score: str
     calibrator: Any
@@ -51,10 +59,6 @@ class ConformalBase(BaseEstimator):
         """scikit-learn's ``set_params``; a deprecated name warns and sets the new one."""
         renames = getattr(type(self).__init__, "__renamed__", {})
         return super().set_params(**renamed_params(params, renames, self._owner))
-
-    @staticmethod
-    def _scores() -> tuple[str, ...]:
-        return SCORES
 
     def _probs(self, logits: Any, input: str, name: str) -> np.ndarray:
         z = check_scores(logits, input=input, name=name)  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real, renamed
+from privcal._params import EPSILON, check_int, check_option, check_probability, renamed
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
 from privcal.privacy.measurement import Measurement, register_measurement
@@ -276,7 +276,7 @@ def _private_quantile(
     report records as the sensitivity of the release (the range width ``R`` for bounded range).
     """
     q = check_probability(q, "q", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     check_option(weights, "weights", owner, WEIGHTS)
     edges = bin_edges(n_bins, owner, grid)
     s = _check_unit_scores(scores, owner)

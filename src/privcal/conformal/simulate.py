@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from privcal._params import (
+    EPSILON,
     check_int,
     check_option,
     check_probability,
-    check_real,
     renamed,
     renamed_attribute,
 )
@@ -248,7 +248,7 @@ class SplitSimulator:
         """
         owner = "SplitSimulator.private"
         a = check_probability(alpha, "alpha", owner)
-        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        eps = EPSILON.check(epsilon, "epsilon", owner)
         check_option(method, "method", owner, METHODS)
         if noise is None:
             noise = SeededNoise(0)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, renamed
+from privcal._params import check_int, check_probability, renamed
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.groups import group_rows
 
@@ -182,8 +182,7 @@ class SplitConformal(ConformalBase):
         -------
         self
         """
-        check_option(self.score, "score", self._owner, self._scores())
-        alpha = check_probability(self.alpha, "alpha", self._owner)
+        alpha = self._validate_params()["alpha"]
         s = self._calibration_scores(logits, labels, input)
         self.thresholds_ = None
         if groups is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import POSITIVE, check_int
 
 __all__ = ["gaussian_2d", "multilabel"]
 
@@ -56,7 +56,7 @@ def gaussian_2d(n: int, shift: float = 1.5, seed: int = 0) -> tuple[np.ndarray, 
     ((10, 2), 5)
     """
     n = check_int(n, "n", "gaussian_2d", low=2)
-    shift = check_real(shift, "shift", "gaussian_2d", low=0.0, low_open=True)
+    shift = POSITIVE.check(shift, "shift", "gaussian_2d")
     seed = check_int(seed, "seed", "gaussian_2d", low=0)
     rng = np.random.default_rng(seed)
     y = np.repeat(np.array([0, 1], dtype=np.int64), [n - n // 2, n // 2])

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import EPSILON, check_int, check_option, check_probability
 from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores, optimal_bins
 from privcal.conformal.private import M_GRIDS
 from privcal.conformal.simulate import SimulationResult, SplitSimulator
@@ -383,10 +383,8 @@ def _checked(config: Angelopoulos2022Config, owner: str) -> Angelopoulos2022Conf
         trials=check_int(config.trials, "trials", owner, low=2),
         n_cal=check_int(config.n_cal, "n_cal", owner, low=1),
         alphas=tuple(check_probability(a, "alphas", owner) for a in config.alphas),
-        epsilons=tuple(
-            check_real(e, "epsilons", owner, low=0.0, low_open=True) for e in config.epsilons
-        ),
-        bins_epsilon=check_real(config.bins_epsilon, "bins_epsilon", owner, low=0.0, low_open=True),
+        epsilons=tuple(EPSILON.check(e, "epsilons", owner) for e in config.epsilons),
+        bins_epsilon=EPSILON.check(config.bins_epsilon, "bins_epsilon", owner),
         bins=tuple(check_int(m, "bins", owner, low=2) for m in config.bins),
     )
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from scipy.optimize import minimize
 
-from privcal._params import check_option
+from privcal._params import Constraints, Options
 from privcal.calibrators.base import Calibrator, register
 from privcal.calibrators.binning import (
     BBQ,
@@ -47,6 +47,9 @@ Weighting = Literal["all", "changed"]
 
 HIDDEN = 64
 
+#: The rule of the ``weighting`` parameter both weighted calibrators add to their binning's.
+_WEIGHTING = Options("all", "changed")
+
 
 def apply_weighting(g: np.ndarray, p: np.ndarray, alpha: np.ndarray, weighting: str) -> np.ndarray:
     """Normalised weighted one-vs-all outputs (seed 003 Sec. 4.1); see the module docstring."""
@@ -61,16 +64,13 @@ def apply_weighting(g: np.ndarray, p: np.ndarray, alpha: np.ndarray, weighting: 
 
 
 class _Weighted(Calibrator):
-    """The weighting both weighted calibrators add to their binning (module docstring): checks
-    ``weighting``, sets ``alpha_`` (C,) after the binning's fit, and mixes in predict_proba.
+    """The weighting both weighted calibrators add to their binning (module docstring): sets
+    ``alpha_`` (C,) after the binning's fit and mixes in predict_proba (``weighting``: its rule
+    is :data:`_WEIGHTING`).
     Listed before the binning class among the bases, so ``super()`` is the binning."""
 
     weighting: str
     _calibrated: Callable[[np.ndarray], np.ndarray]  # the binning's one-vs-all outputs
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_option(self.weighting, "weighting", type(self).__name__, ("all", "changed"))
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         super()._fit(z, y)
@@ -89,6 +89,7 @@ class WeightedBBQ(_Weighted, BBQ):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = (*BBQ._fitted_attributes, "alpha_")
+    _parameter_constraints = Constraints(BBQ._parameter_constraints, weighting=_WEIGHTING)
 
     def __init__(
         self,
@@ -111,6 +112,9 @@ class WeightedHistogramBinning(_Weighted, HistogramBinning):
     _fitted_attributes: ClassVar[tuple[str, ...]] = (
         *HistogramBinning._fitted_attributes,
         "alpha_",
+    )
+    _parameter_constraints = Constraints(
+        HistogramBinning._parameter_constraints, weighting=_WEIGHTING
     )
 
     def __init__(

@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_probability, check_real
+from privcal._params import EPSILON, FRACTION, POSITIVE, check_int, check_probability
 from privcal.privacy.accounting import (
     ZCDPAccountant,
     gaussian_epsilon,
@@ -157,7 +157,7 @@ def expected_cohort(sample_rate: float, n_clients: int) -> float:
     10.0
     """
     owner = "expected_cohort"
-    p = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    p = FRACTION.check(sample_rate, "sample_rate", owner)
     k = check_int(n_clients, "n_clients", owner, low=1)
     return p * k
 
@@ -199,7 +199,7 @@ def noise_multiplier(
     12.92
     """
     owner = "noise_multiplier"
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
     t = check_int(rounds, "rounds", owner, low=1)
     m = check_int(mechanisms_per_round, "mechanisms_per_round", owner, low=1)
@@ -280,13 +280,11 @@ class DPConfig:
 
     def __post_init__(self) -> None:
         owner = "DPConfig"
-        self.epsilon = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
+        self.epsilon = EPSILON.check(self.epsilon, "epsilon", owner)
         self.delta = check_probability(self.delta, "delta", owner)
         self.rounds = check_int(self.rounds, "rounds", owner, low=1)
         for name in ("clip", "clip_pos", "clip_neg"):
-            setattr(
-                self, name, check_real(getattr(self, name), name, owner, low=0.0, low_open=True)
-            )
+            setattr(self, name, POSITIVE.check(getattr(self, name), name, owner))
         if not isinstance(self.noise, NoiseSource):
             raise ValueError(
                 f"The 'noise' parameter of {owner} must be a privcal NoiseSource. "

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import FRACTION, POSITIVE, check_int
 
 __all__ = [
     "dirichlet_partition",
@@ -93,7 +93,7 @@ def dirichlet_partition(
     owner = "dirichlet_partition"
     y = _labels(labels, owner)
     k = _check_n_clients(n_clients, y.size, owner)
-    b = check_real(beta, "beta", owner, low=0.0, low_open=True)
+    b = POSITIVE.check(beta, "beta", owner)
     check_int(seed, "seed", owner, low=0)
     m = check_int(min_size, "min_size", owner, low=0)
     tries = check_int(max_tries, "max_tries", owner, low=1)
@@ -195,9 +195,7 @@ def split_clients(
     index arrays aligned with ``parts``.
     """
     owner = "split_clients"
-    f = check_real(
-        calibration_fraction, "calibration_fraction", owner, low=0.0, high=1.0, low_open=True
-    )
+    f = FRACTION.check(calibration_fraction, "calibration_fraction", owner)
     rng = np.random.default_rng(check_int(seed, "seed", owner, low=0))
     cal, test = [], []
     for idx in parts:

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import NON_NEGATIVE, check_int
 from privcal.federated.dp import DPConfig, default_threshold
 from privcal.federated.methods import FED_NOISE_Z, FedTemp, get_method
 from privcal.privacy.noise import SecureNoise
@@ -249,7 +249,7 @@ def plan_run(
     k = check_int(n_clients, "n_clients", owner, low=1)
     m = None if rows is None else check_int(rows, "rows", owner, low=1)
     t_rounds = check_int(rounds, "rounds", owner, low=1)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0)
+    eps = NON_NEGATIVE.check(epsilon, "epsilon", owner)
     c = check_int(n_classes, "n_classes", owner, low=2)
     repeats = check_int(repeats, "repeats", owner, low=1)
     if aggregation not in ("trusted", "distributed"):

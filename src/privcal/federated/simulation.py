@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import FRACTION, check_int
 from privcal.calibrators import Calibrator
 from privcal.data.validation import check_labels, check_scores
 from privcal.federated.dp import (
@@ -196,7 +196,7 @@ def simulate(
     clients = _check_parts(parts, n)
     k_total = len(clients)
     t_rounds = check_int(rounds, "rounds", owner, low=1)
-    p = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    p = FRACTION.check(sample_rate, "sample_rate", owner)
     check_int(seed, "seed", owner, low=0)
     every = check_int(eval_every, "eval_every", owner, low=1)
     if (epsilon is None) != (delta is None):

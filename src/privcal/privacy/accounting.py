@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr
 
-from privcal._params import check_int, check_probability, check_real
+from privcal._params import EPSILON, FRACTION, NON_NEGATIVE, POSITIVE, check_int, check_probability
 
 __all__ = [
     "ZCDPAccountant",
@@ -50,18 +50,14 @@ __all__ = [
 ]
 
 
-def _pos(value: Any, name: str, owner: str) -> float:
-    return check_real(value, name, owner, low=0.0, low_open=True)
-
-
 # ---------------------------------------------------------------------------------------- RDP
 def _sigma_target(
     epsilon: Any, delta: Any, sensitivity: Any, rounds: Any, owner: str
 ) -> tuple[float, float, float, int]:
     """The checked ``(epsilon, delta, sensitivity, rounds)`` a Gaussian sigma is calibrated to."""
-    eps = _pos(epsilon, "epsilon", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
-    d = _pos(sensitivity, "sensitivity", owner)
+    d = POSITIVE.check(sensitivity, "sensitivity", owner)
     k = check_int(rounds, "rounds", owner, low=1)
     return eps, dlt, d, k
 
@@ -98,8 +94,8 @@ def rdp_epsilon(
     sampled Gaussian mechanism; Abadi et al. (2016), Deep learning with DP.
     """
     owner = "rdp_epsilon"
-    z = _pos(noise_multiplier, "noise_multiplier", owner)
-    q = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    z = POSITIVE.check(noise_multiplier, "noise_multiplier", owner)
+    q = FRACTION.check(sample_rate, "sample_rate", owner)
     n = check_int(steps, "steps", owner, low=0)
     dlt = check_probability(delta, "delta", owner)
     if n == 0:
@@ -127,9 +123,9 @@ def rdp_noise_multiplier(
     evaluated and is ``<= epsilon``), like Opacus's ``get_noise_multiplier``.
     """
     owner = "rdp_noise_multiplier"
-    eps = _pos(epsilon, "epsilon", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
-    q = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    q = FRACTION.check(sample_rate, "sample_rate", owner)
     n = check_int(steps, "steps", owner, low=1)
     lo, hi = 0.0, 1.0
     while rdp_epsilon(hi, q, n, dlt) > eps:
@@ -173,7 +169,7 @@ def pld_gaussian_epsilon(noise_multiplier: float, delta: float, rounds: int = 1)
     from dp_accounting.pld import pld_privacy_accountant
 
     owner = "pld_gaussian_epsilon"
-    z = _pos(noise_multiplier, "noise_multiplier", owner)
+    z = POSITIVE.check(noise_multiplier, "noise_multiplier", owner)
     dlt = check_probability(delta, "delta", owner)
     k = check_int(rounds, "rounds", owner, low=1)
     acc = pld_privacy_accountant.PLDAccountant()
@@ -254,7 +250,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     4.728
     """
     owner = "zcdp_epsilon"
-    r = check_real(rho, "rho", owner, low=0.0)
+    r = NON_NEGATIVE.check(rho, "rho", owner)
     dlt = check_probability(delta, "delta", owner)
     if r == 0.0:
         return 0.0
@@ -268,7 +264,7 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
     Returns the lower (more private) end of the bisection bracket.
     """
     owner = "zcdp_rho"
-    eps = _pos(epsilon, "epsilon", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
     return _largest_within(lambda r: zcdp_epsilon(r, dlt), eps, max(eps, 1e-3), 1e-10)
 
@@ -296,8 +292,8 @@ def gaussian_zcdp_rho(sigma: float, sensitivity: float = 1.0, rounds: int = 1) -
     Bun & Steinke (2016), Prop. 1.6 (Gaussian) and Lemma 2.3 (composition adds rho).
     """
     owner = "gaussian_zcdp_rho"
-    s = _pos(sigma, "sigma", owner)
-    d = _pos(sensitivity, "sensitivity", owner)
+    s = POSITIVE.check(sigma, "sigma", owner)
+    d = POSITIVE.check(sensitivity, "sensitivity", owner)
     k = check_int(rounds, "rounds", owner, low=0)
     return k * d * d / (2.0 * s * s)
 
@@ -340,7 +336,7 @@ def gaussian_epsilon(rho: float, delta: float) -> float:
     the same plan (:func:`pld_gaussian_epsilon`, tested), at a fraction of its cost.
     """
     owner = "gaussian_epsilon"
-    r = check_real(rho, "rho", owner, low=0.0)
+    r = NON_NEGATIVE.check(rho, "rho", owner)
     dlt = check_probability(delta, "delta", owner)
     return 0.0 if r == 0.0 else gdp_epsilon(math.sqrt(2.0 * r), dlt)
 
@@ -355,7 +351,7 @@ def gaussian_rho(epsilon: float, delta: float) -> float:
     True
     """
     owner = "gaussian_rho"
-    eps = _pos(epsilon, "epsilon", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
     mu = _largest_within(lambda m: gdp_epsilon(m, dlt), eps, 1.0, 1e-12)
     return mu * mu / 2.0
@@ -400,7 +396,7 @@ class ZCDPAccountant:
                 "continuous Gaussian releases only: record them with step(sigma=...), or use "
                 "ZCDPAccountant(conversion='zcdp') for other rho-zCDP releases."
             )
-        self.history.append(check_real(rho, "rho", "ZCDPAccountant.step_rho", low=0.0))
+        self.history.append(NON_NEGATIVE.check(rho, "rho", "ZCDPAccountant.step_rho"))
 
     @property
     def rho(self) -> float:
@@ -429,8 +425,8 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     ``D/sigma``-GDP.
     """
     owner = "gdp_delta"
-    m = _pos(mu, "mu", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0)
+    m = POSITIVE.check(mu, "mu", owner)
+    eps = NON_NEGATIVE.check(epsilon, "epsilon", owner)
     a = -eps / m + m / 2.0
     b = -eps / m - m / 2.0
     return max(0.0, float(math.exp(log_ndtr(a)) - math.exp(eps + log_ndtr(b))))
@@ -439,7 +435,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest epsilon with ``gdp_delta(mu, epsilon) <= delta``; returns the larger (safe) end."""
     owner = "gdp_epsilon"
-    m = _pos(mu, "mu", owner)
+    m = POSITIVE.check(mu, "mu", owner)
     dlt = check_probability(delta, "delta", owner)
     if gdp_delta(m, 0.0) <= dlt:
         return 0.0

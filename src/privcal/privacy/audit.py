@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta as beta_dist
 
-from privcal._params import check_int, check_probability, check_real
+from privcal._params import NON_NEGATIVE, check_int, check_probability, check_real
 
 __all__ = ["AuditResult", "audit_dp", "audit_pure_dp", "clopper_pearson", "max_epsilon_lower"]
 
@@ -169,7 +169,7 @@ def audit_dp(
     ``D``) are checked.
     """
     owner = "audit_dp"
-    eps = check_real(epsilon, "epsilon", owner, low=0.0)
+    eps = NON_NEGATIVE.check(epsilon, "epsilon", owner)
     dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
     a = check_probability(alpha, "alpha", owner)
     x = np.asarray(sample_d)

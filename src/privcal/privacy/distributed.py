@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import EPSILON, POSITIVE, check_int, check_option
 from privcal.privacy.noise import NoiseSource
 
 __all__ = [
@@ -405,8 +405,8 @@ class DistributedPlan:
         shares is ``DLap(a)``, ``epsilon``-DP for integer L1 shifts up to ``D``.
         """
         owner = "DistributedPlan.laplace"
-        sens = check_real(sensitivity, "sensitivity", owner, low=0.0, low_open=True)
-        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        sens = POSITIVE.check(sensitivity, "sensitivity", owner)
+        eps = EPSILON.check(epsilon, "epsilon", owner)
         m = check_int(moved, "moved", owner, low=0)
         scale = _scale_for(max(m, 1), sens)
         d = math.ceil(scale * sens) + m
@@ -433,8 +433,8 @@ class DistributedPlan:
         once a share's std exceeds a few grid steps).
         """
         owner = "DistributedPlan.gaussian"
-        c = check_real(l2_sensitivity, "l2_sensitivity", owner, low=0.0, low_open=True)
-        sig = check_real(sigma, "sigma", owner, low=0.0, low_open=True)
+        c = POSITIVE.check(l2_sensitivity, "l2_sensitivity", owner)
+        sig = POSITIVE.check(sigma, "sigma", owner)
         d = int(np.prod(shape)) if shape else 1
         scale = _scale_for(math.sqrt(d), c)
         d2 = scale * c + math.sqrt(d)

@@ -73,7 +73,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import (
+    EPSILON,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    check_int,
+    check_option,
+    check_real,
+)
 from privcal.privacy.guarantee import RELATIONS
 
 __all__ = [
@@ -132,7 +140,7 @@ def pure_dp_curve(epsilon: float, orders: Sequence[float] | None = None) -> np.n
     """
     import dp_accounting
 
-    eps = check_real(epsilon, "epsilon", "pure_dp_curve", low=0.0)
+    eps = NON_NEGATIVE.check(epsilon, "epsilon", "pure_dp_curve")
     zcdp = event_curve(dp_accounting.ZCDpEvent(eps * eps / 2.0), 1, orders)
     return np.minimum(zcdp, eps)
 
@@ -141,7 +149,7 @@ def zcdp_curve(rho: float, orders: Sequence[float] | None = None) -> np.ndarray:
     """RDP curve of a ``rho``-zCDP release: ``alpha rho`` (Bun & Steinke 2016, Def. 1.1)."""
     import dp_accounting
 
-    r = check_real(rho, "rho", "zcdp_curve", low=0.0)
+    r = NON_NEGATIVE.check(rho, "rho", "zcdp_curve")
     return event_curve(dp_accounting.ZCDpEvent(r), 1, orders)
 
 
@@ -159,8 +167,8 @@ def dpsgd_curve(
     import dp_accounting
 
     owner = "dpsgd_curve"
-    z = check_real(noise_multiplier, "noise_multiplier", owner, low=0.0, low_open=True)
-    q = check_real(sample_rate, "sample_rate", owner, low=0.0, high=1.0, low_open=True)
+    z = POSITIVE.check(noise_multiplier, "noise_multiplier", owner)
+    q = FRACTION.check(sample_rate, "sample_rate", owner)
     n = check_int(steps, "steps", owner, low=0)
     event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
     return event_curve(event, n, orders)
@@ -233,7 +241,7 @@ class FilterRule:
 
     def __post_init__(self) -> None:
         owner = "FilterRule"
-        check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
+        EPSILON.check(self.epsilon, "epsilon", owner)
         check_real(self.delta, "delta", owner, low=0.0, high=1.0, high_open=True)
         if not 0.0 <= float(self.renyi_delta) <= float(self.delta):
             raise ValueError(

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from privcal._params import check_option, check_real
+from privcal._params import NON_NEGATIVE, check_option, check_real
 from privcal._text import NO_SENSITIVITY, TEXT_WIDTH, format_table, number, wrap
 
 __all__ = [
@@ -76,7 +76,9 @@ class Guarantee:
     relation: str = "add/remove"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", "Guarantee", low=0))
+        object.__setattr__(
+            self, "epsilon", NON_NEGATIVE.check(self.epsilon, "epsilon", "Guarantee")
+        )
         object.__setattr__(
             self,
             "delta",
@@ -199,7 +201,7 @@ class Release:
     source: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", "Release", low=0))
+        object.__setattr__(self, "epsilon", NON_NEGATIVE.check(self.epsilon, "epsilon", "Release"))
         object.__setattr__(
             self, "delta", check_real(self.delta, "delta", "Release", low=0, high=1, high_open=True)
         )

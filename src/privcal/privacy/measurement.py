@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from privcal._params import check_option, check_real
+from privcal._params import POSITIVE, check_option
 from privcal.privacy.guarantee import RELATIONS, UNITS, Guarantee, Release
 from privcal.privacy.mechanisms import gaussian, laplace
 from privcal.privacy.noise import NoiseSource
@@ -127,7 +127,7 @@ class Measurement:
         check_option(self.unit, "unit", owner, UNITS)
         check_option(self.relation, "relation", owner, RELATIONS)
         if not callable(self.sensitivity):
-            check_real(self.sensitivity, "sensitivity", owner, low=0.0, low_open=True)
+            POSITIVE.check(self.sensitivity, "sensitivity", owner)
 
     @property
     def parameters(self) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr
 
-from privcal._params import check_option, check_probability, check_real
+from privcal._params import EPSILON, POSITIVE, check_option, check_probability
 from privcal.privacy.guarantee import UNITS, Guarantee
 from privcal.privacy.noise import NoiseSource, _check_value, check_noise
 
@@ -26,10 +26,6 @@ __all__ = [
     "gaussian",
     "laplace",
 ]
-
-
-def _positive(value: Any, name: str, owner: str) -> float:
-    return check_real(value, name, owner, low=0.0, low_open=True)
 
 
 def laplace(
@@ -78,8 +74,8 @@ def laplace(
     1.0
     """
     owner = "laplace"
-    sens = _positive(sensitivity, "sensitivity", owner)
-    eps = _positive(epsilon, "epsilon", owner)
+    sens = POSITIVE.check(sensitivity, "sensitivity", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     check_option(unit, "unit", owner, UNITS)
     src = check_noise(noise, owner)
     v = _check_value(value, owner)
@@ -131,9 +127,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     3.731
     """
     owner = "analytic_gaussian_sigma"
-    eps = _positive(epsilon, "epsilon", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
-    sens = _positive(sensitivity, "sensitivity", owner)
+    sens = POSITIVE.check(sensitivity, "sensitivity", owner)
     target = dlt * (1.0 - 1e-9)
 
     def excess(u: float) -> float:
@@ -196,8 +192,8 @@ def gaussian(
     bound). Output measure: approximate ``(epsilon, delta)``-DP.
     """
     owner = "gaussian"
-    sens = _positive(sensitivity, "sensitivity", owner)
-    eps = _positive(epsilon, "epsilon", owner)
+    sens = POSITIVE.check(sensitivity, "sensitivity", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     dlt = check_probability(delta, "delta", owner)
     check_option(unit, "unit", owner, UNITS)
     src = check_noise(noise, owner)
@@ -216,8 +212,8 @@ def exponential_log_weights(
     Validates like :func:`exponential`; public so that audits draw from exactly these weights.
     """
     owner = "exponential"
-    sens = _positive(sensitivity, "sensitivity", owner)
-    eps = _positive(epsilon, "epsilon", owner)
+    sens = POSITIVE.check(sensitivity, "sensitivity", owner)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     try:
         u = np.asarray(utilities, dtype=float)
     except (TypeError, ValueError):

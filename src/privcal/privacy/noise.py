@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import FRACTION, POSITIVE, check_int
 from privcal.exceptions import PrivcalWarning
 
 __all__ = [
@@ -45,10 +45,6 @@ __all__ = [
 ]
 
 Size = int | tuple[int, ...] | None
-
-
-def _check_scale(value: Any, name: str, owner: str) -> float:
-    return check_real(value, name, owner, low=0.0, low_open=True)
 
 
 def _check_size(size: Any, owner: str) -> tuple[int, ...] | None:
@@ -213,7 +209,7 @@ class SeededNoise(NoiseSource):
     @staticmethod
     def _centred(draw: Any, scale: float, name: str, size: Size, owner: str) -> float | np.ndarray:
         """``draw(0, scale)``: a float for ``size=None``, else an array of that shape."""
-        scale = _check_scale(scale, name, owner)
+        scale = POSITIVE.check(scale, name, owner)
         shape = _check_size(size, owner)
         if shape is None:
             return float(draw(0.0, scale))
@@ -224,13 +220,13 @@ class SeededNoise(NoiseSource):
         return float(self.rng.random()) if shape is None else self.rng.random(size=shape)
 
     def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
-        r = _check_scale(r, "r", "SeededNoise.negative_binomial")
-        p = check_real(p, "p", "SeededNoise.negative_binomial", low=0.0, high=1.0, low_open=True)
+        r = POSITIVE.check(r, "r", "SeededNoise.negative_binomial")
+        p = FRACTION.check(p, "p", "SeededNoise.negative_binomial")
         shape = _check_size(size, "SeededNoise.negative_binomial")
         return _negative_binomial(self.rng, r, p, shape)
 
     def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
-        sigma = _check_scale(sigma, "sigma", "SeededNoise.discrete_gaussian")
+        sigma = POSITIVE.check(sigma, "sigma", "SeededNoise.discrete_gaussian")
         shape = _check_size(size, "SeededNoise.discrete_gaussian")
         out = _discrete_gaussian(self.rng, sigma, 1 if shape is None else int(np.prod(shape)))
         return int(out[0]) if shape is None else out.reshape(shape)
@@ -359,19 +355,19 @@ class SecureNoise(NoiseSource):
         return self._add(kind, np.zeros(shape), scale)
 
     def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
-        scale = _check_scale(scale, "scale", "SecureNoise.laplace")
+        scale = POSITIVE.check(scale, "scale", "SecureNoise.laplace")
         return self._draw("laplace", scale, size, "SecureNoise.laplace")
 
     def gaussian(self, sigma: float, size: Size = None) -> float | np.ndarray:
-        sigma = _check_scale(sigma, "sigma", "SecureNoise.gaussian")
+        sigma = POSITIVE.check(sigma, "sigma", "SecureNoise.gaussian")
         return self._draw("gaussian", sigma, size, "SecureNoise.gaussian")
 
     def add_laplace(self, value: Any, scale: float) -> float | np.ndarray:
-        scale = _check_scale(scale, "scale", "SecureNoise.add_laplace")
+        scale = POSITIVE.check(scale, "scale", "SecureNoise.add_laplace")
         return self._add("laplace", _check_value(value, "SecureNoise.add_laplace"), scale)
 
     def add_gaussian(self, value: Any, sigma: float) -> float | np.ndarray:
-        sigma = _check_scale(sigma, "sigma", "SecureNoise.add_gaussian")
+        sigma = POSITIVE.check(sigma, "sigma", "SecureNoise.add_gaussian")
         return self._add("gaussian", _check_value(value, "SecureNoise.add_gaussian"), sigma)
 
     @staticmethod
@@ -397,8 +393,8 @@ class SecureNoise(NoiseSource):
 
     def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
         """``NB(r, p)`` from a ChaCha20 stream keyed by the OS's CSPRNG (:meth:`_csprng`)."""
-        r = _check_scale(r, "r", "SecureNoise.negative_binomial")
-        p = check_real(p, "p", "SecureNoise.negative_binomial", low=0.0, high=1.0, low_open=True)
+        r = POSITIVE.check(r, "r", "SecureNoise.negative_binomial")
+        p = FRACTION.check(p, "p", "SecureNoise.negative_binomial")
         shape = _check_size(size, "SecureNoise.negative_binomial")
         return _negative_binomial(self._csprng(), r, p, shape)
 
@@ -409,7 +405,7 @@ class SecureNoise(NoiseSource):
         round). The geometric proposals (inversion) and the acceptance test are computed in
         floating point, so the law is the discrete Gaussian up to floating-point rounding; the
         guarantees that use it are proved for the exact law and do not bound that gap."""
-        sigma = _check_scale(sigma, "sigma", "SecureNoise.discrete_gaussian")
+        sigma = POSITIVE.check(sigma, "sigma", "SecureNoise.discrete_gaussian")
         shape = _check_size(size, "SecureNoise.discrete_gaussian")
         out = _discrete_gaussian(self._csprng(), sigma, 1 if shape is None else int(np.prod(shape)))
         return int(out[0]) if shape is None else out.reshape(shape)

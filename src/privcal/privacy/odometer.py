@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import privcal.privacy.store as store
-from privcal._params import check_option, check_real
+from privcal._params import EPSILON, NON_NEGATIVE, POSITIVE, check_option, check_real
 from privcal.privacy.filter import (
     ORDERS,
     Composition,
@@ -159,11 +159,11 @@ class PrivacyOdometer:
         relation: str = "add/remove",
     ) -> None:
         owner = "PrivacyOdometer"
-        self.budget = check_real(budget, "budget", owner, low=0.0, low_open=True)
+        self.budget = POSITIVE.check(budget, "budget", owner)
         self.delta_budget = check_real(
             delta_budget, "delta_budget", owner, low=0.0, high=1.0, high_open=True
         )
-        self.renyi_delta = check_real(renyi_delta, "renyi_delta", owner, low=0.0)
+        self.renyi_delta = NON_NEGATIVE.check(renyi_delta, "renyi_delta", owner)
         self.relation = check_option(relation, "relation", owner, RELATIONS)
         self.rule = FilterRule(
             self.budget, self.delta_budget, self.renyi_delta, relation=self.relation
@@ -367,7 +367,7 @@ class PrivacyOdometer:
     def _spend_row(self, owner: str, epsilon: Any, delta: Any, rdp: Any, relation: Any) -> Spend:
         """The checked arguments of a spend (``epsilon > 0``, ``delta`` in ``[0, 1)``, the RDP
         curve on the ledger's orders, the relation) as the row the rule composes."""
-        eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+        eps = EPSILON.check(epsilon, "epsilon", owner)
         dlt = check_real(delta, "delta", owner, low=0.0, high=1.0, high_open=True)
         curve = self._check_curve(rdp)
         return Spend(eps, dlt, curve, check_option(relation, "relation", owner, RELATIONS))

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import EPSILON, Constraints, Int, Options
 from privcal.calibrators.base import register
 from privcal.calibrators.binning import HistogramBinning, bin_frequencies
 from privcal.privacy import NoiseSource
@@ -133,6 +133,9 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
+    _parameter_constraints = Constraints(
+        epsilon=EPSILON, n_bins=Int(1), fallback=Options(*FALLBACKS)
+    )
 
     def __init__(
         self,
@@ -151,12 +154,6 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         self.threshold = threshold
         self.ledger = ledger
         self.fallback = fallback
-
-    def _validate_params(self) -> None:
-        owner = type(self).__name__
-        check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
-        check_int(self.n_bins, "n_bins", owner, low=1)
-        check_option(self.fallback, "fallback", owner, FALLBACKS)
 
     def informative_rows(self, n_classes: int) -> float:
         """The fewest rows at which one party's release could keep any bin under the fallback

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_range, check_real
+from privcal._params import EPSILON, check_int, check_option, check_range
 from privcal.calibrators.search import geometric_grid
 from privcal.private.parallel import split_budget
 
@@ -128,7 +128,7 @@ def search_plan(
 ) -> SearchPlan:
     """Validate the parameters and lay out the queries of a private temperature fit."""
     check_option(objective, "objective", owner, ("nll", "ece", "acc"))
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     k = check_int(iterations, "iterations", owner, low=1)
     check_option(search, "search", owner, SEARCHES)
     if search == "auto":

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import POSITIVE, check_int
 from privcal.privacy.distributed import DistributedPlan
 from privcal.privacy.guarantee import Release
 from privcal.privacy.measurement import Measurement, register_measurement
@@ -56,7 +56,7 @@ DISTRIBUTED_LAPLACE = "distributed discrete laplace"
 def clip_bound_sensitivity(bound: float) -> float:
     """L1 sensitivity ``B`` of :meth:`DataSource.clipped_nll_sum` (one clipped term in
     ``[0, B]``)."""
-    return check_real(bound, "bound", "clip_bound_sensitivity", low=0.0, low_open=True)
+    return POSITIVE.check(bound, "bound", "clip_bound_sensitivity")
 
 
 def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
@@ -64,7 +64,7 @@ def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
 
     Derived in that method's docstring (add/remove one example; ``C`` public).
     """
-    b = check_real(bound, "bound", "nll_curve_sensitivity", low=0.0, low_open=True)
+    b = POSITIVE.check(bound, "bound", "nll_curve_sensitivity")
     c = check_int(n_classes, "n_classes", "nll_curve_sensitivity", low=2)
     return b + min(b, math.log(c))
 

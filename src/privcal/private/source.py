@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_real, warn_renamed
+from privcal._params import EPSILON, POSITIVE, check_int, check_option, warn_renamed
 from privcal.data.validation import check_labels, check_scores
 from privcal.metrics.conformity import conformity, score_histogram
 from privcal.metrics.statistics import (
@@ -240,7 +240,7 @@ class DataSource:
 
     # ------------------------------------------------------------------ the one answering path
     def _epsilon(self, epsilon: Any, query: str) -> float:
-        return check_real(epsilon, "epsilon", f"DataSource.{query}", low=0.0, low_open=True)
+        return EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
 
     def _charge(self, release: Release, part: RowPart | None = None) -> None:
         """Spend ``release`` on the odometer (durable with a ledger), then keep it.
@@ -339,7 +339,7 @@ class DataSource:
         return Share(plan.share(stat.value, self.noise, ring), plan, stat.finish, stat.label)
 
     def _temperature(self, temperature: Any, query: str) -> float:
-        return check_real(temperature, "temperature", f"DataSource.{query}", low=0.0, low_open=True)
+        return POSITIVE.check(temperature, "temperature", f"DataSource.{query}")
 
     def _n_bins(self, n_bins: Any, query: str) -> int:
         return check_int(n_bins, "n_bins", f"DataSource.{query}", low=1)
@@ -471,7 +471,7 @@ class DataSource:
 
     def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> Statistic:
         t = self._temperature(temperature, "clipped_nll_sum")
-        b = check_real(bound, "bound", "DataSource.clipped_nll_sum", low=0.0, low_open=True)
+        b = POSITIVE.check(bound, "bound", "DataSource.clipped_nll_sum")
         value = float(clipped_nll_sum(self._z, self._y, t, b))
         label = f"clipped_nll_sum(T={t:.6g}, B={b:g})"
         return Statistic(
@@ -544,7 +544,7 @@ class DataSource:
                 f"(the release is their {temps.size - 1} increments). Got {temperatures!r} "
                 "instead."
             )
-        b = check_real(bound, "bound", owner, low=0.0, low_open=True)
+        b = POSITIVE.check(bound, "bound", owner)
         curve = np.asarray(clipped_nll_sum(self._z, self._y, temps, b), dtype=np.float64)
         label = (
             f"clipped_nll_increments(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, B={b:g})"

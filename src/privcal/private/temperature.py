@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import POSITIVE, Constraints, Int, Options, check_int
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.calibrators.search import (
     bisect_sign,
@@ -406,6 +406,10 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_", "n_sources_")
+    #: Checked after the search plan's (objective, epsilon, iterations, t_range, search).
+    _parameter_constraints = Constraints(
+        fallback=Options(*FALLBACKS), n_bins=Int(1), nll_bound=POSITIVE
+    )
 
     def __init__(
         self,
@@ -435,12 +439,10 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         self.ledger = ledger
         self.fallback = fallback
 
-    def _validate_params(self) -> None:
+    def _validate_params(self) -> dict[str, Any]:
         owner = type(self).__name__
         search_plan(self.objective, self.epsilon, self.iterations, self.t_range, self.search, owner)
-        check_option(self.fallback, "fallback", owner, FALLBACKS)
-        check_int(self.n_bins, "n_bins", owner, low=1)
-        check_real(self.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
+        return super()._validate_params()
 
     def plan(self) -> SearchPlan:
         """The validated :class:`SearchPlan` of this estimator."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_real
+from privcal._params import EPSILON, check_probability
 from privcal.metrics.statistics import softmax
 from privcal.privacy import NoiseSource
 from privcal.privacy.measurement import Measurement, register_measurement
@@ -174,8 +174,8 @@ def auto_clip(n_estimate: float, epsilon: float, delta: float) -> float:
     ``kappa / H`` and lets ``C`` reach the paper's 10 once ``n epsilon`` is large (e.g. 2000
     rows at epsilon >= 3). Post-processing of the count ``n_tilde``: public.
     """
-    eps = check_real(epsilon, "epsilon", "auto_clip", low=0.0, low_open=True)
-    dlt = check_real(delta, "delta", "auto_clip", low=0.0, high=1.0, low_open=True, high_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", "auto_clip")
+    dlt = check_probability(delta, "delta", "auto_clip")
     sigma_1 = noise_multiplier(eps, dlt, 1.0, 1, "rdp")
     lo, hi = AUTO_CLIP_RANGE
     return float(min(max(AUTO_CLIP_KAPPA * float(n_estimate) / sigma_1, lo), hi))

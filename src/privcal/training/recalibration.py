@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import EPSILON, POSITIVE, PROBABILITY, SEED, Constraints, Int, Options, Real
 from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
 from privcal.metrics.statistics import softmax
 from privcal.privacy import (
@@ -140,6 +140,19 @@ class _DPScaling(ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
     _kind: ClassVar[str] = "temperature"
+    _parameter_constraints = Constraints(
+        epsilon=EPSILON,
+        delta=PROBABILITY,
+        epochs=Int(1),
+        lr=POSITIVE,
+        max_grad_norm=[POSITIVE, None],
+        batch_size=[Int(1), None],
+        schedule=Options("constant", "linear"),
+        average=Real(0.0, 1.0, high_open=True),
+        logit_bound=POSITIVE,
+        accountant=Options("rdp", "prv"),
+        seed=[SEED, None],
+    )
 
     def __init__(
         self,
@@ -171,23 +184,6 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         self.noise = noise
         self.seed = seed
         self.ledger = ledger
-
-    def _validate_params(self) -> None:
-        o = type(self).__name__
-        check_real(self.epsilon, "epsilon", o, low=0.0, low_open=True)
-        check_probability(self.delta, "delta", o)
-        check_int(self.epochs, "epochs", o, low=1)
-        check_real(self.lr, "lr", o, low=0.0, low_open=True)
-        if self.max_grad_norm is not None:
-            check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
-        if self.batch_size is not None:
-            check_int(self.batch_size, "batch_size", o, low=1)
-        check_option(self.schedule, "schedule", o, ("constant", "linear"))
-        check_real(self.average, "average", o, low=0.0, high=1.0, high_open=True)
-        check_real(self.logit_bound, "logit_bound", o, low=0.0, low_open=True)
-        check_option(self.accountant, "accountant", o, ("rdp", "prv"))
-        if self.seed is not None:
-            check_int(self.seed, "seed", o, low=0)
 
     def _map_kind(self, c: int) -> str:
         return self._kind
@@ -498,6 +494,9 @@ class DPPlattScaling(_DPScaling):
     logits, so the margin ``m = z_1 - z_0`` lies in ``[-L, L]``.
     """
 
+    _parameter_constraints = Constraints(
+        _DPScaling._parameter_constraints, mode=Options("auto", "platt", "vector", "matrix")
+    )
     _fitted_attributes: ClassVar[tuple[str, ...]] = (
         "params_",
         "map_",
@@ -542,10 +541,6 @@ class DPPlattScaling(_DPScaling):
             ledger=ledger,
         )
         self.mode = mode
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_option(self.mode, "mode", "DPPlattScaling", ("auto", "platt", "vector", "matrix"))
 
     def _map_kind(self, c: int) -> str:
         if self.mode == "auto":

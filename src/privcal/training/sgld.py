@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import FRACTION, NON_NEGATIVE, POSITIVE, Constraints, Int, check_option
 from privcal.training._torch import require_torch
 
 torch, opacus = require_torch("privcal.training.sgld")
@@ -119,10 +119,8 @@ class DPSGLDOptimizer(DPOptimizer):
         generator: Any = None,
         loss_reduction: str = "mean",
     ) -> None:
-        self.temperature = check_real(
-            temperature, "temperature", "DPSGLDOptimizer", low=0.0, low_open=True
-        )
-        self.prenoise = check_real(prenoise, "prenoise", "DPSGLDOptimizer", low=0.0)
+        self.temperature = POSITIVE.check(temperature, "temperature", "DPSGLDOptimizer")
+        self.prenoise = NON_NEGATIVE.check(prenoise, "prenoise", "DPSGLDOptimizer")
         lr = float(optimizer.param_groups[0]["lr"])
         super().__init__(
             optimizer,
@@ -288,7 +286,7 @@ def gdp_mu(noise_multipliers: Sequence[float] | np.ndarray, sample_rate: float) 
     approximation, not a certified bound (the RDP/PRV epsilon is the certified one).
     """
     s = np.asarray(noise_multipliers, dtype=np.float64)
-    q = check_real(sample_rate, "sample_rate", "gdp_mu", low=0.0, high=1.0, low_open=True)
+    q = FRACTION.check(sample_rate, "sample_rate", "gdp_mu")
     if q == 1.0:
         return float(math.sqrt(np.sum(1.0 / s**2)))
     with np.errstate(over="ignore"):
@@ -305,7 +303,7 @@ def gdp_epsilon_pld(mu: float, delta: float) -> float:
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    m = check_real(mu, "mu", "gdp_epsilon_pld", low=0.0, low_open=True)
+    m = POSITIVE.check(mu, "mu", "gdp_epsilon_pld")
     if not math.isfinite(1.0 / m) or m > 50:
         return math.inf
     acc = pld_privacy_accountant.PLDAccountant()
@@ -407,6 +405,13 @@ class DPSGLDTrainer(DPSGDTrainer):
     """
 
     _owner = "DPSGLDTrainer"
+    _parameter_constraints = Constraints(
+        DPSGDTrainer._parameter_constraints,
+        lr=[POSITIVE, "auto"],
+        temperature=[POSITIVE, "auto"],
+        prenoise=NON_NEGATIVE,
+        max_epochs=Int(1),
+    )
 
     def __init__(
         self,
@@ -435,7 +440,7 @@ class DPSGLDTrainer(DPSGDTrainer):
             max_grad_norm=max_grad_norm,
             accountant=accountant,
             epochs=epochs,
-            lr=lr,  # type: ignore[arg-type]  # "auto" is DP-SGLD's own (see _check_lr)
+            lr=lr,  # type: ignore[arg-type]  # "auto" is DP-SGLD's own (_parameter_constraints)
             batch_size=batch_size,
             lr_schedule="exponential",
             decay=decay,
@@ -457,18 +462,6 @@ class DPSGLDTrainer(DPSGDTrainer):
         """
         check_option(name, "name", "DPSGLDTrainer.from_preset", tuple(PRESETS))
         return cls(model, **{**PRESETS[name], **overrides})
-
-    def _check_lr(self) -> None:
-        if self.lr != "auto":
-            super()._check_lr()
-
-    def _validate(self) -> None:
-        super()._validate()
-        o = self._owner
-        if self.temperature != "auto":
-            check_real(self.temperature, "temperature", o, low=0.0, low_open=True)
-        check_real(self.prenoise, "prenoise", o, low=0.0)
-        check_int(self.max_epochs, "max_epochs", o, low=1)
 
     def _plan(self, per_epoch: int, q: float) -> tuple[float, float, int]:
         """``(lr, tau, steps)`` from public quantities: the schedule, the budget, ``per_epoch``."""

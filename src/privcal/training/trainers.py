@@ -22,7 +22,19 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real
+from privcal._params import (
+    EPSILON,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    SEED,
+    Constraints,
+    Int,
+    Options,
+    Real,
+    ValidatedParams,
+    check_int,
+)
 from privcal.metrics.statistics import softmax
 from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
@@ -147,7 +159,7 @@ def _lr_at(lr: float, schedule: str, decay: float, t: int, total: int, per_epoch
     return lr
 
 
-class SGDTrainer:
+class SGDTrainer(ValidatedParams):
     """Non-private mini-batch SGD on cross-entropy, the baseline for :class:`DPSGDTrainer`.
 
     Parameters
@@ -184,6 +196,15 @@ class SGDTrainer:
     """
 
     _owner = "SGDTrainer"
+    _parameter_constraints = Constraints(
+        epochs=Int(1),
+        lr=POSITIVE,
+        batch_size=Int(1),
+        momentum=Real(0.0, 1.0, high_open=True),
+        lr_schedule=Options(*LR_SCHEDULES),
+        decay=NON_NEGATIVE,
+        seed=[SEED, None],
+    )
 
     def __init__(
         self,
@@ -212,20 +233,9 @@ class SGDTrainer:
 
     # ------------------------------------------------------------------------------ checks
     def _validate(self) -> None:
-        o = self._owner
-        check_int(self.epochs, "epochs", o, low=1)
-        self._check_lr()
-        check_int(self.batch_size, "batch_size", o, low=1)
-        check_real(self.momentum, "momentum", o, low=0.0, high=1.0, high_open=True)
-        check_option(self.lr_schedule, "lr_schedule", o, LR_SCHEDULES)
-        check_real(self.decay, "decay", o, low=0.0)
-        if self.seed is not None:
-            check_int(self.seed, "seed", o, low=0)
-        self._device = check_device(self.device, o)
+        self._validate_params()
+        self._device = check_device(self.device, self._owner)
         self._seed = os_seed() if self.seed is None else int(self.seed)
-
-    def _check_lr(self) -> None:
-        check_real(self.lr, "lr", self._owner, low=0.0, low_open=True)
 
     def _data(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         Xa = np.asarray(X, dtype=np.float32)
@@ -393,6 +403,13 @@ class DPSGDTrainer(SGDTrainer):
     """
 
     _owner = "DPSGDTrainer"
+    _parameter_constraints = Constraints(
+        SGDTrainer._parameter_constraints,
+        epsilon=EPSILON,
+        delta=PROBABILITY,
+        max_grad_norm=POSITIVE,
+        accountant=Options(*ACCOUNTANTS),
+    )
 
     def __init__(
         self,
@@ -433,12 +450,7 @@ class DPSGDTrainer(SGDTrainer):
 
     def _validate(self) -> None:
         super()._validate()
-        o = self._owner
-        as_odometer(self.ledger, o)
-        check_real(self.epsilon, "epsilon", o, low=0.0, low_open=True)
-        check_probability(self.delta, "delta", o)
-        check_real(self.max_grad_norm, "max_grad_norm", o, low=0.0, low_open=True)
-        check_option(self.accountant, "accountant", o, ACCOUNTANTS)
+        as_odometer(self.ledger, self._owner)
 
     def _seeded_noise_warning(self) -> None:
         if self.seed is not None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real, renamed
+from privcal._params import EPSILON, check_int, check_option, check_probability, renamed
 from privcal.conformal.private.level import LevelMechanism
 from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
 from privcal.conformal.quantile import quantile_sensitivity
@@ -92,7 +92,7 @@ def adjusted_level(n: int, alpha: float, epsilon: float, n_bins: Any, gamma: flo
     owner = "adjusted_level"
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     g = check_probability(gamma, "gamma", owner)
     return _level(n, a, eps, bin_count(n_bins, owner), g)
 
@@ -125,7 +125,7 @@ def optimal_gamma(n: int, alpha: float, epsilon: float, n_bins: Any) -> float:
     owner = "optimal_gamma"
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     return _gamma(n, a, eps, bin_count(n_bins, owner))
 
 
@@ -258,7 +258,7 @@ def optimal_bins(
     owner = "optimal_bins"
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     seed = check_int(seed, "seed", owner, low=0)
     m_grid = check_option(m_grid, "m_grid", owner, M_GRIDS)
     default = CANDIDATE_BINS if m_grid == "paper-text" else AUTHORS_CODE_BINS

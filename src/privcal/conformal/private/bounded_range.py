@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_option, check_probability, check_real, renamed
+from privcal._params import EPSILON, check_int, check_option, check_probability, renamed
 from privcal.conformal.private.level import LevelMechanism
 from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
 
@@ -78,7 +78,7 @@ def bounded_range_level(
     owner = "bounded_range_level"
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     m = bin_count(n_bins, owner)
     if isinstance(gamma, str):
         check_option(gamma, "gamma", owner, ("auto",))

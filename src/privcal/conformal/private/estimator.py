@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from privcal._params import check_option, check_probability, check_real, renamed, renamed_attribute
+from privcal._params import (
+    EPSILON,
+    Constraints,
+    Options,
+    check_option,
+    renamed,
+    renamed_attribute,
+)
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.groups import SMALL_GROUPS, group_rows
 from privcal.conformal.localize import (
@@ -194,6 +201,12 @@ class PrivateConformal(ConformalBase):
     """
 
     _owner = "PrivateConformal"
+    _parameter_constraints = Constraints(
+        ConformalBase._parameter_constraints,
+        epsilon=EPSILON,
+        aggregation=Options("local", "distributed"),
+        small_groups=Options(*SMALL_GROUPS),
+    )
     bins = renamed_attribute("n_bins")
     bins_ = renamed_attribute("n_bins_")
 
@@ -262,13 +275,15 @@ class PrivateConformal(ConformalBase):
         self
         """
         owner = self._owner
+        checked = self._validate_params()
+        a, eps = checked["alpha"], checked["epsilon"]
         if sources is not None:
             if logits is not None or labels is not None or groups is not None:
                 raise ValueError(
                     f"{owner}.fit takes either logits and labels (and groups) or "
                     "sources=[DataSource, ...], not both."
                 )
-            return self._fit_sources(list(sources))
+            return self._fit_sources(list(sources), a, eps)
         if logits is None or labels is None:
             raise ValueError(f"{owner}.fit needs logits and labels, or sources=[DataSource, ...].")
         if self.aggregation != "local" or self.threshold is not None:
@@ -277,14 +292,10 @@ class PrivateConformal(ConformalBase):
                 "sources=[DataSource, ...]; a fit on arrays is one party's release. Got "
                 f"aggregation={self.aggregation!r}, threshold={self.threshold!r}."
             )
-        check_option(self.small_groups, "small_groups", owner, SMALL_GROUPS)
         if groups is not None:
-            return self._fit_groups(logits, labels, groups, input)
+            return self._fit_groups(logits, labels, groups, input, a, eps)
         self.thresholds_ = None
-        check_option(self.score, "score", owner, self._scores())
         mechanism = get_mechanism(self.method, owner)
-        a = check_probability(self.alpha, "alpha", owner)
-        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
@@ -355,12 +366,10 @@ class PrivateConformal(ConformalBase):
         self.threshold_ = value
         return self
 
-    def _fit_sources(self, sources: list[DataSource]) -> PrivateConformal:
+    def _fit_sources(self, sources: list[DataSource], a: float, eps: float) -> PrivateConformal:
         """Theorem S (:mod:`~privcal.conformal.private.sources`): a pooled noisy histogram,
         on a window found from a first part of every source's rows (``localize``)."""
         owner = self._owner
-        a = check_probability(self.alpha, "alpha", owner)
-        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         check_sources_score(self.score, self.calibrator, owner)
         check_localize(self.localize, "rank", owner)
         fixed = {"method": "rank", "gamma": "auto", "slope": "auto"}
@@ -456,11 +465,11 @@ class PrivateConformal(ConformalBase):
             )
         return self
 
-    def _fit_groups(self, logits: Any, labels: Any, groups: Any, input: str) -> PrivateConformal:
+    def _fit_groups(
+        self, logits: Any, labels: Any, groups: Any, input: str, a: float, eps: float
+    ) -> PrivateConformal:
         """One single-party threshold per group (:mod:`~privcal.conformal.groups`)."""
         owner = self._owner
-        a = check_probability(self.alpha, "alpha", owner)
-        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
         y = check_labels(labels, z.shape[0], z.shape[1])
         rows = group_rows(groups, z.shape[0], owner)

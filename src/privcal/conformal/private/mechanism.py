@@ -38,10 +38,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import (
+    POSITIVE,
     check_int,
     check_option,
     check_probability,
-    check_real,
     renamed,
     renamed_attribute,
 )
@@ -83,7 +83,7 @@ def check_slope(slope: Any, owner: str) -> float | None:
     if isinstance(slope, str):
         check_option(slope, "slope", owner, ("auto",))
         return None
-    return check_real(slope, "slope", owner, low=0.0, low_open=True)
+    return POSITIVE.check(slope, "slope", owner)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-from privcal._params import check_int, check_probability, check_real, renamed
+from privcal._params import EPSILON, check_int, check_probability, renamed
 from privcal.conformal.private.mechanism import (
     Plan,
     ThresholdMechanism,
@@ -155,7 +155,7 @@ def rank_slope(m: int, epsilon: float) -> float:
     """
     owner = "rank_slope"
     m = check_int(m, "m", owner, low=2)
-    return _rank_slope(m, check_real(epsilon, "epsilon", owner, low=0.0, low_open=True))
+    return _rank_slope(m, EPSILON.check(epsilon, "epsilon", owner))
 
 
 @renamed(old="bins", new="n_bins", owner="rank_target")
@@ -175,7 +175,7 @@ def rank_target(n: int, alpha: float, epsilon: float, n_bins: Any, slope: Any = 
     owner = "rank_target"
     n = check_int(n, "n", owner, low=1)
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     m = bin_count(n_bins, owner)
     r = check_slope(slope, owner)
     return _rank_target(n, a, eps, m, _rank_slope(m, eps) if r is None else r)

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from privcal._params import check_probability, check_real, renamed
+from privcal._params import EPSILON, check_probability, renamed
 from privcal.conformal.private.mechanism import MECHANISMS, get_mechanism
 
 __all__ = ["min_calibration_size"]
@@ -39,7 +39,7 @@ def min_calibration_size(
     """
     owner = "min_calibration_size"
     a = check_probability(alpha, "alpha", owner)
-    eps = check_real(epsilon, "epsilon", owner, low=0.0, low_open=True)
+    eps = EPSILON.check(epsilon, "epsilon", owner)
     get_mechanism(method, owner)
     if isinstance(n_bins, str) and isinstance(slope, str | int | float):
         return _min_calibration_size_auto(a, eps, method, slope)  # cached: the common case

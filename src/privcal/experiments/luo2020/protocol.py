@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_int, check_real
+from privcal._params import POSITIVE, check_int
 from privcal.experiments._legacy import resolve
 from privcal.experiments._progress import Progress, report
 from privcal.experiments.luo2020.result import Luo2020Result
@@ -112,7 +112,7 @@ def run(
     trials = check_int(config.trials, "trials", owner, low=1)
     iterations = check_int(config.iterations, "iterations", owner, low=1)
     n_bins = check_int(config.n_bins, "n_bins", owner, low=1)
-    nll_bound = check_real(config.nll_bound, "nll_bound", owner, low=0.0, low_open=True)
+    nll_bound = POSITIVE.check(config.nll_bound, "nll_bound", owner)
     grid, methods = config.grid, config.methods
     datasets = load_datasets(config.data, config.severity, seed)
     grids = {

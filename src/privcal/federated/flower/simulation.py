@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import EPSILON, FRACTION, POSITIVE, check_int, check_option, check_probability
 
 __all__ = [
     "check_simulation",
@@ -75,14 +75,14 @@ def simulation_config(
     check_option(method, "method", owner, METHODS)
     k = check_int(num_nodes, "num_nodes", owner, low=1)
     t = check_int(rounds, "rounds", owner, low=1)
-    eps = 0.0 if epsilon is None else check_real(epsilon, "epsilon", owner, low=0, low_open=True)
-    dlt = check_real(delta, "delta", owner, low=0, high=1, low_open=True, high_open=True)
-    b = check_real(beta, "beta", owner, low=0, low_open=True)
+    eps = 0.0 if epsilon is None else EPSILON.check(epsilon, "epsilon", owner)
+    dlt = check_probability(delta, "delta", owner)
+    b = POSITIVE.check(beta, "beta", owner)
     s = check_int(seed, "seed", owner, low=0)
-    p = check_real(sample_rate, "sample_rate", owner, low=0, high=1, low_open=True)
+    p = FRACTION.check(sample_rate, "sample_rate", owner)
     check_option(noise, "noise", owner, ("secure", "seeded"))
-    bud = check_real(budget, "budget", owner, low=0, low_open=True)
-    limit = check_real(timeout_s, "timeout_s", owner, low=0, low_open=True)
+    bud = POSITIVE.check(budget, "budget", owner)
+    limit = POSITIVE.check(timeout_s, "timeout_s", owner)
     unknown = sorted(set(run_config) - set(DEFAULTS))
     if unknown:
         raise ValueError(

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.optimize import minimize
 
-from privcal._params import check_int, check_option, check_real
+from privcal._params import POSITIVE, check_int, check_option, check_probability
 from privcal.calibrators.temperature import NLL_BOUND
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_rows_l2
 from privcal.federated.methods.base import FedMethod, State
@@ -92,18 +92,12 @@ class ScalingMethod(FedMethod):
         self.local_iters = check_int(local_iters, "local_iters", owner, low=1)
         self.client_rows = check_int(client_rows, "client_rows", owner, low=1)
         self.grad_clip = (
-            None
-            if grad_clip is None
-            else check_real(grad_clip, "grad_clip", owner, low=0.0, low_open=True)
+            None if grad_clip is None else POSITIVE.check(grad_clip, "grad_clip", owner)
         )
         self.hess_clip = (
-            None
-            if hess_clip is None
-            else check_real(hess_clip, "hess_clip", owner, low=0.0, low_open=True)
+            None if hess_clip is None else POSITIVE.check(hess_clip, "hess_clip", owner)
         )
-        self.grad_share = check_real(
-            grad_share, "grad_share", owner, low=0.0, high=1.0, low_open=True, high_open=True
-        )
+        self.grad_share = check_probability(grad_share, "grad_share", owner)
 
     @property
     def newton(self) -> bool:
