@@ -469,8 +469,11 @@ class ConformalClassifier(_FrozenBaseMeta):
         self.method = method
         self.response_method = response_method
 
-    def fit(self, X: Any, y: Any) -> ConformalClassifier:
+    def fit(self, X: Any, y: Any, groups: Any = None) -> ConformalClassifier:
         """Fit the conformal method on the base estimator's logits for ``X`` and labels ``y``.
+
+        ``groups`` (one label per row) fits one threshold per group (Mondrian sets; pass the
+        test rows' groups to :meth:`predict_set`).
 
         Returns
         -------
@@ -490,15 +493,19 @@ class ConformalClassifier(_FrozenBaseMeta):
             )
         z, y_enc = self._prepare(X, y)
         fitted = SplitConformal() if m is None else clone(m, safe=False)
-        fitted.fit(z, y_enc)
+        if groups is None:
+            fitted.fit(z, y_enc)
+        else:
+            fitted.fit(z, y_enc, groups=groups)
         self.method_ = fitted
         self._copy_report(fitted)
         return self
 
-    def predict_set(self, X: Any) -> np.ndarray:
-        """Prediction sets, a boolean ``N x C`` matrix (column ``j`` is ``classes_[j]``)."""
+    def predict_set(self, X: Any, groups: Any = None) -> np.ndarray:
+        """Prediction sets, a boolean ``N x C`` matrix (column ``j`` is ``classes_[j]``);
+        ``groups``: the rows' groups when the fit had groups."""
         z = self._test_logits(X)
-        return np.asarray(self.method_.predict_set(z), dtype=bool)
+        return np.asarray(self.method_.predict_set(z, groups=groups), dtype=bool)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """The probabilities the conformal score uses (the method's calibrator, or softmax)."""
