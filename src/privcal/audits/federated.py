@@ -502,7 +502,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
     (``DPConfig.secure_total``, wrapped for the run: the colluding clients hand over what they
     sent; honest uploads are not read). The neighbour removes client 0's rows while it stays
     enrolled (it then uploads a zero payload with its share:
-    :func:`~privcal.federated.simulation._secure_round_total`). What departs from a default
+    :func:`~privcal.federated.simulation._round_total`). What departs from a default
     call defines that worst case: ``threshold=1`` (one honest share: the most collusion any
     threshold allows), ``K = 64`` (shares sized for ``K`` instead of ``t`` cut the honest
     share's std ``sqrt(K / t) = 8``-fold; with the default ``t = K - max(1, K // 5)`` they cost
