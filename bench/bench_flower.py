@@ -184,7 +184,9 @@ def _floor(k: int, wd: Path, rounds: int) -> float:
             fp._spawn(f"n{i}", cmd)
         for i in range(k):
             fp._wait_log(f"n{i}", "SuperNode ID", 600)
-        proc = fp._spawn_piped([deploy._bin("flwr"), "run", str(app), "privcal", "--stream"])
+        proc = fp._spawn(
+            "flwr-run", [deploy._bin("flwr"), "run", str(app), "privcal", "--stream"], piped=True
+        )
         proc.communicate(timeout=3600)
         times = json.loads(out.read_text())
         return statistics.median(times[1:] if len(times) > 1 else times)

@@ -278,14 +278,15 @@ def test_a_signal_while_the_run_timer_starts_leaves_no_thread_holding_the_proces
     sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
     started: list[subprocess.Popen[str]] = []
 
-    def spawn(args: object) -> subprocess.Popen[str]:
+    def spawn(name: str, args: object, piped: bool = False) -> subprocess.Popen[str]:
+        assert (name, piped) == ("flwr-run", True)
         started.append(
             subprocess.Popen(sleeper, stdout=subprocess.PIPE, text=True, start_new_session=True)
         )
         fp.procs["flwr-run"] = started[-1]
         return started[-1]
 
-    monkeypatch.setattr(fp, "_spawn_piped", spawn)
+    monkeypatch.setattr(fp, "_spawn", spawn)
     start = threading.Timer.start
 
     def start_then_signal(self: threading.Timer) -> None:

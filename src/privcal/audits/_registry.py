@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,19 +14,6 @@ from privcal._params import check_int, check_probability
 from privcal.audits.plants import Plant
 from privcal.privacy.audit import AuditResult, audit_dp, max_epsilon_lower
 from privcal.privacy.measurement import Measurement, get_measurement
-
-__all__ = [
-    "AREAS",
-    "AuditReport",
-    "DeployedAudit",
-    "Plant",
-    "audit_release",
-    "available_audits",
-    "get_audit",
-    "register",
-    "run_audit",
-    "tail_events",
-]
 
 #: Audit modules by area, with the extra each needs (``None``: core install).
 AREAS: dict[str, str | None] = {
@@ -170,9 +158,7 @@ class DeployedAudit:
         owner = f"audit {self.name!r}"
         n = self.runs if runs is None else check_int(runs, "runs", owner, low=100)
         a = check_probability(alpha, "alpha", owner)
-        if plant is None:
-            return self.function(runs=n, alpha=a, **kwargs)
-        with self.plant(plant).patch():
+        with contextlib.nullcontext() if plant is None else self.plant(plant).patch():
             return self.function(runs=n, alpha=a, **kwargs)
 
 
@@ -201,18 +187,9 @@ def register(
     def wrap(function: AuditFunction) -> AuditFunction:
         if name in _AUDITS:
             raise ValueError(f"An audit named {name!r} is already registered.")
+        plant_map, measured = dict(plants or {}), tuple(m.name for m in measurements)
         _AUDITS[name] = DeployedAudit(
-            name,
-            summary,
-            runs,
-            slow,
-            extra,
-            function,
-            events,
-            epsilon,
-            delta,
-            dict(plants or {}),
-            tuple(m.name for m in measurements),
+            name, summary, runs, slow, extra, function, events, epsilon, delta, plant_map, measured
         )
         return function
 
@@ -260,6 +237,11 @@ def _relation_text(report: Any) -> str:
     return f"{report.unit}-level {report.relation} (public: {public})"
 
 
+def _pilot(draw: Callable[[int, int], Any], k: int) -> np.ndarray:
+    """``k`` pilot runs per neighbour, ``D``'s then ``D'``'s (drawn first, then discarded)."""
+    return np.concatenate([np.asarray(draw(0, k), float), np.asarray(draw(1, k), float)])
+
+
 def tail_events(draw: Callable[[int, int], Any], k: int) -> list[Any]:
     """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (``k`` runs per
     neighbour from ``draw``, drawn first and then discarded, so the events are fixed before the
@@ -268,7 +250,7 @@ def tail_events(draw: Callable[[int, int], Any], k: int) -> list[Any]:
     Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
     one tail event with all of its mass, where buckets would split it into many small counts.
     """
-    pilot = np.concatenate([np.asarray(draw(0, k)), np.asarray(draw(1, k))])
+    pilot = _pilot(draw, k)
     ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
     return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
@@ -312,21 +294,12 @@ def audit_release(
     """
     if events is None:
         k = max(50, int(pilot_fraction * runs))
-        pilot = np.concatenate(
-            [np.asarray(draw(0, k), float).ravel(), np.asarray(draw(1, k), float).ravel()]
-        )
+        pilot = _pilot(draw, k).ravel()
         edges = np.unique(np.quantile(pilot, np.linspace(0, 1, n_events + 1)[1:-1]))
         events = edges if edges.size else np.array([float(pilot[0])])
-    a = np.asarray(draw(0, runs))
-    b = np.asarray(draw(1, runs))
+    a, b = np.asarray(draw(0, runs)), np.asarray(draw(1, runs))
     result = audit_dp(a, b, events, report.epsilon, report.delta, alpha=alpha)
+    eps, dlt = float(report.epsilon), float(report.delta)
     return AuditReport(
-        name=name,
-        entry_point=entry_point,
-        relation=_relation_text(report),
-        neighbours=neighbours,
-        epsilon=float(report.epsilon),
-        delta=float(report.delta),
-        runs=runs,
-        result=result,
+        name, entry_point, _relation_text(report), neighbours, eps, dlt, runs, result
     )

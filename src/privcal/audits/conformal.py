@@ -133,6 +133,17 @@ def _seeded(module: Any, seed: int, what: str) -> Plant:
     )
 
 
+#: The audited ``PrivateConformal`` call (:func:`_fit_lac`), as a user writes it.
+_LAC_CALL = "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels)"
+
+
+def _fit_lac(data: Any) -> Any:
+    """``PrivateConformal(score="lac", alpha=0.1, epsilon=1.0).fit(logits, labels)``."""
+    from privcal.conformal import PrivateConformal
+
+    return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
+
+
 def _audit_fits(
     name: str, entry: str, what: str, draw: Any, report: Any, runs: int, alpha: float
 ) -> AuditReport:
@@ -162,13 +173,10 @@ def _audit_fits(
 )
 def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
     """Audit ``PrivateConformal().fit`` (default method, bins, noise); output ``threshold_``."""
-    from privcal.conformal import FullSetWarning, PrivateConformal
-
-    def fit(data: Any) -> Any:
-        return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
+    from privcal.conformal import FullSetWarning
 
     # D is the same for both relations; the claim on D fixes which D' is the worst case
-    report = fit(conformal_neighbours("substitute")[0]).privacy_report_
+    report = _fit_lac(conformal_neighbours("substitute")[0]).privacy_report_
     d, d2, what = conformal_neighbours(report.relation)
     sides = (d, d2)
 
@@ -177,18 +185,11 @@ def audit_private_conformal(runs: int, alpha: float) -> AuditReport:
         # edge, so that the audit's events can tell them apart (post-processing, no loss)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FullSetWarning)
-            out = np.array([fit(sides[side]).threshold_ for _ in range(k)])
+            out = np.array([_fit_lac(sides[side]).threshold_ for _ in range(k)])
         return np.where(np.isinf(out), 2.0, out)
 
-    return _audit_fits(
-        "private-conformal",
-        "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels).threshold_",
-        what,
-        draw,
-        report,
-        runs,
-        alpha,
-    )
+    entry = f"{_LAC_CALL}.threshold_"
+    return _audit_fits("private-conformal", entry, what, draw, report, runs, alpha)
 
 
 def localized_neighbours() -> tuple[Any, Any, str]:
@@ -225,17 +226,13 @@ def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
     audit reads them as one code ``(i_lo, i_hi, i_threshold)`` in lexicographic order, so its
     events (intervals of codes, from a pilot) are sets of joint outcomes.
     """
-    from privcal.conformal import PrivateConformal
     from privcal.conformal.private import conformal_plan
 
     edges = conformal_plan(LOCALIZED_N, _ALPHA, _EPSILON).edges
     size = edges.size + 1
 
-    def fit(data: Any) -> Any:
-        return PrivateConformal(score="lac", alpha=_ALPHA, epsilon=_EPSILON).fit(*data)
-
     d, d2, what = localized_neighbours()
-    report = fit(d).privacy_report_
+    report = _fit_lac(d).privacy_report_
     sides = (d, d2)
 
     def code(est: Any) -> float:
@@ -243,18 +240,10 @@ def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
         return float((idx[0] * size + idx[1]) * size + idx[2])
 
     def draw(side: int, k: int) -> np.ndarray:
-        return np.array([code(fit(sides[side])) for _ in range(k)])
+        return np.array([code(_fit_lac(sides[side])) for _ in range(k)])
 
-    return _audit_fits(
-        "private-conformal-localized",
-        "PrivateConformal(score='lac', alpha=0.1, epsilon=1.0).fit(logits, labels): window_ "
-        "and threshold_",
-        what,
-        draw,
-        report,
-        runs,
-        alpha,
-    )
+    entry = f"{_LAC_CALL}: window_ and threshold_"
+    return _audit_fits("private-conformal-localized", entry, what, draw, report, runs, alpha)
 
 
 def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) -> AuditReport:

@@ -80,6 +80,8 @@ EPSILON = 1.0
 DELTA = 1e-5
 ROUNDS = 1
 ROWS = 20
+#: The audited runs' ``simulate`` arguments besides the method, the data and the clients.
+_RUN: dict[str, Any] = {"rounds": ROUNDS, "epsilon": EPSILON, "delta": DELTA}
 #: The fixed input whose predicted probability summarises a calibrator (the audits of FedTemp's
 #: averaging, FedOPVector and FedCal), and the row the binning audits' client 2 holds.
 PROBE = np.array([[1.0, 0.0]])
@@ -242,16 +244,7 @@ def _simulate_audit(
 
         with warnings.catch_warnings():  # FedTemp's fallback: the audit reads the value before
             warnings.simplefilter("ignore", NoiseDominatedWarning)
-            cal, _ = simulate(
-                method,
-                z,
-                y,
-                _parts(side, len(y)),
-                rounds=ROUNDS,
-                epsilon=EPSILON,
-                delta=DELTA,
-                **params,
-            )
+            cal, _ = simulate(method, z, y, _parts(side, len(y)), **_RUN, **params)
         return cal
 
     def draw(side: int, k: int) -> np.ndarray:
@@ -502,7 +495,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
     (``DPConfig.secure_total``, wrapped for the run: the colluding clients hand over what they
     sent; honest uploads are not read). The neighbour removes client 0's rows while it stays
     enrolled (it then uploads a zero payload with its share:
-    :func:`~privcal.federated.simulation._secure_round_total`). What departs from a default
+    :func:`~privcal.federated.simulation._round_total`). What departs from a default
     call defines that worst case: ``threshold=1`` (one honest share: the most collusion any
     threshold allows), ``K = 64`` (shares sized for ``K`` instead of ``t`` cut the honest
     share's std ``sqrt(K / t) = 8``-fold; with the default ``t = K - max(1, K // 5)`` they cost
@@ -547,15 +540,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
         with warnings.catch_warnings():  # FedTemp's fallback to T = 1 acts after the view
             warnings.simplefilter("ignore", NoiseDominatedWarning)
             cal, _ = simulate(
-                "fedtemp",
-                z,
-                y,
-                _view_parts(side),
-                rounds=ROUNDS,
-                epsilon=EPSILON,
-                delta=DELTA,
-                **given,
-                **PARAMS["fedtemp"],
+                "fedtemp", z, y, _view_parts(side), **_RUN, **given, **PARAMS["fedtemp"]
             )
         return cal
 

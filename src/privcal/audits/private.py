@@ -149,9 +149,9 @@ def curve_loss(curve: np.ndarray) -> float:
     Laplace scale 2 per coordinate the ratio is ``(|x - mu|_1 - |x - mu'|_1) / 2`` for the exact
     answers ``mu`` on ``D`` and ``mu'`` on ``D'``.
     """
-    mu, mu2 = _curve_means()
-    x = curve_release(np.asarray(curve, dtype=np.float64), _ANCHOR)
-    return float((np.abs(x - mu).sum() - np.abs(x - mu2).sum()) / 2.0)
+    return (
+        view_loss(curve_release(np.asarray(curve, dtype=np.float64), _ANCHOR), _curve_means()) / 2.0
+    )
 
 
 #: NLL-T's default query: the increments of the clipped NLL sum on its public grid (B = 10).
@@ -171,9 +171,7 @@ def increments_loss(increments: np.ndarray) -> float:
     """``|x - mu|_1 - |x - mu'|_1`` for the released increments ``x``: the Laplace
     log-likelihood ratio ``log p'(x) / p(x)`` times the noise scale, a fixed positive factor
     that no bucket of the audit depends on."""
-    mu, mu2 = _increments_means()
-    x = np.asarray(increments, dtype=np.float64)
-    return float(np.abs(x - mu).sum() - np.abs(x - mu2).sum())
+    return view_loss(increments, _increments_means())
 
 
 # ------------------------------------------------------------------ planted defects
@@ -356,6 +354,13 @@ _QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
         "count(epsilon=1.0)",
         lambda s: s.count(epsilon=1.0),
     ),
+    "datasource-clipped-nll-increments": (  # on nll_curve_neighbours
+        "DataSource.clipped_nll_increments (NLL-T's default query)",
+        2000,
+        "clipped_nll_increments(grid, epsilon=1.0) on NLL-T's default grid, read through the "
+        "log-likelihood ratio of the released increments",
+        lambda s: increments_loss(s.clipped_nll_increments(_NLL_GRID, epsilon=1.0)),
+    ),
 }
 
 
@@ -419,6 +424,7 @@ def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
 
 
 for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
+    _pair = nll_curve_neighbours if _name == "datasource-clipped-nll-increments" else neighbours
     register(
         _name,
         summary=_summary,
@@ -426,24 +432,7 @@ for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
         slow=True,
         plants=_QUERY_PLANTS[_name],
         measurements=[_measured(_name)],
-    )(functools.partial(_query_audit, _name, _call, _ask))
-register(
-    "datasource-clipped-nll-increments",
-    summary="DataSource.clipped_nll_increments (NLL-T's default query)",
-    runs=2000,
-    slow=True,
-    plants=_QUERY_PLANTS["datasource-clipped-nll-increments"],
-    measurements=[_measured("datasource-clipped-nll-increments")],
-)(
-    functools.partial(
-        _query_audit,
-        "datasource-clipped-nll-increments",
-        "clipped_nll_increments(grid, epsilon=1.0) on NLL-T's default grid, read through the "
-        "log-likelihood ratio of the released increments",
-        lambda s: increments_loss(s.clipped_nll_increments(_NLL_GRID, epsilon=1.0)),
-        pair=nll_curve_neighbours,
-    )
-)
+    )(functools.partial(_query_audit, _name, _call, _ask, pair=_pair))
 #: Plants of the calibrators' audits. ECE-T's temperature is the same on both neighbours when
 #: its statistics are exact (the added row shifts every ECE by about the same amount), so its
 #: plant makes the noise itself depend on the data.

@@ -326,15 +326,9 @@ class DPConfig:
 
     def plan(self, group: NoiseGroup) -> DistributedPlan:
         """The distributed plan of one noise group (public; the same on every client)."""
-        return _group_plan(
-            float(group.sensitivity),
-            float(group.sigma),
-            int(group.index.size),
-            int(self.n_clients),
-            int(self.threshold or self.n_clients),
-            float(group.bound),
-            int(self.bits),
-        )
+        k, t = int(self.n_clients), int(self.threshold or self.n_clients)
+        size, sens, sigma = int(group.index.size), float(group.sensitivity), float(group.sigma)
+        return _group_plan(sens, sigma, size, k, t, float(group.bound), int(self.bits))
 
     def release(self, total: np.ndarray, groups: list[NoiseGroup]) -> np.ndarray:
         """The released round total; steps the accountant once per group.
@@ -471,22 +465,13 @@ def federated_report(
         f"number of classes c={n_classes}",
         *public,
     )
+    fallback = fallback_text(method, dp, n_classes) if dp.aggregation == "distributed" else None
+    threat = threat_model(
+        dp.aggregation, n_clients, dp.threshold, survivors, transport=transport, fallback=fallback
+    )
+    noise = noise_kind(dp.noise)
     return PrivacyReport(
-        [release],
-        unit="user",
-        relation="add/remove",
-        public=declared,
-        noise=noise_kind(dp.noise),
-        threat=threat_model(
-            dp.aggregation,
-            n_clients,
-            dp.threshold,
-            survivors,
-            transport=transport,
-            fallback=(
-                fallback_text(method, dp, n_classes) if dp.aggregation == "distributed" else None
-            ),
-        ),
+        [release], "user", "add/remove", public=declared, noise=noise, threat=threat
     )
 
 
@@ -506,7 +491,7 @@ def fallback_epsilon(method: Any, dp: DPConfig, n_classes: int) -> float:
     for g in method.noise_groups(dp, shape):
         plan = dp.plan(g)
         rho += plan.law.fallback(plan.integer_sensitivity, int(g.index.size))
-    return _zcdp_epsilon(dp.rounds * rho, dp.delta)
+    return run_epsilon(dp.rounds * rho, dp.delta, "zcdp")
 
 
 def fallback_text(method: Any, dp: DPConfig, n_classes: int) -> str:
@@ -535,19 +520,12 @@ def default_threshold(n_clients: int) -> int:
     return 1 if k <= 1 else k - max(1, k // 5)
 
 
-@functools.lru_cache(maxsize=256)
 @functools.lru_cache(maxsize=4096)
 def run_epsilon(rho: float, delta: float, conversion: str = "zcdp") -> float:
     """``rho`` (a run's, or its first rounds') as ``epsilon`` at ``delta``, by ``conversion``
     (cached: every run of a configuration converts the same values)."""
     if conversion == "gaussian":
         return gaussian_epsilon(rho, delta)
-    return zcdp_epsilon(rho, delta)
-
-
-def _zcdp_epsilon(rho: float, delta: float) -> float:
-    """:func:`~privcal.privacy.accounting.zcdp_epsilon`, cached: every run of a configuration
-    spends the same ``rho``, and the conversion is a numerical minimisation."""
     return zcdp_epsilon(rho, delta)
 
 

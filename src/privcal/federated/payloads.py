@@ -38,18 +38,10 @@ def clipped_sum_sensitivity(clip: float) -> float:
 
 
 def _payload(name: str, statistic: str, formula: str) -> Measurement:
-    return register_measurement(
-        Measurement(
-            name=f"federated.{name}",
-            statistic=statistic,
-            mechanism="gaussian",
-            norm="L2",
-            sensitivity=clipped_sum_sensitivity,
-            formula=formula,
-            proof="privcal.federated.payloads.clipped_sum_sensitivity",
-            unit="user",
-        )
-    )
+    proof = "privcal.federated.payloads.clipped_sum_sensitivity"
+    sens = clipped_sum_sensitivity
+    m = Measurement(f"federated.{name}", statistic, "gaussian", "L2", sens, formula, proof, "user")
+    return register_measurement(m)
 
 
 #: Parameter averaging (seed 003 Alg. 2): the sum of the clients' updates, clipped to ``C``.

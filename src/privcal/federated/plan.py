@@ -187,9 +187,8 @@ def _gradient_noise(fm: FedTemp, dp: DPConfig, c: int) -> tuple[float, float]:
     if dp.aggregation != "distributed":
         return float(group.sigma), float(group.sensitivity)
     plan = dp.plan(group)  # every one of the K clients adds its share
-    return math.sqrt(plan.law.variance(dp.n_clients)) / plan.encoding.scale, float(
-        group.sensitivity
-    )
+    sigma = math.sqrt(plan.law.variance(dp.n_clients)) / plan.encoding.scale
+    return sigma, float(group.sensitivity)
 
 
 def _z_max(
@@ -291,7 +290,7 @@ def _plan_fedtemp(
 ) -> None:  # fmt: skip
     sigma, cg = _gradient_noise(fm, _dp(eps, delta, rounds, agg, k, t), c)
     plan.noise_std, plan.clip = sigma, cg
-    plan.z_max = _z_max(fm, eps, delta, rounds, agg, k, t, c)
+    plan.z_max = math.sqrt(rounds) * k * cg / sigma  # _z_max at (eps, k, t)
 
     def threshold_for(kk: int) -> int | None:
         return default_threshold(kk) if agg == "distributed" else None

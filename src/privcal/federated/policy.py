@@ -208,8 +208,6 @@ class ClientPolicy:
         (0: no DP), ``delta``, ``aggregation``, ``noise``, ``threshold`` (0: the default for
         ``num-nodes``), ``num-nodes`` and ``secagg``.
         """
-        from privcal.federated.dp import default_threshold
-
         noise = str(cfg.get("noise", "secure"))
         if noise not in ("secure", "seeded"):
             return f"the run asks for noise {noise!r}; this client draws 'secure' noise only"
@@ -246,8 +244,7 @@ class ClientPolicy:
             )
         if aggregation != "distributed":
             return None
-        k = int(cfg.get("num-nodes", 1))
-        t = int(cfg.get("threshold", 0) or 0) or default_threshold(k)
+        k, t = _run_threshold(cfg)
         if t < self.min_threshold:
             return (
                 f"the run's threshold t={t} is below this client's policy of t >= "
@@ -270,8 +267,6 @@ class ClientPolicy:
         reconstruction threshold is exactly the run's ``t`` (SecAgg+ then never unmasks a sum
         of fewer than ``t`` uploads), and it is at least ``min_threshold`` in every run.
         """
-        from privcal.federated.dp import default_threshold
-
         if reconstruction < max(2, self.min_threshold):
             return (
                 f"SecAgg+'s reconstruction threshold {reconstruction} is below this client's "
@@ -283,8 +278,7 @@ class ClientPolicy:
                 f"of shares {shares}"
             )
         if float(cfg.get("epsilon", 0.0)) > 0 and cfg.get("aggregation") == "distributed":
-            k = int(cfg.get("num-nodes", 1))
-            t = int(cfg.get("threshold", 0) or 0) or default_threshold(k)
+            k, t = _run_threshold(cfg)
             if reconstruction != t:
                 return (
                     f"SecAgg+'s reconstruction threshold {reconstruction} is not the run's "
@@ -306,6 +300,14 @@ class ClientPolicy:
             f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}; "
             + (noise if self.allow_seeded_noise else f"{noise} only")
         )
+
+
+def _run_threshold(cfg: Mapping[str, Any]) -> tuple[int, int]:
+    """``(K, t)`` of a run configuration (``threshold`` 0: the default for ``num-nodes``)."""
+    from privcal.federated.dp import default_threshold
+
+    k = int(cfg.get("num-nodes", 1))
+    return k, int(cfg.get("threshold", 0) or 0) or default_threshold(k)
 
 
 def _real(value: Any, name: str, owner: str) -> float:

@@ -329,60 +329,40 @@ def _round_total(
     Distributed DP: each accepted client's clipped payload goes through
     :meth:`DPConfig.client_uploads` (fixed point plus shares) and the server receives only
     :meth:`DPConfig.secure_total` (the view is appended to ``views``); the others count as
-    dropped.
+    dropped. Every sampled enrolled client uploads, a client without rows a zero payload
+    (neutral in every method's sum) with its share. Were it to stay silent, the view's
+    ``dropped`` would tell the aggregator whether a client holds data, and the add/remove
+    neighbours would carry ``t`` honest shares against ``t + 1``: the ``t + 1``-share sum is not
+    within the claimed ``(epsilon, delta)`` of the ``t``-share one (its variance is
+    ``(t + 1) / t`` times larger, so the privacy-loss ratio is unbounded in the tails; ``delta``
+    is about 6% at ``t = 1`` and ``epsilon = 1``). The audit ``simulate-fedtemp-aggregator``
+    compares such neighbours.
     """
     if dp is not None and dp.aggregation == "distributed":
-        return _secure_round_total(fm, state, z, y, clients, sampled, dp, shape, views)
+        groups = fm.noise_groups(dp, shape)
+        ring = SecureSum()
+        uploads: list[list[np.ndarray] | None] = [None] * len(clients)
+        n_ok = 0
+        holders = [int(k) for k in sampled if clients[k].size]
+        steps = fm.client_steps(state, z, y, [clients[k] for k in holders])
+        payloads = dict(zip(holders, steps, strict=True))
+        for k in sampled:
+            if clients[k].size == 0:  # a zero payload and its share (see the docstring)
+                uploads[int(k)] = dp.client_uploads(np.zeros(shape), groups, ring)
+                continue
+            arr = validate_payload(payloads[int(k)], shape, int(k))
+            if arr is not None:
+                uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)
+                n_ok += 1
+        return dp.secure_total(uploads, groups, shape, ring, views), n_ok
     if sampled.size == 0:
         return np.zeros(shape), 0
     if fm.kind == "binning" and dp is None:
         rows = np.concatenate([clients[k] for k in sampled])
         return fm.client_step(state, z[rows], y[rows]), int(sampled.size)
-    payloads = fm.client_steps(state, z, y, [clients[k] for k in sampled])
+    payloads_ = fm.client_steps(state, z, y, [clients[k] for k in sampled])
     # a payload of the wrong shape or with NaN counts as a dropout
-    accepted = validate_payloads(payloads, shape, [int(k) for k in sampled])
+    accepted = validate_payloads(payloads_, shape, [int(k) for k in sampled])
     if accepted.shape[0] == 0:
         return np.zeros(shape), 0
     return (accepted if dp is None else fm.clip(accepted, dp)).sum(axis=0), accepted.shape[0]
-
-
-def _secure_round_total(
-    fm: FedMethod,
-    state: dict[str, np.ndarray],
-    z: np.ndarray,
-    y: np.ndarray,
-    clients: list[np.ndarray],
-    sampled: np.ndarray,
-    dp: DPConfig,
-    shape: tuple[int, ...],
-    views: list[AggregatorView],
-) -> tuple[np.ndarray, int]:
-    """The server's secure total of one round under distributed DP (see :func:`_round_total`).
-
-    Every sampled enrolled client uploads, a client without rows a zero payload (neutral in
-    every method's sum) with its share. Were it to stay silent, the view's ``dropped`` would
-    tell the aggregator whether a client holds data, and the add/remove neighbours would carry
-    ``t`` honest shares against ``t + 1``: the ``t + 1``-share sum is not within the claimed
-    ``(epsilon, delta)`` of the ``t``-share one (its variance is ``(t + 1) / t`` times larger,
-    so the privacy-loss ratio is unbounded in the tails; ``delta`` is about 6% at ``t = 1``
-    and ``epsilon = 1``). The audit ``simulate-fedtemp-aggregator`` compares such neighbours.
-    """
-    groups = fm.noise_groups(dp, shape)
-    ring = SecureSum()
-    uploads: list[list[np.ndarray] | None] = [None] * len(clients)
-    n_ok = 0
-    holders = [int(k) for k in sampled if clients[k].size]
-    steps = fm.client_steps(state, z, y, [clients[k] for k in holders])
-    payloads = dict(zip(holders, steps, strict=True))
-    for k in sampled:
-        if clients[k].size == 0:
-            # an enrolled client without rows uploads a zero payload and its share: who drops is
-            # seen by the aggregator, so it must not depend on whether a client holds data, and
-            # both neighbours' sums then carry the same shares (see the docstring)
-            uploads[int(k)] = dp.client_uploads(np.zeros(shape), groups, ring)
-            continue
-        arr = validate_payload(payloads[int(k)], shape, int(k))
-        if arr is not None:
-            uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)
-            n_ok += 1
-    return dp.secure_total(uploads, groups, shape, ring, views), n_ok

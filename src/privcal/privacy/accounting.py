@@ -25,6 +25,7 @@ More: docs/privacy.md#composition-rules-used-in-privcal.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -132,13 +133,7 @@ def rdp_noise_multiplier(
         lo, hi = hi, 2.0 * hi
         if hi > 1e6:
             raise ValueError(f"{owner}: no noise multiplier <= 1e6 reaches epsilon={eps!r}.")
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        if rdp_epsilon(mid, q, n, dlt) > eps:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return bisect_boundary(lambda z: rdp_epsilon(z, q, n, dlt) <= eps, lo, hi, rel_tol)[1]
 
 
 # ---------------------------------------------------------------------------------------- PLD
@@ -275,15 +270,20 @@ def _largest_within(epsilon_of: Any, epsilon: float, start: float, rtol: float) 
     lo, hi = 0.0, start
     while epsilon_of(hi) <= epsilon:
         lo, hi = hi, 2.0 * hi
+    return bisect_boundary(lambda x: epsilon_of(x) > epsilon, lo, hi, rtol)[0]
+
+
+def bisect_boundary(
+    ok: Callable[[float], bool], lo: float, hi: float, rtol: float
+) -> tuple[float, float]:
+    """The bracket ``(lo, hi)`` of where a monotone ``ok`` turns true, halved from ``ok(lo)``
+    false and ``ok(hi)`` true until ``hi - lo <= rtol hi`` (at most 200 halvings)."""
     for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if epsilon_of(mid) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
         if hi - lo <= rtol * hi:
             break
-    return lo
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return lo, hi
 
 
 def gaussian_zcdp_rho(sigma: float, sensitivity: float = 1.0, rounds: int = 1) -> float:
@@ -442,12 +442,4 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     lo, hi = 0.0, 1.0
     while gdp_delta(m, hi) > dlt:
         lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_delta(m, mid) > dlt:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return hi
+    return bisect_boundary(lambda e: gdp_delta(m, e) <= dlt, lo, hi, 1e-12)[1]

@@ -101,12 +101,8 @@ class AuditResult:
 
 def _event_matrix(samples: np.ndarray, events: Any, name: str) -> np.ndarray:
     """Boolean matrix (m events x n samples)."""
-    if callable(events):
-        raise ValueError(
-            "The 'events' parameter of audit_dp must be an increasing 1-D array of bin edges or "
-            f"a sequence of callables. Got {events!r} instead."
-        )
-    if isinstance(events, Sequence) and len(events) > 0 and all(callable(e) for e in events):
+    callables = isinstance(events, Sequence) and len(events) > 0
+    if callables and all(callable(e) for e in events):
         rows = []
         for e in events:
             hit = np.asarray(e(samples), dtype=bool)
@@ -117,7 +113,7 @@ def _event_matrix(samples: np.ndarray, events: Any, name: str) -> np.ndarray:
                 )
             rows.append(hit)
         return np.stack(rows)
-    edges = np.asarray(events, dtype=float)
+    edges = np.asarray([] if callable(events) else events, dtype=float)
     if edges.ndim != 1 or edges.size == 0 or not np.all(np.diff(edges) > 0):
         raise ValueError(
             "The 'events' parameter of audit_dp must be an increasing 1-D array of bin edges or "
@@ -196,19 +192,9 @@ def audit_dp(
 
     per_event = np.maximum(loss(lo1, hi2), loss(lo2, hi1))
     worst = int(np.argmax(per_event)) if per_event.max() > 0 else -1
-    return AuditResult(
-        passed=not bool(viol.any()),
-        epsilon=eps,
-        delta=dlt,
-        alpha=a,
-        epsilon_lower=float(per_event.max()),
-        n=n,
-        n_prime=n2,
-        counts=k,
-        counts_prime=k2,
-        violations=tuple(int(i) for i in np.flatnonzero(viol)),
-        worst_event=worst,
-    )
+    lower, violations = float(per_event.max()), tuple(int(i) for i in np.flatnonzero(viol))
+    passed = not bool(viol.any())
+    return AuditResult(passed, eps, dlt, a, lower, n, n2, k, k2, violations, worst)
 
 
 def audit_pure_dp(

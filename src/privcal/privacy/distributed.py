@@ -190,9 +190,8 @@ class ShareLaw:
         """One party's share (int64, ``shape``), drawn from ``noise``."""
         if self.kind == "discrete_laplace":
             r, p = 1.0 / self.threshold, 1.0 - self.parameter
-            return noise.negative_binomial(r, p, size=shape) - noise.negative_binomial(
-                r, p, size=shape
-            )
+            first = noise.negative_binomial(r, p, size=shape)
+            return first - noise.negative_binomial(r, p, size=shape)
         return noise.discrete_gaussian(self.share_sigma, size=shape)
 
     def variance(self, n_shares: int) -> float:
@@ -226,9 +225,8 @@ class ShareLaw:
     def rho(self, l2_sensitivity: float, coordinates: int) -> float:
         """zCDP of the sum of ``t`` discrete Gaussian shares for an integer L2 shift ``D2``."""
         n = self.threshold
-        root = l2_sensitivity / (math.sqrt(n) * self.share_sigma) + self.tau(n) * math.sqrt(
-            coordinates
-        )
+        root = l2_sensitivity / (math.sqrt(n) * self.share_sigma)
+        root += self.tau(n) * math.sqrt(coordinates)
         return 0.5 * root * root
 
     def fallback(self, l2_sensitivity: float, coordinates: int) -> float:
@@ -470,17 +468,8 @@ class DistributedPlan:
     ) -> DistributedPlan:
         """The plan releasing with ``law`` at grid ``scale``, refused (:meth:`check_modulus`)
         where its ring is too small."""
-        plan = cls(
-            law.kind,
-            Encoding(scale),
-            law,
-            float(integer_sensitivity),
-            int(n_parties),
-            int(threshold),
-            float(value_bound),
-            tuple(shape),
-            bits,
-        )
+        sizes = float(integer_sensitivity), int(n_parties), int(threshold), float(value_bound)
+        plan = cls(law.kind, Encoding(scale), law, *sizes, tuple(shape), bits)
         plan.check_modulus()
         return plan
 

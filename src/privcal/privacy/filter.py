@@ -104,10 +104,6 @@ ORDERS: tuple[float, ...] = (
 )  # fmt: skip
 
 
-def _orders(orders: Sequence[float] | None) -> np.ndarray:
-    return np.asarray(ORDERS if orders is None else orders, dtype=np.float64)
-
-
 def event_curve(event: Any, count: int = 1, orders: Sequence[float] | None = None) -> np.ndarray:
     """RDP curve of ``count`` compositions of a ``dp_accounting`` event on ``orders``.
 
@@ -121,7 +117,7 @@ def event_curve(event: Any, count: int = 1, orders: Sequence[float] | None = Non
     """
     from dp_accounting import rdp
 
-    acc = rdp.RdpAccountant(list(_orders(orders)))
+    acc = rdp.RdpAccountant([float(a) for a in (ORDERS if orders is None else orders)])
     if not acc.supports(event):
         raise ValueError(
             f"dp_accounting's RDP accountant cannot account for {event!r}; record the release "
@@ -259,10 +255,7 @@ class FilterRule:
         return max(0.0, float(self.delta) - float(self.renyi_delta))
 
     def compose(
-        self,
-        epsilons: Sequence[float],
-        deltas: Sequence[float],
-        curve: np.ndarray,
+        self, epsilons: Sequence[float], deltas: Sequence[float], curve: Any
     ) -> Composition:
         """The record's :class:`Composition` (``curve``: the summed RDP curves on the grid)."""
         relation = self.relation

@@ -112,14 +112,6 @@ def _common(guarantees: Sequence[Guarantee], owner: str) -> tuple[str, str]:
     return guarantees[0].unit, guarantees[0].relation
 
 
-def _delta(total: float, owner: str) -> float:
-    if total >= 1.0:
-        raise ValueError(
-            f"{owner}: the composed delta is {total!r} >= 1, which guarantees nothing."
-        )
-    return total
-
-
 def basic_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
     """Sequential (basic) composition: ``(sum_i eps_i, sum_i delta_i)``.
 
@@ -141,7 +133,11 @@ def basic_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
     gs = list(guarantees)
     unit, relation = _common(gs, "basic_composition")
     eps = math.fsum(g.epsilon for g in gs)
-    delta = _delta(math.fsum(g.delta for g in gs), "basic_composition")
+    delta = math.fsum(g.delta for g in gs)
+    if delta >= 1.0:
+        raise ValueError(
+            f"basic_composition: the composed delta is {delta!r} >= 1, which guarantees nothing."
+        )
     return Guarantee(eps, delta, unit, relation)
 
 
@@ -234,14 +230,9 @@ class Release:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Release:
         sens = d.get("sensitivity")
-        return cls(
-            query=d["query"],
-            mechanism=d.get("mechanism", ""),
-            sensitivity=float("nan") if sens is None else float(sens),
-            epsilon=d["epsilon"],
-            delta=d.get("delta", 0.0),
-            source=d.get("source", ""),
-        )
+        sens = float("nan") if sens is None else float(sens)
+        query, mechanism, source = d["query"], d.get("mechanism", ""), d.get("source", "")
+        return cls(query, mechanism, sens, d["epsilon"], d.get("delta", 0.0), source)
 
 
 class PrivacyReport:

@@ -175,12 +175,10 @@ class Measurement:
         privacy map; ``mechanism`` replaces :attr:`mechanism` in the record when the release
         says more (the share law, the accountant).
         """
+        how = self.mechanism if mechanism is None else mechanism
+        sensitivity = self.sensitivity_at(**params)
         return Release.from_guarantee(
-            query,
-            self.mechanism if mechanism is None else mechanism,
-            self.sensitivity_at(**params),
-            self.privacy_map(epsilon, delta),
-            source,
+            query, how, sensitivity, self.privacy_map(epsilon, delta), source
         )
 
     def release(

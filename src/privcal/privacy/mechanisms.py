@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import log_ndtr
 
 from privcal._params import EPSILON, POSITIVE, check_option, check_probability
+from privcal.privacy.accounting import bisect_boundary
 from privcal.privacy.guarantee import UNITS, Guarantee
 from privcal.privacy.noise import NoiseSource, _check_value, check_noise
 
@@ -132,23 +133,15 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     sens = POSITIVE.check(sensitivity, "sensitivity", owner)
     target = dlt * (1.0 - 1e-9)
 
-    def excess(u: float) -> float:
-        return analytic_gaussian_delta(u, eps, 1.0) - target
+    def ok(u: float) -> bool:
+        return analytic_gaussian_delta(u, eps, 1.0) <= target
 
     lo, hi = 1e-3, 1.0
-    while excess(hi) > 0:
+    while not ok(hi):
         lo, hi = hi, hi * 2.0
-    while excess(lo) <= 0 and lo > 1e-12:
+    while ok(lo) and lo > 1e-12:
         lo /= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if excess(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return hi * sens
+    return bisect_boundary(ok, lo, hi, 1e-13)[1] * sens
 
 
 def gaussian(

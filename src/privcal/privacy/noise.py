@@ -8,7 +8,7 @@ Two sources implement one small interface (:class:`NoiseSource`):
   Mironov (2012) on naive ``value + numpy_noise`` implementations. The integer noise shares of
   distributed releases (discrete Gaussian, negative binomial) and randomized-rounding offsets are
   drawn by privcal's own vectorised samplers on a ChaCha20 stream keyed from the OS's CSPRNG:
-  secure randomness, laws computed in floating point (:meth:`SecureNoise.discrete_gaussian`). It
+  secure randomness, laws computed in floating point (:meth:`NoiseSource.discrete_gaussian`). It
   is the default of every data source and private estimator.
 * :class:`SeededNoise` draws from a NumPy ``Generator``: vectorised, fast and reproducible. It is
   for simulation, experiments and statistical tests only. It is **not** safe against
@@ -131,7 +131,9 @@ class NoiseSource(ABC):
 
     def uniform(self, size: Size = None) -> float | np.ndarray:
         """Draw from the uniform law on ``[0, 1)`` (randomized rounding of distributed shares)."""
-        raise self._no_shares("uniform")
+        rng = self._share_rng("uniform")
+        shape = _check_size(size, f"{type(self).__name__}.uniform")
+        return float(rng.random()) if shape is None else rng.random(size=shape)
 
     def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
         """Draw ``NB(r, p)``: failures before ``r`` successes of probability ``p`` (real ``r``).
@@ -139,14 +141,35 @@ class NoiseSource(ABC):
         ``P(k) = Gamma(k + r) / (Gamma(r) k!) p^r (1 - p)^k``; the shares of the distributed
         discrete Laplace (:mod:`privcal.privacy.distributed`). Returns int64.
         """
-        raise self._no_shares("negative_binomial")
+        rng, owner = (
+            self._share_rng("negative_binomial"),
+            f"{type(self).__name__}.negative_binomial",
+        )
+        r = POSITIVE.check(r, "r", owner)
+        p = FRACTION.check(p, "p", owner)
+        return _negative_binomial(rng, r, p, _check_size(size, owner))
 
     def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
-        """Draw from ``N_Z(0, sigma^2)``: ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on the integers."""
-        raise self._no_shares("discrete_gaussian")
+        """Draw from ``N_Z(0, sigma^2)``: ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on the integers, by
+        privcal's vectorised form of Canonne, Kamath & Steinke's rejection sampler
+        (:func:`_discrete_gaussian`), *not* OpenDP's exact sampler (~33 us a draw, too slow for
+        every client's share of every round). The geometric proposals (inversion) and the
+        acceptance test are computed in floating point, so the law is the discrete Gaussian up to
+        floating-point rounding; the guarantees that use it are proved for the exact law and do
+        not bound that gap."""
+        rng, owner = (
+            self._share_rng("discrete_gaussian"),
+            f"{type(self).__name__}.discrete_gaussian",
+        )
+        sigma = POSITIVE.check(sigma, "sigma", owner)
+        shape = _check_size(size, owner)
+        out = _discrete_gaussian(rng, sigma, 1 if shape is None else int(np.prod(shape)))
+        return int(out[0]) if shape is None else out.reshape(shape)
 
-    def _no_shares(self, what: str) -> TypeError:
-        return TypeError(
+    def _share_rng(self, what: str) -> np.random.Generator:
+        """The generator the integer shares (:meth:`uniform`, :meth:`negative_binomial`,
+        :meth:`discrete_gaussian`) are drawn from; a source that draws none raises."""
+        raise TypeError(
             f"{type(self).__name__} does not draw {what}, which distributed noise shares need "
             "(aggregation='distributed'); use SecureNoise() or SeededNoise(seed)."
         )
@@ -215,21 +238,8 @@ class SeededNoise(NoiseSource):
             return float(draw(0.0, scale))
         return draw(0.0, scale, size=shape)
 
-    def uniform(self, size: Size = None) -> float | np.ndarray:
-        shape = _check_size(size, "SeededNoise.uniform")
-        return float(self.rng.random()) if shape is None else self.rng.random(size=shape)
-
-    def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
-        r = POSITIVE.check(r, "r", "SeededNoise.negative_binomial")
-        p = FRACTION.check(p, "p", "SeededNoise.negative_binomial")
-        shape = _check_size(size, "SeededNoise.negative_binomial")
-        return _negative_binomial(self.rng, r, p, shape)
-
-    def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
-        sigma = POSITIVE.check(sigma, "sigma", "SeededNoise.discrete_gaussian")
-        shape = _check_size(size, "SeededNoise.discrete_gaussian")
-        out = _discrete_gaussian(self.rng, sigma, 1 if shape is None else int(np.prod(shape)))
-        return int(out[0]) if shape is None else out.reshape(shape)
+    def _share_rng(self, what: str) -> np.random.Generator:
+        return self.rng
 
     def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
         lw = _check_log_weights(log_weights, "SeededNoise.exponential_index")
@@ -370,8 +380,7 @@ class SecureNoise(NoiseSource):
         sigma = POSITIVE.check(sigma, "sigma", "SecureNoise.add_gaussian")
         return self._add("gaussian", _check_value(value, "SecureNoise.add_gaussian"), sigma)
 
-    @staticmethod
-    def _csprng() -> np.random.Generator:
+    def _share_rng(self, what: str) -> np.random.Generator:
         """A NumPy generator on ChaCha20 (``randomgen``) keyed with 256 bits from ``secrets``.
 
         A fresh key per call: the stream is a cryptographically secure pseudo-random sequence
@@ -385,30 +394,6 @@ class SecureNoise(NoiseSource):
         from randomgen import ChaCha
 
         return np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=20))
-
-    def uniform(self, size: Size = None) -> float | np.ndarray:
-        shape = _check_size(size, "SecureNoise.uniform")
-        rng = self._csprng()
-        return float(rng.random()) if shape is None else rng.random(size=shape)
-
-    def negative_binomial(self, r: float, p: float, size: Size = None) -> Any:
-        """``NB(r, p)`` from a ChaCha20 stream keyed by the OS's CSPRNG (:meth:`_csprng`)."""
-        r = POSITIVE.check(r, "r", "SecureNoise.negative_binomial")
-        p = FRACTION.check(p, "p", "SecureNoise.negative_binomial")
-        shape = _check_size(size, "SecureNoise.negative_binomial")
-        return _negative_binomial(self._csprng(), r, p, shape)
-
-    def discrete_gaussian(self, sigma: float, size: Size = None) -> Any:
-        """``N_Z(0, sigma^2)`` by privcal's vectorised form of Canonne, Kamath & Steinke's
-        rejection sampler on a ChaCha20 stream keyed by the OS's CSPRNG (:meth:`_csprng`), *not*
-        OpenDP's exact sampler (~33 us a draw, too slow for every client's share of every
-        round). The geometric proposals (inversion) and the acceptance test are computed in
-        floating point, so the law is the discrete Gaussian up to floating-point rounding; the
-        guarantees that use it are proved for the exact law and do not bound that gap."""
-        sigma = POSITIVE.check(sigma, "sigma", "SecureNoise.discrete_gaussian")
-        shape = _check_size(size, "SecureNoise.discrete_gaussian")
-        out = _discrete_gaussian(self._csprng(), sigma, 1 if shape is None else int(np.prod(shape)))
-        return int(out[0]) if shape is None else out.reshape(shape)
 
     def exponential_index(self, log_weights: Any, size: Size = None) -> Any:
         """Draw ``j`` with probability proportional to ``exp(log_weights[j])`` via OpenDP.

@@ -310,21 +310,12 @@ class PrivacyOdometer:
             return
         with store.transaction(self.ledger) as con:
             self._check(query, self._rows(con), row)
+            stored = (release.query, release.mechanism, None if math.isnan(sens) else sens)
+            curve = None if row.curve is None else json.dumps(row.curve.tolist())
             con.execute(
-                "INSERT INTO spends (query, mechanism, sensitivity, epsilon, delta, source, pid, "
-                "time, rdp, relation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    release.query,
-                    release.mechanism,
-                    None if math.isnan(sens) else sens,
-                    eps,
-                    dlt,
-                    self.name,
-                    os.getpid(),
-                    time.time(),
-                    None if row.curve is None else json.dumps(row.curve.tolist()),
-                    row.relation,
-                ),
+                f"INSERT INTO spends ({_RELEASE_COLUMNS}, pid, time, rdp, relation) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*stored, eps, dlt, self.name, os.getpid(), time.time(), curve, row.relation),
             )
 
     def spend_release(
@@ -433,27 +424,17 @@ class PrivacyOdometer:
                 f"delta={self.rule.renyi_delta:g} (the basic branch keeps delta "
                 f"{self.rule.basic_delta:g} of the ledger's {self.delta_budget:g})"
             )
+        basic_delta = self.rule.basic_delta
         raise BudgetExceededError(
-            self.name,
-            str(query),
-            self.budget,
-            spent,
-            eps,
-            self.rule.basic_delta,
-            dspent,
-            dlt,
-            note,
+            self.name, str(query), self.budget, spent, eps, basic_delta, dspent, dlt, note
         )
 
     def _read_rows(self) -> list[Spend]:
         if self.ledger is None:
             with self._lock:
                 return [row for _, row in self._memory]
-        con = store.connect(self.ledger)
-        try:
+        with contextlib.closing(store.connect(self.ledger)) as con:
             return self._rows(con)
-        finally:
-            con.close()
 
     def _read_totals(self) -> tuple[float, float]:
         rows = self._read_rows()
@@ -487,18 +468,9 @@ class PrivacyOdometer:
         if self.ledger is None:
             with self._lock:
                 return [r for r, _ in self._memory]
-        con = store.connect(self.ledger)
-        try:
-            rows = con.execute(
-                "SELECT query, mechanism, sensitivity, epsilon, delta, source FROM spends "
-                "ORDER BY id"
-            ).fetchall()
-        finally:
-            con.close()
-        return [
-            Release(q, m, float("nan") if s is None else float(s), e, d, src)
-            for q, m, s, e, d, src in rows
-        ]
+        with contextlib.closing(store.connect(self.ledger)) as con:
+            rows = con.execute(f"SELECT {_RELEASE_COLUMNS} FROM spends ORDER BY id").fetchall()
+        return [_release(row) for row in rows]
 
     def report(self) -> PrivacyReport:
         """A :class:`PrivacyReport` of the recorded releases."""
@@ -629,6 +601,16 @@ class LedgerRecord:
         return max(0.0, self.budget - self.spent)
 
 
+#: The columns of a ``spends`` row that make its :class:`Release` (:func:`_release`).
+_RELEASE_COLUMNS = "query, mechanism, sensitivity, epsilon, delta, source"
+
+
+def _release(row: Any) -> Release:
+    """The :class:`Release` of a row's :data:`_RELEASE_COLUMNS` (NULL sensitivity: nan)."""
+    q, m, s, e, d, src = row
+    return Release(q, m, float("nan") if s is None else float(s), e, d, src)
+
+
 def read_ledger(path: str | Path) -> LedgerRecord:
     """Read any privcal ledger (an odometer's SQLite file) without writing to it.
 
@@ -649,14 +631,12 @@ def read_ledger(path: str | Path) -> LedgerRecord:
     if not path.is_file():
         raise ValueError(f"No ledger at {str(path)!r}.")
     try:
-        con = store.connect_read_only(path)
-        try:
+        with contextlib.closing(store.connect_read_only(path)) as con:
             budget = con.execute("SELECT epsilon, delta, name FROM budget WHERE id = 1").fetchone()
             columns = store.columns(con, "spends")
             extra = ", ".join(c if c in columns else "NULL" for c in ("rdp", "relation"))
             rows = con.execute(
-                "SELECT query, mechanism, sensitivity, epsilon, delta, source, "
-                f"{extra} FROM spends ORDER BY id"
+                f"SELECT {_RELEASE_COLUMNS}, {extra} FROM spends ORDER BY id"
             ).fetchall()
             stored = None
             if "filter" in store.tables(con):
@@ -664,8 +644,6 @@ def read_ledger(path: str | Path) -> LedgerRecord:
                 stored = con.execute(
                     f"SELECT renyi_delta, orders, {rel} FROM filter WHERE id = 1"
                 ).fetchone()
-        finally:
-            con.close()
     except sqlite3.DatabaseError as err:
         if isinstance(err, sqlite3.OperationalError) and store.read_only(path):
             raise ValueError(store.read_only_message(path, err, spending=False)) from None
@@ -676,25 +654,14 @@ def read_ledger(path: str | Path) -> LedgerRecord:
         ) from None
     if budget is None:
         raise ValueError(f"{str(path)!r} is not a privcal ledger (it records no budget).")
-    releases = [
-        Release(q, m, float("nan") if s is None else float(s), e, d, src)
-        for q, m, s, e, d, src, _, _ in rows
-    ]
+    releases = [_release(row[:6]) for row in rows]
     read = [Spend.read(e, d, c, rel) for _, _, _, e, d, _, c, rel in rows]
     renyi, orders, relation = (
         (0.0, ORDERS, "add/remove")
         if stored is None
         else (float(stored[0]), json.loads(stored[1]), str(stored[2]))
     )
-    return LedgerRecord(
-        path,
-        str(budget[2]),
-        float(budget[0]),
-        float(budget[1]),
-        releases,
-        renyi,
-        tuple(float(a) for a in orders),
-        [r.curve for r in read],
-        [r.relation for r in read],
-        relation,
-    )
+    eps, dlt, name = float(budget[0]), float(budget[1]), str(budget[2])
+    curves, relations = [r.curve for r in read], [r.relation for r in read]
+    orders = tuple(float(a) for a in orders)
+    return LedgerRecord(path, name, eps, dlt, releases, renyi, orders, curves, relations, relation)

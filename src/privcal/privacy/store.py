@@ -131,16 +131,13 @@ def use_wal(path: Path) -> None:
     WAL is persistent in the file and switching needs no transaction; a process that creates
     the file at the same time may hold its lock for a moment, so this retries for 5 s.
     """
-    con = connect(path)
-    try:
+    with contextlib.closing(connect(path)) as con:
         for _ in range(100):
             try:
                 con.execute("PRAGMA journal_mode = WAL")
                 break
             except sqlite3.OperationalError:  # pragma: no cover - lock race at creation
                 time.sleep(0.05)
-    finally:
-        con.close()
 
 
 def create_tables(con: sqlite3.Connection, *names: str) -> None:
@@ -177,14 +174,11 @@ def single_rows(path: Path, wanted: Mapping[str, tuple[str, ...]]) -> list[Any]:
     order: ``None`` for a missing row, and for every table when ``path`` is not a ledger (not a
     SQLite file, or a table missing)."""
     try:
-        con = connect(path)
-        try:
+        with contextlib.closing(connect(path)) as con:
             return [
                 con.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE id = 1").fetchone()
                 for table, cols in wanted.items()
             ]
-        finally:
-            con.close()
     except sqlite3.DatabaseError:
         return [None] * len(wanted)
 

@@ -46,19 +46,20 @@ def share_all(
     public plan and the query's post-processing. Sources of one kind answer together
     (:meth:`DataSource.share_together`: an in-process :class:`SecureSum`, or one SecAgg+ round
     over Flower); each source charges its own ledger before it uploads."""
+    return _kind(sources).share_together(list(sources), method, epsilon, threshold, **kwargs)
+
+
+def _kind(sources: Sequence[DataSource]) -> type[DataSource]:
+    """The sources' one class (its transport answers them together), or :class:`DataSource`."""
     kinds = {type(src) for src in sources}
-    kind = kinds.pop() if len(kinds) == 1 else DataSource
-    return kind.share_together(list(sources), method, epsilon, threshold, **kwargs)
+    return kinds.pop() if len(kinds) == 1 else DataSource
 
 
 def answer_all(sources: Sequence[DataSource], method: str, **kwargs: Any) -> list[Any]:
     """Every source's answer to one query: sources of one kind answer together
     (:meth:`DataSource.answer_together`, e.g. one message round over Flower), mixed kinds one
     after the other. The answers and the ledgers' records are those of single calls."""
-    kinds = {type(src) for src in sources}
-    if len(kinds) == 1:
-        return kinds.pop().answer_together(list(sources), method, **kwargs)
-    return [getattr(src, method)(**kwargs) for src in sources]
+    return _kind(sources).answer_together(list(sources), method, **kwargs)
 
 
 def check_sources(sources: Any, owner: str) -> list[DataSource]:
@@ -148,19 +149,11 @@ def sources_report(
     seeded = any(not s.noise.secure for s in sources)
     shared = any("distributed" in r.mechanism for r in releases)
     bound = max(s.max_rows for s in sources)
-    rows = (f"each source holds at most {bound} rows (sizes the secure sum)",)
+    rows = (f"each source holds at most {bound} rows (sizes the secure sum)",) if shared else ()
+    declared = (*SOURCE_PUBLIC, f"the number of sources ({len(sources)})", *public, *rows)
+    noise = "seeded" if seeded else "secure"
     return PrivacyReport(
-        releases,
-        unit="example",
-        relation="add/remove",
-        public=(
-            *SOURCE_PUBLIC,
-            f"the number of sources ({len(sources)})",
-            *public,
-            *(rows if shared else ()),
-        ),
-        noise="seeded" if seeded else "secure",
-        threat=threat,
+        releases, "example", "add/remove", public=declared, noise=noise, threat=threat
     )
 
 

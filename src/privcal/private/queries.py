@@ -72,28 +72,15 @@ def nll_curve_sensitivity(bound: float, n_classes: int) -> float:
 def _query(
     query: str, statistic: str, sensitivity: float | Callable[..., float], formula: str
 ) -> tuple[str, Measurement]:
-    return query, register_measurement(
-        Measurement(
-            name=f"datasource.{query}",
-            statistic=statistic,
-            mechanism="laplace",
-            norm="L1",
-            sensitivity=sensitivity,
-            formula=formula,
-            proof=f"privcal.private.source.DataSource.{query}",
-        )
-    )
+    proof = f"privcal.private.source.DataSource.{query}"
+    m = Measurement(f"datasource.{query}", statistic, "laplace", "L1", sensitivity, formula, proof)
+    return query, register_measurement(m)
 
 
 #: query name -> its measurement (the source looks the measurement up here at every answer).
 QUERY_MEASUREMENTS: dict[str, Measurement] = dict(
     [
-        _query(
-            "accuracy_gap_sum",
-            "sum_i 1[c_i] - conf_T(i) (accuracy_gap_sum)",
-            1.0,
-            "1",
-        ),
+        _query("accuracy_gap_sum", "sum_i 1[c_i] - conf_T(i) (accuracy_gap_sum)", 1.0, "1"),
         _query(
             "accuracy_gap_curve",
             "the accuracy-gap sum at the anchor of an increasing public grid and its increments "

@@ -206,12 +206,9 @@ class DataSource:
         counts, clip bounds), which the caller chose. ``noise`` records whether the answers drew
         secure or seeded noise.
         """
+        noise = noise_kind(self.noise)
         return PrivacyReport(
-            self.history,
-            unit="example",
-            relation="add/remove",
-            public=SOURCE_PUBLIC,
-            noise=noise_kind(self.noise),
+            self.history, "example", "add/remove", public=SOURCE_PUBLIC, noise=noise
         )
 
     # ------------------------------------------------------------------ public metadata
@@ -371,13 +368,8 @@ class DataSource:
     def _accuracy_gap_sum(self, temperature: Any) -> Statistic:
         t = self._temperature(temperature, "accuracy_gap_sum")
         value = float(accuracy_gap_sum(self._z, self._y, t))
-        return Statistic(
-            f"accuracy_gap_sum(T={t:.6g})",
-            value,
-            QUERY_MEASUREMENTS["accuracy_gap_sum"],
-            1,
-            1.0,
-            to_scalar,
+        return _statistic(
+            "accuracy_gap_sum", f"accuracy_gap_sum(T={t:.6g})", value, 1, 1.0, to_scalar
         )
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
@@ -434,15 +426,13 @@ class DataSource:
             f"accuracy_gap_curve(T={temps[0]:.6g}..{temps[-1]:.6g}, k={temps.size}, "
             f"anchor={temps[a]:.6g})"
         )
+
         # one example moves every coordinate (the anchor and each increment) by at most 1
-        return Statistic(
-            label,
-            curve_release(curve, a),
-            QUERY_MEASUREMENTS["accuracy_gap_curve"],
-            temps.size,
-            1.0,
-            lambda r: curve_from_release(np.asarray(r), a),
-        )
+        def finish(r: Any) -> np.ndarray:
+            return curve_from_release(np.asarray(r), a)
+
+        released = curve_release(curve, a)
+        return _statistic("accuracy_gap_curve", label, released, temps.size, 1.0, finish)
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
         """Noisy :math:`\\sum_i \\min(\\ell_T(i), B)`: the NLL, each term clipped to ``[0, B]``.
@@ -474,9 +464,7 @@ class DataSource:
         b = POSITIVE.check(bound, "bound", "DataSource.clipped_nll_sum")
         value = float(clipped_nll_sum(self._z, self._y, t, b))
         label = f"clipped_nll_sum(T={t:.6g}, B={b:g})"
-        return Statistic(
-            label, value, QUERY_MEASUREMENTS["clipped_nll_sum"], 1, b, to_scalar, {"bound": b}
-        )
+        return _statistic("clipped_nll_sum", label, value, 1, b, to_scalar, {"bound": b})
 
     def clipped_nll_increments(
         self, temperatures: Any, epsilon: float, bound: float = 10.0
@@ -551,8 +539,10 @@ class DataSource:
         )
         # one clipped term lies in [0, B], so each increment moves by at most B
         params = {"bound": b, "n_classes": self.n_classes}
-        m = QUERY_MEASUREMENTS["clipped_nll_increments"]
-        return Statistic(label, np.diff(curve), m, temps.size - 1, b, np.asarray, params)
+        increments = np.diff(curve)
+        return _statistic(
+            "clipped_nll_increments", label, increments, temps.size - 1, b, np.asarray, params
+        )
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
         """Noisy per-bin sums of ``1[correct] - conf_T`` over equal-width confidence bins.
@@ -584,7 +574,7 @@ class DataSource:
         m = self._n_bins(n_bins, "bin_gaps")
         stats = calibration_bins(top_confidence(self._z, t), top_correct(self._z, self._y), m)
         label = f"bin_gaps(T={t:.6g}, M={m})"
-        return Statistic(label, stats.gaps(), QUERY_MEASUREMENTS["bin_gaps"], 1, 1.0, np.asarray)
+        return _statistic("bin_gaps", label, stats.gaps(), 1, 1.0, np.asarray)
 
     def bin_counts(self, epsilon: float, n_bins: int = 15, temperature: float = 1.0) -> BinCounts:
         """Noisy per-bin numbers of correct and of incorrect predictions (histogram binning).
@@ -623,9 +613,7 @@ class DataSource:
             out = np.asarray(released, dtype=np.float64)
             return BinCounts(out[:m], out[m:])
 
-        return Statistic(
-            f"bin_counts(T={t:.6g}, M={m})", value, QUERY_MEASUREMENTS["bin_counts"], 1, 1.0, finish
-        )
+        return _statistic("bin_counts", f"bin_counts(T={t:.6g}, M={m})", value, 1, 1.0, finish)
 
     def count(self, epsilon: float) -> float:
         """Noisy number of examples ``n`` (private under add/remove).
@@ -639,9 +627,7 @@ class DataSource:
         return self._release(self._count(), eps)
 
     def _count(self) -> Statistic:
-        return Statistic(
-            "count", float(self._z.shape[0]), QUERY_MEASUREMENTS["count"], 1, 1.0, to_scalar
-        )
+        return _statistic("count", "count", float(self._z.shape[0]), 1, 1.0, to_scalar)
 
     def score_histogram(
         self, edges: Any, epsilon: float, score: str = "lac", part: Any = None
@@ -764,6 +750,21 @@ class DataSource:
             )
         view = ring.aggregate([sh.upload for sh in shares], threshold, plan.shape)
         return view, plan, shares[0].finish
+
+
+def _statistic(
+    query: str,
+    label: str,
+    value: Any,
+    moved: int,
+    row_bound: float,
+    finish: Any,
+    params: Any = None,
+) -> Statistic:
+    """A :class:`Statistic` of ``query`` with its measurement, read now from this module's
+    ``QUERY_MEASUREMENTS`` (what a source's release goes through)."""
+    m = QUERY_MEASUREMENTS[query]
+    return Statistic(label, value, m, moved, row_bound, finish, {} if params is None else params)
 
 
 def _bind_data(ledger: Path, fingerprint: str, n_classes: int) -> None:

@@ -204,11 +204,10 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                 raise ValueError(
                     f"{owner}.fit needs either logits and labels or sources=[DataSource, ...]."
                 )
-            srcs = [
-                DataSource(
-                    logits, labels, budget=self.epsilon, noise=self.noise, name="data", input=input
-                )
-            ]
+            src = DataSource(
+                logits, labels, self.epsilon, noise=self.noise, name="data", input=input
+            )
+            srcs = [src]
             public += self._check_rows(int(np.shape(logits)[0]), srcs[0].n_classes)
         else:
             if logits is not None or labels is not None:
@@ -233,23 +232,14 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
             )
         with self._recording_fit_warnings():
             proto = self._fit_sources(srcs, labels_, aggregation, threshold)
-        self.privacy_report_ = sources_report(
-            proto.releases,
-            srcs,
-            public,
-            threat=threat_model(
-                aggregation,
-                len(srcs),
-                threshold,
-                min((len(srcs) - len(v.dropped) for v in proto.views), default=None),
-                transport="secagg+"
-                if all(s.transport == "secagg+" for s in srcs)
-                else "in-process",
-                fallback="no guarantee is claimed for one discrete Laplace share alone"
-                if aggregation == "distributed"
-                else None,
-            ),
+        survivors = min((len(srcs) - len(v.dropped) for v in proto.views), default=None)
+        transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
+        alone = "no guarantee is claimed for one discrete Laplace share alone"
+        fallback = alone if aggregation == "distributed" else None
+        threat = threat_model(
+            aggregation, len(srcs), threshold, survivors, transport=transport, fallback=fallback
         )
+        self.privacy_report_ = sources_report(proto.releases, srcs, public, threat=threat)
         self.aggregator_views_ = proto.views
         self.n_classes_ = srcs[0].n_classes
         self.n_sources_ = len(srcs)

@@ -195,16 +195,19 @@ class FlowerProcesses:
             return ["--ssl-ca-certfile", ca, "--ssl-certfile", cert, "--ssl-keyfile", key]
         return ["--root-certificates", ca]
 
-    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[Any]:
-        log = open(self.workdir / f"{name}.log", "wb")
+    def _spawn(self, name: str, args: Sequence[str], piped: bool = False) -> subprocess.Popen[Any]:
+        """Start ``args`` as process ``name``: its output to ``name.log``, or ``piped`` (text)
+        to the caller (a piped process does not die with its parent: :meth:`run` stops it)."""
+        out = subprocess.PIPE if piped else open(self.workdir / f"{name}.log", "wb")
         proc = subprocess.Popen(
             list(args),
-            stdout=log,
+            stdout=out,
             stderr=subprocess.STDOUT,
+            text=piped,
             env=self.env,
             cwd=self.workdir,  # Flower writes its state files into the working directory
             start_new_session=True,
-            preexec_fn=_die_with_parent if self.die_with_parent else None,
+            preexec_fn=_die_with_parent if self.die_with_parent and not piped else None,
         )
         self.procs[name] = proc
         return proc
@@ -314,7 +317,7 @@ class FlowerProcesses:
                 "--federation-config",
                 " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items()),
             ]
-        proc = self._spawn_piped(cmd)
+        proc = self._spawn("flwr-run", cmd, piped=True)
         lines: list[str] = []
         expired = threading.Event()
 
@@ -341,19 +344,6 @@ class FlowerProcesses:
         if expired.is_set():
             code = 124
         return subprocess.CompletedProcess(proc.args, code, "".join(lines), "")
-
-    def _spawn_piped(self, args: Sequence[str]) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            list(args),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.env,
-            cwd=self.workdir,
-            start_new_session=True,
-        )
-        self.procs["flwr-run"] = proc
-        return proc
 
     @staticmethod
     def _descendants(pid: int) -> list[int]:

@@ -386,13 +386,9 @@ class _Strategy(FedAvg):
         if self.dp is not None:  # only public quantities (see server_app)
             row = {"round": server_round, "epsilon_spent": self.dp.spent_epsilon()}
         else:
-            row = {
-                "round": server_round,
-                "n_clients": n,
-                "failures": max(self.n_nodes - n, 0),
-                "seconds": time.perf_counter() - self.t0,
-                "epsilon_spent": 0.0,
-            }
+            seconds = time.perf_counter() - self.t0
+            row = {"round": server_round, "n_clients": n, "failures": max(self.n_nodes - n, 0)}
+            row |= {"seconds": seconds, "epsilon_spent": 0.0}
         self.history.append(row)
         budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
         eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
@@ -412,6 +408,24 @@ class _HaltingSecAggPlus(SecAggPlusWorkflow):
     """Flower's SecAgg+ workflow, except that a halted stage ends the run with the clients'
     reasons (a refusal by a client's policy, too few survivors for the threshold) instead of
     skipping the round silently and releasing the initial calibrator at the end."""
+
+    @classmethod
+    def of(
+        cls, k: int, reconstruction: int, ranges: tuple[float, int, int], timeout: float
+    ) -> _HaltingSecAggPlus:
+        """The workflow for ``k`` shares, ``ranges = (clipping, quantization, modulus)`` and
+        ``max_weight = 1`` (``num_examples = 1``: full quantisation precision, module
+        docstring)."""
+        clipping, quantization, modulus = ranges
+        return cls(
+            num_shares=k,
+            reconstruction_threshold=reconstruction,
+            max_weight=1.0,
+            clipping_range=clipping,
+            quantization_range=quantization,
+            modulus_range=modulus,
+            timeout=timeout,
+        )
 
     def __call__(self, grid: Any, context: Any) -> None:
         state = WorkflowState()
@@ -515,31 +529,27 @@ class SecAggSourceSums:
         kwargs: dict[str, Any],
     ) -> tuple[AggregatorView, Any, Any]:
         """One query's secure sum over the source ``nodes``: ``(view, plan, public statistic)``."""
+        from privcal.federated.flower.sources import plain_json
         from privcal.private.source import public_statistic, share_plan
 
         k = len(nodes)
         stat = public_statistic(query, n_classes, **kwargs)
         max_rows = int(self.cfg["source-max-rows"])
         plan = share_plan(stat, float(epsilon), k, int(threshold), RING_BITS, max_rows)
-        clipping, quantization, modulus = ring_ranges(RING_BITS)
         self.strategy.nodes = list(nodes)
         self.strategy.config = {
             "query": query,
-            "kwargs": json.dumps({**kwargs, "epsilon": float(epsilon)}, default=_plain),
+            "kwargs": json.dumps({**kwargs, "epsilon": float(epsilon)}, default=plain_json),
             "share-threshold": int(threshold),
         }
         self.strategy.result = None
         self._round += 1
         self._configs[WorkflowKey.CURRENT_ROUND] = self._round
-        _HaltingSecAggPlus(
-            num_shares=k,
-            reconstruction_threshold=secagg_threshold(int(threshold), k),
-            max_weight=1.0,
-            clipping_range=clipping,
-            quantization_range=quantization,
-            modulus_range=modulus,
-            timeout=float(self.cfg["round-timeout-s"]),
-        )(self.grid, self.legacy)
+        reconstruction = secagg_threshold(int(threshold), k)
+        timeout = float(self.cfg["round-timeout-s"])
+        _HaltingSecAggPlus.of(k, reconstruction, ring_ranges(RING_BITS), timeout)(
+            self.grid, self.legacy
+        )
         if self.strategy.result is None:
             raise RuntimeError(f"privcal: the SecAgg+ round of {query} returned no sum.")
         mean, answered = self.strategy.result
@@ -549,11 +559,6 @@ class SecAggSourceSums:
         view = AggregatorView(residues.reshape(plan.shape), dropped, RING_BITS)
         print(f"privcal: query {stat.label}: secure sum of {n} of {k} sources", flush=True)
         return view, plan, stat
-
-
-def _plain(value: Any) -> Any:
-    """JSON for a query's parameters: NumPy arrays and scalars as lists and numbers."""
-    return np.asarray(value).tolist()
 
 
 #: Legacy ServerApp running DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(...)).
@@ -594,23 +599,15 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
     if dp is not None and dp.aggregation == "distributed":
         for g in fm.noise_groups(dp, fm.payload_shape(c)):
             dp.plan(g)  # refuses a ring too small for the bound before any round
-        clipping, quantization, modulus = ring_ranges(dp.bits)
+        ranges = ring_ranges(dp.bits)
         reconstruction = secagg_threshold(int(dp.threshold or n_nodes), n_nodes)
     else:
         clipping = float(cfg["secagg-clipping-range"])
-        quantization, modulus = int(cfg["secagg-quantization-range"]), 1 << 32
+        ranges = (clipping, int(cfg["secagg-quantization-range"]), 1 << 32)
         reconstruction = max(2, n_nodes - 2)
-    workflow = DefaultWorkflow(
-        fit_workflow=_HaltingSecAggPlus(
-            num_shares=n_nodes,
-            reconstruction_threshold=reconstruction,
-            max_weight=1.0,  # num_examples = 1: full quantisation precision (see docstring)
-            clipping_range=clipping,
-            quantization_range=quantization,
-            modulus_range=modulus,
-            timeout=float(cfg["round-timeout-s"]),
-        )
-    )
+    timeout = float(cfg["round-timeout-s"])
+    halting = _HaltingSecAggPlus.of(n_nodes, reconstruction, ranges, timeout)
+    workflow = DefaultWorkflow(fit_workflow=halting)
     workflow(grid, legacy)
     # the plain ServerApp's end of run: report, calibrator, check, and the clients' end message
     survivors = min(strategy.survivors) if strategy.survivors else None

@@ -228,14 +228,10 @@ def run_report(
 
     ``survivors``: the fewest clients in any SecAgg+ sum of the run (distributed runs, which
     only SecAgg+ carries here)."""
+    k, p = int(cfg["num-nodes"]), float(cfg["sample-rate"])
+    transport = "secagg+" if bool(cfg.get("secagg", False)) else "in-process"
     return federated_report(
-        fm,
-        dp,
-        c,
-        n_clients=int(cfg["num-nodes"]),
-        sample_rate=float(cfg["sample-rate"]),
-        survivors=survivors,
-        transport="secagg+" if bool(cfg.get("secagg", False)) else "in-process",
+        fm, dp, c, n_clients=k, sample_rate=p, survivors=survivors, transport=transport
     )
 
 
@@ -282,7 +278,7 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
     shape = fm.payload_shape(c)
     rng = np.random.default_rng(int(cfg["seed"]))
     p = float(cfg["sample-rate"])
-    cohort = declared_cohort(cfg)
+    cohort, budget = declared_cohort(cfg), float(cfg["epsilon"])
     history = []
     for t in range(1, rounds + 1):
         t0 = time.perf_counter()
@@ -303,19 +299,8 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
             )
         state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort, dst)
         eps = 0.0 if dp is None else dp.spent_epsilon()
-        print(
-            progress_line(
-                t,
-                rounds,
-                n_ok,
-                dropped + len(missing),
-                len(refusals),
-                eps,
-                float(cfg["epsilon"]),
-                time.perf_counter() - t0,
-            ),
-            flush=True,
-        )
+        lost, seconds = dropped + len(missing), time.perf_counter() - t0
+        print(progress_line(t, rounds, n_ok, lost, len(refusals), eps, budget, seconds), flush=True)
         if sampled and len(refusals) == len(sampled):
             # a refusal depends on the client's budget, not its data: nothing left to learn from
             raise RuntimeError(
@@ -330,15 +315,9 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
                     f"privcal: round {t} has {n_ok} accepted updates out of "
                     f"{len(sampled)} sampled clients; min-clients is {cfg['min-clients']}."
                 )
-            history.append(
-                {
-                    "round": t,
-                    "n_clients": n_ok,
-                    "sampled": len(sampled),
-                    "seconds": time.perf_counter() - t0,
-                    "epsilon_spent": 0.0,
-                }
-            )
+            seconds = time.perf_counter() - t0
+            row = {"round": t, "n_clients": n_ok, "sampled": len(sampled), "seconds": seconds}
+            history.append({**row, "epsilon_spent": 0.0})
         if out_dir is not None:
             dump_json(out_dir / "history.json", history)
     cal = finish_run(fm, state, c, dp, cfg, out_dir)
@@ -457,11 +436,7 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
         if info.get("joined"):
             joined.append(nid)
             continue
-        why = (
-            str(r.error.reason)
-            if r.has_error()
-            else str(info.get("refused", "no answer to the join request"))
-        )
+        why = str(r.error.reason if r.has_error() else info.get("refused", _NO_JOIN_ANSWER))
         reasons.append(why)
         print(f"privcal: client {nid} refused the run: {why}", flush=True)
     if len(joined) < need:
@@ -474,6 +449,10 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
         raise RuntimeError(f"privcal: refused: {reason}.")
     print(f"privcal: {len(joined)} of {len(nodes)} clients joined the run", flush=True)
     return sorted(joined)
+
+
+#: A client's reason when it did not answer the join request.
+_NO_JOIN_ANSWER = "no answer to the join request"
 
 
 class RunInterrupted(BaseException):
@@ -535,13 +514,8 @@ def seed000(
             f"privcal: only {len(nodes)} SuperNodes connected; min-clients is {cfg['min-clients']}."
         )
     # the nodes that act as data sources (they hold a ledger) answer a status query
-    probe = _query(
-        grid,
-        nodes,
-        {},
-        {"task": "source", "query": "status", "kwargs": "{}", "round": 0},
-        float(cfg["round-timeout-s"]),
-    )
+    status = {"task": "source", "query": "status", "kwargs": "{}", "round": 0}
+    probe = _query(grid, nodes, {}, status, float(cfg["round-timeout-s"]))
     ids = []
     for r in probe:
         info = {} if r.has_error() else dict(r.content["info"])
@@ -563,17 +537,12 @@ def seed000(
             )
 
     sources = [make_source(nid) for nid in sorted(ids)]
-    threshold = (
-        int(cfg["threshold"]) or default_threshold(len(sources))
-        if aggregation == "distributed"
-        else None
-    )
+    threshold = None
+    if aggregation == "distributed":
+        threshold = int(cfg["threshold"]) or default_threshold(len(sources))
+    eps, iterations = float(cfg["epsilon"]), int(cfg["iterations"])
     est = PrivateTemperatureScaling(
-        objective="acc",
-        epsilon=float(cfg["epsilon"]),
-        iterations=int(cfg["iterations"]),
-        aggregation=aggregation,
-        threshold=threshold,
+        "acc", eps, iterations, aggregation=aggregation, threshold=threshold
     )
     with warnings.catch_warnings(record=True) as seen:  # e.g. the fit's noise-dominance check
         warnings.simplefilter("always")
@@ -589,10 +558,6 @@ def seed000(
         report = report_with_release(est.privacy_report_, released)
         dump_json(out_dir / "privacy_report.json", report)
         dump_json(out_dir / "config.json", cfg)
-        dump_json(
-            out_dir / "history.json",
-            [
-                {"query": r.query, "epsilon": r.epsilon, "source": r.source}
-                for r in est.privacy_report_.releases
-            ],
-        )
+        releases = est.privacy_report_.releases
+        history = [{"query": r.query, "epsilon": r.epsilon, "source": r.source} for r in releases]
+        dump_json(out_dir / "history.json", history)

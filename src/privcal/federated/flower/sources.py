@@ -127,15 +127,8 @@ def node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int)
 
 def _new_node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int) -> DataSource:
     eps, delta = ledger_budget(node)
-    return DataSource(
-        z,
-        y,
-        budget=eps,
-        ledger=str(node["ledger"]),
-        noise=SecureNoise(),
-        name=run_label(node, run_id),
-        delta_budget=delta,
-    )
+    ledger, name = str(node["ledger"]), run_label(node, run_id)
+    return DataSource(z, y, eps, ledger, SecureNoise(), name, delta_budget=delta)
 
 
 def budget_answer(node: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +177,7 @@ def answer_source_query(
     }
 
 
-def _plain(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """JSON for query parameters: NumPy arrays and scalars as lists and numbers."""
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -266,17 +259,10 @@ class RemoteSource(DataSource):
         return f"RemoteSource(node_id={self.node_id}, name={self.name!r})"
 
     def _message(self, query: str, kwargs: dict[str, Any]) -> Message:
-        cfg: dict[str, Any] = {
-            "task": "source",
-            "query": query,
-            "kwargs": json.dumps(kwargs, default=_plain),
-            "round": 0,
-        }
-        return Message(
-            RecordDict({"config": ConfigRecord(cfg)}),
-            dst_node_id=self.node_id,
-            message_type=MessageType.QUERY,
-        )
+        plain = json.dumps(kwargs, default=plain_json)
+        cfg = ConfigRecord({"task": "source", "query": query, "kwargs": plain, "round": 0})
+        content = RecordDict({"config": cfg})
+        return Message(content, dst_node_id=self.node_id, message_type=MessageType.QUERY)
 
     def _answer(self, query: str, reply: Message | None) -> Any:
         """The value of a node's reply (its releases go into :attr:`history`)."""
@@ -317,23 +303,18 @@ class RemoteSource(DataSource):
         by_node = {int(r.metadata.src_node_id): r for r in replies}
         return [_typed(s._answer(method, by_node.get(s.node_id))) for s in remote]
 
+    def _at(self, query: str, temperature: float, epsilon: float, **kwargs: Any) -> Any:
+        """The answer to a query at one ``temperature``."""
+        return self._call(query, temperature=float(temperature), epsilon=float(epsilon), **kwargs)
+
     def accuracy_gap_sum(self, temperature: float, epsilon: float) -> float:
-        return float(
-            self._call("accuracy_gap_sum", temperature=float(temperature), epsilon=float(epsilon))
-        )
+        return float(self._at("accuracy_gap_sum", temperature, epsilon))
 
     def accuracy_gap_curve(self, temperatures: Any, epsilon: float, anchor: int = 0) -> np.ndarray:
         return self._curve("accuracy_gap_curve", temperatures, epsilon, anchor=int(anchor))
 
     def clipped_nll_sum(self, temperature: float, epsilon: float, bound: float = 10.0) -> float:
-        return float(
-            self._call(
-                "clipped_nll_sum",
-                temperature=float(temperature),
-                epsilon=float(epsilon),
-                bound=float(bound),
-            )
-        )
+        return float(self._at("clipped_nll_sum", temperature, epsilon, bound=float(bound)))
 
     def clipped_nll_increments(
         self, temperatures: Any, epsilon: float, bound: float = 10.0
@@ -342,25 +323,12 @@ class RemoteSource(DataSource):
 
     def _curve(self, query: str, temperatures: Any, epsilon: float, **kwargs: Any) -> np.ndarray:
         """The float array a curve query over ``temperatures`` answers with."""
-        return np.asarray(
-            self._call(
-                query,
-                temperatures=np.asarray(temperatures, dtype=np.float64).tolist(),
-                epsilon=float(epsilon),
-                **kwargs,
-            ),
-            dtype=np.float64,
-        )
+        temps = np.asarray(temperatures, dtype=np.float64).tolist()
+        answer = self._call(query, temperatures=temps, epsilon=float(epsilon), **kwargs)
+        return np.asarray(answer, dtype=np.float64)
 
     def bin_gaps(self, temperature: float, epsilon: float, n_bins: int = 15) -> np.ndarray:
-        return np.asarray(
-            self._call(
-                "bin_gaps",
-                temperature=float(temperature),
-                epsilon=float(epsilon),
-                n_bins=int(n_bins),
-            )
-        )
+        return np.asarray(self._at("bin_gaps", temperature, epsilon, n_bins=int(n_bins)))
 
     def score_histogram(
         self, edges: Any, epsilon: float, score: str = "lac", part: Any = None

@@ -130,13 +130,18 @@ def method_from_config(cfg: dict[str, Any]) -> FedMethod:
 def server_noise(cfg: dict[str, Any], owner: str) -> NoiseSource:
     """The server's noise: :class:`SecureNoise`, or ``SeededNoise(seed + 1)`` when the run config
     says ``noise = "seeded"`` (warns ``InsecureNoiseWarning``; the report is "not private")."""
+    seeded = SeededNoise(int(cfg["seed"]) + 1) if _seeded(cfg, owner) else None
+    return resolve_noise(seeded, owner)
+
+
+def _seeded(cfg: dict[str, Any], owner: str) -> bool:
+    """Whether the run config asks for seeded noise (``noise`` is "secure" or "seeded")."""
     if cfg["noise"] not in ("secure", "seeded"):
         raise ValueError(
             f"The 'noise' run config of {owner} must be 'secure' or 'seeded'. "
             f"Got {cfg['noise']!r} instead."
         )
-    seeded = SeededNoise(int(cfg["seed"]) + 1) if cfg["noise"] == "seeded" else None
-    return resolve_noise(seeded, owner)
+    return bool(cfg["noise"] == "seeded")
 
 
 def client_noise(
@@ -147,13 +152,8 @@ def client_noise(
     ``InsecureNoiseWarning``; the report is "not private") when the client's own policy allows
     it. A seeded run the policy does not allow is a ``PermissionError`` (the client's
     :func:`charge_round` has refused it before; this is the last line of that defence)."""
-    if cfg["noise"] not in ("secure", "seeded"):
-        raise ValueError(
-            f"The 'noise' run config of {owner} must be 'secure' or 'seeded'. "
-            f"Got {cfg['noise']!r} instead."
-        )
     seeded = None
-    if cfg["noise"] == "seeded":
+    if _seeded(cfg, owner):
         if not policy.allow_seeded_noise:
             raise PermissionError(
                 f"{owner}: the run asks for seeded noise and this client's policy allows secure "
@@ -223,6 +223,16 @@ def composed_epsilon(cfg: dict[str, Any], rounds_done: int) -> float:
     return run_epsilon(min(rounds_done, t) * run_rho(eps, dlt, conversion) / t, dlt, conversion)
 
 
+def _node_ledger(node: Mapping[str, Any]) -> PrivacyOdometer:
+    """The client's ledger as its node config names it (``ledger``, ``budget``, ...)."""
+    return PrivacyOdometer(
+        float(node.get("budget", 1.0)),
+        ledger=str(node["ledger"]),
+        delta_budget=float(node.get("delta-budget", 1e-5)),
+        name=str(node.get("name", "client")),
+    )
+
+
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
     """Check the run against this client's policy, then charge its ledger for one round, both
     *before* it reads its data or computes its reply.
@@ -248,16 +258,10 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     refusal = ClientPolicy.from_node(node).refusal(cfg)
     if refusal is not None:
         return refusal
-    ledger = node.get("ledger")
-    if not ledger:
+    if not node.get("ledger"):
         return None
     eps = float(cfg["epsilon"])  # > 0: a client with a ledger never accepts runs without DP
-    odo = PrivacyOdometer(
-        float(node.get("budget", 1.0)),
-        ledger=str(ledger),
-        delta_budget=float(node.get("delta-budget", 1e-5)),
-        name=str(node.get("name", "client")),
-    )
+    odo = _node_ledger(node)
     label = f"federated run {run_id}, "
     before = [r for r in odo.releases if r.query.startswith(label)]
     rnd, t = int(cfg["round"]), int(cfg["rounds"])
@@ -269,7 +273,8 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             "be a release its ledger did not plan for"
         )
     charged = math.fsum(r.epsilon for r in before)
-    if not odo.can_spend(max(eps - charged, 1e-300), 0.0 if before else float(cfg["delta"])):
+    delta = 0.0 if before else float(cfg["delta"])
+    if not odo.can_spend(max(eps - charged, 1e-300), delta):
         # the rest of the run must fit, as in round 0 (join_answer): never leave a run half-way
         return (
             f"the rest of the run costs epsilon {eps - charged:.4g}; this client's budget "
@@ -279,7 +284,6 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     # (composed_epsilon(T) <= epsilon: the ledger then records exactly the report's claim)
     target = eps if rnd == t else composed_epsilon(cfg, rnd)
     charge = target - charged  # > 0: composed_epsilon increases with r
-    delta = 0.0 if before else float(cfg["delta"])
     try:
         odo.spend(
             f"{label}round {cfg['round']} of {cfg['rounds']} ({cfg['method']})",
@@ -329,12 +333,7 @@ def join_answer(
     cost = ""
     eps, dlt = float(cfg["epsilon"]), float(cfg["delta"])
     if refusal is None and node.get("ledger") and eps > 0:
-        odo = PrivacyOdometer(
-            float(node.get("budget", 1.0)),
-            ledger=str(node["ledger"]),
-            delta_budget=float(node.get("delta-budget", 1e-5)),
-            name=str(node.get("name", "client")),
-        )
+        odo = _node_ledger(node)
         if not odo.can_spend(eps, dlt):
             refusal = (
                 f"the run costs epsilon {eps:g}, delta {dlt:g}; this client's ledger has "

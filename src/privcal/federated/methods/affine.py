@@ -49,6 +49,24 @@ def _limit_logit_change(step: np.ndarray, blocks: np.ndarray, bound: float) -> n
     return step * np.minimum(1.0, bound / np.maximum(rms, 1e-300))[:, None]
 
 
+def _bounded_residuals(
+    z: np.ndarray, y: np.ndarray, u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows whose NLL at the calibrated logits ``u`` is within the bound
+    (:func:`within_nll_bound`): their logits, residuals ``r = softmax(u) - onehot(y)`` and
+    Gauss-Newton weights ``q = p (1 - p)`` (no rows: empty arrays, so every sum is 0)."""
+    keep = within_nll_bound(u, y)
+    z, y, u = z[keep], y[keep], u[keep]
+    n = z.shape[0]
+    if n == 0:
+        return z, np.zeros_like(u), np.zeros_like(u)
+    _, r = nll_and_grad(u, y)
+    r = r * n  # softmax - onehot of each row
+    p = r.copy()
+    p[np.arange(n), y] += 1.0
+    return z, r, p * (1.0 - p)
+
+
 class FedVector(ScalingMethod):
     """FedVector: vector scaling ``softmax(w * z + b)`` (may change the top-1).
 
@@ -94,17 +112,7 @@ class FedVector(ScalingMethod):
 
     def stats(self, x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c = z.shape[1]
-        u = z * x[:c] + x[c:]
-        keep = within_nll_bound(u, y)
-        z, y, u = z[keep], y[keep], u[keep]
-        n = z.shape[0]
-        if n == 0:
-            return np.zeros(2 * c), np.zeros(3 * c)
-        _, r = nll_and_grad(u, y)
-        r = r * n  # softmax - onehot of each row
-        p = r.copy()
-        p[np.arange(n), y] += 1.0
-        q = p * (1.0 - p)
+        z, r, q = _bounded_residuals(z, y, z * x[:c] + x[c:])
         g = np.concatenate([(r * z).sum(axis=0), r.sum(axis=0)])
         h = np.concatenate([(q * z * z).sum(axis=0), (q * z).sum(axis=0), q.sum(axis=0)])
         return g, h
@@ -157,11 +165,8 @@ class FedOPVector(ScalingMethod):
 
     def calibrator(self, state: State, c: int) -> Calibrator:
         cal = VectorScaling(order_preserving=True)
-        cal.coef_, cal.intercept_, cal.n_classes_ = (
-            np.asarray(state["params"]).copy(),
-            np.zeros(c),
-            c,
-        )
+        cal.coef_, cal.intercept_ = np.asarray(state["params"]).copy(), np.zeros(c)
+        cal.n_classes_ = c
         return cal
 
 
@@ -236,17 +241,8 @@ class FedMatrix(ScalingMethod):
         c = z.shape[1]
         w, b = x[: c * c].reshape(c, c), x[c * c :]
         z = floor_logits(z, LOGIT_RANGE)[0]  # MatrixScaling's model is on floored logits
-        u = z @ w.T + b
-        keep = within_nll_bound(u, y)
-        z, y, u = z[keep], y[keep], u[keep]
+        z, r, q = _bounded_residuals(z, y, z @ w.T + b)
         n = z.shape[0]
-        if n == 0:
-            return np.zeros(c * c + c), np.zeros(self.curvature_size(c))
-        _, r = nll_and_grad(u, y)
-        r = r * n  # softmax - onehot of each row
-        p = r.copy()
-        p[np.arange(n), y] += 1.0
-        q = p * (1.0 - p)
         g = np.concatenate([(r.T @ z).ravel(), r.sum(axis=0)]) + n * self.penalty_grad(x, c)
         zt = np.hstack([z, np.ones((n, 1))])
         iu = np.triu_indices(c + 1)
@@ -275,9 +271,6 @@ class FedMatrix(ScalingMethod):
     def calibrator(self, state: State, c: int) -> Calibrator:
         x = self.fitted_params(state)
         cal = MatrixScaling(reg_offdiag=self.reg_offdiag, reg_intercept=self.reg_intercept)
-        cal.coef_, cal.intercept_, cal.n_classes_ = (
-            x[: c * c].reshape(c, c).copy(),
-            x[c * c :].copy(),
-            c,
-        )
+        cal.coef_, cal.intercept_ = x[: c * c].reshape(c, c).copy(), x[c * c :].copy()
+        cal.n_classes_ = c
         return cal

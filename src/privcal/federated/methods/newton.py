@@ -161,13 +161,7 @@ class ScalingMethod(FedMethod):
         x = self.x0(c)
         if not self.newton:
             return {"params": x}
-        return {
-            "params": x,
-            "curv_sum": np.zeros(self.curvature_size(c)),
-            "rounds": np.zeros(1),
-            "tail_sum": np.zeros(x.size),
-            "tail_n": np.zeros(1),
-        }
+        return {"params": x, **_newton_bookkeeping(x.size, self.curvature_size(c))}
 
     def payload_shape(self, c: int) -> tuple[int, ...]:
         p = self.x0(c).size
@@ -258,19 +252,14 @@ class ScalingMethod(FedMethod):
         return self._averaging_step(state, np.asarray(total, dtype=np.float64), n, dp, denominator)
 
     def _averaging_step(
-        self,
-        state: State,
-        total: np.ndarray,
-        n: int,
-        dp: DPConfig | None,
-        denominator: float | None,
+        self, state: State, total: np.ndarray, n: int, dp: DPConfig | None, denom: float | None
     ) -> State:
         x = np.asarray(state["params"], dtype=np.float64)
         if dp is not None:
             noisy = dp.release(total, self.noise_groups(dp, total.shape))
-            if denominator is None or denominator <= 0:
+            if denom is None or denom <= 0:
                 raise ValueError("A DP scaling round needs the public denominator p * K > 0.")
-            return {"params": self.project(x + noisy / denominator)}
+            return {"params": self.project(x + noisy / denom)}
         if n == 0:
             return {"params": x}
         return {"params": self.project(x + total / n)}
@@ -294,12 +283,7 @@ class ScalingMethod(FedMethod):
         x = np.asarray(state["params"], dtype=np.float64)
         g, h = total[: x.size], total[x.size :]
         # a state holding only "params" (a caller's own) starts the bookkeeping afresh
-        new = {
-            "curv_sum": np.zeros(h.size),
-            "rounds": np.zeros(1),
-            "tail_sum": np.zeros(x.size),
-            "tail_n": np.zeros(1),
-        }
+        new = _newton_bookkeeping(x.size, h.size)
         new.update({k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()})
         t = float(new["rounds"][0]) + 1.0
         new["rounds"] = np.array([t])
@@ -366,3 +350,14 @@ class ScalingMethod(FedMethod):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(update={self.update!r})"
+
+
+def _newton_bookkeeping(p: int, q: int) -> State:
+    """A Newton run's state besides ``params`` (``p`` of them, ``q`` curvature entries) at its
+    start: the curvature sum, the round count and the tail average's sum and count."""
+    return {
+        "curv_sum": np.zeros(q),
+        "rounds": np.zeros(1),
+        "tail_sum": np.zeros(p),
+        "tail_n": np.zeros(1),
+    }

@@ -298,10 +298,4 @@ def noise_dominance(state: State, beta: float) -> dict[str, Any] | None:
         "the clients' signal, so the release falls back to T = 1 (the uncalibrated model). "
         "Use more clients, a larger epsilon, or fewer rounds."
     )
-    return {
-        "z": z,
-        "rounds_used": used,
-        "dominated": dominated,
-        "final": final,
-        "message": message,
-    }
+    return {"z": z, "rounds_used": used, "dominated": dominated, "final": final, "message": message}
