@@ -124,7 +124,7 @@ register(
     "private-conformal-sources",
     summary="PrivateConformal().fit(sources=[a, b]) (defaults: local noise, two stages), a's "
     "answers as the aggregator receives them",
-    runs=300,
+    runs=150,
     slow=True,
     measurements=[QUERY_MEASUREMENTS["score_histogram"]],
     plants={"normalised-sensitivity": _NORMALISED},
@@ -133,7 +133,7 @@ register(
     "private-conformal-sources-distributed",
     summary="PrivateConformal(aggregation='distributed').fit(sources=[a, b]): the decoded "
     "secure sums (t = K = 2, discrete Laplace shares)",
-    runs=300,
+    runs=150,
     slow=True,
     measurements=[QUERY_MEASUREMENTS["score_histogram"]],
     plants={"normalised-sensitivity": _NORMALISED},
@@ -189,7 +189,7 @@ register(
     "private-conformal-groups",
     summary=f"PrivateConformal().fit(logits, labels, groups=g) with {GROUPS} groups, the sum of "
     "their thresholds",
-    runs=300,
+    runs=150,
     slow=True,
     measurements=[RANK_QUANTILE],
     plants={"reused-seed": _seeded(estimator_module, 1, "every group's fit")},
