@@ -65,3 +65,21 @@ def test_bad_input_is_one_error(files: tuple[Path, Path], tmp_path: Path) -> Non
     assert res.exit_code == 2 and "boolean (n, K) matrix" in res.output
     res = _invoke("risk", "--cal", cal, "--test", test, "--seed", 1)
     assert res.exit_code == 2 and "--seed applies to private" in res.output
+
+
+def test_out_writes_a_summary_the_report_draws(files: tuple[Path, Path], tmp_path: Path) -> None:
+    import json
+
+    from privcal.report.readers import build, find_outputs
+
+    cal, test = files
+    out = tmp_path / "sets.npz"
+    r = _invoke("risk", "--epsilon", "1", "--cal", cal, "--test", test, "--out", out)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "sets.summary.json").read_text())
+    assert summary["privcal"] == "risk" and len(summary["test_curve"]) == len(summary["lambdas"])
+    again = _invoke("risk", "--epsilon", "1", "--cal", cal, "--test", test, "--out", out)
+    assert again.exit_code == 2 and "--force" in again.output  # a private release is kept
+    report = build(find_outputs(tmp_path / "sets.summary.json"))
+    text = json.dumps(report.sections, default=str)
+    assert "Risk curve" in text and "Private risk control" in text

@@ -18,7 +18,15 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from privcal.cli._common import check_output_path, collect_warnings, console, fail, user_errors
+from privcal.cli._common import (
+    check_output_path,
+    collect_warnings,
+    console,
+    fail,
+    force_option,
+    refuse_overwrite,
+    user_errors,
+)
 
 __all__ = ["register", "risk"]
 
@@ -66,14 +74,21 @@ def risk(
         int | None, typer.Option(help="Seeded noise (simulation only: not private).")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write the sets and lambda (.npz).")
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write the sets and lambda (.npz) and a summary for privcal report."
+        ),
     ] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Conformal risk control (Angelopoulos et al. 2024): sets with E[loss] <= alpha."""
     with user_errors():
+        from privcal.conformal import risk_curve
+        from privcal.report import risk_summary_data, summary_path, write_summary
+
         if out is not None:
             check_output_path(out, "--out", "privcal risk", (".npz",))
-        from privcal.conformal import risk_curve
+            refuse_overwrite((out, summary_path(out)), "--out", "privcal risk", force)
 
         est = _estimator(loss, alpha, epsilon, seed)
         p_cal, y_cal = _read(cal, "--cal", True)
@@ -86,8 +101,10 @@ def risk(
         table.add_column()
         table.add_row("lambda", f"{est.lambda_:g}")
         table.add_row("mean set size", f"{sets.sum(1).mean():.3f}")
+        curve = None
         if y_test is not None:
-            test_risk = risk_curve(est.loss_, p_test, y_test, est.lambdas_)[est.lambda_index_]
+            curve = risk_curve(est.loss_, p_test, y_test, est.lambdas_)
+            test_risk = curve[est.lambda_index_]
             table.add_row(f"test {loss}", f"{test_risk:.4f} (guarantee: <= {alpha:g})")
         rep = getattr(est, "privacy_report_", None)
         if rep is not None:
@@ -104,7 +121,15 @@ def risk(
         if out is not None:
             arrays: dict[str, Any] = {"sets": sets, "lambda": np.array(est.lambda_)}
             np.savez(out, **arrays)
-            console.print(f"Sets -> {out}", highlight=False)
+            data = risk_summary_data(
+                est, sets, curve, alpha=alpha, loss=loss, sets_file=out.name,
+                cal_file=cal.name, test_file=test.name,
+            )  # fmt: skip
+            write_summary(summary_path(out), "risk", data)
+            console.print(
+                f"Sets -> {out} (summary for 'privcal report': {out.stem}.summary.json)",
+                highlight=False,
+            )
 
 
 def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:

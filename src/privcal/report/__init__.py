@@ -41,6 +41,7 @@ from privcal.report.summaries import (
     conformal_summary_data,
     evaluate_summary,
     fit_summary,
+    risk_summary_data,
     summary_path,
     write_summary,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "privacy_block",
     "reliability_figure",
     "render_html",
+    "risk_summary_data",
     "run_metadata",
     "summary_path",
     "table",

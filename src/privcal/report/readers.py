@@ -142,6 +142,7 @@ def build(outputs: Sequence[Output]) -> Report:
         "fit": _fit,
         "evaluate": _evaluate,
         "conformal": _conformal,
+        "risk": _risk,
         "scoreboard": _scoreboard,
     }
     sections: list[dict[str, Any]] = []
@@ -349,6 +350,59 @@ def _mean_confidence(rel: Mapping[str, Any]) -> float:
     """The mean top-label confidence, from a reliability diagram's per-bin data."""
     pairs = [(n, c) for n, c in zip(rel["counts"], rel["confidence"], strict=True) if n]
     return sum(n * c for n, c in pairs) / sum(n for n, _ in pairs)
+
+
+def _risk(o: Output) -> list[dict[str, Any]]:
+    """``privcal risk --out``: lambda, the test risk against alpha, the test risk curve."""
+    d, src = o.data, o.path.name
+    alpha, private = float(d["alpha"]), "privacy_report" in d
+    kind = "Private risk control" if private else "Risk control"
+    found = f"{kind} ({d['loss']}, alpha = {alpha:g}) chose lambda = {d['lambda']:g}"
+    if "test_risk" in d:
+        ok = "within" if d["test_risk"] <= alpha else "above"
+        found += f"; the test {d['loss']} {d['test_risk']:.4f} is {ok} alpha"
+    blocks: list[dict[str, Any]] = [
+        takeaway(found + f"; mean set size {d['mean_size']:.2f}."),
+        text(
+            f"`{d.get('command', 'privcal risk')}`: calibration `{d['cal']}`, test `{d['test']}`."
+        ),
+        table(
+            "Summary",
+            [
+                ("n_cal", "Calibration rows", "count"),
+                ("n_test", "Test rows", "count"),
+                ("lambda", "lambda", "number"),
+                ("test_risk", f"Test {d['loss']}", "number"),
+                ("risk_bound", "Guaranteed E[loss] <=", "number"),
+                ("mean_size", "Mean set size", "number"),
+            ],
+            [
+                {
+                    k: d.get(k)
+                    for k in ("n_cal", "n_test", "lambda", "test_risk", "risk_bound", "mean_size")
+                }
+            ],
+            source=src,
+        ),
+    ]
+    if "test_curve" in d:
+        lam = [float(x) for x in d["lambdas"]]
+        step = lam[-1] - lam[-2] if len(lam) > 1 else 1.0
+        panel = {
+            "title": f"Test {d['loss']} over the public lambda grid (dashed: the released lambda)",
+            "xlabel": "lambda",
+            "ylabel": f"test {d['loss']}",
+            "series": [
+                {"name": "test risk", "edges": [*lam, lam[-1] + step], "counts": d["test_curve"]}
+            ],
+            "vline": d["lambda"],
+        }
+        blocks.append(bar_figure("Risk curve", [panel]))
+    if private:
+        blocks.append(
+            privacy_block(d["privacy_report"], trust=d.get("trust", "not recorded."), source=src)
+        )
+    return [_section(f"privcal risk: {d['sets']}", blocks, src)]
 
 
 def _conformal(o: Output) -> list[dict[str, Any]]:

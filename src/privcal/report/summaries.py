@@ -46,12 +46,13 @@ __all__ = [
     "conformal_summary_data",
     "evaluate_summary",
     "fit_summary",
+    "risk_summary_data",
     "summary_path",
     "write_summary",
 ]
 
 #: Values of the ``"privcal"`` key of the files ``privcal report`` reads.
-KINDS = ("demo", "fit", "evaluate", "conformal", "scoreboard")
+KINDS = ("demo", "fit", "evaluate", "conformal", "risk", "scoreboard")
 
 
 def summary_path(out: str | Path) -> Path:
@@ -224,5 +225,45 @@ def conformal_summary_data(
             if getattr(est, "n_sources_", 0)
             else "the machine that ran 'privcal conformal' read the raw calibration scores (a "
             "trusted curator); what is private is the released threshold."
+        )
+    return out
+
+
+def risk_summary_data(
+    est: Any,
+    sets: np.ndarray,
+    test_curve: np.ndarray | None,
+    *,
+    alpha: float,
+    loss: str,
+    sets_file: str,
+    cal_file: str,
+    test_file: str,
+) -> dict[str, Any]:
+    """The ``risk`` summary (``privcal risk --out``): lambda, set sizes, the test risk curve over
+    the public grid (from the test labels, when given: evaluation data, not the calibration
+    rows) and, for a private fit, its privacy report."""
+    out: dict[str, Any] = {
+        "alpha": alpha,
+        "loss": loss,
+        "lambda": float(est.lambda_),
+        "lambdas": np.asarray(est.lambdas_, dtype=np.float64),
+        "n_cal": int(est.n_),
+        "n_test": int(sets.shape[0]),
+        "mean_size": float(sets.sum(1).mean()),
+        "risk_bound": float(est.risk_bound_),
+        "sets": sets_file,
+        "cal": cal_file,
+        "test": test_file,
+    }
+    if test_curve is not None:
+        out["test_curve"] = np.asarray(test_curve, dtype=np.float64)
+        out["test_risk"] = float(test_curve[est.lambda_index_])
+    rep = getattr(est, "privacy_report_", None)
+    if rep is not None:
+        out["privacy_report"] = rep.to_dict()
+        out["trust"] = (
+            "the machine that ran 'privcal risk' read the raw calibration rows (a trusted "
+            "curator); what is private is the released lambda."
         )
     return out
