@@ -15,6 +15,7 @@ LAC, ``alpha = 0.1``, 20 random splits. Rows:
 Prints mean coverage +- its standard error over splits and the mean set size.
 
     PYTHONPATH=src python bench/federated_conformal.py [--splits 20] [--epsilon 1]
+    PYTHONPATH=src python bench/federated_conformal.py --clients 1000 --min-size 0 [--bins 16]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import logging
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -63,7 +65,15 @@ def fedcp_qq(scores: list[np.ndarray], alpha: float) -> float:
     return float(np.sort(q)[server - 1])
 
 
-def run(splits: int, epsilon: float, alpha: float, clients: int, seed: int) -> dict:
+def run(
+    splits: int,
+    epsilon: float,
+    alpha: float,
+    clients: int,
+    seed: int,
+    min_size: int = 1,
+    **method: Any,
+) -> dict:
     d = np.load(DATA)
     p = np.asarray(d["predictions"], dtype=np.float64)
     y = np.asarray(d["ground_truth"])
@@ -81,7 +91,9 @@ def run(splits: int, epsilon: float, alpha: float, clients: int, seed: int) -> d
     for split in range(splits):
         perm = rng.permutation(y.size)
         cal, test = perm[: y.size // 2], perm[y.size // 2 :]
-        parts = dirichlet_partition(y[cal], n_clients=clients, beta=0.5, seed=seed + split)
+        parts = dirichlet_partition(
+            y[cal], n_clients=clients, beta=0.5, seed=seed + split, min_size=min_size
+        )
         for agg in ("distributed", "trusted"):
             sets, _ = simulate(
                 "conformal-lac",
@@ -93,6 +105,8 @@ def run(splits: int, epsilon: float, alpha: float, clients: int, seed: int) -> d
                 delta=1e-5,
                 aggregation=agg,
                 seed=split,
+                alpha=alpha,
+                **method,
             )
             record(f"conformal-lac ({agg}, user-level)", sets.threshold_, test)
         cp = PrivateConformal(score="lac", alpha=alpha, epsilon=epsilon).fit(z[cal], y[cal])
@@ -111,10 +125,16 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-size", type=int, default=1, help="dirichlet_partition's min_size")
+    ap.add_argument("--bins", type=int, default=None, help="conformal-lac's n_bins")
+    ap.add_argument("--floor", type=float, default=None, help="conformal-lac's floor")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
-    out = run(args.splits, args.epsilon, args.alpha, args.clients, args.seed)
+    method = {k: v for k, v in (("n_bins", args.bins), ("floor", args.floor)) if v is not None}
+    out = run(
+        args.splits, args.epsilon, args.alpha, args.clients, args.seed, args.min_size, **method
+    )
     print(f"| method | coverage (mean +- SE, {args.splits} splits) | mean set size |")
     print("|---|---|---|")
     for name, (cov, size) in out.items():

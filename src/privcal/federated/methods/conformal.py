@@ -4,8 +4,10 @@ Each client is one user holding many rows. Client ``k`` scores its rows (LAC ``1
 non-randomised APS on the softmax of its logits, :func:`~privcal.metrics.conformity.conformity`),
 keeps at most ``r`` of them (``row_cap``, public; a client with more draws ``r`` positions
 uniformly at random, independently of the data, the same positions every round) and sends their
-histogram on the public grid of ``m`` logit-spaced bins ``(e_{j-1}, e_j]``
-(:func:`~privcal.metrics.conformity.score_histogram`). The server receives the (noisy) sum,
+histogram on a public grid of ``m`` bins ``(e_{j-1}, e_j]``
+(:func:`~privcal.metrics.conformity.score_histogram`): by default :func:`tail_edges`, geometric
+in ``1 - s`` from 1 down to ``floor`` (few bins, all where a conservative threshold lies: the
+margin grows as ``sqrt(m)``). The server receives the (noisy) sum,
 accumulates it over the ``T`` rounds and computes the threshold from ``H~ = sum / T`` alone:
 
 * ``U~_j = sum_{i > j} H~_i``, ``N~ = U~_0``; ``t = sqrt(m v)`` with ``v`` the public noise
@@ -73,18 +75,30 @@ from privcal.privacy.measurement import Measurement
 
 __all__ = [
     "FED_CONFORMAL_BINS",
+    "FED_CONFORMAL_FLOOR",
     "FED_CONFORMAL_ROWS",
     "FedConformal",
     "FedConformalAPS",
     "FedConformalLAC",
     "FederatedConformalSets",
     "cap_rows",
+    "tail_edges",
 ]
 
-#: ``m`` by default: measured on CIFAR-100 (bench/federated_conformal.py).
-FED_CONFORMAL_BINS = 16
+#: ``m`` by default (:func:`tail_edges`): measured on CIFAR-100 (bench/federated_conformal.py,
+#: m in 2..6 and floor in 1e-2..1e-4; the margin ``sqrt(m v)`` leaves few bins worth having).
+FED_CONFORMAL_BINS = 4
+#: The default grid's smallest ``1 - s`` edge.
+FED_CONFORMAL_FLOOR = 1e-4
 #: ``r`` by default: most clients of a 100-client federation of 5000 rows hold 5 rows.
 FED_CONFORMAL_ROWS = 5
+
+
+def tail_edges(m: int, floor: float) -> np.ndarray:
+    """Edges ``0, 1 - floor^(1/(m-1)), ..., 1 - floor, 1``: ``m`` bins geometric in ``1 - s``
+    (for LAC, the smallest probability a set keeps), public from ``m`` and ``floor``."""
+    j = np.arange(1, m)
+    return np.concatenate([[0.0], 1.0 - floor ** (j / (m - 1)), [1.0]])
 
 
 def cap_rows(n_rows: int, cap: int, seed: int) -> np.ndarray:
@@ -132,8 +146,11 @@ class FedConformal(FedMethod):
     ----------
     score : {"lac", "aps"}, default="lac"
     alpha : float, default=0.1
-    n_bins : int, default=16
-        ``m``: logit-spaced bins (:func:`~privcal.conformal.quantile.bin_edges`).
+    n_bins : int or array_like, default=4
+        ``m``: :func:`tail_edges` with ``floor``; or the edges themselves, ``0 = e_0 < ... <
+        e_m = 1`` (:func:`~privcal.conformal.quantile.bin_edges`).
+    floor : float, default=1e-4
+        The default grid's smallest ``1 - s`` edge, in ``(0, 1)``.
     row_cap : int, default=5
         ``r``: the most rows a client uses (public).
     seed : int or None, default=None
@@ -147,18 +164,22 @@ class FedConformal(FedMethod):
         self,
         score: str = "lac",
         alpha: float = 0.1,
-        n_bins: int = FED_CONFORMAL_BINS,
+        n_bins: Any = FED_CONFORMAL_BINS,
         row_cap: int = FED_CONFORMAL_ROWS,
         seed: int | None = None,
+        floor: float = FED_CONFORMAL_FLOOR,
     ) -> None:
         owner = type(self).__name__
         self.score = check_option(score, "score", owner, ("lac", "aps"))
         self.alpha = check_probability(alpha, "alpha", owner)
-        self.n_bins = check_int(n_bins, "n_bins", owner, low=2)
         self.row_cap = check_int(row_cap, "row_cap", owner, low=1)
         self.seed = secrets.randbits(63) if seed is None else check_int(seed, "seed", owner, low=0)
-        self.edges = bin_edges(self.n_bins, owner, "logit")
-        self.m = int(self.edges.size - 1)  # the grid's bins (a fine logit grid merges a few)
+        self.floor = check_probability(floor, "floor", owner)
+        edges = bin_edges(n_bins, owner)  # validates an int or the edges
+        if isinstance(n_bins, int | np.integer):
+            edges = tail_edges(int(n_bins), self.floor)
+        self.n_bins, self.edges = n_bins, edges
+        self.m = int(edges.size - 1)
 
     def init(self, c: int) -> State:
         return {"hist": np.zeros(self.m), "rounds": np.zeros(1), "variance": np.zeros(1)}
@@ -240,10 +261,7 @@ class FedConformal(FedMethod):
         return sets
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(alpha={self.alpha:g}, n_bins={self.n_bins}, "
-            f"row_cap={self.row_cap})"
-        )
+        return f"{type(self).__name__}(alpha={self.alpha:g}, m={self.m}, row_cap={self.row_cap})"
 
 
 class FedConformalLAC(FedConformal):
