@@ -93,7 +93,7 @@ def _no_row_cap() -> Any:
 
 # runs: a capped client moves the count by r = 5 against a noise std of about 20; the uncapped
 # one by 60 (three noise stds): 300 runs separate it beyond the claim (600 default runs: about
-# 18 s on the 2-core build machine).
+# 2 s on the 2-core build machine, up to 30 s under load).
 register(
     "simulate-conformal-lac",
     summary=(
