@@ -80,26 +80,34 @@ def sources(name: str, splits: int, n_cal: int = 7000, k: int = 20, alpha: float
         for label, est in fits.items():
             rows.setdefault(label, []).append(_hit_size(est.predict_set(z[test]), y[test]))
     central = np.mean([s for _, s in rows["central PrivateConformal(epsilon=1)"]])
-    print(f"\n{name}: {k} sources (Dirichlet 0.5 label skew) of {n_cal} calibration rows, "
-          f"LAC, alpha {alpha}, epsilon 1 per source, {splits} splits")
+    print(
+        f"\n{name}: {k} sources (Dirichlet 0.5 label skew) of {n_cal} calibration rows, "
+        f"LAC, alpha {alpha}, epsilon 1 per source, {splits} splits"
+    )
     print("| fit | coverage +- SE | mean set size | size vs central |")
     print("|---|---|---|---|")
     for label, v in rows.items():
         a = np.asarray(v)
         se = a[:, 0].std(ddof=1) / np.sqrt(len(a))
-        print(f"| {label} | {a[:, 0].mean():.4f} +- {se:.4f} | {a[:, 1].mean():.3f} | "
-              f"{a[:, 1].mean() / central - 1:+.1%} |")
+        print(
+            f"| {label} | {a[:, 0].mean():.4f} +- {se:.4f} | {a[:, 1].mean():.3f} | "
+            f"{a[:, 1].mean() / central - 1:+.1%} |"
+        )
 
 
 def groups(name: str, splits: int, alpha: float = 0.1, min_rows: int = 500) -> None:
     z, y = load(name)
     g = z.argmax(1)
     n_cal = int(0.7 * y.size)
-    smallest = min(np.bincount(g[perm[:n_cal]], minlength=z.shape[1]).min()
-                   for perm in (np.random.default_rng(r).permutation(y.size) for r in range(splits)))
+    smallest = min(
+        np.bincount(g[perm[:n_cal]], minlength=z.shape[1]).min()
+        for perm in (np.random.default_rng(r).permutation(y.size) for r in range(splits))
+    )
     if smallest < min_rows:
-        print(f"| {name} | skipped: a predicted class has {smallest} calibration rows "
-              f"(< {min_rows}) | | |")
+        print(
+            f"| {name} | skipped: a predicted class has {smallest} calibration rows "
+            f"(< {min_rows}) | | |"
+        )
         return
     cover = []
     for r in range(splits):
@@ -112,8 +120,10 @@ def groups(name: str, splits: int, alpha: float = 0.1, min_rows: int = 500) -> N
     mean, se = a.mean(0), a.std(0, ddof=1) / np.sqrt(splits)
     worst = int(mean.argmin())
     ok = "yes" if mean.min() >= 1 - alpha - 0.02 else "NO"
-    print(f"| {name} | {mean.min():.4f} +- {se[worst]:.4f} (class {worst}) | "
-          f"{mean.mean():.4f} | {ok} |")
+    print(
+        f"| {name} | {mean.min():.4f} +- {se[worst]:.4f} (class {worst}) | "
+        f"{mean.mean():.4f} | {ok} |"
+    )
 
 
 def main() -> None:
@@ -126,8 +136,10 @@ def main() -> None:
     if args.part in ("sources", "all"):
         sources(args.network, args.splits)
     if args.part in ("groups", "all"):
-        print(f"\nGroups = the predicted class, PrivateConformal(epsilon=1), LAC, alpha 0.1, "
-              f"70% calibration, {args.splits} splits: each group's mean test coverage")
+        print(
+            f"\nGroups = the predicted class, PrivateConformal(epsilon=1), LAC, alpha 0.1, "
+            f"70% calibration, {args.splits} splits: each group's mean test coverage"
+        )
         print("| network | worst group's coverage +- SE | mean over groups | >= 0.88 |")
         print("|---|---|---|---|")
         for name in NETWORKS:

@@ -79,6 +79,7 @@ def _patch_targets() -> list[object]:
     import privcal.conformal.private.risk as conformal_risk
     import privcal.conformal.quantile as conformal_quantile
     from privcal.federated import simulation
+    from privcal.federated.methods import conformal as fed_conformal
     from privcal.federated.methods.newton import ScalingMethod
     from privcal.federated.methods.temperature import FedTemp
     from privcal.privacy import measurement as measurement_module
@@ -98,6 +99,8 @@ def _patch_targets() -> list[object]:
         conformal_estimator,
         conformal_quantile,
         conformal_risk,
+        fed_conformal,
+        fed_conformal.FedConformal,
     ]
     try:
         from privcal.federated.flower import task

@@ -32,6 +32,7 @@ FAST = [
     "simulate-fedbbq-changed",
     "simulate-fedtemp-trusted",
     "simulate-fedtemp-averaging-trusted",
+    "simulate-conformal-lac",
 ]
 
 

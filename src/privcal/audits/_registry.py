@@ -21,6 +21,7 @@ AREAS: dict[str, str | None] = {
     "privcal.audits.conformal": None,
     "privcal.audits.conformal_parties": None,
     "privcal.audits.federated": "federated",
+    "privcal.audits.federated_conformal": "federated",
     "privcal.audits.training": "torch",
 }
 

@@ -186,8 +186,7 @@ def _server_config(
     clip, clip_pos, clip_neg = clips
     from privcal.federated import METHODS
 
-    if method not in (*METHODS, "acc-t"):
-        raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
+    _check_method(method, (*METHODS, "acc-t"), METHODS)
     for name, v in (
         ("rounds", rounds),
         ("num-nodes", num_nodes),
@@ -544,8 +543,7 @@ def simulate(
             simulation_config,
         )
 
-        if method not in METHODS:
-            raise ValueError(f"Unknown --method {method!r}; known: {', '.join(METHODS)}.")
+        _check_method(method, METHODS, METHODS)
         for name, v in (("num-nodes", num_nodes), ("rounds", rounds)):
             if v < 1:
                 raise ValueError(f"--{name} must be >= 1. Got {v}.")
@@ -629,3 +627,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     federate_app.command("plan")(plan)
     app.add_typer(federate_app, name="federate")
     bench_app.command("maddock2025")(maddock2025)
+
+
+def _check_method(method: str, allowed: Any, known: Any) -> None:
+    """Refuse a method not in ``allowed`` (naming ``known``), and the federated conformal
+    methods: the Flower apps end a run by handing every client a calibrator to check
+    (``calibrator_from_dict``), which prediction sets are not; they run in
+    :func:`privcal.federated.simulate`."""
+    if method not in allowed:
+        raise ValueError(f"Unknown --method {method!r}; known: {', '.join(known)}.")
+    if method.startswith("conformal-"):
+        raise ValueError(
+            f"--method {method} (federated conformal sets) runs in privcal.federated.simulate "
+            "only: the Flower apps end a run by sending each client a calibrator to check."
+        )

@@ -19,6 +19,7 @@ __all__ = [
     "CLASS_HISTOGRAM_ROW",
     "NEWTON_CURVATURE",
     "NEWTON_GRADIENT",
+    "SCORE_HISTOGRAM",
     "UPDATE",
     "clipped_sum_sensitivity",
 ]
@@ -71,5 +72,14 @@ CLASS_HISTOGRAM_ROW = _payload(
     "class_histogram_row",
     "one class row of the summed positive (negative) class histograms, each client's row "
     "clipped to L2 norm C+ (C-) (FedBin, FedBBQ, per round)",
+    "C",
+)
+#: Federated conformal (``"conformal-lac"``, ``"conformal-aps"``): the summed histogram of the
+#: clients' conformity scores on the public grid, each client's at most ``r`` rows (L2 norm
+#: ``<= r``, clipped to ``r``).
+SCORE_HISTOGRAM = _payload(
+    "score_histogram",
+    "the sum of the clients' conformity-score histograms on a public grid, each of at most r "
+    "rows and clipped to L2 norm r (federated conformal, per round)",
     "C",
 )

@@ -189,11 +189,12 @@ def noise_margin(m: int, variance: float) -> float:
     return math.sqrt(m * variance)
 
 
-def pooled_threshold(counts: np.ndarray, alpha: float, margin: float) -> int:
+def pooled_threshold(counts: np.ndarray, alpha: float, margin: float, guard: float = 3.0) -> int:
     """``J``: the smallest ``j`` with ``U~_j <= alpha (N~ + 1) - 1 - t`` (``m`` when none, or
-    when ``N~ < 3 t / alpha``)."""
+    when ``N~ < guard t / alpha``; Theorem S's uniform bound takes ``guard = 3``, its ``r_n``
+    holds for every ``guard >= 0``)."""
     upper = suffix_counts(counts)
-    if upper[0] < 3.0 * margin / alpha:  # too few scores for the margin: the full set
+    if upper[0] < guard * margin / alpha:  # too few scores for the margin: the full set
         return int(counts.size)
     ok = np.flatnonzero(upper <= alpha * (upper[0] + 1.0) - 1.0 - margin)
     return int(ok[0]) if ok.size else int(counts.size)

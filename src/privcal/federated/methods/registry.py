@@ -8,6 +8,7 @@ from privcal._params import check_option
 from privcal.federated.methods.affine import FedMatrix, FedOPVector, FedVector
 from privcal.federated.methods.base import FedMethod
 from privcal.federated.methods.binning import FedBBQ, FedBin
+from privcal.federated.methods.conformal import FedConformalAPS, FedConformalLAC
 from privcal.federated.methods.mlp import FedCal
 from privcal.federated.methods.temperature import FedTemp
 
@@ -27,6 +28,8 @@ METHODS: dict[str, Any] = {
     "fedbbq": lambda **kw: FedBBQ(**{"weighting": None, **kw}),
     "fedbbq-all": lambda **kw: FedBBQ(**{"weighting": "all", **kw}),
     "fedbbq-changed": lambda **kw: FedBBQ(**{"weighting": "changed", **kw}),
+    "conformal-lac": FedConformalLAC,
+    "conformal-aps": FedConformalAPS,
 }
 
 
