@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from privcal._params import check_option
 from privcal.calibrators import TemperatureScaling
+from privcal.calibrators.base import store_params
 from privcal.conformal import SplitConformal
 from privcal.data.validation import check_scores
 from privcal.metrics.statistics import softmax
@@ -355,9 +356,7 @@ class CalibratedClassifier(_FrozenBaseMeta):
     def __init__(
         self, estimator: Any, calibrator: Any = None, response_method: str = "auto"
     ) -> None:
-        self.estimator = estimator
-        self.calibrator = calibrator
-        self.response_method = response_method
+        store_params(self, locals())
 
     def fit(self, X: Any, y: Any) -> CalibratedClassifier:
         """Fit the calibrator on the base estimator's logits for ``X`` and the labels ``y``.
@@ -465,9 +464,7 @@ class ConformalClassifier(_FrozenBaseMeta):
     _defaults: ClassVar[dict[str, str]] = {"method": "SplitConformal()"}
 
     def __init__(self, estimator: Any, method: Any = None, response_method: str = "auto") -> None:
-        self.estimator = estimator
-        self.method = method
-        self.response_method = response_method
+        store_params(self, locals())
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> ConformalClassifier:
         """Fit the conformal method on the base estimator's logits for ``X`` and labels ``y``.
