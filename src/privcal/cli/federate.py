@@ -14,12 +14,13 @@ import typer
 
 from privcal.cli._common import (
     EXIT_BUDGET,
+    ForceOption,
+    OutDir,
     console,
     err_console,
     fail,
-    force_option,
     plain_text,
-    progress_callback,
+    print_protocol,
     refuse_overwrite,
     table_width,
     user_errors,
@@ -105,7 +106,7 @@ def server(
     port: int = typer.Option(9092, "--port"),
     insecure: bool = typer.Option(False, "--insecure", help="Plaintext transport (local tests)."),
     tls: str = typer.Option(None, "--tls", help="CA,CERT,KEY paths for TLS."),
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SERVER_OUT,
+    out: OutDir = _SERVER_OUT,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds to wait for the run."),
     force: bool = typer.Option(
         False,
@@ -528,9 +529,9 @@ def simulate(
     ray_address: str = typer.Option(
         None, "--ray-address", help="Run the clients on a Ray cluster (HEAD:6379)."
     ),
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SIM_OUT,
+    out: OutDir = _SIM_OUT,
     timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
-    force: Annotated[bool, force_option()] = False,
+    force: ForceOption = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
     partition of DATA; progress per round; writes the calibrator, history and privacy report
@@ -602,23 +603,19 @@ def simulate(
 
 
 def maddock2025(
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _BENCH_OUT,
+    out: OutDir = _BENCH_OUT,
     seed: int = typer.Option(0, "--seed", help="Seed of partitions, sampling and noise."),
     quick: bool = typer.Option(False, "--quick", help="One repeat, fewer settings (smoke run)."),
     repeats: int = typer.Option(None, "--repeats", help="Repeats (default 3, or 1 with --quick)."),
 ) -> None:
     """Seed 003 (Maddock et al.): federated calibration with user-level DP (Fig. 2-3, Tab. 2-3)."""
-    with user_errors():
-        from privcal.experiments import maddock2025 as exp
+    from privcal.experiments import maddock2025 as exp
 
+    with user_errors():
         config = exp.QUICK if quick else exp.FULL
         if repeats is not None:
             config = replace(config, trials=repeats)
-        with progress_callback() as progress:
-            result = exp.run(config, seed=seed, progress=progress)
-        path = result.write(out)
-        console.print(path.read_text(), markup=False, highlight=False)
-        console.print(f"Wrote {path}")
+    print_protocol(exp, config, out, seed)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
