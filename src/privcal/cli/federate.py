@@ -217,10 +217,7 @@ def _server_config(
         raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
     if epsilon > 0 and not 0 < delta < 1:
         raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-    if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
-        _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
-                    clip_pos, clip_neg, weighting)  # fmt: skip
-    return {
+    cfg = {
         "method": method,
         "rounds": rounds,
         "num-nodes": num_nodes,
@@ -238,6 +235,9 @@ def _server_config(
         "threshold": threshold or 0,
         "wait-nodes-s": wait_clients,
     }
+    if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
+        _check_ring(cfg)
+    return cfg
 
 
 def _run_server(
@@ -362,32 +362,16 @@ def _check_aggregation(
     return aggregation
 
 
-def _check_ring(
-    method: str,
-    n_classes: int,
-    num_nodes: int,
-    threshold: int | None,
-    rounds: int,
-    epsilon: float,
-    delta: float,
-    clip: float,
-    clip_pos: float,
-    clip_neg: float,
-    weighting: str,
-) -> None:
+def _check_ring(cfg: dict[str, Any]) -> None:
     """Build the run's distributed plans as the ServerApp will: a SecAgg+ ring (2^31) too small
     for the clients' bound and the noise is refused here, before any process starts."""
     from privcal.federated.flower.task import DEFAULTS, dp_from_config, method_from_config
     from privcal.privacy import SecureNoise
 
-    cfg = {**DEFAULTS, "method": method, "n-classes": n_classes, "num-nodes": num_nodes,
-           "threshold": threshold or 0, "rounds": rounds, "epsilon": epsilon, "delta": delta,
-           "clip": clip, "clip-pos": clip_pos, "clip-neg": clip_neg, "weighting": weighting,
-           "secagg": True, "aggregation": "distributed"}  # fmt: skip
-    fm = method_from_config(cfg)
-    dp = dp_from_config(cfg, SecureNoise())
+    fm = method_from_config({**DEFAULTS, **cfg})
+    dp = dp_from_config({**DEFAULTS, **cfg}, SecureNoise())
     assert dp is not None
-    for g in fm.noise_groups(dp, fm.payload_shape(n_classes)):
+    for g in fm.noise_groups(dp, fm.payload_shape(int(cfg["n-classes"]))):
         dp.plan(g)
 
 
