@@ -161,7 +161,7 @@ def _check_n_bins(n_bins: int | None, method: str, private: bool) -> int:
         from privcal.cli.private_fit import PRIVATE_METHODS
 
         if method not in PRIVATE_METHODS:
-            return n_bins  # check_private_request names the allowed methods
+            return n_bins  # fit_private names the allowed methods
     if method not in binned:
         kind = "private " if private else ""
         fail(
@@ -435,14 +435,8 @@ def _fit_estimator(
     _check_top_label_fit(method, scores, private)
     with collect_warnings(_fit_option_hint) as caught:
         if private:
-            from privcal.cli.private_fit import check_private_request, fit_private
+            from privcal.cli.private_fit import fit_private
 
-            check_private_request(
-                method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
-                t_range=t_range, aggregation=aggregation, threshold=threshold,
-                ledger=ledger,
-            )  # fmt: skip
-            assert epsilon is not None
             estimator = fit_private(
                 method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
                 seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
