@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from privcal._params import check_option
 from privcal.calibrators import TemperatureScaling
+from privcal.calibrators.base import store_params
 from privcal.conformal import SplitConformal
 from privcal.data.validation import check_scores
 from privcal.metrics.statistics import softmax
@@ -276,11 +277,17 @@ class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         check_is_fitted(self)
         return _encode(self.classes_, y, self._owner, "encode")
 
-    def _copy_report(self, fitted: Any) -> None:
+    def _fit_clone(self, template: Any, default: type, X: Any, y: Any, **fit_params: Any) -> Any:
+        """A clone of ``template`` (``default()`` for None) fitted on the logits of ``X`` and the
+        labels ``y`` (and ``fit_params``); its privacy report, if any, becomes the wrapper's."""
+        z, y_enc = self._prepare(X, y)
+        fitted = default() if template is None else clone(template, safe=False)
+        fitted.fit(z, y_enc, **fit_params)
         self.__dict__.pop("privacy_report_", None)
         report = getattr(fitted, "privacy_report_", None)
         if report is not None:
             self.privacy_report_ = report
+        return fitted
 
 
 class CalibratedClassifier(_FrozenBaseMeta):
@@ -355,9 +362,7 @@ class CalibratedClassifier(_FrozenBaseMeta):
     def __init__(
         self, estimator: Any, calibrator: Any = None, response_method: str = "auto"
     ) -> None:
-        self.estimator = estimator
-        self.calibrator = calibrator
-        self.response_method = response_method
+        store_params(self, locals())
 
     def fit(self, X: Any, y: Any) -> CalibratedClassifier:
         """Fit the calibrator on the base estimator's logits for ``X`` and the labels ``y``.
@@ -391,11 +396,7 @@ class CalibratedClassifier(_FrozenBaseMeta):
                 f"None{hint}",
                 cal,
             )
-        z, y_enc = self._prepare(X, y)
-        fitted = TemperatureScaling() if cal is None else clone(cal, safe=False)
-        fitted.fit(z, y_enc)
-        self.calibrator_ = fitted
-        self._copy_report(fitted)
+        self.calibrator_ = self._fit_clone(cal, TemperatureScaling, X, y)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -465,9 +466,7 @@ class ConformalClassifier(_FrozenBaseMeta):
     _defaults: ClassVar[dict[str, str]] = {"method": "SplitConformal()"}
 
     def __init__(self, estimator: Any, method: Any = None, response_method: str = "auto") -> None:
-        self.estimator = estimator
-        self.method = method
-        self.response_method = response_method
+        store_params(self, locals())
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> ConformalClassifier:
         """Fit the conformal method on the base estimator's logits for ``X`` and labels ``y``.
@@ -491,14 +490,8 @@ class ConformalClassifier(_FrozenBaseMeta):
                 "probabilities use CalibratedClassifier)",
                 m,
             )
-        z, y_enc = self._prepare(X, y)
-        fitted = SplitConformal() if m is None else clone(m, safe=False)
-        if groups is None:
-            fitted.fit(z, y_enc)
-        else:
-            fitted.fit(z, y_enc, groups=groups)
-        self.method_ = fitted
-        self._copy_report(fitted)
+        fit_params = {} if groups is None else {"groups": groups}
+        self.method_ = self._fit_clone(m, SplitConformal, X, y, **fit_params)
         return self
 
     def predict_set(self, X: Any, groups: Any = None) -> np.ndarray:

@@ -51,6 +51,7 @@ __all__ = [
     "check_fitted_scalar",
     "fitted_field_error",
     "register",
+    "store_params",
 ]
 
 Input = Literal["logits", "probs"]
@@ -67,6 +68,14 @@ _REGISTERING_MODULES = (
     "privcal.federated.calibrators",
     "privcal.training.recalibration",
 )
+
+
+def store_params(obj: Any, params: dict[str, Any]) -> None:
+    """Store an ``__init__``'s arguments (its ``locals()``, taken first) as attributes of the
+    same names, unchanged: scikit-learn's convention, which ``get_params`` reads."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(obj, name, value)
 
 
 class FitWarning(PrivcalWarning):

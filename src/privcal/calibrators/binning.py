@@ -34,6 +34,7 @@ from privcal.calibrators.base import (
     check_fitted_array,
     fitted_field_error,
     register,
+    store_params,
 )
 from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import bin_indices, calibration_bins, class_histograms, softmax
@@ -240,10 +241,7 @@ class HistogramBinning(Calibrator):
         prior: Literal["model"] | None = None,
         prior_strength: float = PRIOR_STRENGTH,
     ) -> None:
-        self.mode = mode
-        self.n_bins = n_bins
-        self.prior = prior
-        self.prior_strength = prior_strength
+        store_params(self, locals())
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         p = softmax(z)
@@ -454,9 +452,7 @@ class BBQ(Calibrator):
         prior: Literal["model"] | None = None,
         prior_strength: float = PRIOR_STRENGTH,
     ) -> None:
-        self.n_levels = n_levels
-        self.prior = prior
-        self.prior_strength = prior_strength
+        store_params(self, locals())
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         self.set_counts(*class_histograms(softmax(z), y, 2**self.n_levels))

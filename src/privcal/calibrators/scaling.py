@@ -68,6 +68,7 @@ from privcal.calibrators.base import (
     check_fitted_array,
     check_fitted_scalar,
     register,
+    store_params,
 )
 from privcal.calibrators.temperature import (
     DEFAULT_T_RANGE,
@@ -446,8 +447,7 @@ class PlattScaling(Calibrator):
     _parameter_constraints = _SOLVER
 
     def __init__(self, max_iter: int = 200, nll_bound: float | None = NLL_BOUND) -> None:
-        self.max_iter = max_iter
-        self.nll_bound = nll_bound
+        store_params(self, locals())
 
     @staticmethod
     def _binary_logit(z: np.ndarray) -> np.ndarray:
@@ -559,9 +559,7 @@ class VectorScaling(Calibrator):
         max_iter: int = 500,
         nll_bound: float | None = NLL_BOUND,
     ) -> None:
-        self.order_preserving = order_preserving
-        self.max_iter = max_iter
-        self.nll_bound = nll_bound
+        store_params(self, locals())
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         n, c = z.shape
@@ -694,11 +692,7 @@ class MatrixScaling(Calibrator):
         nll_bound: float | None = NLL_BOUND,
         logit_range: float | None = LOGIT_RANGE,
     ) -> None:
-        self.reg_offdiag = reg_offdiag
-        self.reg_intercept = reg_intercept
-        self.max_iter = max_iter
-        self.nll_bound = nll_bound
-        self.logit_range = logit_range
+        store_params(self, locals())
 
     def _floored(self, z: np.ndarray) -> tuple[np.ndarray, int]:
         lr = self.logit_range

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from privcal._params import POSITIVE, Constraints, Int, Options, Range, check_range
-from privcal.calibrators.base import Calibrator, FitWarning, register
+from privcal.calibrators.base import Calibrator, FitWarning, register, store_params
 from privcal.calibrators.search import golden_section
 from privcal.metrics import statistics
 from privcal.metrics.statistics import (
@@ -434,10 +434,7 @@ class TemperatureScaling(Calibrator):
         n_bins: int = 15,
         nll_bound: float | None = NLL_BOUND,
     ) -> None:
-        self.objective = objective
-        self.t_range = t_range
-        self.n_bins = n_bins
-        self.nll_bound = nll_bound
+        store_params(self, locals())
 
     def _fit(self, z: np.ndarray, y: np.ndarray) -> None:
         t_range = check_range(self.t_range, "t_range", type(self).__name__)

@@ -32,7 +32,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import click
 import numpy as np
@@ -56,22 +56,26 @@ __all__ = [
     "EXIT_USAGE",
     "INPUT_KINDS",
     "NON_TTY_WIDTH",
+    "ForceOption",
+    "InputKindOption",
+    "OutDir",
+    "OutDirO",
     "PrivcalGroup",
     "check_output_path",
     "collect_warnings",
     "console",
     "err_console",
     "fail",
-    "force_option",
-    "input_kind_option",
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
     "plain_text",
+    "print_protocol",
     "print_warnings",
     "private_release",
     "progress_callback",
     "refuse_overwrite",
+    "run_protocol",
     "set_debug",
     "table_width",
     "user_errors",
@@ -145,23 +149,28 @@ def table_width() -> int:
     return min(TEXT_WIDTH, console.width)
 
 
-def input_kind_option() -> Any:
-    """The ``--input-kind auto|logits|probs`` option (shared by every verb that reads scores)."""
-    return typer.Option(
+#: Options shared by several verbs, one declaration each: ``--input-kind auto|logits|probs``
+#: (every verb that reads scores), ``--force`` (every verb that writes a private release) and
+#: ``--out`` of the verbs that write a folder (``OutDirO`` also takes ``-o``).
+InputKindOption = Annotated[
+    str,
+    typer.Option(
         "--input-kind",
         click_type=click.Choice(INPUT_KINDS),
         help="What the score arrays hold; 'auto' takes it from the file layout.",
         show_default=True,
-    )
-
-
-def force_option() -> Any:
-    """The ``--force`` option of every verb that writes a private release."""
-    return typer.Option(
+    ),
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
         "--force",
         help="Overwrite an output that holds a private release (it cost privacy budget); "
         "without it the command refuses before any work.",
-    )
+    ),
+]
+OutDir = Annotated[Path, typer.Option("--out", help="Output folder.")]
+OutDirO = Annotated[Path, typer.Option("--out", "-o", help="Output folder.")]
 
 
 def private_release(path: Path) -> str | None:
@@ -517,3 +526,22 @@ def progress_callback(
     finally:
         if tasks:
             bar.stop()
+
+
+def run_protocol(
+    run: Callable[..., Any], config: Any, out: Path, *, seed: int, transient: bool = False
+) -> tuple[Any, Any]:
+    """A protocol's ``run(config, seed=, progress=)`` with a progress bar on stderr, its result
+    written to ``out``, under the error rule; returns the result and what ``write`` returned."""
+    with user_errors():
+        with progress_callback(transient=transient) as progress:
+            result = run(config, seed=seed, progress=progress)
+        return result, result.write(out)
+
+
+def print_protocol(exp: Any, config: Any, out: Path, seed: int) -> None:
+    """Run the protocol module ``exp`` (:func:`run_protocol`) and print the Markdown report it
+    wrote."""
+    path = run_protocol(exp.run, config, out, seed=seed)[1]
+    console.print(path.read_text(), markup=False, highlight=False)
+    console.print(f"Wrote {path}")

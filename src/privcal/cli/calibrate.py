@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import typer
@@ -27,12 +27,12 @@ from rich.table import Table
 
 from privcal.cli._common import (
     InputKind,
+    InputKindOption,
     check_output_path,
     collect_warnings,
     console,
     err_console,
     fail,
-    input_kind_option,
     load_calibrator,
     load_scores,
     load_unlabelled,
@@ -82,19 +82,24 @@ def toplabel_metrics(scores: Scores, n_bins: int = 15) -> dict[str, float]:
     (:func:`~privcal.metrics.statistics.calibration_bins` of the confidence and the correctness
     ``1[predicted = label]``); classwise ECE, Brier and NLL need the full vector.
     """
-    from privcal.metrics.statistics import calibration_bins
-
-    assert scores.confidence is not None and scores.predicted is not None
-    correct = (scores.predicted == scores.labels).astype(np.float64)
-    width = calibration_bins(scores.confidence, correct, n_bins, "width")
+    width, mass = _toplabel_bins(scores, n_bins, "width"), _toplabel_bins(scores, n_bins, "mass")
     full = width.counts > 0
-    mass = calibration_bins(scores.confidence, correct, n_bins, "mass")
     return {
-        "Accuracy": float(correct.mean()),
+        "Accuracy": float(np.mean(scores.predicted == scores.labels)),
         "ECE": width.ece(),
         "MCE": float(np.max(np.abs(width.gaps()[full]) / width.counts[full])),
         "Adaptive ECE": mass.ece(),
     }
+
+
+def _toplabel_bins(scores: Scores, n_bins: int, binning: Literal["width", "mass"]) -> Any:
+    """:func:`~privcal.metrics.statistics.calibration_bins` of top-label scores: the confidence
+    against the correctness ``1[predicted = label]``."""
+    from privcal.metrics.statistics import calibration_bins
+
+    assert scores.confidence is not None and scores.predicted is not None
+    correct = (scores.predicted == scores.labels).astype(np.float64)
+    return calibration_bins(scores.confidence, correct, n_bins, binning)
 
 
 def _metrics_table(columns: dict[str, dict[str, float]]) -> Table:
@@ -156,7 +161,7 @@ def _check_n_bins(n_bins: int | None, method: str, private: bool) -> int:
         from privcal.cli.private_fit import PRIVATE_METHODS
 
         if method not in PRIVATE_METHODS:
-            return n_bins  # check_private_request names the allowed methods
+            return n_bins  # fit_private names the allowed methods
     if method not in binned:
         kind = "private " if private else ""
         fail(
@@ -275,7 +280,7 @@ def fit(
         Path | None,
         typer.Option("--input", "-i", help="Labelled validation scores (.npz/.csv/.parquet)."),
     ] = None,
-    input_kind: Annotated[str, input_kind_option()] = "auto",
+    input_kind: InputKindOption = "auto",
     epsilon: Annotated[
         float | None,
         typer.Option(help="Privacy budget: fit a private calibrator."),
@@ -430,14 +435,8 @@ def _fit_estimator(
     _check_top_label_fit(method, scores, private)
     with collect_warnings(_fit_option_hint) as caught:
         if private:
-            from privcal.cli.private_fit import check_private_request, fit_private
+            from privcal.cli.private_fit import fit_private
 
-            check_private_request(
-                method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
-                t_range=t_range, aggregation=aggregation, threshold=threshold,
-                ledger=ledger,
-            )  # fmt: skip
-            assert epsilon is not None
             estimator = fit_private(
                 method, scores=scores, epsilon=epsilon, delta=delta, sources=sources,
                 seed=seed, n_bins=bins, t_range=t_range, aggregation=aggregation,
@@ -506,7 +505,7 @@ def apply(
             "or .json (probs [+ labels]).",
         ),
     ],
-    input_kind: Annotated[str, input_kind_option()] = "auto",
+    input_kind: InputKindOption = "auto",
 ) -> None:
     """Apply a saved calibrator; write calibrated probabilities (and labels if present).
 
@@ -640,7 +639,7 @@ def evaluate(
         Path | None,
         typer.Option(help="Write a reliability diagram (before/after with --calibrator)."),
     ] = None,
-    input_kind: Annotated[str, input_kind_option()] = "auto",
+    input_kind: InputKindOption = "auto",
     out: Annotated[
         Path | None,
         typer.Option(
@@ -702,11 +701,8 @@ def _toplabel_reliability(scores: Scores, n_bins: int) -> Any:
     """:class:`privcal.metrics.Reliability` of top-label scores: the bins of
     :func:`toplabel_metrics` (confidence against correctness)."""
     from privcal.metrics import Reliability
-    from privcal.metrics.statistics import calibration_bins
 
-    assert scores.confidence is not None and scores.predicted is not None
-    correct = (scores.predicted == scores.labels).astype(np.float64)
-    stats = calibration_bins(scores.confidence, correct, n_bins, "width")
+    stats = _toplabel_bins(scores, n_bins, "width")
     return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
 
 

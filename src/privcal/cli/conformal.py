@@ -20,14 +20,15 @@ import typer
 from rich.table import Table
 
 from privcal.cli._common import (
+    ForceOption,
+    OutDirO,
     check_output_path,
     collect_warnings,
     console,
     fail,
-    force_option,
     load_unlabelled,
-    progress_callback,
     refuse_overwrite,
+    run_protocol,
     user_errors,
     warn,
 )
@@ -274,7 +275,7 @@ def conformal(
             "before it is released; refused when it would pass the ledger's budget.",
         ),
     ] = None,
-    force: Annotated[bool, force_option()] = False,
+    force: ForceOption = False,
     cal: Annotated[
         Path | None,
         typer.Option(help="Labelled calibration scores (any privcal score file)."),
@@ -522,9 +523,7 @@ def bench_angelopoulos2022(
         ),
     ] = None,
     splits: Annotated[int, typer.Option("--splits", help="Random calibration/test splits.")] = 1000,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path(
-        "angelopoulos2022-out"
-    ),
+    out: OutDirO = Path("angelopoulos2022-out"),
     alpha: Annotated[
         list[float] | None, typer.Option("--alpha", help="Miscoverage level (repeatable).")
     ] = None,
@@ -552,12 +551,8 @@ def bench_angelopoulos2022(
         n_cal=n_cal,
         m_grid=m_grid,
     )
-    with user_errors():
-        with progress_callback(transient=True) as progress:
-            res = angelopoulos2022.run(
-                config.quick() if quick else config, seed=seed, progress=progress
-            )
-        res.write(out)
+    run, cfg = angelopoulos2022.run, config.quick() if quick else config
+    res = run_protocol(run, cfg, out, seed=seed, transient=True)[0]
     console.print(res.table_markdown(), markup=False, highlight=False)
     console.print(f"{res.n_rows} rows in {res.seconds:.1f} s -> {out}", markup=False)
 

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from privcal.cli._common import console, fail, user_errors
+from privcal.cli._common import OutDirO, console, fail, user_errors
 
 __all__ = ["demo", "register"]
 
 
 def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("privcal-demo"),
+    out: OutDirO = Path("privcal-demo"),
     seed: Annotated[int, typer.Option(help="Seed of data, splits and noise.")] = 0,
     quick: Annotated[bool, typer.Option(help="Smaller settings for a fast smoke run.")] = False,
     section: Annotated[

@@ -14,12 +14,13 @@ import typer
 
 from privcal.cli._common import (
     EXIT_BUDGET,
+    ForceOption,
+    OutDir,
     console,
     err_console,
     fail,
-    force_option,
     plain_text,
-    progress_callback,
+    print_protocol,
     refuse_overwrite,
     table_width,
     user_errors,
@@ -105,7 +106,7 @@ def server(
     port: int = typer.Option(9092, "--port"),
     insecure: bool = typer.Option(False, "--insecure", help="Plaintext transport (local tests)."),
     tls: str = typer.Option(None, "--tls", help="CA,CERT,KEY paths for TLS."),
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SERVER_OUT,
+    out: OutDir = _SERVER_OUT,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds to wait for the run."),
     force: bool = typer.Option(
         False,
@@ -215,10 +216,7 @@ def _server_config(
         raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
     if epsilon > 0 and not 0 < delta < 1:
         raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-    if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
-        _check_ring(method, n_classes, num_nodes, threshold, rounds, epsilon, delta, clip,
-                    clip_pos, clip_neg, weighting)  # fmt: skip
-    return {
+    cfg = {
         "method": method,
         "rounds": rounds,
         "num-nodes": num_nodes,
@@ -236,6 +234,9 @@ def _server_config(
         "threshold": threshold or 0,
         "wait-nodes-s": wait_clients,
     }
+    if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
+        _check_ring(cfg)
+    return cfg
 
 
 def _run_server(
@@ -360,32 +361,16 @@ def _check_aggregation(
     return aggregation
 
 
-def _check_ring(
-    method: str,
-    n_classes: int,
-    num_nodes: int,
-    threshold: int | None,
-    rounds: int,
-    epsilon: float,
-    delta: float,
-    clip: float,
-    clip_pos: float,
-    clip_neg: float,
-    weighting: str,
-) -> None:
+def _check_ring(cfg: dict[str, Any]) -> None:
     """Build the run's distributed plans as the ServerApp will: a SecAgg+ ring (2^31) too small
     for the clients' bound and the noise is refused here, before any process starts."""
     from privcal.federated.flower.task import DEFAULTS, dp_from_config, method_from_config
     from privcal.privacy import SecureNoise
 
-    cfg = {**DEFAULTS, "method": method, "n-classes": n_classes, "num-nodes": num_nodes,
-           "threshold": threshold or 0, "rounds": rounds, "epsilon": epsilon, "delta": delta,
-           "clip": clip, "clip-pos": clip_pos, "clip-neg": clip_neg, "weighting": weighting,
-           "secagg": True, "aggregation": "distributed"}  # fmt: skip
-    fm = method_from_config(cfg)
-    dp = dp_from_config(cfg, SecureNoise())
+    fm = method_from_config({**DEFAULTS, **cfg})
+    dp = dp_from_config({**DEFAULTS, **cfg}, SecureNoise())
     assert dp is not None
-    for g in fm.noise_groups(dp, fm.payload_shape(n_classes)):
+    for g in fm.noise_groups(dp, fm.payload_shape(int(cfg["n-classes"]))):
         dp.plan(g)
 
 
@@ -527,9 +512,9 @@ def simulate(
     ray_address: str = typer.Option(
         None, "--ray-address", help="Run the clients on a Ray cluster (HEAD:6379)."
     ),
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _SIM_OUT,
+    out: OutDir = _SIM_OUT,
     timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
-    force: Annotated[bool, force_option()] = False,
+    force: ForceOption = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
     partition of DATA; progress per round; writes the calibrator, history and privacy report
@@ -600,23 +585,19 @@ def simulate(
 
 
 def maddock2025(
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = _BENCH_OUT,
+    out: OutDir = _BENCH_OUT,
     seed: int = typer.Option(0, "--seed", help="Seed of partitions, sampling and noise."),
     quick: bool = typer.Option(False, "--quick", help="One repeat, fewer settings (smoke run)."),
     repeats: int = typer.Option(None, "--repeats", help="Repeats (default 3, or 1 with --quick)."),
 ) -> None:
     """Seed 003 (Maddock et al.): federated calibration with user-level DP (Fig. 2-3, Tab. 2-3)."""
-    with user_errors():
-        from privcal.experiments import maddock2025 as exp
+    from privcal.experiments import maddock2025 as exp
 
+    with user_errors():
         config = exp.QUICK if quick else exp.FULL
         if repeats is not None:
             config = replace(config, trials=repeats)
-        with progress_callback() as progress:
-            result = exp.run(config, seed=seed, progress=progress)
-        path = result.write(out)
-        console.print(path.read_text(), markup=False, highlight=False)
-        console.print(f"Wrote {path}")
+    print_protocol(exp, config, out, seed)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

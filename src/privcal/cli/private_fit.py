@@ -105,7 +105,7 @@ def fit_private(
     method: str,
     *,
     scores: Scores | None,
-    epsilon: float,
+    epsilon: float | None,
     delta: float | None,
     sources: list[str],
     seed: int | None,
@@ -118,12 +118,17 @@ def fit_private(
 ) -> Any:
     """Fit the private calibrator ``method`` and print its privacy report on stderr.
 
-    The options were checked by :func:`check_private_request`. ``--seed`` switches to seeded
+    The options are checked first (:func:`check_private_request`). ``--seed`` switches to seeded
     (simulation) noise, with a warning. A temperature fit whose release cannot tell its
     temperature from ``T = 1`` (:func:`privcal.private.release_check`), or a histogram fit that
     calibrates no bin (:func:`privcal.private.binning.readable_bins`), exits 2 without saving,
     unless ``force`` keeps it (``fallback="none"``, with a warning).
     """
+    check_private_request(
+        method, scores=scores, epsilon=epsilon, delta=delta, sources=sources, t_range=t_range,
+        aggregation=aggregation, threshold=threshold, ledger=ledger,
+    )  # fmt: skip
+    assert epsilon is not None
     spec = PRIVATE_METHODS[method]
     if spec["kind"] == "dp-sgd":
         assert scores is not None

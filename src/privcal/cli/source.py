@@ -22,7 +22,7 @@ from typing import Annotated
 
 import typer
 
-from privcal.cli._common import console, progress_callback, table_width, user_errors
+from privcal.cli._common import OutDirO, console, run_protocol, table_width, user_errors
 
 __all__ = ["register"]
 
@@ -92,7 +92,7 @@ def bench_luo2020(
         typer.Option("--data", help="Scores file (read_scores); default digits_shift."),
     ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Random splits per setting.")] = 500,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")] = Path("luo2020-out"),
+    out: OutDirO = Path("luo2020-out"),
     seed: Annotated[int, typer.Option("--seed")] = 0,
     iterations: Annotated[int, typer.Option("--iterations", help="K of the searches.")] = 5,
     severity: Annotated[int, typer.Option("--severity", help="digits_shift severity.")] = 5,
@@ -104,10 +104,7 @@ def bench_luo2020(
     config = luo2020.Luo2020Config(
         data=data, trials=trials, iterations=iterations, severity=severity, jobs=jobs
     )
-    with user_errors():
-        with progress_callback() as progress:
-            res = luo2020.run(config, seed=seed, progress=progress)
-        res.write(out)
+    res = run_protocol(luo2020.run, config, out, seed=seed)[0]
     console.print(res.table_markdown())
     console.print(f"{len(res.rows)} rows in {res.seconds:.1f} s -> {out}")
 

@@ -33,10 +33,10 @@ import typer
 
 from privcal.cli._common import (
     InputKind,
+    InputKindOption,
     check_output_path,
     console,
     fail,
-    input_kind_option,
     load_scores,
     user_errors,
 )
@@ -318,7 +318,7 @@ def split(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random split.")] = 0,
-    input_kind: Annotated[str, input_kind_option()] = "auto",
+    input_kind: InputKindOption = "auto",
 ) -> None:
     """Split labelled scores into calibration and test parts, or into K site files, seeded.
 

@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from privcal.cli._common import console, fail, progress_callback, user_errors
+from privcal.cli._common import OutDir, fail, print_protocol, user_errors
 
 __all__ = ["bu2023", "knolle2021", "register"]
+
+_Seed = Annotated[int, typer.Option("--seed", help="Seed of splits, models and noise.")]
 
 
 def _run(experiment: str, out: Path, seed: int, quick: bool) -> None:
@@ -24,17 +26,12 @@ def _run(experiment: str, out: Path, seed: int, quick: bool) -> None:
         except ImportError as exc:
             fail(str(exc))
         exp = importlib.import_module(f"privcal.experiments.{experiment}")
-        config = exp.QUICK if quick else exp.FULL
-        with progress_callback() as progress:
-            result = exp.run(config, seed=seed, progress=progress)
-        path = result.write(out)
-        console.print(path.read_text(), markup=False, highlight=False)
-        console.print(f"Wrote {path}")
+    print_protocol(exp, exp.QUICK if quick else exp.FULL, out, seed)
 
 
 def bu2023(
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("results/bu2023"),
-    seed: Annotated[int, typer.Option("--seed", help="Seed of splits, models and noise.")] = 0,
+    out: OutDir = Path("results/bu2023"),
+    seed: _Seed = 0,
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer settings.")] = False,
 ) -> None:
     """Bu et al. (2023): DP-SGD miscalibration, clipping ablation, DP-TS / DP-PS."""
@@ -42,8 +39,8 @@ def bu2023(
 
 
 def knolle2021(
-    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("results/knolle2021"),
-    seed: Annotated[int, typer.Option("--seed", help="Seed of splits, models and noise.")] = 0,
+    out: OutDir = Path("results/knolle2021"),
+    seed: _Seed = 0,
     quick: Annotated[bool, typer.Option("--quick", help="One seed, fewer epochs.")] = False,
 ) -> None:
     """Knolle et al. (2021): SGD vs DP-SGD vs DP-SGLD at equal epsilon."""

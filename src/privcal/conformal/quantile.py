@@ -289,6 +289,17 @@ def _private_quantile(
     return float(edges[j + 1]), claimed, scale
 
 
+def _bin_runs(b: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The occupied bins of sorted bin indices ``b`` (of ``m`` bins) and the runs of empty bins
+    between them: the first position of each occupied bin in ``b``, the bin, the occupied bin
+    before it (-1 for none), the empty bins strictly between the two, and the empty bins after
+    the last one. A count below or up to a bin is constant over each run."""
+    start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+    occ = b[start]
+    prev = np.concatenate(([-1], occ[:-1]))
+    return start, occ, prev, occ - prev - 1, int(m - 1 - occ[-1])
+
+
 def _draw_by_runs(utilities: np.ndarray, scale: float, epsilon: float, noise: NoiseSource) -> int:
     """Index ``j`` with ``P(j) propto exp(epsilon u_j / scale)``, drawn run by run (same law).
 

@@ -53,6 +53,7 @@ from privcal.conformal.private import (
     localized_threshold,
     plan_localization,
 )
+from privcal.conformal.quantile import _bin_runs
 from privcal.conformal.split import conformal_rank
 from privcal.metrics.statistics import bin_indices
 from privcal.privacy.noise import SeededNoise
@@ -263,12 +264,8 @@ class SplitSimulator:
         if not plan.valid:
             return self._full(q, m, g)
         b = bin_indices(self.sorted_scores, m, edges)  # nondecreasing
-        start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+        start, occ, prev, gap, last = _bin_runs(b, m)
         end = np.concatenate((start[1:], [N]))  # pool positions of bin l: start..end-1
-        occ = b[start]
-        prev = np.concatenate(([-1], occ[:-1]))
-        gap = occ - prev - 1
-        last = m - 1 - int(occ[-1])
         before = self._cal_at(start[None, :].repeat(self.R, 0))  # R x L
         upto = self._cal_at(end[None, :].repeat(self.R, 0))
         # each group's (#cal below its edge(s), #cal at or below): occupied bins, runs, tail

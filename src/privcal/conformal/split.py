@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from privcal._params import check_int, check_probability, renamed
+from privcal.calibrators.base import store_params
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.groups import group_rows
 
@@ -157,10 +158,7 @@ class SplitConformal(ConformalBase):
         calibrator: Any = None,
         seed: int | None = 0,
     ) -> None:
-        self.score = score
-        self.alpha = alpha
-        self.calibrator = calibrator
-        self.seed = seed
+        store_params(self, locals())
 
     def fit(
         self, logits: Any, labels: Any, input: str = "logits", *, groups: Any = None

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import EPSILON, POSITIVE, PROBABILITY, SEED, Constraints, Int, Options, Real
-from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
+from privcal.calibrators.base import Calibrator, ReportsPrivacy, register, store_params
 from privcal.metrics.statistics import softmax
 from privcal.privacy import (
     InsecureNoiseWarning,
@@ -171,19 +171,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         seed: int | None = None,
         ledger: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.lr = lr
-        self.max_grad_norm = max_grad_norm
-        self.batch_size = batch_size
-        self.schedule = schedule
-        self.average = average
-        self.logit_bound = logit_bound
-        self.accountant = accountant
-        self.noise = noise
-        self.seed = seed
-        self.ledger = ledger
+        store_params(self, locals())
 
     def _map_kind(self, c: int) -> str:
         return self._kind
@@ -525,22 +513,7 @@ class DPPlattScaling(_DPScaling):
         seed: int | None = None,
         ledger: Any = None,
     ) -> None:
-        super().__init__(
-            epsilon,
-            delta,
-            epochs=epochs,
-            lr=lr,
-            max_grad_norm=max_grad_norm,
-            batch_size=batch_size,
-            schedule=schedule,
-            average=average,
-            logit_bound=logit_bound,
-            accountant=accountant,
-            noise=noise,
-            seed=seed,
-            ledger=ledger,
-        )
-        self.mode = mode
+        store_params(self, locals())
 
     def _map_kind(self, c: int) -> str:
         if self.mode == "auto":

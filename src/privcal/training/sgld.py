@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from privcal._params import FRACTION, NON_NEGATIVE, POSITIVE, Constraints, Int, check_option
+from privcal.calibrators.base import store_params
 from privcal.training._torch import require_torch
 
 torch, opacus = require_torch("privcal.training.sgld")
@@ -412,6 +413,10 @@ class DPSGLDTrainer(DPSGDTrainer):
         prenoise=NON_NEGATIVE,
         max_epochs=Int(1),
     )
+    lr: float | str  # type: ignore[assignment]  # "auto" is DP-SGLD's own (_parameter_constraints)
+    temperature: float | str
+    prenoise: float
+    max_epochs: int
 
     def __init__(
         self,
@@ -452,6 +457,8 @@ class DPSGLDTrainer(DPSGDTrainer):
         self.temperature = temperature
         self.prenoise = prenoise
         self.max_epochs = max_epochs
+        # DP-SGLD's schedule is exponential and it has no momentum (Alg. 1)
+        store_params(self, {**locals(), "lr_schedule": "exponential", "momentum": 0.0})
 
     @classmethod
     def from_preset(cls, name: str, model: Any = "logistic", **overrides: Any) -> DPSGLDTrainer:

@@ -35,6 +35,7 @@ from privcal._params import (
     ValidatedParams,
     check_int,
 )
+from privcal.calibrators.base import store_params
 from privcal.metrics.statistics import softmax
 from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
@@ -205,6 +206,16 @@ class SGDTrainer(ValidatedParams):
         decay=NON_NEGATIVE,
         seed=[SEED, None],
     )
+    model: Any
+    epochs: int
+    lr: float
+    batch_size: int
+    momentum: float
+    lr_schedule: str
+    decay: float
+    n_classes: int | None
+    seed: int | None
+    device: Any
 
     def __init__(
         self,
@@ -220,16 +231,7 @@ class SGDTrainer(ValidatedParams):
         seed: int | None = 0,
         device: Any = "cpu",
     ) -> None:
-        self.model = model
-        self.epochs = epochs
-        self.lr = lr
-        self.batch_size = batch_size
-        self.momentum = momentum
-        self.lr_schedule = lr_schedule
-        self.decay = decay
-        self.n_classes = n_classes
-        self.seed = seed
-        self.device = device
+        store_params(self, locals())
 
     # ------------------------------------------------------------------------------ checks
     def _validate(self) -> None:
@@ -410,6 +412,11 @@ class DPSGDTrainer(SGDTrainer):
         max_grad_norm=POSITIVE,
         accountant=Options(*ACCOUNTANTS),
     )
+    epsilon: float
+    delta: float
+    max_grad_norm: float
+    accountant: str
+    ledger: Any
 
     def __init__(
         self,
@@ -430,23 +437,7 @@ class DPSGDTrainer(SGDTrainer):
         device: Any = "cpu",
         ledger: Any = None,
     ) -> None:
-        super().__init__(
-            model,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
-            momentum=momentum,
-            lr_schedule=lr_schedule,
-            decay=decay,
-            n_classes=n_classes,
-            seed=seed,
-            device=device,
-        )
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_grad_norm = max_grad_norm
-        self.accountant = accountant
-        self.ledger = ledger
+        store_params(self, locals())
 
     def _validate(self) -> None:
         super()._validate()

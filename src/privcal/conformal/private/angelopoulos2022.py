@@ -37,7 +37,7 @@ import numpy as np
 from privcal._params import EPSILON, check_int, check_option, check_probability, renamed
 from privcal.conformal.private.level import LevelMechanism
 from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
-from privcal.conformal.quantile import quantile_sensitivity
+from privcal.conformal.quantile import _bin_runs, quantile_sensitivity
 
 __all__ = [
     "ANGELOPOULOS2022",
@@ -142,13 +142,8 @@ def _bin_groups(
     """
     n = u_sorted.size
     b = np.minimum(np.maximum(np.ceil(u_sorted * m).astype(np.int64) - 1, 0), m - 1)
-    start = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
-    occ = b[start]  # occupied bins, increasing (0-based)
-    before = start  # scores in bins < occ_l
-    upto = np.concatenate((start[1:], [n]))  # scores in bins <= occ_l
-    prev = np.concatenate(([-1], occ[:-1]))
-    gap = occ - prev - 1  # empty bins strictly between prev and occ
-    last = int(m - 1 - occ[-1])
+    before, occ, prev, gap, last = _bin_runs(b, m)  # before: scores in bins < occ_l
+    upto = np.concatenate((before[1:], [n]))  # scores in bins <= occ_l
     # w per group: occupied bins, runs of empty bins before them, the trailing run
     w = np.concatenate(
         (

@@ -28,6 +28,7 @@ from privcal._params import (
     renamed,
     renamed_attribute,
 )
+from privcal.calibrators.base import store_params
 from privcal.conformal._base import ConformalBase, FullSetWarning
 from privcal.conformal.groups import SMALL_GROUPS, group_rows
 from privcal.conformal.localize import (
@@ -230,21 +231,7 @@ class PrivateConformal(ConformalBase):
         threshold: int | None = None,
         small_groups: str = "refuse",
     ) -> None:
-        self.score = score
-        self.alpha = alpha
-        self.epsilon = epsilon
-        self.n_bins = n_bins
-        self.gamma = gamma
-        self.noise = noise
-        self.calibrator = calibrator
-        self.seed = seed
-        self.method = method
-        self.slope = slope
-        self.localize = localize
-        self.ledger = ledger
-        self.aggregation = aggregation
-        self.threshold = threshold
-        self.small_groups = small_groups
+        store_params(self, locals())
 
     def fit(
         self,
