@@ -19,11 +19,11 @@ import typer
 from rich.table import Table
 
 from privcal.cli._common import (
+    ForceOption,
     check_output_path,
     collect_warnings,
     console,
     fail,
-    force_option,
     refuse_overwrite,
     user_errors,
 )
@@ -79,7 +79,7 @@ def risk(
             "--out", "-o", help="Write the sets and lambda (.npz) and a summary for privcal report."
         ),
     ] = None,
-    force: Annotated[bool, force_option()] = False,
+    force: ForceOption = False,
 ) -> None:
     """Conformal risk control (Angelopoulos et al. 2024): sets with E[loss] <= alpha."""
     with user_errors():
