@@ -248,3 +248,12 @@ def test_groups_partition_the_rows_and_an_overlap_is_seen() -> None:
         k: np.concatenate([rows[h] for h in labels[: i + 1]]) for i, k in enumerate(labels)
     }
     assert not _partition(cumulative, 300)
+
+
+def test_sources_of_another_model_are_refused_before_any_spend() -> None:
+    z, y = _data(3000, 5, 9)
+    z4, y4 = _data(1000, 4, 10)
+    srcs = [*_sources(z, y, 2, 9), DataSource(z4, y4, budget=1.0, noise=SeededNoise(5))]
+    with pytest.raises(ValueError, match="classes"):
+        PrivateConformal(noise=SeededNoise(0)).fit(sources=srcs)
+    assert all(s.spent == 0.0 for s in srcs)
