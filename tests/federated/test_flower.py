@@ -381,8 +381,8 @@ def test_public_statistic_is_what_a_source_builds_from_its_rows() -> None:
     """The aggregator's plan (from the public placeholder) is the plan every source builds
     from its own rows: same label, sensitivity, moved coordinates, row bound and shape."""
     from privcal.private import DataSource
+    from privcal.private.parallel import public_statistic
     from privcal.private.queries import share_plan
-    from privcal.private.source import public_statistic
 
     rng = np.random.default_rng(3)
     src = DataSource(rng.normal(size=(30, 5)), rng.integers(0, 5, 30))

@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SCORES", "aps_scores", "conformity", "lac_scores", "score_histogram"]
+__all__ = [
+    "SCORES",
+    "aps_scores",
+    "conformity",
+    "grouped_score_histogram",
+    "lac_scores",
+    "score_histogram",
+]
 
 #: Names accepted by ``SplitConformal(score=...)`` and ``PrivateConformal(score=...)``.
 SCORES: tuple[str, ...] = ("lac", "aps", "aps-randomized")
@@ -136,3 +143,15 @@ def score_histogram(scores: Any, edges: np.ndarray) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     bins = np.clip(np.searchsorted(edges, s, side="left"), 1, edges.size - 1) - 1
     return np.bincount(bins, minlength=edges.size - 1).astype(np.float64)
+
+
+def grouped_score_histogram(scores: Any, groups: Any, edges: list[np.ndarray]) -> np.ndarray:
+    """:func:`score_histogram` of each group's scores on that group's grid, concatenated.
+
+    ``groups[i]`` in ``0..G-1`` is row ``i``'s group and ``edges[g]`` group ``g``'s grid; the
+    result holds ``sum_g (len(edges[g]) - 1)`` counts, group 0's first. One example adds 1 to
+    exactly one count.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    g = np.asarray(groups).reshape(-1)
+    return np.concatenate([score_histogram(s[g == k], e) for k, e in enumerate(edges)])

@@ -24,7 +24,7 @@ import numpy as np
 
 from privcal.privacy import BudgetExceededError, PrivacyReport, Release
 from privcal.privacy.distributed import AggregatorView, DistributedPlan
-from privcal.private.queries import MAX_ROWS
+from privcal.private.queries import MAX_ROWS, Statistic, query_measurement
 from privcal.private.source import SOURCE_PUBLIC, DataSource
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "check_disjoint",
     "check_share_rows",
     "check_sources",
+    "public_statistic",
     "share_all",
     "sources_report",
     "split_budget",
@@ -208,3 +209,19 @@ def split_budget(epsilon: float, parts: int) -> list[float]:
     else:  # pragma: no cover - cannot happen for finite positive epsilon
         raise RuntimeError(f"cannot split epsilon={epsilon!r} into {parts} exact parts")
     return [*head, last]
+
+
+def public_statistic(query: str, n_classes: int, **params: Any) -> Statistic:
+    """``query``'s statistic on a public one-row placeholder of ``n_classes`` classes.
+
+    A statistic's label, sensitivity, moved coordinates, row bound, shape and post-processing
+    depend on the query's parameters and the class count only, never on the rows (they are the
+    add/remove bounds of the query's docstring); only its value does, and the value here is the
+    placeholder's. An aggregator that holds no data builds the public plan of a secure sum from it
+    (:func:`~privcal.private.queries.share_plan`), the same plan the sources build from their own
+    rows.
+    """
+    query_measurement(query)  # a name of the vocabulary
+    placeholder = DataSource(np.zeros((1, int(n_classes))), np.zeros(1, dtype=np.int64))
+    stat: Statistic = getattr(placeholder, f"_{query}")(**params)
+    return stat

@@ -313,7 +313,7 @@ def share_plan(
     :meth:`~privcal.private.DataSource.share` for ``stat``'s sensitivity, the coordinates one
     example moves, and ``max_rows`` times its row bound as each party's value bound. Reads only
     ``stat``'s public fields (never its value beyond its shape), so the aggregator builds the same
-    plan from :func:`~privcal.private.source.public_statistic`."""
+    plan from :func:`~privcal.private.parallel.public_statistic`."""
     return DistributedPlan.laplace(
         stat.sensitivity,
         epsilon,

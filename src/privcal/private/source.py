@@ -48,7 +48,7 @@ import numpy as np
 
 from privcal._params import EPSILON, POSITIVE, check_int, check_option, warn_renamed
 from privcal.data.validation import check_labels, check_scores
-from privcal.metrics.conformity import conformity, score_histogram
+from privcal.metrics.conformity import conformity, grouped_score_histogram, score_histogram
 from privcal.metrics.statistics import (
     accuracy_gap_sum,
     calibration_bins,
@@ -86,7 +86,7 @@ from privcal.private.queries import (
 )
 from privcal.private.rows import data_fingerprint, row_digests, split_rows
 
-__all__ = ["DataSource", "public_statistic"]
+__all__ = ["DataSource"]
 
 #: What a source's answers treat as public (n, the number of rows, is private).
 SOURCE_PUBLIC: tuple[str, ...] = (
@@ -630,7 +630,7 @@ class DataSource:
         return _statistic("count", "count", float(self._z.shape[0]), 1, 1.0, to_scalar)
 
     def score_histogram(
-        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None
+        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None, by: Any = None
     ) -> np.ndarray:
         """Noisy counts of the conformity scores ``S(x_i, y_i)`` in the public bins of ``edges``.
 
@@ -638,7 +638,9 @@ class DataSource:
         ``score`` (``"lac"`` or ``"aps"``, on the softmax of the logits), the one the central
         conformal estimators count. ``part=(key, fraction, side)`` counts only the rows on one
         side of the split by the public random ``key`` (:func:`~privcal.private.rows.split_rows`:
-        side 0 holds about ``fraction`` of them).
+        side 0 holds about ``fraction`` of them). ``by="predicted"``: one histogram per
+        predicted class, ``edges`` a list of one grid per class, the counts concatenated
+        (:func:`~privcal.metrics.conformity.grouped_score_histogram`).
 
         Privacy
         -------
@@ -646,14 +648,23 @@ class DataSource:
         by 1: L1 sensitivity 1. Laplace scale ``1 / epsilon`` per bin; pure ``epsilon``-DP. On one
         side of a split the same holds for that side's rows, and an example is on one side only
         (its side is a function of its own row and the key), so answers on the two sides of one
-        key compose in parallel: the source's ledger is charged the larger side's total.
+        key compose in parallel: the source's ledger is charged the larger side's total. By
+        predicted class, an example lies in one class's one bin: sensitivity 1 still.
         """
         eps = self._epsilon(epsilon, "score_histogram")
-        return self._release(self._score_histogram(edges, score, part), eps)
+        return self._release(self._score_histogram(edges, score, part, by), eps)
 
-    def _score_histogram(self, edges: Any, score: Any = "lac", part: Any = None) -> Statistic:
+    def _score_histogram(
+        self, edges: Any, score: Any = "lac", part: Any = None, by: Any = None
+    ) -> Statistic:
         owner = "DataSource.score_histogram"
-        e = check_edges(edges, owner)
+        check_option(by, "by", owner, (None, "predicted"))
+        grids = [check_edges(e, owner) for e in edges] if by else [check_edges(edges, owner)]
+        if by and len(grids) != self.n_classes:
+            raise ValueError(
+                f"The 'edges' parameter of {owner} with by='predicted' must hold one grid per "
+                f"class ({self.n_classes}). Got {len(grids)}."
+            )
         check_option(score, "score", owner, ("lac", "aps"))
         rows = np.ones(self._y.size, dtype=bool)
         split = None
@@ -662,10 +673,13 @@ class DataSource:
             rows = split_rows(self._digests, split.key, split.fraction) == (split.side == 0)
         z, y = self._z[rows], self._y[rows]
         s = conformity(score, softmax(z))[np.arange(y.size), y]
-        where = "" if split is None else f", side {split.side}"
-        label = f"score_histogram({score}, m={e.size - 1}{where})"
+        where = ("" if split is None else f", side {split.side}") + (", by predicted" if by else "")
+        label = f"score_histogram({score}, m={sum(e.size - 1 for e in grids)}{where})"
+        value = (
+            grouped_score_histogram(s, z.argmax(1), grids) if by else score_histogram(s, grids[0])
+        )
         measurement = QUERY_MEASUREMENTS["score_histogram"]
-        return Statistic(label, score_histogram(s, e), measurement, 1, 1.0, np.asarray, part=split)
+        return Statistic(label, value, measurement, 1, 1.0, np.asarray, part=split)
 
     # ------------------------------------------------------------------ ledger-backed sources
     @classmethod
@@ -777,19 +791,3 @@ def _bind_data(ledger: Path, fingerprint: str, n_classes: int) -> None:
             f"(fingerprint {row[0][:12]}..., these rows give {fingerprint[:12]}...). "
             "A ledger belongs to one data set: give this data a ledger of its own."
         )
-
-
-def public_statistic(query: str, n_classes: int, **params: Any) -> Statistic:
-    """``query``'s statistic on a public one-row placeholder of ``n_classes`` classes.
-
-    A statistic's label, sensitivity, moved coordinates, row bound, shape and post-processing
-    depend on the query's parameters and the class count only, never on the rows (they are the
-    add/remove bounds of the query's docstring); only its value does, and the value here is the
-    placeholder's. An aggregator that holds no data builds the public plan of a secure sum from it
-    (:func:`~privcal.private.queries.share_plan`), the same plan the sources build from their own
-    rows.
-    """
-    query_measurement(query)  # a name of the vocabulary
-    placeholder = DataSource(np.zeros((1, int(n_classes))), np.zeros(1, dtype=np.int64))
-    stat: Statistic = getattr(placeholder, f"_{query}")(**params)
-    return stat

@@ -481,7 +481,7 @@ class SecAggSourceSums:
     """The aggregator's side of seed 000's protocol over SecAgg+: one SecAgg+ round per query.
 
     :meth:`secure_sum` builds the query's public plan from the public statistic
-    (:func:`~privcal.private.source.public_statistic`, :func:`~privcal.private.source.share_plan`:
+    (:func:`~privcal.private.parallel.public_statistic`, :func:`~privcal.private.source.share_plan`:
     the plan every source builds from its own rows), sends the query to the sources' nodes as
     the config of a SecAgg+ round whose reconstruction threshold is ``t``
     (:func:`secagg_threshold`), and turns SecAgg+'s aggregate into the
@@ -530,7 +530,8 @@ class SecAggSourceSums:
     ) -> tuple[AggregatorView, Any, Any]:
         """One query's secure sum over the source ``nodes``: ``(view, plan, public statistic)``."""
         from privcal.federated.flower.sources import plain_json
-        from privcal.private.source import public_statistic, share_plan
+        from privcal.private.parallel import public_statistic
+        from privcal.private.source import share_plan
 
         k = len(nodes)
         stat = public_statistic(query, n_classes, **kwargs)

@@ -331,12 +331,14 @@ class RemoteSource(DataSource):
         return np.asarray(self._at("bin_gaps", temperature, epsilon, n_bins=int(n_bins)))
 
     def score_histogram(
-        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None
+        self, edges: Any, epsilon: float, score: str = "lac", part: Any = None, by: Any = None
     ) -> np.ndarray:
+        grids = [np.asarray(e, dtype=np.float64).tolist() for e in edges] if by else None
         return np.asarray(
             self._call(
                 "score_histogram",
-                edges=np.asarray(edges, dtype=np.float64).tolist(),
+                by=by,
+                edges=grids if by else np.asarray(edges, dtype=np.float64).tolist(),
                 epsilon=float(epsilon),
                 score=str(score),
                 part=None if part is None else [int(part[0]), float(part[1]), int(part[2])],
