@@ -205,6 +205,7 @@ def test_reused_seed_plants_use_a_seed_that_separates_the_neighbours() -> None:
     [
         "private-conformal-sources",
         "private-conformal-sources-distributed",
+        "private-conformal-sources-groups",
         "private-conformal-groups",
     ],
 )

@@ -47,6 +47,14 @@ def test_sources_distributed_spend_each_source_once(tmp_path: Path) -> None:
         assert DataSource.open(tmp_path / f"h{i}.sqlite").spent == pytest.approx(1.0)
     summary = json.loads((tmp_path / "sets.summary.json").read_text())
     assert "secure sums" in summary["trust"]
+    fresh = [a for i in range(4) for a in ("--sources", tmp_path / f"g{i}.sqlite")]
+    for i in range(4):
+        _invoke("source", "init", "--data", tmp_path / f"h{i}.npz", "--budget", "1", "--ledger",
+                tmp_path / f"g{i}.sqlite")  # fmt: skip
+    grouped = _invoke(
+        "conformal", "--epsilon", "1", *fresh, "--groups", "predicted", "--test", test
+    )
+    assert grouped.exit_code == 0 and "per group" in grouped.output, grouped.output
     again = _invoke("conformal", "--epsilon", "1", *ledgers, "--test", test)
     assert again.exit_code == 3 and "budget" in again.output  # EXIT_BUDGET: every ledger spent
 
@@ -78,7 +86,7 @@ def test_groups_give_one_threshold_per_group_with_coverage(tmp_path: Path) -> No
         ),
         (
             ["--epsilon", "1", "--sources", "L", "--test", "T", "--groups", "site"],
-            "--groups applies to --cal",
+            "'predicted' only",
         ),
     ],
 )

@@ -257,3 +257,27 @@ def test_sources_of_another_model_are_refused_before_any_spend() -> None:
     with pytest.raises(ValueError, match="classes"):
         PrivateConformal(noise=SeededNoise(0)).fit(sources=srcs)
     assert all(s.spent == 0.0 for s in srcs)
+
+
+@pytest.mark.statistical
+def test_groups_over_sources_cover_every_predicted_class() -> None:
+    """Groups = the predicted class over 10 sources (distributed), 10 seeded fits of 20000
+    calibration rows (about 4000 a class), 10000 test rows: a class's mean coverage over the
+    fits has an SE near 0.002; the tolerance is 3 SE of the fits' spread."""
+    covers = []
+    for r in range(10):
+        z, y = _data(30000, 5, 200 + r)
+        srcs = _sources(z[:20000], y[:20000], 10, 200 + r)
+        pc = PrivateConformal(alpha=0.1, aggregation="distributed", noise=SeededNoise(r))
+        pc.fit(sources=srcs, groups="predicted")
+        assert all(s.spent == pytest.approx(1.0) for s in srcs)  # one epsilon: the sides, groups
+        assert len(pc.privacy_report_.releases) == 2 * len(srcs)  # parallel (one query a stage)
+        sets = pc.predict_set(z[20000:])  # the groups are the predicted classes
+        hit = sets[np.arange(10000), y[20000:]]
+        g = z[20000:].argmax(1)
+        covers.append([hit[g == k].mean() for k in range(5)])
+    mean = np.asarray(covers).mean(0)
+    se = np.asarray(covers).std(0) / math.sqrt(10)
+    assert np.all(mean >= 0.9 - 3 * se - 1e-9), (mean, se)
+    with pytest.raises(ValueError, match="'groups' parameter"):
+        PrivateConformal(noise=SeededNoise(0)).fit(sources=srcs, groups=np.zeros(5))

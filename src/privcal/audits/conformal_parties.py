@@ -64,7 +64,9 @@ class _Seen(DataSource):
         return answer
 
 
-def audit_conformal_sources(runs: int, alpha: float, aggregation: str = "local") -> AuditReport:
+def audit_conformal_sources(
+    runs: int, alpha: float, aggregation: str = "local", groups: str | None = None
+) -> AuditReport:
     """Audit ``PrivateConformal(aggregation=...).fit(sources=[a, b])`` (module docstring)."""
     from privcal.conformal import FullSetWarning, PrivateConformal
 
@@ -75,7 +77,9 @@ def audit_conformal_sources(runs: int, alpha: float, aggregation: str = "local")
         others = [DataSource(*_zero_score_rows(SOURCE_ROWS, 1), name="b")]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FullSetWarning)
-            est = PrivateConformal(aggregation=aggregation).fit(sources=[audited, *others])
+            est = PrivateConformal(aggregation=aggregation).fit(
+                sources=[audited, *others], groups=groups
+            )
         return est, audited
 
     def read(side: int) -> float:
@@ -88,11 +92,13 @@ def audit_conformal_sources(runs: int, alpha: float, aggregation: str = "local")
         return np.array([read(side) for _ in range(k)])
 
     name = "private-conformal-sources" + ("-distributed" if aggregation == "distributed" else "")
+    name += "-groups" if groups else ""
     seen = "a's answers" if aggregation == "local" else "the decoded secure sums"
     return audit_release(
         name,
-        f'PrivateConformal(aggregation="{aggregation}").fit(sources=[a, b]): the first '
-        f"count of both stages in {seen}",
+        f'PrivateConformal(aggregation="{aggregation}").fit(sources=[a, b]'
+        + (', groups="predicted"' if groups else "")
+        + f"): the first count of both stages in {seen}",
         f"a: {SOURCE_ROWS} rows of LAC score 0; D' adds one more (b fixed: other rows of score 0)",
         draw,
         fit(0)[0].privacy_report_,
@@ -138,6 +144,17 @@ register(
     measurements=[QUERY_MEASUREMENTS["score_histogram"]],
     plants={"normalised-sensitivity": _NORMALISED},
 )(lambda runs, alpha: audit_conformal_sources(runs, alpha, "distributed"))
+
+
+register(
+    "private-conformal-sources-groups",
+    summary="PrivateConformal().fit(sources=[a, b], groups='predicted'): one histogram per "
+    "predicted class, a's answers (the rows of score 0 are class 0's: its first count)",
+    runs=150,
+    slow=True,
+    measurements=[QUERY_MEASUREMENTS["score_histogram"]],
+    plants={"normalised-sensitivity": _NORMALISED},
+)(lambda runs, alpha: audit_conformal_sources(runs, alpha, "local", "predicted"))
 
 
 # ------------------------------------------------------------------ per group

@@ -158,7 +158,7 @@ def conformal_summary(
         summary["groups"] = [
             {
                 "group": g,
-                "n_cal": est.group_sizes_[g],
+                "n_cal": getattr(est, "group_sizes_", {}).get(g),  # private over sources
                 "threshold": float(t),
                 "n_test": int((groups == g).sum()),
                 "coverage": None
@@ -396,8 +396,8 @@ def _fit(
                 f"{srcs[0].n_classes}; both must come from the same model."
             )
         with collect_warnings():
-            est.fit(sources=srcs)
-        return "the sources'", None
+            est.fit(sources=srcs, groups=groups)
+        return "the sources'", None if groups is None else test_logits.argmax(1)
     assert cal is not None
     cal_logits, cal_labels = _load(cal, "--cal")
     if cal_labels is None:
@@ -432,8 +432,8 @@ def _check_parties(
         fail("privcal conformal needs either --cal (one calibration file) or --sources.")
     if sources and epsilon is None:
         fail("--sources answer only private queries: add --epsilon (each source's budget).")
-    if sources and groups is not None:
-        fail("--groups applies to --cal (one party's rows); drop it with --sources.")
+    if sources and groups not in (None, "predicted"):
+        fail("--groups with --sources takes 'predicted' only (a source holds no group column).")
     if not sources and (aggregation != "local" or threshold is not None):
         fail("--aggregation and --threshold say how --sources add their noise; drop them.")
 
@@ -491,7 +491,8 @@ def _groups_table(rows: list[dict[str, Any]], alpha: float) -> Table:
         table.add_column(name, justify="left" if name == "group" else "right")
     for r in rows:
         cover = "-" if r["coverage"] is None else f"{r['coverage']:.4f}"
-        table.add_row(str(r["group"]), str(r["n_cal"]), f"{r['threshold']:.6g}",
+        n_cal = "-" if r["n_cal"] is None else str(r["n_cal"])
+        table.add_row(str(r["group"]), n_cal, f"{r['threshold']:.6g}",
                       str(r["n_test"]), cover, f"{r['mean_size']:.3f}")  # fmt: skip
     return table
 

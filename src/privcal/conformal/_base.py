@@ -107,7 +107,7 @@ class ConformalBase(ValidatedParams, BaseEstimator):
         input : {"logits", "probs"}, default="logits"
         groups : array_like of shape (N,), optional
             Each test row's group, whose threshold (``thresholds_``) makes its set; needed
-            exactly when the fit had groups.
+            exactly when the fit had groups (a fit over sources by predicted class finds them).
 
         Returns
         -------
@@ -116,6 +116,8 @@ class ConformalBase(ValidatedParams, BaseEstimator):
         """
         scores = self.score_matrix(logits, input)
         known = getattr(self, "thresholds_", None)
+        if groups is None and getattr(self, "group_by_", None) == "predicted":
+            groups = self._probs(logits, input, "logits").argmax(1)
         if known is None:
             if groups is not None:
                 raise ValueError(

@@ -56,10 +56,8 @@ from privcal.conformal.private.sources import (
     coverage_slack,
     noise_margin,
     pooled_histogram,
-    pooled_threshold,
     split_key,
-    window,
-    window_edges,
+    staged_thresholds,
 )
 from privcal.conformal.quantile import bin_edges
 from privcal.data.validation import check_labels, check_scores
@@ -265,12 +263,12 @@ class PrivateConformal(ConformalBase):
         checked = self._validate_params()
         a, eps = checked["alpha"], checked["epsilon"]
         if sources is not None:
-            if logits is not None or labels is not None or groups is not None:
+            if logits is not None or labels is not None:
                 raise ValueError(
-                    f"{owner}.fit takes either logits and labels (and groups) or "
-                    "sources=[DataSource, ...], not both."
+                    f"{owner}.fit takes either logits and labels or sources=[DataSource, ...], "
+                    "not both."
                 )
-            return self._fit_sources(list(sources), a, eps)
+            return self._fit_sources(list(sources), a, eps, groups)
         if logits is None or labels is None:
             raise ValueError(f"{owner}.fit needs logits and labels, or sources=[DataSource, ...].")
         if self.aggregation != "local" or self.threshold is not None:
@@ -353,12 +351,21 @@ class PrivateConformal(ConformalBase):
         self.threshold_ = value
         return self
 
-    def _fit_sources(self, sources: list[DataSource], a: float, eps: float) -> PrivateConformal:
+    def _fit_sources(
+        self, sources: list[DataSource], a: float, eps: float, groups: Any = None
+    ) -> PrivateConformal:
         """Theorem S (:mod:`~privcal.conformal.private.sources`): a pooled noisy histogram,
-        on a window found from a first part of every source's rows (``localize``)."""
+        on a window found from a first part of every source's rows (``localize``); with
+        ``groups="predicted"``, one per predicted class (Mondrian)."""
         owner = self._owner
         check_sources_score(self.score, self.calibrator, owner)
         check_localize(self.localize, "rank", owner)
+        if groups is not None and not (isinstance(groups, str) and groups == "predicted"):
+            raise ValueError(
+                f"The 'groups' parameter of {owner}.fit with sources must be None or "
+                "'predicted' (each source groups its rows by predicted class; a source holds no "
+                f"other group column). Got {type(groups).__name__} instead."
+            )
         fixed = {"method": "rank", "gamma": "auto", "slope": "auto"}
         changed = [f"{k}={getattr(self, k)!r}" for k, v in fixed.items() if getattr(self, k) != v]
         if changed or self.ledger is not None:
@@ -370,68 +377,55 @@ class PrivateConformal(ConformalBase):
         two_stage = self.localize is not None
         if isinstance(self.n_bins, str):
             check_option(self.n_bins, "n_bins", owner, ("auto",))
-        m = (
-            (STAGE1_BINS if two_stage else SOURCE_BINS)
-            if isinstance(self.n_bins, str)
-            else self.n_bins
-        )
-        edges = bin_edges(m, owner, "logit")
+        auto = STAGE1_BINS if two_stage else SOURCE_BINS
+        edges = bin_edges(auto if isinstance(self.n_bins, str) else self.n_bins, owner, "logit")
         srcs = check_sources(sources, owner)
         aggregation, t = check_aggregation(self.aggregation, self.threshold, len(srcs), owner)
         if aggregation == "distributed":
             check_share_rows(srcs, owner)
         check_budgets(srcs, eps)
-        labels = source_labels(srcs)
-        ask = partial(
-            pooled_histogram,
-            srcs,
-            labels,
-            score=self.score,
-            epsilon=eps,
-            aggregation=aggregation,
-            threshold=t,
+        ask = partial(pooled_histogram, srcs, source_labels(srcs), score=self.score,
+                      epsilon=eps, aggregation=aggregation, threshold=t, by=groups)  # fmt: skip
+
+        def query(grids: list[np.ndarray], part: Any) -> Any:
+            return ask(grids if groups else grids[0], part=part)
+
+        fraction = LOCALIZE_FRACTION if isinstance(self.localize, str) else self.localize
+        part = (split_key(self.noise, self.seed), float(fraction)) if two_stage else None
+        fine = bin_edges(DEFAULT_LOGIT_BINS, owner, "logit")
+        c = srcs[0].n_classes
+        grids, stages, thresholds, windows = staged_thresholds(
+            query, [edges] * (c if groups else 1), a, fine, part
         )
-        stages, window_ = [], (0.0, 1.0)
-        if two_stage:
-            fraction = LOCALIZE_FRACTION if isinstance(self.localize, str) else float(self.localize)
-            key = split_key(self.noise, self.seed)
-            first = ask(edges, part=(key, fraction, 0))
-            lo, hi = window(first.counts, a, first.variance)
-            window_ = (float(edges[lo]), float(edges[hi]))
-            edges = window_edges(edges, bin_edges(DEFAULT_LOGIT_BINS, owner, "logit"), lo, hi)
-            stages.append(first)
-            stages.append(ask(edges, part=(key, fraction, 1)))
-        else:
-            stages.append(ask(edges))
         pooled = stages[-1]
-        margin = noise_margin(edges.size - 1, pooled.variance)
-        j = pooled_threshold(pooled.counts, a, margin)
-        self.thresholds_ = None
-        self.n_classes_, self.n_sources_ = srcs[0].n_classes, len(srcs)
-        self.n_bins_, self.rank_, self.window_ = edges.size - 1, 0, window_
+        self.n_classes_, self.n_sources_ = c, len(srcs)
+        self.n_bins_, self.rank_, self.window_ = grids[0].size - 1, 0, windows[0]
         self.gamma_ = self.slope_ = self.level_ = math.nan
         self.localize_n_ = 0
         self.n_noisy_ = float(pooled.counts.sum())
-        self.margin_, self.counts_, self.edges_ = margin, pooled.counts, edges
+        self.margin_ = noise_margin(grids[0].size - 1, pooled.variance)
+        self.counts_, self.edges_ = pooled.counts, grids[0] if not groups else grids
         self.stage_counts_ = [stage.counts for stage in stages]
         self.coverage_slack_ = coverage_slack(
-            max(self.n_noisy_, 0.0), a, edges.size - 1, pooled.variance
+            max(self.n_noisy_, 0.0), a, grids[0].size - 1, pooled.variance
         )
         self.aggregator_views_ = [v for stage in stages for v in stage.views]
-        self.threshold_ = math.inf if j == edges.size - 1 else float(edges[j])
+        self.thresholds_ = dict(enumerate(thresholds)) if groups else None
+        self.group_by_ = groups
+        self.threshold_ = max(thresholds)
         survivors = min((len(srcs) - len(v.dropped) for v in self.aggregator_views_), default=None)
         transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
         grid = (
-            f"stage 1: m = {STAGE1_BINS if isinstance(self.n_bins, str) else self.n_bins} "
-            f"logit-spaced bins on side 0 of a random row split ({fraction:g} of each source's "
-            f"rows); stage 2: {edges.size - 1} bins around the stage-1 window on side 1"
+            f"stage 1: m = {edges.size - 1} logit-spaced bins on side 0 of a random row split "
+            f"({fraction:g} of each source's rows); stage 2: {grids[0].size - 1} bins around the "
+            "stage-1 window on side 1"
             if two_stage
             else f"the grid: m = {edges.size - 1} logit-spaced bins (fixed before the data)"
         )
         public = (
             f"alpha = {a:g}",
-            grid,
-            f"the margin t = sqrt(m v) = {margin:.4g} (v = {pooled.variance:.4g}, the noise "
+            grid + (", one histogram per predicted class" if groups else ""),
+            f"the margin t = sqrt(m v) = {self.margin_:.4g} (v = {pooled.variance:.4g}, the noise "
             "variance of one pooled count)",
             f"the score function ({self.score!r}) and the model",
         )
@@ -441,12 +435,14 @@ class PrivateConformal(ConformalBase):
             public,
             threat=threat_model(aggregation, len(srcs), t, survivors, transport=transport),
         )
-        if j == edges.size - 1:
+        full = [g for g, v in enumerate(thresholds) if math.isinf(v)]
+        if full:
+            where = "" if not groups else f" of predicted classes {full[:8]}"
             warnings.warn(
-                f"{owner}: the pooled noisy histogram (N~ = {self.n_noisy_:.0f} scores, margin "
-                f"t = {margin:.3g}) admits no threshold below 1 at alpha = {a:g}, so every "
-                "prediction set is the full label set. More rows, a larger epsilon, fewer bins "
-                "or aggregation='distributed' shrink the margin.",
+                f"{owner}: the pooled noisy histogram{where} (N~ = {self.n_noisy_:.0f} scores in "
+                f"all) admits no threshold below 1 at alpha = {a:g}, so those prediction sets are "
+                "the full label set. More rows, a larger epsilon, fewer bins or "
+                "aggregation='distributed' shrink the margin.",
                 FullSetWarning,
                 stacklevel=3,
             )

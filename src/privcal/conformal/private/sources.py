@@ -77,7 +77,9 @@ __all__ = [
     "noise_margin",
     "pooled_histogram",
     "pooled_threshold",
+    "split_counts",
     "split_key",
+    "staged_thresholds",
     "suffix_counts",
     "window",
     "window_edges",
@@ -118,17 +120,21 @@ class PooledHistogram:
 def pooled_histogram(
     sources: list[DataSource],
     labels: list[str],
-    edges: np.ndarray,
+    edges: np.ndarray | list[np.ndarray],
     score: str,
     epsilon: float,
     aggregation: str,
     threshold: int | None,
     part: tuple[int, float, int] | None = None,
+    by: str | None = None,
 ) -> PooledHistogram:
     """Ask every source for its score histogram once (``epsilon`` each) and pool the answers
-    (``part``: the side of the row split every source counts)."""
+    (``part``: the side of the row split every source counts; ``by="predicted"``: ``edges`` is
+    one grid per predicted class and the counts are concatenated)."""
     k = len(sources)
-    query = {"edges": edges, "score": score, "part": part}
+    query: dict[str, Any] = {"edges": edges, "score": score, "part": part}
+    if by is not None:
+        query["by"] = by
     before = [len(src.history) for src in sources]
     views: list[AggregatorView] = []
     if aggregation == "distributed":
@@ -215,6 +221,42 @@ def split_key(noise: Any, seed: int | None) -> int:
     if noise is None or getattr(noise, "secure", True) or seed is None:
         return secrets.randbits(63)
     return int(np.random.default_rng(seed).integers(2**63))
+
+
+def staged_thresholds(
+    ask: Any, grids: list[np.ndarray], alpha: float, fine: np.ndarray, part: Any
+) -> tuple[list[np.ndarray], list[PooledHistogram], list[float], list[tuple[float, float]]]:
+    """Theorem S for each group's grid in ``grids`` (one group: the pooled fit).
+
+    ``ask(grids, part)`` releases every group's histogram in one query. With ``part`` (``None``:
+    one stage), side 0's answer gives each group a window (:func:`window`) and side 1 answers on
+    each group's stage-2 grid (:func:`window_edges` of ``fine``). Returns the final grids, the
+    stages' releases, each group's threshold (``inf``: the full set) and each window.
+    """
+    stages: list[PooledHistogram] = []
+    windows = [(0.0, 1.0)] * len(grids)
+    if part is not None:
+        key, fraction = part
+        first = ask(grids, (key, fraction, 0))
+        stages.append(first)
+        new, windows = [], []
+        for e, counts in zip(grids, split_counts(first.counts, grids), strict=True):
+            lo, hi = window(counts, alpha, first.variance)
+            windows.append((float(e[lo]), float(e[hi])))
+            new.append(window_edges(e, fine, lo, hi))
+        grids = new
+    stages.append(ask(grids, None if part is None else (part[0], part[1], 1)))
+    last = stages[-1]
+    thresholds = []
+    for e, counts in zip(grids, split_counts(last.counts, grids), strict=True):
+        j = pooled_threshold(counts, alpha, noise_margin(e.size - 1, last.variance))
+        thresholds.append(math.inf if j == e.size - 1 else float(e[j]))
+    return grids, stages, thresholds, windows
+
+
+def split_counts(counts: np.ndarray, grids: list[np.ndarray]) -> list[np.ndarray]:
+    """The concatenated counts of ``grids`` (one block of ``len(e) - 1`` per grid), split."""
+    return np.split(np.asarray(counts), np.cumsum([e.size - 1 for e in grids])[:-1])
 
 
 def check_sources_score(score: str, calibrator: Any, owner: str) -> None:
