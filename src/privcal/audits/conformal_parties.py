@@ -23,6 +23,7 @@ count resolves on thresholds; the partition is checked directly instead
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Any
 
@@ -36,7 +37,7 @@ from privcal.conformal.quantile import RANK_QUANTILE
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.private.source import DataSource
 
-__all__ = ["SOURCE_ROWS", "audit_conformal_groups", "audit_conformal_sources"]
+__all__ = ["SOURCES_AUDITS", "SOURCE_ROWS", "audit_conformal_groups", "audit_conformal_sources"]
 
 #: Rows of each source in the sources audits (all with LAC score 0); ``D'`` adds one to ``a``.
 SOURCE_ROWS = 40
@@ -126,35 +127,36 @@ _NORMALISED = Plant(
     _normalised_sensitivity,
     150,
 )
-register(
-    "private-conformal-sources",
-    summary="PrivateConformal().fit(sources=[a, b]) (defaults: local noise, two stages), a's "
-    "answers as the aggregator receives them",
-    runs=150,
-    slow=True,
-    measurements=[QUERY_MEASUREMENTS["score_histogram"]],
-    plants={"normalised-sensitivity": _NORMALISED},
-)(audit_conformal_sources)
-register(
-    "private-conformal-sources-distributed",
-    summary="PrivateConformal(aggregation='distributed').fit(sources=[a, b]): the decoded "
-    "secure sums (t = K = 2, discrete Laplace shares)",
-    runs=150,
-    slow=True,
-    measurements=[QUERY_MEASUREMENTS["score_histogram"]],
-    plants={"normalised-sensitivity": _NORMALISED},
-)(lambda runs, alpha: audit_conformal_sources(runs, alpha, "distributed"))
-
-
-register(
-    "private-conformal-sources-groups",
-    summary="PrivateConformal().fit(sources=[a, b], groups='predicted'): one histogram per "
-    "predicted class, a's answers (the rows of score 0 are class 0's: its first count)",
-    runs=150,
-    slow=True,
-    measurements=[QUERY_MEASUREMENTS["score_histogram"]],
-    plants={"normalised-sensitivity": _NORMALISED},
-)(lambda runs, alpha: audit_conformal_sources(runs, alpha, "local", "predicted"))
+#: The sources audits: name -> (summary, aggregation, groups); one plant for all three.
+SOURCES_AUDITS = {
+    "private-conformal-sources": (
+        "PrivateConformal().fit(sources=[a, b]) (defaults: local noise, two stages), a's "
+        "answers as the aggregator receives them",
+        "local",
+        None,
+    ),
+    "private-conformal-sources-distributed": (
+        "PrivateConformal(aggregation='distributed').fit(sources=[a, b]): the decoded secure "
+        "sums (t = K = 2, discrete Laplace shares)",
+        "distributed",
+        None,
+    ),
+    "private-conformal-sources-groups": (
+        "PrivateConformal().fit(sources=[a, b], groups='predicted'): one histogram per "
+        "predicted class, a's answers (the rows of score 0 are class 0's: its first count)",
+        "local",
+        "predicted",
+    ),
+}
+for _name, (_summary, _aggregation, _groups) in SOURCES_AUDITS.items():
+    register(
+        _name,
+        summary=_summary,
+        runs=150,
+        slow=True,
+        measurements=[QUERY_MEASUREMENTS["score_histogram"]],
+        plants={"normalised-sensitivity": _NORMALISED},
+    )(functools.partial(audit_conformal_sources, aggregation=_aggregation, groups=_groups))
 
 
 # ------------------------------------------------------------------ per group

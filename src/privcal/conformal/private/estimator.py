@@ -291,13 +291,7 @@ class PrivateConformal(ConformalBase):
         plan = mechanism.plan(n, a, eps, edges, tuning)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         if odometer is not None and (loc is not None or plan.valid):
-            odometer.spend(
-                f"{owner}.fit",
-                eps,
-                mechanism="exponential",
-                rdp=pure_dp_curve(eps, odometer.rule.orders),
-                relation="substitute",
-            )
+            self._charge(odometer, eps)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
@@ -477,14 +471,8 @@ class PrivateConformal(ConformalBase):
                 stacklevel=3,
             )
         odometer = as_odometer(self.ledger, owner)
-        if odometer is not None:
-            odometer.spend(
-                f"{owner}.fit",
-                eps,
-                mechanism="exponential",
-                rdp=pure_dp_curve(eps, odometer.rule.orders),
-                relation="substitute",
-            )
+        if odometer is not None:  # the groups' releases compose in parallel: epsilon once
+            self._charge(odometer, eps)
         fits: dict[Any, PrivateConformal] = {}
         for g, idx in parts.items():
             sub = clone(self).set_params(ledger=None)
@@ -515,6 +503,16 @@ class PrivateConformal(ConformalBase):
             noise=noise_kind(resolve_noise(self.noise, owner)),
         )
         return self
+
+    def _charge(self, odometer: Any, eps: float) -> None:
+        """Charge the fit to ``ledger=``: one exponential-mechanism release of ``eps``."""
+        odometer.spend(
+            f"{self._owner}.fit",
+            eps,
+            mechanism="exponential",
+            rdp=pure_dp_curve(eps, odometer.rule.orders),
+            relation="substitute",
+        )
 
     @staticmethod
     def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:

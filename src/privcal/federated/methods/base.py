@@ -64,6 +64,23 @@ class FedMethod:
     ) -> State:
         raise NotImplementedError
 
+    def _add_histogram(
+        self, state: State, total: np.ndarray, dp: DPConfig | None
+    ) -> tuple[State, list[NoiseGroup] | None]:
+        """The server step of the histogram methods: a copy of ``state`` with the round's
+        released sum (``total`` plus the run's noise under ``dp``) added to ``hist`` and one
+        more round counted; returns it with the noise groups the release used (``None``
+        without DP), for the method's own noise bookkeeping."""
+        new = {k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()}
+        total = np.asarray(total, dtype=np.float64)
+        groups = None
+        if dp is not None:
+            groups = self.noise_groups(dp, total.shape)
+            total = dp.release(total, groups)
+        new["hist"] = new["hist"] + total
+        new["rounds"] = new["rounds"] + 1
+        return new, groups
+
     def calibrator(self, state: State, c: int) -> Calibrator:
         raise NotImplementedError
 

@@ -116,16 +116,11 @@ class BinningMethod(FedMethod):
         dp: DPConfig | None = None,
         denominator: float | None = None,
     ) -> State:
-        new = {k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()}
-        total = np.asarray(total, dtype=np.float64)
+        new, _ = self._add_histogram(state, total, dp)
         if dp is not None:
-            c = total.shape[1]
-            s = dp.multiplier(self.mechanisms_per_round(c))
-            total = dp.release(total, self.noise_groups(dp, total.shape))
+            s = dp.multiplier(self.mechanisms_per_round(np.shape(total)[1]))
             for key, clip in (("noise_std_pos", dp.clip_pos), ("noise_std_neg", dp.clip_neg)):
                 new[key] = np.sqrt(new[key] ** 2 + (clip * s) ** 2)
-        new["hist"] = new["hist"] + total
-        new["rounds"] = new["rounds"] + 1
         return new
 
     def alpha(self, state: State) -> np.ndarray:

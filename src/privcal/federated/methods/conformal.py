@@ -229,14 +229,9 @@ class FedConformal(FedMethod):
         dp: DPConfig | None = None,
         denominator: float | None = None,
     ) -> State:
-        new = {k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()}
-        total = np.asarray(total, dtype=np.float64)
-        if dp is not None:
-            groups = self.noise_groups(dp, total.shape)
-            total = dp.release(total, groups)
+        new, groups = self._add_histogram(state, total, dp)
+        if dp is not None and groups is not None:
             new["variance"] = new["variance"] + self._variance(dp, groups[0])
-        new["hist"] = new["hist"] + total
-        new["rounds"] = new["rounds"] + 1
         return new
 
     @staticmethod
