@@ -78,6 +78,18 @@ def test_split_sides_are_disjoint_and_charged_in_parallel() -> None:
         src.score_histogram(edges, 0.5)  # the whole data holds both sides
 
 
+def test_sides_of_different_fractions_are_charged_in_full() -> None:
+    """An aggregator that asks side 0 at fraction 0.9 and side 1 at 0.1 of one key reads the
+    overlapping rows twice: the source charges both answers (basic composition)."""
+    z, y = _data(500, 4, 11)
+    src = DataSource(z, y, budget=1.5, noise=SeededNoise(0))
+    edges = bin_edges(8, "test", "logit")
+    src.score_histogram(edges, 1.0, part=(7, 0.9, 0))
+    with pytest.raises(BudgetExceededError):
+        src.score_histogram(edges, 1.0, part=(7, 0.1, 1))
+    assert src.spent == pytest.approx(1.0)
+
+
 def test_a_row_side_does_not_depend_on_the_other_rows() -> None:
     z, y = _data(300, 3, 2)
     d = row_digests(z, y)

@@ -197,7 +197,7 @@ class DataSource:
         if self.odometer.ledger is not None:
             _bind_data(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
-        self._split_spent: dict[int, dict[int, float]] = {}
+        self._split_spent: dict[tuple[int, float], dict[int, float]] = {}
 
     def privacy_report(self) -> PrivacyReport:
         """Every answer this object released, as a report (add/remove one example; n private).
@@ -247,7 +247,9 @@ class DataSource:
         """
         spent = release.epsilon
         if part is not None:
-            sides = self._split_spent.setdefault(part.key, {})
+            # a split is its key and its fraction: the two sides of one (key, fraction) are
+            # disjoint, sides of different fractions overlap and compose by basic composition
+            sides = self._split_spent.setdefault((part.key, part.fraction), {})
             before = max(sides.values(), default=0.0)
             sides[part.side] = sides.get(part.side, 0.0) + release.epsilon
             spent = max(sides.values()) - before
