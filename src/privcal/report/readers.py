@@ -153,6 +153,12 @@ def build(outputs: Sequence[Output]) -> Report:
     return Report(title, [("Outputs", ", ".join(o.path.name for o in outputs))], sections)
 
 
+def _privacy(d: dict[str, Any], src: str) -> dict[str, Any]:
+    """The privacy block of a summary holding ``privacy_report`` (and ``ledgers``, if any)."""
+    trust = d.get("trust", "not recorded.")
+    return privacy_block(d["privacy_report"], trust=trust, ledgers=d.get("ledgers"), source=src)
+
+
 def _section(title: str, blocks: list[dict[str, Any]], source: str) -> dict[str, Any]:
     for b in blocks:
         if b["type"] in ("table", "privacy"):
@@ -271,14 +277,7 @@ def _fit(o: Output) -> list[dict[str, Any]]:
     if rel:
         blocks.append(_reliability_block(rel, "Input scores", "Calibrated", "fitting data"))
     if d.get("privacy_report"):
-        blocks.append(
-            privacy_block(
-                d["privacy_report"],
-                trust=d.get("trust", "not recorded."),
-                ledgers=d.get("ledgers"),
-                source=src,
-            )
-        )
+        blocks.append(_privacy(d, src))
     if d.get("warnings"):
         blocks.append(text("Warnings while fitting: " + " ".join(d["warnings"])))
     return [_section(f"privcal fit: {o.path.name}", _flatten(blocks), src)]
@@ -399,9 +398,7 @@ def _risk(o: Output) -> list[dict[str, Any]]:
         }
         blocks.append(bar_figure("Risk curve", [panel]))
     if private:
-        blocks.append(
-            privacy_block(d["privacy_report"], trust=d.get("trust", "not recorded."), source=src)
-        )
+        blocks.append(_privacy(d, src))
     return [_section(f"privcal risk: {d['sets']}", blocks, src)]
 
 
@@ -479,9 +476,7 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
             )
         )
     if private:
-        blocks.append(
-            privacy_block(d["privacy_report"], trust=d.get("trust", "not recorded."), source=src)
-        )
+        blocks.append(_privacy(d, src))
     return [_section(f"privcal conformal: {d['sets']}", blocks, src)]
 
 

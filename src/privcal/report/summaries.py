@@ -215,18 +215,15 @@ def conformal_summary_data(
             for k in range(C + 1)
             if counts[k] > 0
         ]
-    rep = getattr(est, "privacy_report_", None)
-    if rep is not None:
-        out["privacy_report"] = rep.to_dict()
-        out["trust"] = (
-            "each source computed its own score histograms; the machine that ran 'privcal "
-            "conformal' (the aggregator) saw only their noisy answers, or with aggregation "
-            "'distributed' their secure sums."
-            if getattr(est, "n_sources_", 0)
-            else "the machine that ran 'privcal conformal' read the raw calibration scores (a "
-            "trusted curator); what is private is the released threshold."
-        )
-    return out
+    trust = (
+        "each source computed its own score histograms; the machine that ran 'privcal "
+        "conformal' (the aggregator) saw only their noisy answers, or with aggregation "
+        "'distributed' their secure sums."
+        if getattr(est, "n_sources_", 0)
+        else "the machine that ran 'privcal conformal' read the raw calibration scores (a "
+        "trusted curator); what is private is the released threshold."
+    )
+    return _with_privacy(out, est, trust)
 
 
 def risk_summary_data(
@@ -259,11 +256,17 @@ def risk_summary_data(
     if test_curve is not None:
         out["test_curve"] = np.asarray(test_curve, dtype=np.float64)
         out["test_risk"] = float(test_curve[est.lambda_index_])
+    trust = (
+        "the machine that ran 'privcal risk' read the raw calibration rows (a trusted "
+        "curator); what is private is the released lambda."
+    )
+    return _with_privacy(out, est, trust)
+
+
+def _with_privacy(out: dict[str, Any], est: Any, trust: str) -> dict[str, Any]:
+    """``out`` with a private fit's privacy report and who saw the raw rows (``trust``)."""
     rep = getattr(est, "privacy_report_", None)
     if rep is not None:
         out["privacy_report"] = rep.to_dict()
-        out["trust"] = (
-            "the machine that ran 'privcal risk' read the raw calibration rows (a trusted "
-            "curator); what is private is the released lambda."
-        )
+        out["trust"] = trust
     return out
