@@ -16,6 +16,7 @@ grid (isotonic fit of the secant slopes, then a cubic spline around the smallest
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -61,24 +62,31 @@ def golden_section(
     """
     if evaluations < 2:
         raise ValueError(f"golden_section needs at least 2 evaluations; got {evaluations}.")
-    a, b = _to(lo, geometric), _to(hi, geometric)
+    a, b = _golden_bracket(
+        lambda u: f(_from(float(u), geometric)), _to(lo, geometric), _to(hi, geometric), evaluations
+    )
+    return _result(float(a), float(b), geometric)
+
+
+def _golden_bracket(f: Callable[[Any], Any], a: Any, b: Any, evaluations: int) -> tuple[Any, Any]:
+    """The final bracket of :func:`golden_section` in the search coordinate, for one bracket
+    or an array of them (``f`` then maps one point per bracket to one value per bracket)."""
+    a, b = (np.array(x, dtype=np.float64) for x in np.broadcast_arrays(a, b))
     x1 = b - GOLDEN * (b - a)
     x2 = a + GOLDEN * (b - a)
-    f1, f2 = f(_from(x1, geometric)), f(_from(x2, geometric))
+    f1 = np.asarray(f(x1), dtype=np.float64)
+    f2 = np.asarray(f(x2), dtype=np.float64)
     for _ in range(evaluations - 2):
-        if f1 <= f2:  # minimum in [a, x2]
-            b, x2, f2 = x2, x1, f1
-            x1 = b - GOLDEN * (b - a)
-            f1 = f(_from(x1, geometric))
-        else:  # minimum in [x1, b]
-            a, x1, f1 = x1, x2, f2
-            x2 = a + GOLDEN * (b - a)
-            f2 = f(_from(x2, geometric))
-    if f1 <= f2:
-        b = x2
-    else:
-        a = x1
-    return _from(0.5 * (a + b), geometric), (_from(a, geometric), _from(b, geometric))
+        left = f1 <= f2  # the minimum is in [a, x2]; else in [x1, b]
+        b = np.where(left, x2, b)
+        a = np.where(left, a, x1)
+        nx1 = np.where(left, b - GOLDEN * (b - a), x2)
+        nx2 = np.where(left, x1, a + GOLDEN * (b - a))
+        fnew = np.asarray(f(np.where(left, nx1, nx2)), dtype=np.float64)
+        f1, f2 = np.where(left, fnew, f2), np.where(left, f1, fnew)
+        x1, x2 = nx1, nx2
+    left = f1 <= f2
+    return np.where(left, a, x1), np.where(left, x2, b)
 
 
 def bisect_sign(
@@ -98,13 +106,25 @@ def bisect_sign(
     """
     if evaluations < 1:
         raise ValueError(f"bisect_sign needs at least 1 evaluation; got {evaluations}.")
-    a, b = _to(lo, geometric), _to(hi, geometric)
+    a, b = _bisect_bracket(
+        lambda u: g(_from(float(u), geometric)), _to(lo, geometric), _to(hi, geometric), evaluations
+    )
+    return _result(float(a), float(b), geometric)
+
+
+def _bisect_bracket(g: Callable[[Any], Any], a: Any, b: Any, evaluations: int) -> tuple[Any, Any]:
+    """The final bracket of :func:`bisect_sign` in the search coordinate, for one bracket or an
+    array of them (``g`` then maps one midpoint per bracket to one value per bracket)."""
+    a, b = (np.array(x, dtype=np.float64) for x in np.broadcast_arrays(a, b))
     for _ in range(evaluations):
         m = 0.5 * (a + b)
-        if g(_from(m, geometric)) < 0.0:
-            a = m
-        else:
-            b = m
+        neg = np.asarray(g(m), dtype=np.float64) < 0.0
+        a, b = np.where(neg, m, a), np.where(neg, b, m)
+    return a, b
+
+
+def _result(a: float, b: float, geometric: bool) -> tuple[float, tuple[float, float]]:
+    """The midpoint of the final bracket ``[a, b]`` (search coordinate) and the bracket."""
     return _from(0.5 * (a + b), geometric), (_from(a, geometric), _from(b, geometric))
 
 

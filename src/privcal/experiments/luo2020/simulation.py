@@ -10,7 +10,12 @@ from typing import Any
 import numpy as np
 
 from privcal.calibrators.binning import rescale_top_label
-from privcal.calibrators.search import GOLDEN, convex_argmin, monotone_root
+from privcal.calibrators.search import (
+    _bisect_bracket,
+    _golden_bracket,
+    convex_argmin,
+    monotone_root,
+)
 from privcal.metrics.statistics import (
     accuracy_gap_terms,
     bin_indices,
@@ -130,26 +135,7 @@ def golden_section_batch(
     """
     if evaluations < 2:
         raise ValueError(f"golden_section_batch needs at least 2 evaluations; got {evaluations}.")
-    a = np.log(np.asarray(lo, dtype=np.float64))
-    b = np.log(np.asarray(hi, dtype=np.float64))
-    a, b = np.broadcast_arrays(a, b)
-    a, b = a.copy(), b.copy()
-    x1 = b - GOLDEN * (b - a)
-    x2 = a + GOLDEN * (b - a)
-    f1 = np.asarray(f(np.exp(x1)), dtype=np.float64)
-    f2 = np.asarray(f(np.exp(x2)), dtype=np.float64)
-    for _ in range(evaluations - 2):
-        left = f1 <= f2
-        b = np.where(left, x2, b)
-        a = np.where(left, a, x1)
-        nx1 = np.where(left, b - GOLDEN * (b - a), x2)
-        nx2 = np.where(left, x1, a + GOLDEN * (b - a))
-        fnew = np.asarray(f(np.exp(np.where(left, nx1, nx2))), dtype=np.float64)
-        f1, f2 = np.where(left, fnew, f2), np.where(left, f1, fnew)
-        x1, x2 = nx1, nx2
-    left = f1 <= f2
-    b = np.where(left, x2, b)
-    a = np.where(left, a, x1)
+    a, b = _golden_bracket(lambda u: f(np.exp(u)), _log(lo), _log(hi), evaluations)
     return np.exp(0.5 * (a + b))
 
 
@@ -159,15 +145,12 @@ def bisect_sign_batch(
     """:func:`~privcal.calibrators.search.bisect_sign` (geometric) for many brackets at once."""
     if evaluations < 1:
         raise ValueError(f"bisect_sign_batch needs at least 1 evaluation; got {evaluations}.")
-    a = np.log(np.asarray(lo, dtype=np.float64))
-    b = np.log(np.asarray(hi, dtype=np.float64))
-    a, b = (x.copy() for x in np.broadcast_arrays(a, b))
-    for _ in range(evaluations):
-        m = 0.5 * (a + b)
-        neg = np.asarray(g(np.exp(m)), dtype=np.float64) < 0.0
-        a = np.where(neg, m, a)
-        b = np.where(neg, b, m)
+    a, b = _bisect_bracket(lambda u: g(np.exp(u)), _log(lo), _log(hi), evaluations)
     return np.exp(0.5 * (a + b))
+
+
+def _log(x: Any) -> np.ndarray:
+    return np.log(np.asarray(x, dtype=np.float64))
 
 
 def grouped_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> np.ndarray:
