@@ -37,14 +37,6 @@ GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 SPLINE_POINTS = 256
 
 
-def _to(x: float, geometric: bool) -> float:
-    return float(np.log(x)) if geometric else x
-
-
-def _from(u: float, geometric: bool) -> float:
-    return float(np.exp(u)) if geometric else u
-
-
 def golden_section(
     f: Callable[[float], float],
     lo: float,
@@ -62,31 +54,30 @@ def golden_section(
     """
     if evaluations < 2:
         raise ValueError(f"golden_section needs at least 2 evaluations; got {evaluations}.")
-    a, b = _golden_bracket(
-        lambda u: f(_from(float(u), geometric)), _to(lo, geometric), _to(hi, geometric), evaluations
-    )
-    return _result(float(a), float(b), geometric)
+    mid, a, b = _golden(lambda t: f(float(t)), lo, hi, evaluations, geometric)
+    return float(mid), (float(a), float(b))
 
 
-def _golden_bracket(f: Callable[[Any], Any], a: Any, b: Any, evaluations: int) -> tuple[Any, Any]:
-    """The final bracket of :func:`golden_section` in the search coordinate, for one bracket
-    or an array of them (``f`` then maps one point per bracket to one value per bracket)."""
-    a, b = (np.array(x, dtype=np.float64) for x in np.broadcast_arrays(a, b))
+def _golden(f: Callable[[Any], Any], lo: Any, hi: Any, evaluations: int, geometric: bool) -> Any:
+    """:func:`golden_section` on one bracket or an array of them (``f`` then maps one point per
+    bracket to one value per bracket): the final midpoints and brackets ``(mid, lo, hi)``."""
+    a, b, back = _start(lo, hi, geometric)
     x1 = b - GOLDEN * (b - a)
     x2 = a + GOLDEN * (b - a)
-    f1 = np.asarray(f(x1), dtype=np.float64)
-    f2 = np.asarray(f(x2), dtype=np.float64)
+    f1 = np.asarray(f(back(x1)), dtype=np.float64)
+    f2 = np.asarray(f(back(x2)), dtype=np.float64)
     for _ in range(evaluations - 2):
         left = f1 <= f2  # the minimum is in [a, x2]; else in [x1, b]
         b = np.where(left, x2, b)
         a = np.where(left, a, x1)
         nx1 = np.where(left, b - GOLDEN * (b - a), x2)
         nx2 = np.where(left, x1, a + GOLDEN * (b - a))
-        fnew = np.asarray(f(np.where(left, nx1, nx2)), dtype=np.float64)
+        fnew = np.asarray(f(back(np.where(left, nx1, nx2))), dtype=np.float64)
         f1, f2 = np.where(left, fnew, f2), np.where(left, f1, fnew)
         x1, x2 = nx1, nx2
     left = f1 <= f2
-    return np.where(left, a, x1), np.where(left, x2, b)
+    a, b = np.where(left, a, x1), np.where(left, x2, b)
+    return back(0.5 * (a + b)), back(a), back(b)
 
 
 def bisect_sign(
@@ -106,26 +97,26 @@ def bisect_sign(
     """
     if evaluations < 1:
         raise ValueError(f"bisect_sign needs at least 1 evaluation; got {evaluations}.")
-    a, b = _bisect_bracket(
-        lambda u: g(_from(float(u), geometric)), _to(lo, geometric), _to(hi, geometric), evaluations
-    )
-    return _result(float(a), float(b), geometric)
+    mid, a, b = _bisect(lambda t: g(float(t)), lo, hi, evaluations, geometric)
+    return float(mid), (float(a), float(b))
 
 
-def _bisect_bracket(g: Callable[[Any], Any], a: Any, b: Any, evaluations: int) -> tuple[Any, Any]:
-    """The final bracket of :func:`bisect_sign` in the search coordinate, for one bracket or an
-    array of them (``g`` then maps one midpoint per bracket to one value per bracket)."""
-    a, b = (np.array(x, dtype=np.float64) for x in np.broadcast_arrays(a, b))
+def _bisect(g: Callable[[Any], Any], lo: Any, hi: Any, evaluations: int, geometric: bool) -> Any:
+    """:func:`bisect_sign` on one bracket or an array of them, as :func:`_golden`."""
+    a, b, back = _start(lo, hi, geometric)
     for _ in range(evaluations):
         m = 0.5 * (a + b)
-        neg = np.asarray(g(m), dtype=np.float64) < 0.0
+        neg = np.asarray(g(back(m)), dtype=np.float64) < 0.0
         a, b = np.where(neg, m, a), np.where(neg, b, m)
-    return a, b
+    return back(0.5 * (a + b)), back(a), back(b)
 
 
-def _result(a: float, b: float, geometric: bool) -> tuple[float, tuple[float, float]]:
-    """The midpoint of the final bracket ``[a, b]`` (search coordinate) and the bracket."""
-    return _from(0.5 * (a + b), geometric), (_from(a, geometric), _from(b, geometric))
+def _start(lo: Any, hi: Any, geometric: bool) -> tuple[Any, Any, Callable[[Any], Any]]:
+    """The bracket ends in the search coordinate (``log T`` if ``geometric``) and the map back."""
+    a, b = (np.array(x, dtype=np.float64) for x in np.broadcast_arrays(lo, hi))
+    if geometric:
+        return np.log(a), np.log(b), np.exp
+    return a, b, np.asarray
 
 
 def geometric_grid(lo: float, hi: float, ratio: float) -> np.ndarray:

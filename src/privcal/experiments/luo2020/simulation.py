@@ -11,8 +11,8 @@ import numpy as np
 
 from privcal.calibrators.binning import rescale_top_label
 from privcal.calibrators.search import (
-    _bisect_bracket,
-    _golden_bracket,
+    _bisect,
+    _golden,
     convex_argmin,
     monotone_root,
 )
@@ -135,8 +135,7 @@ def golden_section_batch(
     """
     if evaluations < 2:
         raise ValueError(f"golden_section_batch needs at least 2 evaluations; got {evaluations}.")
-    a, b = _golden_bracket(lambda u: f(np.exp(u)), _log(lo), _log(hi), evaluations)
-    return np.exp(0.5 * (a + b))
+    return _golden(f, lo, hi, evaluations, geometric=True)[0]
 
 
 def bisect_sign_batch(
@@ -145,12 +144,7 @@ def bisect_sign_batch(
     """:func:`~privcal.calibrators.search.bisect_sign` (geometric) for many brackets at once."""
     if evaluations < 1:
         raise ValueError(f"bisect_sign_batch needs at least 1 evaluation; got {evaluations}.")
-    a, b = _bisect_bracket(lambda u: g(np.exp(u)), _log(lo), _log(hi), evaluations)
-    return np.exp(0.5 * (a + b))
-
-
-def _log(x: Any) -> np.ndarray:
-    return np.log(np.asarray(x, dtype=np.float64))
+    return _bisect(g, lo, hi, evaluations, geometric=True)[0]
 
 
 def grouped_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> np.ndarray:
