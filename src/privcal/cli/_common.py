@@ -493,23 +493,10 @@ def progress_callback(
     ``progress(description)`` prints the message; ``progress(description, completed, total)``
     moves the Rich bar (and shows ``description`` on it).
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from privcal.experiments.demo import rich_bar
 
     target = out if out is not None else err_console
-    bar = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=target,
-        transient=transient,
-    )
+    bar = rich_bar(target, transient=transient)
     tasks: list[Any] = []
 
     def progress(description: str, completed: int | None = None, total: int | None = None) -> None:

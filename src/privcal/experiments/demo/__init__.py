@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from privcal.data import DigitsShift
 
-__all__ = ["SECTIONS", "DemoContext", "DemoError", "run_demo"]
+__all__ = ["SECTIONS", "DemoContext", "DemoError", "rich_bar", "run_demo"]
 
 #: Section modules under ``privcal.experiments.demo``, in report order.
 SECTIONS: tuple[str, ...] = ("calibration", "private", "conformal", "training", "federated")
@@ -49,6 +49,16 @@ SEEDED_NOTICE = (
     "[yellow]The demo draws seeded noise so its numbers reproduce: a simulation, not a private "
     "release (its reports say 'not private: seeded noise'). Library defaults are secure.[/yellow]"
 )
+
+
+def rich_bar(console: Console, *, transient: bool) -> Any:
+    """The Rich bar (description, bar, done of total, time elapsed) on ``console``: the demo's
+    sections and the CLI's experiment runs draw this one."""
+    from rich import progress as rp
+
+    description = rp.TextColumn("[progress.description]{task.description}")
+    columns = (description, rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn())
+    return rp.Progress(*columns, console=console, transient=transient)
 
 
 class DemoError(RuntimeError):

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from privcal.experiments.demo import rich_bar
 
 if TYPE_CHECKING:
     from privcal.experiments.demo import DemoContext
@@ -95,15 +96,7 @@ def _fit_all(
     rows: list[dict[str, Any]] = []
     warned: Counter[str] = Counter()
     splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=ctx.console,
-        transient=True,
-    )
-    with progress:
+    with rich_bar(ctx.console, transient=True) as progress:
         task = progress.add_task("Calibrating", total=len(corruptions))
         for corruption in corruptions:
             progress.update(task, description=f"Calibrating [cyan]{corruption}[/cyan]")
