@@ -10,12 +10,7 @@ from typing import Any
 import numpy as np
 
 from privcal.calibrators.binning import rescale_top_label
-from privcal.calibrators.search import (
-    _bisect,
-    _golden,
-    convex_argmin,
-    monotone_root,
-)
+from privcal.calibrators.search import _bisect, _golden, convex_argmin, monotone_root
 from privcal.metrics.statistics import (
     accuracy_gap_terms,
     bin_indices,
