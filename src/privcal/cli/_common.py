@@ -69,6 +69,7 @@ __all__ = [
     "load_calibrator",
     "load_scores",
     "load_unlabelled",
+    "open_sources",
     "plain_text",
     "print_protocol",
     "print_warnings",
@@ -465,6 +466,17 @@ def load_calibrator(path: Path) -> Any:
             f"{str(path)!r} is not a valid calibrator file ({type(err).__name__}: {err}); "
             "fit it again with 'privcal fit'."
         ) from None
+
+
+def open_sources(paths: Iterable[str | Path], seed: int | None) -> list[Any]:
+    """The source ledgers of ``--sources`` (with ``--seed``: seeded noise, one stream a source)."""
+    from privcal.privacy import SeededNoise
+    from privcal.private import DataSource
+
+    def noise(i: int) -> Any:
+        return None if seed is None else SeededNoise(np.random.default_rng([seed, i]))
+
+    return [DataSource.open(Path(p), noise=noise(i)) for i, p in enumerate(paths)]
 
 
 def write_probs(path: Path, probs: np.ndarray, labels: np.ndarray | None) -> Path:

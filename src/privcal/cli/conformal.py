@@ -27,6 +27,7 @@ from privcal.cli._common import (
     console,
     fail,
     load_unlabelled,
+    open_sources,
     refuse_overwrite,
     run_protocol,
     user_errors,
@@ -389,7 +390,7 @@ def _fit(
     calibration size as the title shows it and the test rows' groups."""
     test_groups = None
     if sources:
-        srcs = _open_sources(sources, seed)
+        srcs = open_sources(sources, seed)
         if test_logits.shape[1] != srcs[0].n_classes:
             fail(
                 f"--test has {test_logits.shape[1]} classes but the --sources have "
@@ -436,19 +437,6 @@ def _check_parties(
         fail("--groups with --sources takes 'predicted' only (a source holds no group column).")
     if not sources and (aggregation != "local" or threshold is not None):
         fail("--aggregation and --threshold say how --sources add their noise; drop them.")
-
-
-def _open_sources(paths: list[Path], seed: int | None) -> list[Any]:
-    """The source ledgers of ``--sources`` (seeded noise per source with ``--seed``)."""
-    from privcal.privacy import SeededNoise
-    from privcal.private import DataSource
-
-    return [
-        DataSource.open(
-            p, noise=None if seed is None else SeededNoise(np.random.default_rng([seed, i]))
-        )
-        for i, p in enumerate(paths)
-    ]
 
 
 def _load_groups(path: Path, column: str, logits: np.ndarray, option: str) -> np.ndarray:

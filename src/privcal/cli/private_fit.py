@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.cli._common import err_console, fail, warn
+from privcal.cli._common import err_console, fail, open_sources, warn
 from privcal.data import Scores
 
 __all__ = ["PRIVATE_METHODS", "SEEDED_NOISE_WARNING", "fit_private"]
@@ -189,7 +189,6 @@ def _fit_luo(
     """
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
     from privcal.private import (
-        DataSource,
         NoiseDominatedWarning,
         PrivateHistogramBinning,
         PrivateTemperatureScaling,
@@ -224,16 +223,7 @@ def _fit_luo(
             warn(SEEDED_NOISE_WARNING)
         if sources:
             try:
-                srcs = [
-                    DataSource.open(
-                        Path(p),
-                        noise=None
-                        if seed is None
-                        else SeededNoise(np.random.default_rng([seed, i])),
-                    )
-                    for i, p in enumerate(sources)
-                ]
-                est.fit(sources=srcs)
+                est.fit(sources=open_sources(sources, seed))
             except sqlite3.Error as err:
                 fail(
                     f"A ledger of --sources ({', '.join(sources)}) could not be used ({err}); "
