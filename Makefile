@@ -24,7 +24,7 @@ demo: $(STAMP)
 # two pytest-xdist workers (the 2-core build machine's budget is 15 minutes); tests marked
 # xdist_group (the Flower federations, the demo's fixture) stay on one worker
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 
 # the tests not marked slow (tests/README.md), on two workers: under 3 minutes
 test-fast: $(STAMP)
