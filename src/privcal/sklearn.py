@@ -1,9 +1,11 @@
-"""scikit-learn way in: calibrate or conformalise an already fitted classifier.
+"""scikit-learn way in: calibrate, conformalise or risk-control an already fitted classifier.
 
 :class:`CalibratedClassifier` and :class:`ConformalClassifier` wrap a **fitted** scikit-learn
 classifier (or any object with ``predict_proba`` or ``decision_function``), leave it frozen, and
 fit a privcal calibrator or conformal method on its outputs for a calibration set: ``fit(X_cal,
-y_cal)``, then ``predict_proba(X)`` / ``predict(X)`` / ``predict_set(X)``. They follow
+y_cal)``, then ``predict_proba(X)`` / ``predict(X)`` / ``predict_set(X)``;
+:class:`RiskControlClassifier` does the same for conformal risk control on ``predict_proba``
+(multilabel sets at a false-negative rate, or multiclass miscoverage). They follow
 scikit-learn's developer conventions, so they work inside a ``Pipeline`` and a ``GridSearchCV``
 over ``calibrator__...`` (or ``method__...``) parameters.
 
@@ -19,7 +21,7 @@ over ``calibrator__...`` (or ``method__...``) parameters.
 * ``check_estimator``: the checks that cannot apply to a frozen, prefitted base are
   :data:`NOT_APPLICABLE_CHECKS`, each with its reason; the others pass.
 
-Details: docs/integrations.md#scikit-learn-calibratedclassifier-and-conformalclassifier.
+Details: docs/integrations.md (scikit-learn).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from sklearn.utils.validation import check_is_fitted
 from privcal._params import check_option
 from privcal.calibrators import TemperatureScaling
 from privcal.calibrators.base import store_params
-from privcal.conformal import SplitConformal
+from privcal.conformal import RiskControl, SplitConformal
+from privcal.conformal.risk import get_loss
 from privcal.data.validation import check_scores
 from privcal.metrics.statistics import softmax
 
@@ -44,6 +47,7 @@ __all__ = [
     "RESPONSE_METHODS",
     "CalibratedClassifier",
     "ConformalClassifier",
+    "RiskControlClassifier",
 ]
 
 #: Values of ``response_method``: ``"auto"`` tries the others in this order.
@@ -182,14 +186,14 @@ def _short(values: np.ndarray) -> str:
     return "[" + ", ".join(repr(v) for v in items[:4]) + ", ..., " + repr(items[-1]) + "]"
 
 
-class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
-    """What both wrappers share: the frozen base, its logits, the labels, cloning."""
+class _Frozen(MetaEstimatorMixin, BaseEstimator):
+    """What every wrapper shares: a frozen, fitted base that clones keep and ``set_params``
+    refuses to reach into."""
 
-    _owner: ClassVar[str] = "_FrozenBaseMeta"
+    _owner: ClassVar[str] = "_Frozen"
     #: What a parameter left at None stands for (named in error messages).
     _defaults: ClassVar[dict[str, str]] = {}
     estimator: Any
-    response_method: Any
 
     def __sklearn_clone__(self) -> Any:
         """A new unfitted wrapper with the **same** fitted base and clones of the rest."""
@@ -217,6 +221,12 @@ class _FrozenBaseMeta(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                     f"set_params({head}={self._defaults[head]})."
                 )
         return super().set_params(**params)
+
+
+class _FrozenBaseMeta(ClassifierMixin, _Frozen):
+    """What the classifier wrappers share: the base's logits and the encoded labels."""
+
+    response_method: Any
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Check the base, pick the response method, read logits and encoded labels of ``X, y``."""
@@ -512,3 +522,107 @@ class ConformalClassifier(_FrozenBaseMeta):
         """The class of highest probability (values of ``classes_``)."""
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
+
+
+def _label_probs(estimator: Any, X: Any, owner: str) -> np.ndarray:
+    """The base's ``predict_proba`` as an ``(n, K)`` array: as it is (``OneVsRestClassifier``,
+    ``MLPClassifier``, any multiclass classifier), or column 1 of each of the ``K`` ``(n, 2)``
+    arrays of a per-label list (``MultiOutputClassifier``, forests, k-NN on a label matrix)."""
+    if not callable(getattr(estimator, "predict_proba", None)):
+        raise _fail(owner, "estimator", "a fitted classifier with predict_proba", estimator)
+    p = estimator.predict_proba(X)
+    if isinstance(p, list):
+        one = [k for k, q in enumerate(p) if np.ndim(q) != 2 or np.shape(q)[1] != 2]
+        if one:
+            raise ValueError(
+                f"{owner}: the base estimator's predict_proba for label {one[0]} does not have "
+                "two columns (the label took one value in its training data, so it has no "
+                "probability of being present); fit the base on data where every label occurs."
+            )
+        p = np.column_stack([np.asarray(q)[:, 1] for q in p])
+    return np.asarray(p, dtype=np.float64)
+
+
+class RiskControlClassifier(_Frozen):
+    """A fitted classifier with conformal risk control sets from privcal.
+
+    ``fit(X_cal, Y_cal)`` fits a clone of ``method`` (:class:`~privcal.conformal.RiskControl` or
+    :class:`~privcal.conformal.PrivateRiskControl`) on the base estimator's probabilities for
+    the calibration set; ``predict_set(X)`` returns ``C_lambda(x) = {k : p_k >= 1 - lambda_}``
+    as a boolean ``N x K`` matrix whose expected loss is at most the method's ``alpha``
+    (``risk_bound_``; Theorem 1 of Conformal Risk Control for exchangeable data, and the private
+    method's inflated bound).
+
+    * ``loss="fnr"`` (multilabel): ``Y_cal`` is a boolean ``(n, K)`` label matrix; the base's
+      ``predict_proba`` gives per-label probabilities, an ``(n, K)`` array or a list of ``K``
+      ``(n, 2)`` arrays (column 1: the label is present).
+    * ``loss="miscoverage"`` (multiclass): ``y_cal`` holds values of the base's ``classes_``;
+      ``predict_proba`` is ``(n, C)``; column ``j`` of a set is ``classes_[j]``.
+
+    Parameters
+    ----------
+    estimator : fitted classifier
+        Frozen as in :class:`CalibratedClassifier`; it needs ``predict_proba``.
+    method : RiskControl or PrivateRiskControl or None, default=None
+        ``None`` means ``RiskControl()`` (``loss="fnr"``, ``alpha=0.1``).
+
+    Attributes
+    ----------
+    method_ : RiskControl
+        The fitted clone of ``method`` (``lambda_``, ``risk_bound_``, ``risk_curve_``).
+    classes_ : ndarray of shape (C,)
+        Only for ``loss="miscoverage"``.
+    privacy_report_ : PrivacyReport
+        Only with :class:`~privcal.conformal.PrivateRiskControl`: its report.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_multilabel_classification
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.multiclass import OneVsRestClassifier
+    >>> X, Y = make_multilabel_classification(3000, n_classes=5, random_state=0)
+    >>> base = OneVsRestClassifier(LogisticRegression(max_iter=500)).fit(X[:1000], Y[:1000])
+    >>> rc = RiskControlClassifier(base, RiskControl("fnr", alpha=0.1))
+    >>> rc = rc.fit(X[1000:2000], Y[1000:2000])
+    >>> rc.predict_set(X[2000:]).shape
+    (1000, 5)
+    """
+
+    _owner: ClassVar[str] = "RiskControlClassifier"
+    _defaults: ClassVar[dict[str, str]] = {"method": "RiskControl()"}
+
+    def __init__(self, estimator: Any, method: Any = None) -> None:
+        store_params(self, locals())
+
+    def fit(self, X: Any, y: Any) -> RiskControlClassifier:
+        """Fit the risk control method on the base estimator's probabilities for ``X`` and the
+        labels ``y`` (a boolean label matrix for ``fnr``, classes for ``miscoverage``).
+
+        Returns
+        -------
+        self
+        """
+        if self.method is not None and not isinstance(self.method, RiskControl):
+            raise _fail(
+                self._owner, "method", "a RiskControl or PrivateRiskControl, or None", self.method
+            )
+        _check_base(self.estimator, self._owner)
+        method = RiskControl() if self.method is None else clone(self.method, safe=False)
+        p = _label_probs(self.estimator, X, self._owner)
+        if get_loss(method.loss, self._owner).name == "miscoverage":
+            classes = getattr(self.estimator, "classes_", None)
+            self.classes_ = np.arange(p.shape[1]) if classes is None else np.asarray(classes)
+            y = _encode(self.classes_, y, self._owner)
+        self.method_ = method.fit(p, y)
+        self.__dict__.pop("privacy_report_", None)
+        if getattr(method, "privacy_report_", None) is not None:
+            self.privacy_report_ = method.privacy_report_
+        for attr in ("n_features_in_", "feature_names_in_"):
+            if hasattr(self.estimator, attr):
+                setattr(self, attr, getattr(self.estimator, attr))
+        return self
+
+    def predict_set(self, X: Any) -> np.ndarray:
+        """The sets ``C_lambda_(x)``, a boolean ``N x K`` matrix."""
+        check_is_fitted(self, "method_")
+        return np.asarray(self.method_.predict_set(_label_probs(self.estimator, X, self._owner)))
