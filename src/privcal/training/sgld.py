@@ -438,25 +438,6 @@ class DPSGLDTrainer(DPSGDTrainer):
         device: Any = "cpu",
         ledger: Any = None,
     ) -> None:
-        super().__init__(
-            model,
-            epsilon=epsilon,
-            delta=delta,
-            max_grad_norm=max_grad_norm,
-            accountant=accountant,
-            epochs=epochs,
-            lr=lr,  # type: ignore[arg-type]  # "auto" is DP-SGLD's own (_parameter_constraints)
-            batch_size=batch_size,
-            lr_schedule="exponential",
-            decay=decay,
-            n_classes=n_classes,
-            seed=seed,
-            device=device,
-            ledger=ledger,
-        )
-        self.temperature = temperature
-        self.prenoise = prenoise
-        self.max_epochs = max_epochs
         # DP-SGLD's schedule is exponential and it has no momentum (Alg. 1)
         store_params(self, {**locals(), "lr_schedule": "exponential", "momentum": 0.0})
 
