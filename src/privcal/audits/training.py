@@ -25,6 +25,7 @@ torch steps, which would put the thousands of fits an audit needs far beyond a t
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -138,16 +139,17 @@ _MEASURED = (QUERY_MEASUREMENTS["count"], DP_SGD)
 
 
 def _register_recalibration(
-    name: str, summary: str, estimator: type, released: str, read: Any
+    name: str, summary: str, estimator: Callable[[], type], released: str, read: Any
 ) -> AuditFunction:
-    """Register the audit of ``estimator(epsilon=1.0, epochs=5).fit(z, y)`` read through
+    """Register the audit of ``estimator()(epsilon=1.0, epochs=5).fit(z, y)`` read through
     ``read`` (``released`` names what it reads), with the settings the DP recalibration audits
-    share (600 runs, 18 events, torch, :data:`_PLANTS`, :data:`_MEASURED`)."""
+    share (600 runs, 18 events, torch, :data:`_PLANTS`, :data:`_MEASURED`). ``estimator``
+    returns the class at each run: the audit fits this module's class as it is then."""
 
     def audit(runs: int, alpha: float) -> AuditReport:
-        return _audit(name, estimator, released, read, runs, alpha)
+        return _audit(name, estimator(), released, read, runs, alpha)
 
-    audit.__doc__ = f"Audit ``{estimator.__name__}(epsilon=1.0, epochs=5).fit(z, y){released}``."
+    audit.__doc__ = f"Audit ``{estimator().__name__}(epsilon=1.0, epochs=5).fit(z, y){released}``."
     return register(
         name,
         summary=summary,
@@ -163,14 +165,14 @@ def _register_recalibration(
 audit_dp_temperature_scaling = _register_recalibration(
     "dp-temperature-scaling",
     "DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
-    DPTemperatureScaling,
+    lambda: DPTemperatureScaling,
     ".temperature_",
     lambda est: np.log(est.temperature_),
 )
 audit_dp_platt_scaling = _register_recalibration(
     "dp-platt-scaling",
     "DPPlattScaling (DP-PS, Bu et al. 2023), binary Platt: one extreme row added; slope a",
-    DPPlattScaling,
+    lambda: DPPlattScaling,
     '.params_["a"]',
     lambda est: float(est.params_["a"][0]),
 )
