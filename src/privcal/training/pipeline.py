@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from privcal._params import check_int, check_probability
-from privcal.calibrators.base import Calibrator, store_params
+from privcal.calibrators.base import Calibrator
 from privcal.privacy import PrivacyReport
 
 __all__ = ["DPRecalibration", "recalibration_side", "split_key"]
@@ -102,7 +102,10 @@ class DPRecalibration:
         validation_ratio: float = 0.1,
         seed: int | bytes | None = None,
     ) -> None:
-        store_params(self, locals())
+        self.trainer = trainer
+        self.calibrator = calibrator
+        self.validation_ratio = validation_ratio
+        self.seed = seed
 
     def _split(self, Xa: np.ndarray, ya: np.ndarray, ratio: float) -> None:
         if self.seed is not None and not isinstance(self.seed, bytes):
