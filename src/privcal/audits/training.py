@@ -81,13 +81,22 @@ _NEIGHBOURS = (
 )
 
 
-def _audit(name: str, make: Any, read: Any, runs: int, alpha: float, call: str) -> AuditReport:
+def _audit(
+    name: str, estimator: type, released: str, read: Any, runs: int, alpha: float
+) -> AuditReport:
+    """Audit ``estimator(epsilon=AUDIT_EPSILON, epochs=AUDIT_EPOCHS).fit(z, y)`` through
+    ``read`` of the fitted estimator (the attribute ``released`` names)."""
     sides = training_neighbours()
+    call = (
+        f"{estimator.__name__}(epsilon={AUDIT_EPSILON:g}, epochs={AUDIT_EPOCHS}).fit(logits, "
+        f"labels){released} (defaults otherwise; epochs is public and the claim holds for any "
+        "value, fewer keep the audit fast)"
+    )
 
     def fit(side: int) -> Any:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Optimal order is the")
-            return make().fit(*sides[side])
+            return estimator(epsilon=AUDIT_EPSILON, epochs=AUDIT_EPOCHS).fit(*sides[side])
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([read(fit(side)) for _ in range(k)])
@@ -129,9 +138,18 @@ _PLANTS = {
 _MEASURED = (QUERY_MEASUREMENTS["count"], DP_SGD)
 
 
-def _register_recalibration(name: str, summary: str) -> Callable[[AuditFunction], AuditFunction]:
-    """:func:`register` with the settings the DP recalibration audits share (600 runs, 18
-    events, torch, :data:`_PLANTS`, :data:`_MEASURED`)."""
+def _register_recalibration(
+    name: str, summary: str, estimator: Callable[[], type], released: str, read: Any
+) -> AuditFunction:
+    """Register the audit of ``estimator()(epsilon=1.0, epochs=5).fit(z, y)`` read through
+    ``read`` (``released`` names what it reads), with the settings the DP recalibration audits
+    share (600 runs, 18 events, torch, :data:`_PLANTS`, :data:`_MEASURED`). ``estimator``
+    returns the class at each run: the audit fits this module's class as it is then."""
+
+    def audit(runs: int, alpha: float) -> AuditReport:
+        return _audit(name, estimator(), released, read, runs, alpha)
+
+    audit.__doc__ = f"Audit ``{estimator().__name__}(epsilon=1.0, epochs=5).fit(z, y){released}``."
     return register(
         name,
         summary=summary,
@@ -141,40 +159,20 @@ def _register_recalibration(name: str, summary: str) -> Callable[[AuditFunction]
         events=18,
         plants=_PLANTS,
         measurements=_MEASURED,
-    )
+    )(audit)
 
 
-@_register_recalibration(
+audit_dp_temperature_scaling = _register_recalibration(
     "dp-temperature-scaling",
     "DPTemperatureScaling (DP-TS, Bu et al. 2023): one extreme row added; temperature_",
+    lambda: DPTemperatureScaling,
+    ".temperature_",
+    lambda est: np.log(est.temperature_),
 )
-def audit_dp_temperature_scaling(runs: int, alpha: float) -> AuditReport:
-    """Audit ``DPTemperatureScaling(epsilon=1.0, epochs=5).fit(z, y).temperature_``."""
-    return _audit(
-        "dp-temperature-scaling",
-        lambda: DPTemperatureScaling(epsilon=AUDIT_EPSILON, epochs=AUDIT_EPOCHS),
-        lambda est: np.log(est.temperature_),
-        runs,
-        alpha,
-        f"DPTemperatureScaling(epsilon={AUDIT_EPSILON:g}, epochs={AUDIT_EPOCHS}).fit(logits, "
-        "labels).temperature_ (defaults otherwise; epochs is public and the claim holds for "
-        "any value, fewer keep the audit fast)",
-    )
-
-
-@_register_recalibration(
+audit_dp_platt_scaling = _register_recalibration(
     "dp-platt-scaling",
     "DPPlattScaling (DP-PS, Bu et al. 2023), binary Platt: one extreme row added; slope a",
+    lambda: DPPlattScaling,
+    '.params_["a"]',
+    lambda est: float(est.params_["a"][0]),
 )
-def audit_dp_platt_scaling(runs: int, alpha: float) -> AuditReport:
-    """Audit ``DPPlattScaling(epsilon=1.0, epochs=5).fit(z, y).params_["a"]``."""
-    return _audit(
-        "dp-platt-scaling",
-        lambda: DPPlattScaling(epsilon=AUDIT_EPSILON, epochs=AUDIT_EPOCHS),
-        lambda est: float(est.params_["a"][0]),
-        runs,
-        alpha,
-        f"DPPlattScaling(epsilon={AUDIT_EPSILON:g}, epochs={AUDIT_EPOCHS}).fit(logits, labels)"
-        '.params_["a"] (defaults otherwise; epochs is public and the claim holds for any value, '
-        "fewer keep the audit fast)",
-    )

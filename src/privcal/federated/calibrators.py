@@ -129,14 +129,6 @@ class WeightedHistogramBinning(_Weighted, HistogramBinning):
         )
         self.weighting = weighting
 
-    def _jsonable_params(self) -> dict[str, Any]:
-        return {
-            "n_bins": self.n_bins,
-            "weighting": self.weighting,
-            "prior": self.prior,
-            "prior_strength": self.prior_strength,
-        }
-
 
 # ------------------------------------------------------------------------------------ MLP
 def mlp_sizes(c: int) -> list[tuple[int, ...]]:

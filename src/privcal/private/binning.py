@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import EPSILON, Constraints, Int, Options
-from privcal.calibrators.base import register
+from privcal.calibrators.base import register, store_params
 from privcal.calibrators.binning import HistogramBinning, bin_frequencies
 from privcal.privacy import NoiseSource
 from privcal.private.fallback import FALLBACKS, NoiseDominatedWarning
@@ -147,13 +147,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         ledger: Any = None,
         fallback: str = "identity",
     ) -> None:
-        self.epsilon = epsilon
-        self.n_bins = n_bins
-        self.noise = noise
-        self.aggregation = aggregation
-        self.threshold = threshold
-        self.ledger = ledger
-        self.fallback = fallback
+        store_params(self, locals())
 
     def informative_rows(self, n_classes: int) -> float:
         """The fewest rows at which one party's release could keep any bin under the fallback

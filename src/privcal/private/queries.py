@@ -156,16 +156,18 @@ def query_sensitivity(
     return m.sensitivity_at(**params)
 
 
+def _increasing(values: Any, minimum: int) -> tuple[np.ndarray, bool]:
+    """``values`` as floats, and whether they are a finite, strictly increasing 1-D array of at
+    least ``minimum`` entries (the shape of every public grid)."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = v.ndim == 1 and v.size >= minimum and np.all(np.isfinite(v)) and np.all(np.diff(v) > 0)
+    return v, bool(ok)
+
+
 def check_grid(temperatures: Any, owner: str) -> np.ndarray:
     """The public grid of a curve query as floats: non-empty, positive, finite, increasing."""
-    t = np.asarray(temperatures, dtype=np.float64)
-    if (
-        t.ndim != 1
-        or t.size < 1
-        or not np.all(np.isfinite(t))
-        or np.any(t <= 0)
-        or np.any(np.diff(t) <= 0)
-    ):
+    t, ok = _increasing(temperatures, 1)
+    if not ok or t[0] <= 0:
         raise ValueError(
             f"The 'temperatures' parameter of {owner} must be a non-empty 1-D array of positive, "
             f"finite, strictly increasing temperatures. Got {temperatures!r} instead."
@@ -175,15 +177,8 @@ def check_grid(temperatures: Any, owner: str) -> np.ndarray:
 
 def check_edges(edges: Any, owner: str) -> np.ndarray:
     """The public bin edges of a score histogram: finite, strictly increasing, from 0 to 1."""
-    e = np.asarray(edges, dtype=np.float64)
-    if (
-        e.ndim != 1
-        or e.size < 2
-        or not np.all(np.isfinite(e))
-        or np.any(np.diff(e) <= 0)
-        or e[0] != 0.0
-        or e[-1] != 1.0
-    ):
+    e, ok = _increasing(edges, 2)
+    if not ok or e[0] != 0.0 or e[-1] != 1.0:
         raise ValueError(
             f"The 'edges' parameter of {owner} must be a 1-D array of strictly increasing bin "
             f"edges from 0 to 1 (the public grid of the scores). Got {edges!r} instead."

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privcal._params import POSITIVE, Constraints, Int, Options, check_int
-from privcal.calibrators.base import Calibrator, ReportsPrivacy, register
+from privcal.calibrators.base import Calibrator, ReportsPrivacy, register, store_params
 from privcal.calibrators.search import (
     bisect_sign,
     convex_argmin,
@@ -416,18 +416,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         ledger: Any = None,
         fallback: str = "identity",
     ) -> None:
-        self.objective = objective
-        self.epsilon = epsilon
-        self.iterations = iterations
-        self.t_range = t_range
-        self.search = search
-        self.n_bins = n_bins
-        self.nll_bound = nll_bound
-        self.noise = noise
-        self.aggregation = aggregation
-        self.threshold = threshold
-        self.ledger = ledger
-        self.fallback = fallback
+        store_params(self, locals())
 
     def _validate_params(self) -> dict[str, Any]:
         owner = type(self).__name__

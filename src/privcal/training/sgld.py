@@ -44,7 +44,6 @@ from privcal.training.trainers import (  # noqa: E402
     DPSGDTrainer,
     _train_loop,
     noise_generator,
-    poisson_loader,
 )
 
 __all__ = [
@@ -438,25 +437,6 @@ class DPSGLDTrainer(DPSGDTrainer):
         device: Any = "cpu",
         ledger: Any = None,
     ) -> None:
-        super().__init__(
-            model,
-            epsilon=epsilon,
-            delta=delta,
-            max_grad_norm=max_grad_norm,
-            accountant=accountant,
-            epochs=epochs,
-            lr=lr,  # type: ignore[arg-type]  # "auto" is DP-SGLD's own (_parameter_constraints)
-            batch_size=batch_size,
-            lr_schedule="exponential",
-            decay=decay,
-            n_classes=n_classes,
-            seed=seed,
-            device=device,
-            ledger=ledger,
-        )
-        self.temperature = temperature
-        self.prenoise = prenoise
-        self.max_epochs = max_epochs
         # DP-SGLD's schedule is exponential and it has no momentum (Alg. 1)
         store_params(self, {**locals(), "lr_schedule": "exponential", "momentum": 0.0})
 
@@ -487,9 +467,7 @@ class DPSGLDTrainer(DPSGDTrainer):
 
     def fit(self, X: Any, y: Any) -> DPSGLDTrainer:
         """Run DP-SGLD until the planned budget-exhausting number of steps is done."""
-        Xt, yt, model, engine, c = self._private_setup(X, y)
-        gen = torch.Generator().manual_seed(self._seed)
-        loader = poisson_loader(Xt, yt, self.batch_size, generator=gen)
+        model, engine, loader, c = self._private_setup(X, y)
         per_epoch = len(loader)
         q = 1.0 / per_epoch
         lr, tau, total = self._plan(per_epoch, q)
@@ -537,21 +515,14 @@ class DPSGLDTrainer(DPSGDTrainer):
                     t += 1
 
         self.steps_ = _train_loop(gsm, sgld_opt, batches(), self, total, per_epoch, lr)
-        gsm._close()
-        self.model_ = model
-        self.n_classes_ = c
+        self._finish("DP-SGLD weights", gsm, model, c, sgld_opt, engine, per_epoch)
         self.temperature_ = tau
         self.lr_ = lr
-        self.sample_rate_ = q
-        self.steps_per_epoch_ = per_epoch
-        self.accountant_ = engine.accountant
-        self.noise_multiplier_ = float(sgld_opt.noise_multiplier)  # the last step's
         self.noise_multipliers_ = np.concatenate(
             [np.full(k, s) for s, _, k in self.accountant_.history]
         )
         self.gdp_mu_ = gdp_mu(self.noise_multipliers_, q)
         self.gdp_epsilon_ = gdp_epsilon_pld(self.gdp_mu_, float(self.delta))
-        self._finish_privacy("DP-SGLD weights")
         if self.epsilon_ > float(self.epsilon) * (1.0 + 1e-9):  # pragma: no cover - plan is safe
             raise RuntimeError(
                 f"DPSGLDTrainer spent epsilon={self.epsilon_!r} > target {self.epsilon!r}."

@@ -457,8 +457,9 @@ class DPSGDTrainer(SGDTrainer):
         """Seed of the DP noise generator: ``seed + 1`` when seeded, else OS entropy."""
         return None if self.seed is None else self._seed + 1
 
-    def _private_setup(self, X: Any, y: Any) -> tuple[Any, Any, Any, Any, int]:
-        """Validated data, a fresh model and an Opacus engine (shared with DP-SGLD)."""
+    def _private_setup(self, X: Any, y: Any) -> tuple[Any, Any, Any, int]:
+        """A fresh model, an Opacus engine and the Poisson loader of the validated data, and
+        the number of classes (shared with DP-SGLD)."""
         self._validate()
         self._seeded_noise_warning()
         Xt, yt, c = self._data(X, y)
@@ -467,13 +468,12 @@ class DPSGDTrainer(SGDTrainer):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Secure RNG turned off")
             engine = opacus.PrivacyEngine(accountant=self.accountant)
-        return Xt, yt, model, engine, c
+        gen = torch.Generator().manual_seed(self._seed)
+        return model, engine, poisson_loader(Xt, yt, self.batch_size, generator=gen), c
 
     def fit(self, X: Any, y: Any) -> DPSGDTrainer:
         """Train with DP-SGD until ``epochs`` epochs of Poisson steps are done."""
-        Xt, yt, model, engine, c = self._private_setup(X, y)
-        gen = torch.Generator().manual_seed(self._seed)
-        loader = poisson_loader(Xt, yt, self.batch_size, generator=gen)
+        model, engine, loader, c = self._private_setup(X, y)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=UserWarning, module="opacus")
@@ -498,14 +498,7 @@ class DPSGDTrainer(SGDTrainer):
 
         total = self.epochs * per_epoch
         self.steps_ = _train_loop(gsm, dp_opt, batches(), self, total, per_epoch, self.lr)
-        gsm._close()
-        self.model_ = model
-        self.n_classes_ = c
-        self.noise_multiplier_ = float(dp_opt.noise_multiplier)
-        self.sample_rate_ = 1.0 / per_epoch
-        self.steps_per_epoch_ = per_epoch
-        self.accountant_ = engine.accountant
-        self._finish_privacy("DP-SGD weights")
+        self._finish("DP-SGD weights", gsm, model, c, dp_opt, engine, per_epoch)
         return self
 
     def _charge_ledger(self, sigmas: list[tuple[float, int]], per_epoch: int) -> None:
@@ -525,7 +518,18 @@ class DPSGDTrainer(SGDTrainer):
             rdp=curve,
         )
 
-    def _finish_privacy(self, query: str) -> None:
+    def _finish(
+        self, query: str, gsm: Any, model: Any, c: int, opt: Any, engine: Any, per_epoch: int
+    ) -> None:
+        """Close Opacus's wrapper ``gsm``; keep the trained ``model``, the run's figures (the
+        last step's noise multiplier, ``q``, the accountant) and its privacy report (the
+        release: ``query``)."""
+        gsm._close()
+        self.model_, self.n_classes_ = model, c
+        self.noise_multiplier_ = float(opt.noise_multiplier)
+        self.sample_rate_ = 1.0 / per_epoch
+        self.steps_per_epoch_ = per_epoch
+        self.accountant_ = engine.accountant
         self.epsilon_ = float(self.accountant_.get_epsilon(self.delta))
         self.privacy_report_ = PrivacyReport(
             [

@@ -62,24 +62,31 @@ class FedMethod:
         dp: DPConfig | None = None,
         denominator: float | None = None,
     ) -> State:
-        raise NotImplementedError
-
-    def _add_histogram(
-        self, state: State, total: np.ndarray, dp: DPConfig | None
-    ) -> tuple[State, list[NoiseGroup] | None]:
-        """The server step of the histogram methods: a copy of ``state`` with the round's
-        released sum (``total`` plus the run's noise under ``dp``) added to ``hist`` and one
-        more round counted; returns it with the noise groups the release used (``None``
-        without DP), for the method's own noise bookkeeping."""
-        new = {k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()}
-        total = np.asarray(total, dtype=np.float64)
-        groups = None
+        """Release the round's sum (``total`` plus the run's noise under ``dp``, in the blocks
+        of :meth:`noise_groups`) and return :meth:`_update` of it: the one release of every
+        method; everything after it is post-processing."""
+        released = np.asarray(total, dtype=np.float64)
         if dp is not None:
-            groups = self.noise_groups(dp, total.shape)
-            total = dp.release(total, groups)
-        new["hist"] = new["hist"] + total
+            released = dp.release(released, self.noise_groups(dp, released.shape))
+        return self._update(state, released, n, dp, denominator)
+
+    def _update(
+        self, state: State, released: np.ndarray, n: int, dp: DPConfig | None, denom: float | None
+    ) -> State:
+        """The new state from the released sum of ``n`` payloads; here the histogram methods'
+        (the scaling methods override it): a copy of ``state`` with ``released`` added to
+        ``hist``, one more round counted and, under ``dp``, :meth:`_track_noise`."""
+        new = {k: np.array(v, dtype=np.float64, copy=True) for k, v in state.items()}
+        new["hist"] = new["hist"] + released
         new["rounds"] = new["rounds"] + 1
-        return new, groups
+        if dp is not None:
+            self._track_noise(new, dp, released.shape)
+        return new
+
+    def _track_noise(self, new: State, dp: DPConfig, shape: tuple[int, ...]) -> None:
+        """A histogram method's own record, in its ``new`` state, of the noise of a release of
+        a payload sum of ``shape``."""
+        raise NotImplementedError
 
     def calibrator(self, state: State, c: int) -> Calibrator:
         raise NotImplementedError

@@ -108,20 +108,10 @@ class BinningMethod(FedMethod):
             axis=-3,
         )
 
-    def server_step(
-        self,
-        state: State,
-        total: np.ndarray,
-        n: int,
-        dp: DPConfig | None = None,
-        denominator: float | None = None,
-    ) -> State:
-        new, _ = self._add_histogram(state, total, dp)
-        if dp is not None:
-            s = dp.multiplier(self.mechanisms_per_round(np.shape(total)[1]))
-            for key, clip in (("noise_std_pos", dp.clip_pos), ("noise_std_neg", dp.clip_neg)):
-                new[key] = np.sqrt(new[key] ** 2 + (clip * s) ** 2)
-        return new
+    def _track_noise(self, new: State, dp: DPConfig, shape: tuple[int, ...]) -> None:
+        s = dp.multiplier(self.mechanisms_per_round(shape[1]))
+        for key, clip in (("noise_std_pos", dp.clip_pos), ("noise_std_neg", dp.clip_neg)):
+            new[key] = np.sqrt(new[key] ** 2 + (clip * s) ** 2)
 
     def alpha(self, state: State) -> np.ndarray:
         """Class weights of seed 003 Sec. 4.1 (non-DP) or App. B.5 (DP)."""

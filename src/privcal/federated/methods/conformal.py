@@ -221,18 +221,8 @@ class FedConformal(FedMethod):
             "cohort": "histograms are summed, never averaged: no denominator",
         }
 
-    def server_step(
-        self,
-        state: State,
-        total: np.ndarray,
-        n: int,
-        dp: DPConfig | None = None,
-        denominator: float | None = None,
-    ) -> State:
-        new, groups = self._add_histogram(state, total, dp)
-        if dp is not None and groups is not None:
-            new["variance"] = new["variance"] + self._variance(dp, groups[0])
-        return new
+    def _track_noise(self, new: State, dp: DPConfig, shape: tuple[int, ...]) -> None:
+        new["variance"] = new["variance"] + self._variance(dp, self.noise_groups(dp, shape)[0])
 
     @staticmethod
     def _variance(dp: DPConfig, group: NoiseGroup) -> float:

@@ -239,30 +239,21 @@ class ScalingMethod(FedMethod):
                 return c
         raise ValueError(f"A {type(self).__name__} Newton payload cannot have {size} entries.")
 
-    def server_step(
-        self,
-        state: State,
-        total: np.ndarray,
-        n: int,
-        dp: DPConfig | None = None,
-        denominator: float | None = None,
+    def _update(
+        self, state: State, released: np.ndarray, n: int, dp: DPConfig | None, denom: float | None
     ) -> State:
+        """A Newton step (``update="newton"``), or parameter averaging: the released sum of
+        updates over the public denominator (under DP) or over the ``n`` clients."""
         if self.newton:
-            return self._newton_step(state, np.asarray(total, dtype=np.float64), dp)
-        return self._averaging_step(state, np.asarray(total, dtype=np.float64), n, dp, denominator)
-
-    def _averaging_step(
-        self, state: State, total: np.ndarray, n: int, dp: DPConfig | None, denom: float | None
-    ) -> State:
+            return self._newton_step(state, released, dp)
         x = np.asarray(state["params"], dtype=np.float64)
         if dp is not None:
-            noisy = dp.release(total, self.noise_groups(dp, total.shape))
             if denom is None or denom <= 0:
                 raise ValueError("A DP scaling round needs the public denominator p * K > 0.")
-            return {"params": self.project(x + noisy / denom)}
+            return {"params": self.project(x + released / denom)}
         if n == 0:
             return {"params": x}
-        return {"params": self.project(x + total / n)}
+        return {"params": self.project(x + released / n)}
 
     def _newton_step(self, state: State, total: np.ndarray, dp: DPConfig | None) -> State:
         """One damped Newton step from the summed (noisy under DP) gradient and curvature.
@@ -290,8 +281,6 @@ class ScalingMethod(FedMethod):
         if dp is None:
             h_use, floor = h, 0.0
         else:
-            noisy = dp.release(total, self.noise_groups(dp, total.shape))
-            g, h = noisy[: x.size], noisy[x.size :]
             _, ch = self.clip_bounds()
             _, sh = self.noise_ratios(dp)
             new["curv_sum"] = new["curv_sum"] + h
