@@ -80,7 +80,7 @@ def _released_equals_the_method(out: Path, saved: dict[str, Any]) -> FederatedCo
     ids=["trusted", "secagg-distributed"],
 )
 def test_a_dp_run_writes_the_sets_and_their_report(federation, mode: dict) -> None:  # type: ignore[no-untyped-def]
-    nodes, wd, z, y, _parts = federation
+    nodes, wd, _z, _y, _parts = federation
     out = wd / ("secagg" if mode.get("secagg") else "trusted")
     for k in range(K):
         Path(nodes[k]["status"]).unlink(missing_ok=True)
@@ -165,7 +165,7 @@ def test_each_client_keeps_its_own_rows_and_the_server_never_sees_the_seed(
 
 
 def test_sets_round_trip_and_a_damaged_file_names_its_field(federation) -> None:  # type: ignore[no-untyped-def]
-    _nodes, wd, z, y, parts = federation
+    _nodes, _wd, z, y, parts = federation
     sets, _ = simulate("conformal-aps", z, y, parts, rounds=1, seed=0)
     back = FederatedConformalSets.from_dict(json.loads(json.dumps(sets.to_dict())))
     np.testing.assert_array_equal(back.predict_set(z), sets.predict_set(z))
