@@ -21,7 +21,6 @@ the claim; D: client 2 connected but not replying.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -143,52 +142,21 @@ def _flower_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
 
 
 def _flower_audit(runs: int, alpha: float) -> AuditReport:
-    """One round of the ServerApp's release (``release_round``) on 1 vs 2 client replies, the
-    released count ``counts_[b]`` read in tail events (module docstring)."""
-    from privcal.federated.flower import server_app as srv
-    from privcal.federated.flower.task import (
-        DEFAULTS,
-        dp_from_config,
-        method_from_config,
-        server_noise,
-    )
+    """One round of the ServerApp's release on 1 vs 2 client replies, the released count
+    ``counts_[b]`` read in tail events (:func:`~privcal.audits.federated.flower_round_audit`)."""
+    from privcal.audits.federated import flower_round_audit
 
-    cfg = {
-        **DEFAULTS,
-        "method": "conformal-lac",
-        "rounds": 1,
-        "n-classes": 2,
-        "num-nodes": 2,
-        "epsilon": EPSILON,
-        "delta": DELTA,
-    }
-    fm = method_from_config(cfg)
-    state0, shape, b = fm.init(2), fm.payload_shape(2), _data()[2]
-    with tempfile.TemporaryDirectory(prefix="privcal-audit-") as tmp:
-        replies = _flower_replies(cfg, state0, Path(tmp))
-    sides = (replies[:1], replies)  # D: client 2 does not reply; D': it does
-
-    def release(side: int) -> tuple[float, Any]:
-        dp = dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
-        state, _ = srv.release_round(
-            fm, state0, sides[side], shape, 1, dp, srv.declared_cohort(cfg)
-        )
-        return float(fm.calibrator(state, 2).counts_[b]), dp
-
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([release(side)[0] for _ in range(k)])
-
-    _, dp = release(0)
-    return audit_release(
+    b = _data()[2]
+    return flower_round_audit(
         "flower-server-round-conformal-lac",
-        f"privcal ServerApp, one round of conformal-lac (epsilon={EPSILON:g}, delta={DELTA:g}, "
-        "noise='secure'): release_round(...) -> counts_[b]",
+        "conformal-lac",
+        _flower_replies,
+        lambda sets: float(sets.counts_[b]),
+        "counts_[b]",
         NEIGHBOURS.replace("enrolled without data", "connected but not replying"),
-        draw,
-        srv.run_report(fm, dp, 2, cfg),
-        runs=runs,
-        alpha=alpha,
-        events=tail_events(draw, max(50, runs // 5)),
+        runs,
+        alpha,
+        tail=True,
     )
 
 

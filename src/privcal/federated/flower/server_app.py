@@ -164,25 +164,21 @@ def release_round(
         For the operator's ``min-clients`` check in runs without DP; a DP run never writes it
         out (it depends on who took part).
     """
-    new_state, n_ok, _dropped, _refusals = _step(fm, state, replies, shape, rnd, dp, cohort)
-    return new_state, n_ok
+    payloads, _dropped, _refusals = _accepted(replies, shape, rnd)
+    return _release(fm, state, payloads, shape, dp, cohort), len(payloads)
 
 
-def _step(
+def _release(
     fm: FedMethod,
     state: dict[str, np.ndarray],
-    replies: list[Message],
+    payloads: list[np.ndarray],
     shape: tuple[int, ...],
-    rnd: int,
     dp: DPConfig | None,
     cohort: float,
-    dst: dict[str, int] | None = None,
-) -> tuple[dict[str, np.ndarray], int, int, list[str]]:
-    """:func:`release_round`, also returning the dropped count and the refusal reasons."""
-    payloads, dropped, refusals = _accepted(replies, shape, rnd, dst)
+) -> dict[str, np.ndarray]:
+    """The method's server step on the sum of a round's accepted ``payloads``."""
     total = np.sum(payloads, axis=0) if payloads else np.zeros(shape)
-    new_state = fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
-    return new_state, len(payloads), dropped, refusals
+    return fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
 
 
 def progress_line(
@@ -298,7 +294,8 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
                 f"privcal: round {t}: no reply from client {nid} within {timeout:g} s; dropped",
                 flush=True,
             )
-        state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort, dst)
+        payloads, dropped, refusals = _accepted(replies, shape, t, dst)
+        state, n_ok = _release(fm, state, payloads, shape, dp, cohort), len(payloads)
         eps = 0.0 if dp is None else dp.spent_epsilon()
         lost, seconds = dropped + len(missing), time.perf_counter() - t0
         print(progress_line(t, rounds, n_ok, lost, len(refusals), eps, budget, seconds), flush=True)
