@@ -445,8 +445,8 @@ def _server_line(log: Any) -> Any:
     return show
 
 
-def _server_end(res: Any, out: Path, method: str) -> None:
-    """Exit status and summary of a finished run (budget refusals exit 3)."""
+def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
+    """Exit status and summary of a finished run of ``method`` (budget refusals exit 3)."""
     from privcal.federated.flower.task import released_file
 
     release = out / released_file(method)
@@ -576,23 +576,11 @@ def simulate(
             raise ValueError(f"--timeout must be > 0. Got {timeout}.")
         out = out.resolve()
         cfg = simulation_config(
-            method,
-            data,
-            num_nodes,
-            rounds,
-            epsilon=epsilon if epsilon > 0 else None,
-            delta=delta,
-            beta=beta,
-            seed=seed,
-            sample_rate=sample_rate,
-            noise=noise,
-            ledgers=ledgers,
-            budget=budget,
-            out_dir=out,
-            timeout_s=timeout,
-            owner="privcal federate simulate",
-            **_conformal_config(alpha, row_cap),
-        )
+            method, data, num_nodes, rounds, epsilon=epsilon if epsilon > 0 else None,
+            delta=delta, beta=beta, seed=seed, sample_rate=sample_rate, noise=noise,
+            ledgers=ledgers, budget=budget, out_dir=out, timeout_s=timeout,
+            owner="privcal federate simulate", **_conformal_config(alpha, row_cap),
+        )  # fmt: skip
         fed = federation_config(num_nodes, num_cpus, ray_address)
         _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)

@@ -289,9 +289,7 @@ def simulate_flower(
     to the sum and composes the rounds in one zCDP accountant. The rows of ``data`` are read on
     this machine (or the Ray cluster): a simulation is not a privacy boundary between clients.
     """
-    from privcal.calibrators import calibrator_from_dict
     from privcal.federated.flower.task import released_file
-    from privcal.federated.methods.conformal import FederatedConformalSets
 
     cfg = simulation_config(
         method, data, num_nodes, rounds, epsilon=epsilon, delta=delta, beta=beta, seed=seed,
@@ -309,18 +307,27 @@ def simulate_flower(
         out = Path(out_dir).resolve() if out_dir is not None else work / "out"
         cfg["out-dir"] = str(out)
         res = run_simulation(cfg, fed, work, on_line=on_line, ray_address=ray_address)
-        release = released_file(method)
-        check_simulation(res, out, release)
-        saved = json.loads((out / release).read_text())
-        cal = (
-            FederatedConformalSets.from_dict(saved)
-            if release == "sets.json"
-            else calibrator_from_dict(saved)
-        )
-        history = json.loads((out / "history.json").read_text())
-        report = out / "privacy_report.json"
-        if report.exists():
-            from privcal.privacy import PrivacyReport
+        check_simulation(res, out, released_file(method))
+        return _read_release(out, method), json.loads((out / "history.json").read_text())
 
-            cal.privacy_report_ = PrivacyReport.from_dict(json.loads(report.read_text()))
-    return cal, history
+
+def _read_release(out: Path, method: str) -> Any:
+    """The release a run of ``method`` wrote to ``out``: its calibrator (``calibrator.json``)
+    or, for the conformal methods, its :class:`~privcal.federated.methods.conformal.
+    FederatedConformalSets` (``sets.json``); with ``privacy_report_`` when the run was DP."""
+    from privcal.calibrators import calibrator_from_dict
+    from privcal.federated.flower.task import released_file
+    from privcal.federated.methods.conformal import FederatedConformalSets
+    from privcal.privacy import PrivacyReport
+
+    release = released_file(method)
+    saved = json.loads((out / release).read_text())
+    cal = (
+        FederatedConformalSets.from_dict(saved)
+        if release == "sets.json"
+        else calibrator_from_dict(saved)
+    )
+    report = out / "privacy_report.json"
+    if report.exists():
+        cal.privacy_report_ = PrivacyReport.from_dict(json.loads(report.read_text()))
+    return cal
