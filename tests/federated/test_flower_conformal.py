@@ -180,3 +180,22 @@ def test_sets_round_trip_and_a_damaged_file_names_its_field(federation) -> None:
         bad["fitted"][field] = value
         with pytest.raises(ValueError, match=f"fitted.{field}"):
             FederatedConformalSets.from_dict(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.exclusive  # Ray and a simulation SuperLink: no other test at once
+@pytest.mark.timeout(600)
+def test_simulation_engine_run_writes_the_sets(federation, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """privcal federate simulate --method conformal-aps: the same apps on Flower's Simulation
+    Engine (Ray) write sets.json; each simulated client keeps the same rows every round (its
+    seed in the engine's node state), so without DP the summed histogram is T times a round's."""
+    _nodes, wd, z, y, parts = federation
+    out = tmp_path / "sim"
+    args = ["federate", "simulate", str(wd / "val.npz"), "--num-nodes", str(K), "--beta", "0.5"]
+    args += ["--method", "conformal-aps", "--rounds", "3", "--row-cap", "3", "--num-cpus", "2"]
+    res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    sets = FederatedConformalSets.from_dict(json.loads((out / "sets.json").read_text()))
+    hist = np.asarray(json.loads((out / "state.json").read_text())["hist"])
+    assert hist.sum() == 3 * 3 * K and np.all(hist % 3 == 0)  # r = 3 rows, T = 3 rounds
+    assert sets.score == "aps" and sets.predict_set(z[:4]).shape == (4, C)
