@@ -189,7 +189,7 @@ def test_simulation_engine_run_writes_the_sets(federation, tmp_path: Path) -> No
     """privcal federate simulate --method conformal-aps: the same apps on Flower's Simulation
     Engine (Ray) write sets.json; each simulated client keeps the same rows every round (its
     seed in the engine's node state), so without DP the summed histogram is T times a round's."""
-    _nodes, wd, z, y, parts = federation
+    _nodes, wd, z, _y, _parts = federation
     out = tmp_path / "sim"
     args = ["federate", "simulate", str(wd / "val.npz"), "--num-nodes", str(K), "--beta", "0.5"]
     args += ["--method", "conformal-aps", "--rounds", "3", "--row-cap", "3", "--num-cpus", "2"]
