@@ -2,7 +2,9 @@
 
 Also the client-side rule shared by the plain and the SecAgg+ ClientApp (:func:`charge_round`):
 nothing leaves a client except the clipped payload of a round that its ledger has already
-charged, or, in a run without DP (which claims no privacy), its exact payload.
+charged, or, in a run without DP (which claims no privacy), its exact payload. And what stays
+on a client across a run's messages: its row-cap seed (:func:`client_seed`, in the node's
+``context.state``; the one function here that imports Flower, when a client first needs it).
 """
 
 from __future__ import annotations
