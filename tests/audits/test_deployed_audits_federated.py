@@ -47,6 +47,7 @@ def test_every_fed_method_and_the_flower_round_is_registered() -> None:
     pytest.importorskip("flwr")
     names = set(available_audits())
     assert {*FAST, "simulate-fedcal", "flower-server-round"} <= names
+    assert "flower-server-round-conformal-lac" in names
     assert get_audit("simulate-fedcal").slow
 
 
@@ -63,6 +64,16 @@ def test_flower_server_round_audit_passes() -> None:
     assert report.passed, str(report)
     _check_claim(report)
     assert "no denominator" in report.relation  # Newton: the two noisy sums only
+
+
+def test_flower_conformal_round_audit_passes() -> None:
+    """privcal federate --method conformal-lac: the ServerApp's round on the ClientApp's capped
+    histograms (the no-row-cap plant runs in test_audit_plants.py)."""
+    pytest.importorskip("flwr")
+    report = run_audit("flower-server-round-conformal-lac")
+    assert report.passed, str(report)
+    _check_claim(report)
+    assert "row cap r=5" in report.relation
 
 
 def test_fedcal_audit_reads_its_claim_from_the_run() -> None:

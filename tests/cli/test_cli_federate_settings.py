@@ -49,6 +49,9 @@ def apps() -> typer.Typer:
             ["acc-t --secagg", "--aggregation trusted"],
         ),
         (["--weighting", "most"], ["--weighting"]),
+        (["--method", "conformal-lac", "--alpha", "1.5"], ["--alpha must be in (0, 1)"]),
+        (["--method", "conformal-aps", "--row-cap", "0"], ["--row-cap must be >= 1"]),
+        (["--method", "conformal-lacs"], ["Unknown --method 'conformal-lacs'", "conformal-aps"]),
         (["--timeout", "0"], ["--timeout"]),
     ],
 )
@@ -68,3 +71,35 @@ def test_server_refuses_settings_before_starting(
     for name in names:
         assert name in out, out
     assert took < 5.0, took
+
+
+def test_simulate_refuses_a_bad_alpha_in_one_line(apps: typer.Typer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    np.savez(tmp_path / "s.npz", logits=np.eye(3)[[0, 1, 2] * 4], labels=np.array([0, 1, 2] * 4))
+    args = ["federate", "simulate", str(tmp_path / "s.npz"), "--num-nodes", "2"]
+    r = CliRunner().invoke(apps, [*args, "--method", "conformal-lac", "--alpha", "0"])
+    assert r.exit_code == 2 and r.output.startswith("Error: --alpha must be in (0, 1)"), r.output
+
+
+def test_plan_refuses_the_conformal_methods_naming_why(apps: typer.Typer) -> None:
+    """A conformal run releases sets that cover 1 - alpha whatever the noise: no fallback to
+    predict (the plan's only verdict); the server runs without a plan for them."""
+    from privcal.cli.federate_plan import server_plan
+    from privcal.federated.flower.task import DEFAULTS
+
+    args = ["federate", "plan", "--method", "conformal-lac", "--num-nodes", "10", "--epsilon", "1"]
+    r = CliRunner().invoke(apps, args)
+    assert r.exit_code == 2, r.output
+    assert "releases prediction sets" in r.output and "no fallback to predict" in r.output
+    assert server_plan({**DEFAULTS, "method": "conformal-aps", "epsilon": 1.0}, False) == ("", "")
+
+
+def test_the_conformal_options_default_to_the_methods_defaults() -> None:
+    from privcal.cli import federate
+    from privcal.federated.flower.task import DEFAULTS
+    from privcal.federated.methods.conformal import FedConformal
+
+    fm = FedConformal()
+    assert (federate._ALPHA, federate._ROW_CAP) == (DEFAULTS["alpha"], DEFAULTS["row-cap"])
+    assert (fm.alpha, fm.row_cap) == (DEFAULTS["alpha"], DEFAULTS["row-cap"])

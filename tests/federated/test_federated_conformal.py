@@ -123,11 +123,20 @@ def test_coverage_at_least_one_minus_alpha_within_3_se() -> None:
     assert np.mean(cov) < 0.999 and np.mean(size) < 4.5  # not the full set: the test can fail
 
 
-def test_flower_cli_refuses_the_sets_methods_in_one_line() -> None:
-    from typer.testing import CliRunner
+def test_release_summary_states_the_sets() -> None:
+    """What a Flower run writes to privacy_report.json's ``released``: threshold, bin, margin."""
+    from privcal.calibrators.summary import release_summary
 
-    from privcal.cli.main import app
-
-    args = ["federate", "server", "--method", "conformal-lac", "--n-classes", "10"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code != 0 and "runs in privcal.federated.simulate only" in result.output
+    z, y = _data(300, 4)
+    sets, _ = simulate(
+        "conformal-lac", z, y, [np.arange(0, 300, 2), np.arange(1, 300, 2)], rounds=1, seed=0
+    )
+    released = release_summary(sets)
+    assert released["class"] == "FederatedConformalSets" and "fallback" not in released
+    params = released["parameters"]
+    assert (params["threshold"], params["bin"], params["margin"]) == (
+        sets.threshold_,
+        sets.bin_,
+        sets.margin_,
+    )
+    assert released["text"].startswith(f"sets {{y : S(x, y) <= {sets.threshold_:.4g}}}")

@@ -708,13 +708,33 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
     },
 )
 def flower_server_round(runs: int, alpha: float) -> AuditReport:
-    """One round of the ServerApp's release (:func:`release_round`) on 1 vs 2 client replies.
+    """One round of FedTemp's release by the ServerApp (:func:`flower_round_audit`)."""
+    return flower_round_audit(
+        "flower-server-round",
+        "fedtemp",
+        _client_replies,
+        _temperature,
+        "temperature",
+        NEWTON_NEIGHBOURS.replace("an absent client 2", "client 2 connected but not replying"),
+        runs,
+        alpha,
+    )
 
-    The replies come from the real ClientApp handler; the server side is the code path
-    ``server_app.main`` runs for a round: the noise it builds from the run config
-    (``server_noise``: SecureNoise by default), ``dp_from_config``, the declared cohort
-    ``sample-rate * num-nodes`` and :func:`release_round`. The claim is the ServerApp's own
-    report (:func:`run_report`).
+
+def flower_round_audit(
+    name: str, method: str, replies: Callable[[dict[str, Any], dict[str, np.ndarray], Path], list],
+    read: Callable[[Any], float], what: str, neighbours: str, runs: int, alpha: float,
+    tail: bool = False,
+) -> AuditReport:  # fmt: skip
+    """One round of the ServerApp's release (:func:`release_round`) of ``method`` on 1 vs 2
+    client replies, ``read`` from the fitted release (``what``, as the report names it).
+
+    ``replies(cfg, state, folder)`` gives both clients' replies to round 1 from the real
+    ClientApp handler; the server side is the code path ``server_app.main`` runs for a round:
+    the noise it builds from the run config (``server_noise``: SecureNoise by default),
+    ``dp_from_config``, the declared cohort ``sample-rate * num-nodes`` and
+    :func:`release_round`. The claim is the ServerApp's own report (:func:`run_report`).
+    Events: buckets at a pilot's quantiles, or (``tail``) tail events at its deciles.
     """
     from privcal.federated.flower import server_app as srv
     from privcal.federated.flower.task import (
@@ -724,42 +744,35 @@ def flower_server_round(runs: int, alpha: float) -> AuditReport:
         server_noise,
     )
 
-    cfg = {
-        **DEFAULTS,
-        "method": "fedtemp",
-        "rounds": ROUNDS,
-        "n-classes": 2,
-        "num-nodes": 2,
-        "epsilon": EPSILON,
-        "delta": DELTA,
-    }
+    cfg = {**DEFAULTS, "method": method, "rounds": ROUNDS, "n-classes": 2, "num-nodes": 2}
+    cfg.update(epsilon=EPSILON, delta=DELTA)
     fm = method_from_config(cfg)
-    state0 = fm.init(2)
-    shape = fm.payload_shape(2)
+    state0, shape = fm.init(2), fm.payload_shape(2)
     with tempfile.TemporaryDirectory(prefix="privcal-audit-") as tmp:
-        replies = _client_replies(cfg, state0, Path(tmp))
-    sides = (replies[:1], replies)  # D: client 2 does not reply; D': it does
+        sides = replies(cfg, state0, Path(tmp))
+    sides = [sides[:1], sides]  # D: client 2 does not reply; D': it does
 
     def release(side: int) -> tuple[float, Any]:
         dp = dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
         state, _ = srv.release_round(
             fm, state0, sides[side], shape, 1, dp, srv.declared_cohort(cfg)
         )
-        with warnings.catch_warnings():  # the noise-dominance fallback's warning
+        with warnings.catch_warnings():  # FedTemp's noise-dominance fallback warns
             warnings.simplefilter("ignore")
-            return _temperature(fm.calibrator(state, 2)), dp
+            return read(fm.calibrator(state, 2)), dp
 
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([release(side)[0] for _ in range(k)])
 
     _, dp = release(0)
     return audit_release(
-        "flower-server-round",
-        "privcal ServerApp, one round of fedtemp (epsilon=1, delta=1e-5, noise='secure'): "
-        "release_round(...) -> temperature",
-        NEWTON_NEIGHBOURS.replace("an absent client 2", "client 2 connected but not replying"),
+        name,
+        f"privcal ServerApp, one round of {method} (epsilon={EPSILON:g}, delta={DELTA:g}, "
+        f"noise='secure'): release_round(...) -> {what}",
+        neighbours,
         draw,
         srv.run_report(fm, dp, 2, cfg),
         runs=runs,
         alpha=alpha,
+        events=tail_events(draw, max(50, runs // 5)) if tail else None,
     )

@@ -1,4 +1,5 @@
-"""Deployed-path audit of federated conformal prediction (``simulate("conformal-lac", ...)``).
+"""Deployed-path audits of federated conformal prediction: ``simulate("conformal-lac", ...)``
+and the Flower ServerApp's round (``privcal federate --method conformal-lac``).
 
 Relation: user-level add/remove of one client, ``K = 2`` declared clients. ``D``: client 1
 holds :data:`ROWS` rows, client 2 is enrolled without data; ``D'``: client 2 holds
@@ -9,10 +10,18 @@ already refuses an uncapped upload); the audit reads the released count ``counts
 events at a pilot's deciles. With the row cap client 2 moves that count by ``r`` (the
 sensitivity); a client that skips the cap and the clip moves it by :data:`HEAVY_ROWS` (planted:
 ``no-row-cap``).
+
+The Flower audit (``flower-server-round-conformal-lac``) is ``flower-server-round``
+(:mod:`privcal.audits.federated`) for this method: the same two clients' replies to round 1
+come from the real ClientApp handler (each capping its rows with a seed of its own), and the
+server side is what the ServerApp runs for a round (``server_noise``, ``dp_from_config``,
+:func:`~privcal.federated.flower.server_app.release_round`), with the ServerApp's own report as
+the claim; D: client 2 connected but not replying.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,6 +100,8 @@ def _no_row_cap() -> Any:
     )
 
 
+_NO_ROW_CAP = Plant("a client skips the row cap and the clip", _no_row_cap, 300)
+
 # runs: a capped client moves the count by r = 5 against a noise std of about 20; the uncapped
 # one by 60 (three noise stds): 300 runs separate it beyond the claim (600 default runs: about
 # 2 s on the 2-core build machine, up to 30 s under load).
@@ -103,6 +114,62 @@ register(
     runs=600,
     extra=None,
     delta=DELTA,
-    plants={"no-row-cap": Plant("a client skips the row cap and the clip", _no_row_cap, 300)},
+    plants={"no-row-cap": _NO_ROW_CAP},
     measurements=(SCORE_HISTOGRAM,),
 )(_audit)
+
+
+def _flower_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: Path) -> list[Any]:
+    """Both clients' replies to round 1 (:func:`_data`'s rows), from the real ClientApp handler."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
+
+    from privcal.audits.federated import _instruction
+    from privcal.federated.flower.client_app import query
+
+    z, y, _ = _data()
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    replies = []
+    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, len(y)))):
+        path = folder / f"client{node_id}.npz"
+        np.savez(path, logits=z[rows], labels=y[rows])
+        content = RecordDict({"state": arrays, "config": ConfigRecord({**cfg, "round": 1})})
+        ctx = Context(
+            run_id=1, node_id=node_id, node_config={"data": str(path)}, state=RecordDict(),
+            run_config={},
+        )  # fmt: skip
+        replies.append(query(_instruction(content, node_id), ctx))
+    return replies
+
+
+def _flower_audit(runs: int, alpha: float) -> AuditReport:
+    """One round of the ServerApp's release on 1 vs 2 client replies, the released count
+    ``counts_[b]`` read in tail events (:func:`~privcal.audits.federated.flower_round_audit`)."""
+    from privcal.audits.federated import flower_round_audit
+
+    b = _data()[2]
+    return flower_round_audit(
+        "flower-server-round-conformal-lac",
+        "conformal-lac",
+        _flower_replies,
+        lambda sets: float(sets.counts_[b]),
+        "counts_[b]",
+        NEIGHBOURS.replace("enrolled without data", "connected but not replying"),
+        runs,
+        alpha,
+        tail=True,
+    )
+
+
+# runs: as simulate-conformal-lac's (the same release, noise and neighbours); the no-row-cap
+# plant here patches the ClientApp's own client step
+register(
+    "flower-server-round-conformal-lac",
+    summary=(
+        "the Flower ServerApp's release of one DP round of conformal-lac, K vs K+1 client replies"
+    ),
+    runs=600,
+    extra="federated",
+    delta=DELTA,
+    plants={"no-row-cap": _NO_ROW_CAP},
+    measurements=(SCORE_HISTOGRAM,),
+)(_flower_audit)

@@ -2,7 +2,8 @@
 ``privacy_report.json``.
 
 :func:`release_summary` states the released parameters (the temperature, or for vector, matrix
-and binning maps each array's shape and range) and, for the private fits that have a fallback
+and binning maps each array's shape and range; for prediction sets their threshold, grid bin and
+noise margin) and, for the private fits that have a fallback
 rule (:func:`privcal.private.release_check`, FedTemp's
 :func:`~privcal.federated.methods.noise_dominance`), whether the release fell back to ``T = 1``
 and why. :func:`release_line` says the same in one line. Both read only the calibrator's own
@@ -73,7 +74,8 @@ def _summarise(params: dict[str, Any], key: str, value: Any) -> None:
 
 
 def release_summary(cal: Any) -> dict[str, Any]:
-    """The released parameters of a fitted calibrator and, where it has one, its fallback.
+    """The released parameters of a fitted calibrator (or of fitted prediction sets with
+    ``_fitted_names``: the federated conformal sets) and, where it has one, its fallback.
 
     Returns
     -------
@@ -98,6 +100,12 @@ def release_summary(cal: Any) -> dict[str, Any]:
 def _parameters_text(params: Mapping[str, Any]) -> str:
     if "temperature" in params:
         return f"T = {float(params['temperature']):.4g}"
+    if "threshold" in params and "bin" in params:  # prediction sets {y : S(x, y) <= threshold}
+        full = " (every label: the full set)" if float(params["threshold"]) >= 1.0 else ""
+        return (
+            f"sets {{y : S(x, y) <= {float(params['threshold']):.4g}}}{full}, bin "
+            f"{params['bin']}, noise margin {float(params.get('margin', 0.0)):.3g}"
+        )
     parts = []
     for k, v in params.items():
         if isinstance(v, Mapping) and "min" in v:

@@ -33,6 +33,12 @@ __all__ = ["client", "maddock2025", "register", "server", "simulate"]
 _SERVER_OUT = Path("federated-out")
 _SIM_OUT = Path("federated-sim-out")
 _BENCH_OUT = Path("results/maddock2025")
+_ALPHA, _ROW_CAP = 0.1, 5  # FedConformal's defaults (FED_CONFORMAL_ROWS)
+_ALPHA_HELP = "conformal-lac/-aps: the sets' miscoverage level (coverage 1 - alpha)."
+_ROW_CAP_HELP = (
+    "conformal-lac/-aps: r, the most rows a client uses (public; each client picks its r rows "
+    "with a seed of its own, the same rows every round)."
+)
 
 federate_app = typer.Typer(
     help="Federated calibration over Flower: run a server (SuperLink + ServerApp), a client "
@@ -59,9 +65,11 @@ def server(
         "fedtemp",
         "--method",
         help="fedtemp, fedvector, fedopvector, "
-        "fedmatrix, fedcal, fedbin, fedbbq, fedbbq-all, fedbbq-changed, or acc-t (seed 000: DP "
-        "Acc-T over clients acting as data sources; needs --epsilon and client ledgers; with "
-        "--secagg each query's answers are distributed noise shares summed by SecAgg+).",
+        "fedmatrix, fedcal, fedbin, fedbbq, fedbbq-all, fedbbq-changed, conformal-lac or "
+        "conformal-aps (federated conformal prediction sets, written to sets.json), or acc-t "
+        "(seed 000: DP Acc-T over clients acting as data sources; needs --epsilon and client "
+        "ledgers; with --secagg each query's answers are distributed noise shares summed by "
+        "SecAgg+).",
     ),
     rounds: int = typer.Option(12, "--rounds", help="Rounds T (>= 1)."),
     num_nodes: int = typer.Option(
@@ -86,6 +94,8 @@ def server(
     clip_neg: float = typer.Option(50.0, "--clip-neg", help="C- (negative histograms)."),
     sample_rate: float = typer.Option(1.0, "--sample-rate", help="Client sampling rate p."),
     weighting: str = typer.Option("all", "--weighting", help="none, all or changed (binning)."),
+    alpha: float = typer.Option(_ALPHA, "--alpha", help=_ALPHA_HELP),
+    row_cap: int = typer.Option(_ROW_CAP, "--row-cap", help=_ROW_CAP_HELP),
     secagg: bool = typer.Option(False, "--secagg", help="Sum payloads with Flower SecAgg+."),
     aggregation: str = typer.Option(
         None,
@@ -139,7 +149,7 @@ def server(
         cfg = _server_config(
             method, rounds, num_nodes, min_clients, n_classes, epsilon, delta,
             (clip, clip_pos, clip_neg), sample_rate, weighting, secagg, aggregation, threshold,
-            timeout, wait_clients,
+            timeout, wait_clients, (alpha, row_cap),
         )  # fmt: skip
         need_flwr()  # after the checks that need no Flower: a typo is refused at once
         if val is not None:
@@ -158,7 +168,7 @@ def server(
         show_plan(line)
         (out / "interrupted.json").unlink(missing_ok=True)
         res = _run_server(cfg, out, host, port, certs, timeout)
-    _server_end(res, out)
+    _server_end(res, out, method)
 
 
 federate_app.command("client")(client)  # between server and simulate in --help
@@ -180,10 +190,12 @@ def _server_config(
     threshold: int | None,
     timeout: float,
     wait_clients: float,
+    conformal: tuple[float, int] = (0.1, 5),
 ) -> dict[str, Any]:
     """Check ``privcal federate server``'s options before Flower is imported and return the
     run configuration the ServerApp reads (without ``out-dir``, ``val`` and ``plan``, which
-    the caller adds). A bad option is a ``ValueError`` naming it."""
+    the caller adds). ``conformal``: ``(alpha, row_cap)`` of the conformal methods. A bad
+    option is a ``ValueError`` naming it."""
     clip, clip_pos, clip_neg = clips
     from privcal.federated import METHODS
 
@@ -233,6 +245,7 @@ def _server_config(
         "aggregation": aggregation,
         "threshold": threshold or 0,
         "wait-nodes-s": wait_clients,
+        **_conformal_config(*conformal),
     }
     if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
         _check_ring(cfg)
@@ -377,6 +390,7 @@ def _check_ring(cfg: dict[str, Any]) -> None:
 #: What a run writes to --out (the ServerApp, and run.log here).
 _RUN_FILES = (
     "calibrator.json",
+    "sets.json",
     "history.json",
     "state.json",
     "config.json",
@@ -389,7 +403,8 @@ _RUN_FILES = (
 def _fresh_out(out: Path, owner: str, force: bool) -> None:
     """Refuse an --out folder whose earlier run released privately (unless ``force``), then
     remove the earlier run's files, so that none of them passes for this run's."""
-    refuse_overwrite([out / "privacy_report.json", out / "calibrator.json"], "--out", owner, force)
+    released = [out / "privacy_report.json", out / "calibrator.json", out / "sets.json"]
+    refuse_overwrite(released, "--out", owner, force)
     for name in _RUN_FILES:
         (out / name).unlink(missing_ok=True)
 
@@ -430,8 +445,11 @@ def _server_line(log: Any) -> Any:
     return show
 
 
-def _server_end(res: Any, out: Path) -> None:
-    """Exit status and summary of a finished run (budget refusals exit 3)."""
+def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
+    """Exit status and summary of a finished run of ``method`` (budget refusals exit 3)."""
+    from privcal.federated.flower.task import released_file
+
+    release = out / released_file(method)
     text = res.stdout
     if res.returncode == 124:
         fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.")
@@ -441,22 +459,23 @@ def _server_end(res: Any, out: Path) -> None:
             "a client's privacy budget is spent",
         )
         fail(f"Refused: {reason}", code=EXIT_BUDGET)
-    if res.returncode != 0 or not (out / "calibrator.json").exists():
+    if res.returncode != 0 or not release.exists():
         reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
         last = reason[-1] if reason else "see the log"
         fail(f"The run failed ({last}); its log is {out / 'run.log'}.")
-    console.print(f"Wrote {out / 'calibrator.json'} and {out / 'history.json'}")
-    _print_report(out / "privacy_report.json")
+    console.print(f"Wrote {release} and {out / 'history.json'}")
+    _print_report(out / "privacy_report.json", release.stem)
 
 
-def _print_report(path: Path) -> None:
+def _print_report(path: Path, released: str = "calibrator") -> None:
     """Print the run's privacy report (DP runs write one; a run without DP is not private)."""
     import json
 
     from privcal.privacy import PrivacyReport
 
     if not path.exists():
-        console.print("No DP (--epsilon 0): the calibrator is not private.")
+        what = "the prediction sets are" if released == "sets" else "the calibrator is"
+        console.print(f"No DP (--epsilon 0): {what} not private.")
         return
     report = PrivacyReport.from_dict(json.loads(path.read_text()))
     console.print(report.format(table_width()), markup=False, highlight=False)
@@ -484,7 +503,8 @@ def simulate(
         "fedtemp",
         "--method",
         help="fedtemp, fedvector, fedopvector, fedmatrix, their -averaging forms, fedcal, "
-        "fedbin, fedbbq, fedbbq-all or fedbbq-changed.",
+        "fedbin, fedbbq, fedbbq-all, fedbbq-changed, conformal-lac or conformal-aps (federated "
+        "conformal prediction sets, written to sets.json).",
     ),
     rounds: int = typer.Option(12, "--rounds", help="Rounds T (>= 1)."),
     epsilon: float = typer.Option(
@@ -506,6 +526,8 @@ def simulate(
         ),
     ] = None,
     budget: float = typer.Option(1.0, "--budget", help="Each client's epsilon budget."),
+    alpha: float = typer.Option(_ALPHA, "--alpha", help=_ALPHA_HELP),
+    row_cap: int = typer.Option(_ROW_CAP, "--row-cap", help=_ROW_CAP_HELP),
     num_cpus: int = typer.Option(
         None, "--num-cpus", help="CPUs Ray may use here (default: all); one client actor each."
     ),
@@ -517,8 +539,8 @@ def simulate(
     force: ForceOption = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
-    partition of DATA; progress per round; writes the calibrator, history and privacy report
-    (not over an earlier DP run's, unless --force)."""
+    partition of DATA; progress per round; writes the calibrator (or the conformal methods'
+    sets), history and privacy report (not over an earlier DP run's, unless --force)."""
     with user_errors():
         need_flwr()
         from privcal.federated import METHODS
@@ -554,22 +576,11 @@ def simulate(
             raise ValueError(f"--timeout must be > 0. Got {timeout}.")
         out = out.resolve()
         cfg = simulation_config(
-            method,
-            data,
-            num_nodes,
-            rounds,
-            epsilon=epsilon if epsilon > 0 else None,
-            delta=delta,
-            beta=beta,
-            seed=seed,
-            sample_rate=sample_rate,
-            noise=noise,
-            ledgers=ledgers,
-            budget=budget,
-            out_dir=out,
-            timeout_s=timeout,
-            owner="privcal federate simulate",
-        )
+            method, data, num_nodes, rounds, epsilon=epsilon if epsilon > 0 else None,
+            delta=delta, beta=beta, seed=seed, sample_rate=sample_rate, noise=noise,
+            ledgers=ledgers, budget=budget, out_dir=out, timeout_s=timeout,
+            owner="privcal federate simulate", **_conformal_config(alpha, row_cap),
+        )  # fmt: skip
         fed = federation_config(num_nodes, num_cpus, ray_address)
         _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)
@@ -581,7 +592,7 @@ def simulate(
             )
             with (out / "run.log").open("w") as log:
                 res = run_simulation(cfg, fed, work, _server_line(log), ray_address)
-    _server_end(res, out)
+    _server_end(res, out, method)
 
 
 def maddock2025(
@@ -611,14 +622,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
 
 def _check_method(method: str, allowed: Any, known: Any) -> None:
-    """Refuse a method not in ``allowed`` (naming ``known``), and the federated conformal
-    methods: the Flower apps end a run by handing every client a calibrator to check
-    (``calibrator_from_dict``), which prediction sets are not; they run in
-    :func:`privcal.federated.simulate`."""
+    """Refuse a method not in ``allowed``, naming ``known``. Every federated method runs over
+    Flower, the conformal ones included (their release is prediction sets, ``sets.json``,
+    which each client checks for coverage on its own data)."""
     if method not in allowed:
         raise ValueError(f"Unknown --method {method!r}; known: {', '.join(known)}.")
-    if method.startswith("conformal-"):
-        raise ValueError(
-            f"--method {method} (federated conformal sets) runs in privcal.federated.simulate "
-            "only: the Flower apps end a run by sending each client a calibrator to check."
-        )
+
+
+def _conformal_config(alpha: float, row_cap: int) -> dict[str, Any]:
+    """The run config keys of the conformal methods (``--alpha``, ``--row-cap``), checked."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1). Got {alpha}.")
+    if row_cap < 1:
+        raise ValueError(f"--row-cap must be >= 1. Got {row_cap}.")
+    return {"alpha": alpha, "row-cap": row_cap}

@@ -47,6 +47,14 @@ def plan(
     with user_errors():
         from privcal.federated.plan import plan_run
 
+        if _releases_sets(method):
+            raise ValueError(
+                f"privcal federate plan predicts whether a calibrator will beat the uncalibrated "
+                f"model; --method {method} releases prediction sets, which cover 1 - alpha "
+                "whatever the noise (the noise only makes them larger: docs/conformal.md, "
+                "federated), so there is no fallback to predict. Run it, or try the settings "
+                "first with privcal.federated.simulate."
+            )
         reference = None
         if data is not None:
             if rows is None:
@@ -79,14 +87,15 @@ def plan(
 
 
 def server_plan(cfg: dict[str, Any], force: bool) -> tuple[str, str]:
-    """The server's check at start: refuse a run expected to fall back (unless ``force``).
+    """The server's check at start: refuse a run expected to fall back (unless ``force``;
+    no plan for acc-t and the conformal methods, whose release has no fallback).
 
     Returns the plan's summary (every client is shown it) and the line the server prints once
     its output folder is made (a warning for a run that may fall back).
     """
     from privcal.federated.plan import plan_run
 
-    if cfg["method"] == "acc-t":
+    if cfg["method"] == "acc-t" or _releases_sets(str(cfg["method"])):
         return "", ""
     result = plan_run(
         str(cfg["method"]),
@@ -107,6 +116,14 @@ def server_plan(cfg: dict[str, Any], force: bool) -> tuple[str, str]:
     if result.expected in ("falls back", "may fall back"):
         return summary, f"WARNING: plan: {summary}"
     return summary, f"plan: {summary}"
+
+
+def _releases_sets(method: str) -> bool:
+    """Whether ``method`` is a federated method whose release is prediction sets (the plan
+    predicts a calibrator's fallback only)."""
+    from privcal.federated.methods import METHODS, get_method
+
+    return method in METHODS and get_method(method).releases == "sets"
 
 
 def show_plan(line: str) -> None:

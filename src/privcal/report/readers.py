@@ -5,8 +5,9 @@ verbs write (never their Markdown or console output):
 
 ========================  ===============================================================
 ``privcal demo``          ``results.json`` (every section's blocks)
-``privcal federate``      ``calibrator.json`` + ``history.json`` (+ ``privacy_report.json``,
-server                    ``check.json`` with ``--val``, ``config.json``)
+``privcal federate``      ``calibrator.json`` (conformal methods: ``sets.json``) +
+server                    ``history.json`` (+ ``privacy_report.json``, ``check.json`` with
+                          ``--val``, ``config.json``)
 ``privcal fit``           ``*.summary.json`` with ``"privcal": "fit"`` (beside the calibrator)
 ``privcal evaluate``      the ``--out`` JSON (``"privcal": "evaluate"``)
 ``privcal conformal``     ``*.summary.json`` with ``"privcal": "conformal"`` (beside the sets)
@@ -45,6 +46,8 @@ from privcal.report.summaries import KINDS
 __all__ = ["Output", "build", "find_outputs"]
 
 _FEDERATE_FILES = ("calibrator.json", "history.json")
+#: A federated run's release: a calibrator, or the conformal methods' prediction sets.
+_RELEASES = ("calibrator.json", "sets.json")
 _WHAT = (
     "results.json from 'privcal demo', calibrator.json + history.json from 'privcal federate "
     "server', NAME.summary.json from 'privcal fit' or 'privcal conformal', the JSON of "
@@ -100,7 +103,7 @@ def find_outputs(path: str | Path) -> list[Output]:
         if out is None:
             side = path.with_name(f"{path.stem}.summary.json")
             out = _kind_of(side) if side.is_file() else None
-        if out is None and path.name in _FEDERATE_FILES:
+        if out is None and path.name in (*_FEDERATE_FILES, *_RELEASES):
             return find_outputs(path.parent)
         if out is None:
             raise ValueError(
@@ -114,11 +117,11 @@ def find_outputs(path: str | Path) -> list[Output]:
         history = _read_json(path / "history.json")
         stopped["history"] = history if isinstance(history, list) else []
         found.append(Output("federate-interrupted", path, stopped))
-    elif all((path / f).is_file() for f in _FEDERATE_FILES):
+    elif (path / "history.json").is_file() and any((path / f).is_file() for f in _RELEASES):
         history = _read_json(path / "history.json")
         if isinstance(history, list):
             found.append(Output("federate", path, {"history": history}))
-    names = sorted(p for p in path.glob("*.json") if p.name not in _FEDERATE_FILES)
+    names = sorted(p for p in path.glob("*.json") if p.name not in (*_FEDERATE_FILES, *_RELEASES))
     found += [o for o in (_kind_of(p) for p in names) if o is not None]
     if not found:
         raise ValueError(
@@ -505,7 +508,8 @@ def _interrupted(o: Output) -> list[dict[str, Any]]:
 
 def _federate(o: Output) -> list[dict[str, Any]]:
     folder = o.path
-    cal = _read_json(folder / "calibrator.json") or {}
+    release = next((f for f in _RELEASES if (folder / f).is_file()), _RELEASES[0])
+    cal = _read_json(folder / release) or {}
     history = o.data["history"]
     rep = _read_json(folder / "privacy_report.json")
     check = _read_json(folder / "check.json")
@@ -514,11 +518,14 @@ def _federate(o: Output) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [takeaway(_release_finding(f"{method} released", rep, cal))]
     if isinstance(check, dict) and "ece" in check:
         blocks.append(takeaway(_held_out_finding(check)))
+    elif isinstance(check, dict) and "coverage" in check:  # prediction sets (check_sets)
+        blocks.append(takeaway(f"On the server's validation split: {check.get('summary')}."))
     else:
+        what = "the sets' coverage" if release == "sets.json" else "the calibrator"
         blocks.append(
             takeaway(
                 "The server held no validation split (--val), so this run measured nothing on "
-                "held-out data; each client checked the calibrator on its own data (not sent)."
+                f"held-out data; each client checked {what} on its own data (not sent)."
             )
         )
     if rep:
@@ -535,7 +542,7 @@ def _federate(o: Output) -> list[dict[str, Any]]:
     params = cal.get("params") or {}
     blocks.append(
         text(
-            f"`privcal federate server` ({method}) wrote `calibrator.json` "
+            f"`privcal federate server` ({method}) wrote `{release}` "
             f"({cal.get('class', '?')}"
             + (f"; {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "")
             + f"), `history.json` ({len(history)} rounds)"
@@ -622,9 +629,15 @@ def _release_finding(what: str, rep: Any, cal: Mapping[str, Any]) -> str:
     if not isinstance(released, Mapping):  # a run without DP (or from before the key)
         from privcal.calibrators import calibrator_from_dict
         from privcal.calibrators.summary import release_summary
+        from privcal.federated.methods.conformal import FederatedConformalSets
 
+        sets = cal.get("class") == "FederatedConformalSets"  # a conformal run's sets.json
         try:
-            released = release_summary(calibrator_from_dict(dict(cal)))
+            saved = dict(cal)
+            restored: Any = (
+                FederatedConformalSets.from_dict(saved) if sets else calibrator_from_dict(saved)
+            )
+            released = release_summary(restored)
         except (KeyError, TypeError, ValueError):
             released = {"text": "a calibrator this page cannot read"}
     fb = released.get("fallback") or {}

@@ -12,6 +12,10 @@ What leaves the client (user-level DP, add/remove one client):
   the server adds the noise and accounts for it. No example count, no metadata of its data.
 * ``task = "step"`` without DP: the exact payload (such a run claims no privacy), only from a
   client whose policy accepts ``"none"`` (never one with a ledger).
+* A conformal method (``conformal-lac``, ``conformal-aps``) uses at most ``row-cap`` of the
+  client's rows, the same every round, drawn by the client's own seed
+  (:func:`~privcal.federated.flower.task.client_seed`: :mod:`secrets`, kept in its
+  ``context.state`` and never sent), so the server cannot pick which rows are used.
 * Every ``step`` is first checked against the client's own privacy policy
   (:class:`~privcal.federated.policy.ClientPolicy`, node config): a run that asks for more
   epsilon or delta, another aggregation, a smaller threshold or seeded noise than the policy
@@ -26,7 +30,8 @@ What leaves the client (user-level DP, add/remove one client):
   what its ledger has left; it answers ``joined`` or a refusal, and shows the plan and its cost
   on its own console (:func:`~privcal.federated.flower.task.join_answer`).
 * ``task = "end"``: the run is over; the reply is empty (``info["ok"]``). The client checks
-  the final calibrator against its uncalibrated logits on its *own* data and writes the result
+  the final calibrator against its uncalibrated logits (prediction sets: their coverage and
+  mean size) on its *own* data and writes the result
   only to its own ``status`` file (node config), which ``privcal federate client`` shows and
   then exits. Nothing of the check is sent. A run the server stopped (``stopped``: the reason)
   carries no calibrator; the client shows the reason and exits.
@@ -109,7 +114,8 @@ def query(msg: Message, context: Context) -> Message:
         return _info_reply(msg, {"refused": refusal})
     z, y = client_data(node, context.run_config)
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
-    reply = _payload_reply(msg, client_payload(method_from_config(cfg), state, z, y, cfg))
+    fm = method_from_config(cfg, context)  # a conformal method: this client's own row seed
+    reply = _payload_reply(msg, client_payload(fm, state, z, y, cfg))
     write_status(
         node, answered_line(node, cfg) if node.get("ledger") else f"{rnd}: answered (sent)"
     )
@@ -132,9 +138,11 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     """The server's end of the run (``task = "end"``), shown on this client's console only.
 
     A run that released a calibrator sends it (``calibrator``): the client checks it against
-    its uncalibrated logits on its own data (nothing of the check is sent). A run the server
-    stopped before its release (interrupted, or too few clients joined) sends ``stopped``
-    with the reason instead.
+    its uncalibrated logits on its own data. A run that released prediction sets sends them
+    (``sets``): the client checks their coverage and mean size on its own data
+    (:func:`~privcal.federated.flower.task.check_sets`). Nothing of either check is sent. A
+    run the server stopped before its release (interrupted, or too few clients joined) sends
+    ``stopped`` with the reason instead.
     """
     if not node.get("status"):
         return
@@ -144,9 +152,14 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     import json
 
     from privcal.calibrators import calibrator_from_dict
-    from privcal.federated.flower.task import compare_uncalibrated
+    from privcal.federated.flower.task import check_sets, compare_uncalibrated
+    from privcal.federated.methods.conformal import FederatedConformalSets
 
-    cal = calibrator_from_dict(json.loads(str(cfg["calibrator"])))
     z, y = client_data(node, run_config)
-    write_status(node, f"check on this client's data: {compare_uncalibrated(cal, z, y)['summary']}")
+    if cfg.get("sets"):
+        sets = FederatedConformalSets.from_dict(json.loads(str(cfg["sets"])))
+        check = check_sets(sets, z, y)
+    else:
+        check = compare_uncalibrated(calibrator_from_dict(json.loads(str(cfg["calibrator"]))), z, y)
+    write_status(node, f"check on this client's data: {check['summary']}")
     write_status(node, "end: the run is over")

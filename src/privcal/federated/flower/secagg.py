@@ -202,6 +202,7 @@ class _PrivcalClient(NumPyClient):
 
     def __init__(self, context: Context) -> None:
         self.node = client_node(context.node_config, context.run_config)
+        self.context = context  # its state keeps this client's own row-cap seed
         self.run_config = dict(context.run_config)
         self.node_id = int(context.node_id)
         self.run_id = int(context.run_id)
@@ -214,7 +215,7 @@ class _PrivcalClient(NumPyClient):
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
             write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
-        fm = method_from_config(cfg)
+        fm = method_from_config(cfg, self.context)
         z, y = client_data(self.node, self.run_config)
         state = fm.init(z.shape[1])
         if fm.kind == "scaling":
@@ -613,8 +614,8 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
     # the plain ServerApp's end of run: report, calibrator, check, and the clients' end message
     survivors = min(strategy.survivors) if strategy.survivors else None
     cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir, survivors)
-    check_on_server(cal, cfg, out_dir)
-    end_run(grid, sorted(grid.get_node_ids()), cal, cfg)
+    check_on_server(cal, cfg, out_dir, fm.releases)
+    end_run(grid, sorted(grid.get_node_ids()), cal, cfg, fm.releases)
 
 
 def _seed000_secagg(grid: Any, context: Context, cfg: dict[str, Any]) -> None:

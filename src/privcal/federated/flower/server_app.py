@@ -17,7 +17,8 @@ replied), and writes ``privacy_report.json``. Without DP (which claims no privac
 also has ``n_clients``, ``sampled`` and ``seconds``, and a round with fewer than
 ``min-clients`` accepted updates stops the run. The operator running the SuperLink sees which
 nodes connect and reply (Flower shows it); that participation metadata is not released.
-Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``), ``history.json``,
+Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``; ``sets.json`` for the
+federated conformal methods, whose release is prediction sets), ``history.json``,
 ``state.json``, ``config.json`` (the run configuration) and, under DP, ``privacy_report.json``;
 ``privcal report`` reads the folder.
 """
@@ -163,25 +164,21 @@ def release_round(
         For the operator's ``min-clients`` check in runs without DP; a DP run never writes it
         out (it depends on who took part).
     """
-    new_state, n_ok, _dropped, _refusals = _step(fm, state, replies, shape, rnd, dp, cohort)
-    return new_state, n_ok
+    payloads, _dropped, _refusals = _accepted(replies, shape, rnd)
+    return _release(fm, state, payloads, shape, dp, cohort), len(payloads)
 
 
-def _step(
+def _release(
     fm: FedMethod,
     state: dict[str, np.ndarray],
-    replies: list[Message],
+    payloads: list[np.ndarray],
     shape: tuple[int, ...],
-    rnd: int,
     dp: DPConfig | None,
     cohort: float,
-    dst: dict[str, int] | None = None,
-) -> tuple[dict[str, np.ndarray], int, int, list[str]]:
-    """:func:`release_round`, also returning the dropped count and the refusal reasons."""
-    payloads, dropped, refusals = _accepted(replies, shape, rnd, dst)
+) -> dict[str, np.ndarray]:
+    """The method's server step on the sum of a round's accepted ``payloads``."""
     total = np.sum(payloads, axis=0) if payloads else np.zeros(shape)
-    new_state = fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
-    return new_state, len(payloads), dropped, refusals
+    return fm.server_step(state, total, len(payloads), dp=dp, denominator=cohort)
 
 
 def progress_line(
@@ -297,7 +294,8 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
                 f"privcal: round {t}: no reply from client {nid} within {timeout:g} s; dropped",
                 flush=True,
             )
-        state, n_ok, dropped, refusals = _step(fm, state, replies, shape, t, dp, cohort, dst)
+        payloads, dropped, refusals = _accepted(replies, shape, t, dst)
+        state, n_ok = _release(fm, state, payloads, shape, dp, cohort), len(payloads)
         eps = 0.0 if dp is None else dp.spent_epsilon()
         lost, seconds = dropped + len(missing), time.perf_counter() - t0
         print(progress_line(t, rounds, n_ok, lost, len(refusals), eps, budget, seconds), flush=True)
@@ -321,8 +319,8 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
         if out_dir is not None:
             dump_json(out_dir / "history.json", history)
     cal = finish_run(fm, state, c, dp, cfg, out_dir)
-    check_on_server(cal, cfg, out_dir)
-    end_run(grid, sorted(grid.get_node_ids()), cal, cfg)
+    check_on_server(cal, cfg, out_dir, fm.releases)
+    end_run(grid, sorted(grid.get_node_ids()), cal, cfg, fm.releases)
 
 
 def finish_run(
@@ -334,7 +332,9 @@ def finish_run(
     out_dir: Path | None,
     survivors: int | None = None,
 ) -> Calibrator:
-    """Write the calibrator, the state and (under DP) the privacy report; print the report."""
+    """Write the release (``calibrator.json``, or ``sets.json`` for a method that releases
+    prediction sets: :attr:`FedMethod.releases`), the state and (under DP) the privacy report;
+    print the report."""
     report = None if dp is None else run_report(fm, dp, c, cfg, survivors)
     if report is not None:
         print(f"privcal report:\n{report}", flush=True)  # the CLI prints it at the end
@@ -347,7 +347,7 @@ def finish_run(
     print(f"privcal: release: {released['text']}", flush=True)
     if out_dir is None:
         return cal
-    dump_json(out_dir / "calibrator.json", cal.to_dict())
+    dump_json(out_dir / f"{fm.releases}.json", cal.to_dict())
     dump_json(out_dir / "config.json", cfg)
     dump_json(out_dir / "state.json", {k: np.asarray(v).tolist() for k, v in state.items()})
     if report is not None:
@@ -362,34 +362,48 @@ def report_with_release(report: Any, released: dict[str, Any]) -> dict[str, Any]
     return {**report.to_dict(), "released": released, "fallback": released.get("fallback")}
 
 
-def check_on_server(cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None) -> None:
-    """Compare the calibrator with the uncalibrated model on the server's validation split.
+def check_on_server(
+    cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None, releases: str = "calibrator"
+) -> None:
+    """Check the release on the server's validation split.
 
-    ``val`` (run config) is a labelled score file the server holds (public to it); the check
-    prints ECE, classwise ECE and accuracy before and after, warns when the calibrated ECE is
-    worse, and writes ``check.json``. Without ``val`` the server holds no data: it says so, and
-    the check is left to the clients (each evaluates the final calibrator on its own data at
-    the end of the run and shows the result on its own console; nothing of it is sent).
+    ``val`` (run config) is a labelled score file the server holds (public to it). A calibrator
+    is compared with the uncalibrated model: the check prints ECE, classwise ECE and accuracy
+    before and after and warns when the calibrated ECE is worse; prediction sets
+    (``releases = "sets"``) are checked for their empirical coverage against ``1 - alpha`` and
+    their mean size (:func:`~privcal.federated.flower.task.check_sets`). Either writes
+    ``check.json``. Without ``val`` the server holds no data: it says so, and the check is left
+    to the clients (each checks the release on its own data at the end of the run and shows
+    the result on its own console; nothing of it is sent).
     """
+    sets = releases == "sets"
     if not cfg.get("val"):
+        what = (
+            "the sets' coverage and mean size"
+            if sets
+            else "the calibrator against the uncalibrated model"
+        )
         print(
             "privcal: check: the server holds no validation split (--val); each client checks "
-            "the calibrator against the uncalibrated model on its own data",
+            f"{what} on its own data",
             flush=True,
         )
         return
-    from privcal.federated.flower.task import compare_uncalibrated, load_client_data
+    from privcal.federated.flower.task import check_sets, compare_uncalibrated, load_client_data
 
     z, y = load_client_data(str(cfg["val"]))
-    check = compare_uncalibrated(cal, z, y)
+    check = check_sets(cal, z, y) if sets else compare_uncalibrated(cal, z, y)
     print(f"privcal: check: {check['summary']}", flush=True)
     if out_dir is not None:
         dump_json(out_dir / "check.json", check)
 
 
-def end_run(grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any]) -> None:
-    """Tell every node that the run is over, with the calibrator it may check locally."""
-    content = {**cfg, "task": "end", "round": 0, "calibrator": json.dumps(cal.to_dict())}
+def end_run(
+    grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any], releases: str = "calibrator"
+) -> None:
+    """Tell every node that the run is over, with the release it may check locally (under the
+    key ``releases``: ``calibrator``, or ``sets`` for prediction sets)."""
+    content = {**cfg, "task": "end", "round": 0, releases: json.dumps(cal.to_dict())}
     _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
 
 

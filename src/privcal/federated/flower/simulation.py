@@ -187,11 +187,12 @@ def run_simulation(
         fp.stop()
 
 
-def check_simulation(res: Any, out: Path) -> None:
-    """Raise ``RuntimeError`` with the run's last ``privcal:`` line when it did not finish."""
+def check_simulation(res: Any, out: Path, release: str = "calibrator.json") -> None:
+    """Raise ``RuntimeError`` with the run's last ``privcal:`` line when it did not finish
+    (``release``: the file the run writes its release to)."""
     if res.returncode == 124:
         raise RuntimeError(f"The simulation did not end within timeout_s; its log:\n{_tail(res)}")
-    if res.returncode != 0 or not (out / "calibrator.json").exists():
+    if res.returncode != 0 or not (out / release).exists():
         lines = [ln.split("privcal: ", 1)[1] for ln in res.stdout.splitlines() if "privcal: " in ln]
         last = lines[-1] if lines else "no privcal output"
         raise RuntimeError(f"The simulation failed ({last}); its log:\n{_tail(res)}")
@@ -258,7 +259,8 @@ def simulate_flower(
         A running Ray cluster (``HEAD:6379``, as ``RAY_ADDRESS``): the ClientApps run on its
         machines, which must read ``data`` (and ``ledgers``) at the same paths.
     out_dir : path, optional
-        Where the ServerApp writes ``calibrator.json``, ``history.json``, ``state.json`` and,
+        Where the ServerApp writes ``calibrator.json`` (``sets.json`` for the conformal
+        methods), ``history.json``, ``state.json`` and,
         under DP, ``privacy_report.json`` (default: a temporary folder, removed).
     timeout_s : float
         Seconds the whole run may take; a longer run is stopped (``RuntimeError``).
@@ -267,12 +269,14 @@ def simulate_flower(
     **run_config
         Further run configuration keys of the apps
         (:data:`~privcal.federated.flower.task.DEFAULTS`: ``"clip"``, ``"local-iters"``,
-        ``"n-bins"``, ``"weighting"`` ...).
+        ``"n-bins"``, ``"weighting"``, the conformal methods' ``"alpha"`` and ``"row-cap"`` ...).
 
     Returns
     -------
     calibrator : Calibrator
-        The ServerApp's calibrator; under DP with ``privacy_report_`` (the run's report).
+        The ServerApp's calibrator (``"conformal-lac"`` / ``"conformal-aps"``: its
+        :class:`~privcal.federated.methods.conformal.FederatedConformalSets`); under DP with
+        ``privacy_report_`` (the run's report).
     history : list of dict
         The ServerApp's ``history.json``: per round ``round`` and ``epsilon_spent`` (without DP
         also ``n_clients``, ``sampled`` and ``seconds``).
@@ -285,7 +289,7 @@ def simulate_flower(
     to the sum and composes the rounds in one zCDP accountant. The rows of ``data`` are read on
     this machine (or the Ray cluster): a simulation is not a privacy boundary between clients.
     """
-    from privcal.calibrators import calibrator_from_dict
+    from privcal.federated.flower.task import released_file
 
     cfg = simulation_config(
         method, data, num_nodes, rounds, epsilon=epsilon, delta=delta, beta=beta, seed=seed,
@@ -303,12 +307,27 @@ def simulate_flower(
         out = Path(out_dir).resolve() if out_dir is not None else work / "out"
         cfg["out-dir"] = str(out)
         res = run_simulation(cfg, fed, work, on_line=on_line, ray_address=ray_address)
-        check_simulation(res, out)
-        cal = calibrator_from_dict(json.loads((out / "calibrator.json").read_text()))
-        history = json.loads((out / "history.json").read_text())
-        report = out / "privacy_report.json"
-        if report.exists():
-            from privcal.privacy import PrivacyReport
+        check_simulation(res, out, released_file(method))
+        return _read_release(out, method), json.loads((out / "history.json").read_text())
 
-            cal.privacy_report_ = PrivacyReport.from_dict(json.loads(report.read_text()))
-    return cal, history
+
+def _read_release(out: Path, method: str) -> Any:
+    """The release a run of ``method`` wrote to ``out``: its calibrator (``calibrator.json``)
+    or, for the conformal methods, its :class:`~privcal.federated.methods.conformal.
+    FederatedConformalSets` (``sets.json``); with ``privacy_report_`` when the run was DP."""
+    from privcal.calibrators import calibrator_from_dict
+    from privcal.federated.flower.task import released_file
+    from privcal.federated.methods.conformal import FederatedConformalSets
+    from privcal.privacy import PrivacyReport
+
+    release = released_file(method)
+    saved = json.loads((out / release).read_text())
+    cal = (
+        FederatedConformalSets.from_dict(saved)
+        if release == "sets.json"
+        else calibrator_from_dict(saved)
+    )
+    report = out / "privacy_report.json"
+    if report.exists():
+        cal.privacy_report_ = PrivacyReport.from_dict(json.loads(report.read_text()))
+    return cal

@@ -2,7 +2,9 @@
 
 Also the client-side rule shared by the plain and the SecAgg+ ClientApp (:func:`charge_round`):
 nothing leaves a client except the clipped payload of a round that its ledger has already
-charged, or, in a run without DP (which claims no privacy), its exact payload.
+charged, or, in a run without DP (which claims no privacy), its exact payload. And what stays
+on a client across a run's messages: its row-cap seed (:func:`client_seed`, in the node's
+``context.state``; the one function here that imports Flower, when a client first needs it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from privcal.federated.dp import DPConfig
 from privcal.federated.methods import FedMethod, get_method
+from privcal.federated.methods.conformal import FED_CONFORMAL_ROWS
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import (
     BudgetExceededError,
@@ -33,16 +36,19 @@ __all__ = [
     "DEFAULTS",
     "array_of",
     "charge_round",
+    "check_sets",
     "client_data",
     "client_node",
     "client_noise",
     "client_payload",
+    "client_seed",
     "compare_uncalibrated",
     "composed_epsilon",
     "dp_from_config",
     "join_answer",
     "load_client_data",
     "method_from_config",
+    "released_file",
     "server_noise",
 ]
 
@@ -64,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "n-levels": 7,
     "n-bins": 32,  # FedBin's default (seed 003: 15)
+    "alpha": 0.1,  # conformal-lac / conformal-aps: the sets' miscoverage level
+    "row-cap": FED_CONFORMAL_ROWS,  # conformal-*: r, the most rows a client uses (public)
     "weighting": "all",  # "none" | "all" | "changed" (binning)
     "local-iters": 50,
     "iterations": 5,  # acc-t (seed 000) search evaluations
@@ -106,12 +114,21 @@ def array_of(record: Any, key: str) -> np.ndarray:
     return np.asarray(value.numpy())
 
 
-def method_from_config(cfg: dict[str, Any]) -> FedMethod:
-    """The :class:`FedMethod` named by a run configuration."""
+def method_from_config(cfg: dict[str, Any], context: Any = None) -> FedMethod:
+    """The :class:`FedMethod` named by a run configuration.
+
+    ``context``: the Flower ``Context`` of the client that runs the method. A conformal method
+    then keeps the rows its own secret seed draws (:func:`client_seed`); the server builds the
+    method without one (it never runs a client step).
+    """
     name = str(cfg["method"])
     params: dict[str, Any] = {}
     if name in ("fedtemp", "fedvector", "fedopvector", "fedmatrix", "fedcal"):
         params["local_iters"] = int(cfg["local-iters"])
+    elif name in ("conformal-lac", "conformal-aps"):
+        params.update(alpha=float(cfg["alpha"]), row_cap=int(cfg["row-cap"]))
+        if context is not None:
+            params["seed"] = client_seed(context)
     elif name == "fedbin":
         params["n_bins"] = int(cfg["n-bins"])
         params["weighting"] = None if cfg["weighting"] == "none" else cfg["weighting"]
@@ -125,6 +142,38 @@ def method_from_config(cfg: dict[str, Any]) -> FedMethod:
                 else get_method("fedbbq", n_levels=params["n_levels"])
             )
     return get_method(name, **params)
+
+
+#: The ``context.state`` record where a client keeps its row-cap seed, one entry per run.
+_SEED_RECORD = "privcal-row-seed"
+
+
+def client_seed(context: Any) -> int:
+    """This client's own seed of the run ``context.run_id``: drawn with :mod:`secrets` on the
+    client's first message of the run that needs it and kept in ``context.state``, which Flower
+    keeps on the node (SuperNode, or the Simulation Engine's node state) across the run's
+    messages and never sends. FedConformal's row cap (:func:`~privcal.federated.methods.
+    conformal.cap_rows`) then keeps the same rows every round, and neither the server nor the
+    run configuration can choose which rows they are."""
+    import secrets
+
+    from flwr.app import ConfigRecord
+
+    key = str(int(context.run_id))
+    if _SEED_RECORD not in context.state:
+        context.state[_SEED_RECORD] = ConfigRecord()
+    record = context.state[_SEED_RECORD]
+    if key not in record:
+        record[key] = secrets.randbits(63)
+    return int(record[key])
+
+
+def released_file(method: str) -> str:
+    """The file a run of ``method`` writes its release to: ``sets.json`` for a method whose
+    release is prediction sets (:attr:`FedMethod.releases`), else ``calibrator.json``."""
+    if method == "acc-t":
+        return "calibrator.json"
+    return f"{method_from_config({**DEFAULTS, 'method': method}).releases}.json"
 
 
 def server_noise(cfg: dict[str, Any], owner: str) -> NoiseSource:
@@ -567,6 +616,29 @@ def compare_uncalibrated(
         f"WARNING: the calibrator is worse than the uncalibrated model: {line}"
         if out["worse"]
         else line
+    )
+    return out
+
+
+def check_sets(sets: Any, z: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Empirical coverage and mean set size of prediction ``sets`` on ``(z, y)`` against the
+    target ``1 - alpha``, and ``summary``, a one-line account. Exact statistics of ``(z, y)``:
+    run it only where those rows may be seen (the server's own split, or a client's own
+    console)."""
+    from privcal.metrics.calibration import coverage, set_size
+
+    pred = sets.predict_set(z)
+    out: dict[str, Any] = {
+        "rows": len(y),
+        "coverage": float(coverage(pred, y)),
+        "set_size": float(set_size(pred)),
+        "target": 1.0 - float(sets.alpha),
+        "threshold": float(sets.threshold_),
+    }
+    out["summary"] = (
+        f"coverage {out['coverage']:.4f} (target {out['target']:g}), mean set size "
+        f"{out['set_size']:.3g} of {sets.n_classes_} classes, threshold {out['threshold']:.4g} "
+        f"({out['rows']} rows)"
     )
     return out
 

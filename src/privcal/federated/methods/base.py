@@ -26,6 +26,10 @@ class FedMethod:
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "scaling"
+    #: What :meth:`calibrator` returns, so what a run saves and hands its clients to check:
+    #: ``"calibrator"`` (a :class:`~privcal.calibrators.Calibrator`, ``calibrator.json``) or
+    #: ``"sets"`` (prediction sets with ``to_dict`` / ``from_dict``, ``sets.json``).
+    releases: ClassVar[str] = "calibrator"
 
     def init(self, c: int) -> State:
         raise NotImplementedError

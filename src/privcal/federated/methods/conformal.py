@@ -62,8 +62,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from privcal import __version__
 from privcal._params import check_int, check_option, check_probability
-from privcal.conformal._base import ConformalBase
+from privcal.calibrators.base import fitted_field_error
+from privcal.conformal._base import ConformalBase, NotFittedError
 from privcal.conformal.private.sources import noise_margin, pooled_threshold
 from privcal.conformal.quantile import bin_edges
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_rows_l2
@@ -130,12 +132,76 @@ class FederatedConformalSets(ConformalBase):
     """
 
     _owner = "FederatedConformalSets"
+    #: The fitted attributes :meth:`to_dict` saves (what a run releases, besides ``counts_``).
+    _fitted_attributes = ("threshold_", "bin_", "edges_", "margin_", "noise_variance_")
 
     def __init__(self, score: str = "lac", alpha: float = 0.1) -> None:
         self.score = score
         self.alpha = alpha
         self.calibrator = None
         self.seed = None
+
+    def _fitted_names(self) -> tuple[str, ...]:
+        """The released attributes (what :func:`~privcal.calibrators.summary.release_summary`
+        reads)."""
+        return self._fitted_attributes
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable description (``sets.json`` of a Flower run): class, ``score`` and
+        ``alpha``, and the fitted state (``counts_`` included: the released histogram)."""
+        if not hasattr(self, "threshold_"):
+            raise NotFittedError(f"This {self._owner} is not fitted yet: nothing to save.")
+        fitted = {a: getattr(self, a) for a in (*self._fitted_attributes, "n_classes_")}
+        fitted["edges_"] = np.asarray(self.edges_, dtype=np.float64).tolist()
+        fitted["counts_"] = np.asarray(self.counts_, dtype=np.float64).tolist()
+        return {
+            "class": self._owner,
+            "privcal_version": __version__,
+            "params": {"score": self.score, "alpha": float(self.alpha)},
+            "fitted": {k: v.item() if isinstance(v, np.generic) else v for k, v in fitted.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FederatedConformalSets:
+        """Restore sets saved with :meth:`to_dict`; a damaged description is a ``ValueError``
+        naming its field (edges increasing from 0 to 1, ``bin_`` a bin of them, ``threshold_``
+        its edge, or 1 for the full set)."""
+        if not isinstance(data, dict) or data.get("class") != cls._owner:
+            got = data.get("class") if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"The description is not a saved {cls._owner} (class {got!r}).")
+        params, fitted = data.get("params"), data.get("fitted")
+        if not isinstance(params, dict) or not isinstance(fitted, dict):
+            raise ValueError(f"A saved {cls._owner} needs 'params' and 'fitted' objects.")
+        sets = cls(check_option(params.get("score"), "score", cls._owner, ("lac", "aps")))
+        sets.alpha = check_probability(params.get("alpha"), "alpha", cls._owner)
+        missing = [k for k in (*cls._fitted_attributes, "n_classes_", "counts_") if k not in fitted]
+        if missing:
+            raise ValueError(f"The field 'fitted.{missing[0]}' of a saved {cls._owner} is missing.")
+        edges = np.asarray(fitted["edges_"], dtype=np.float64)
+        m = edges.size - 1
+        if m < 1 or edges[0] != 0.0 or edges[-1] != 1.0 or not np.all(np.diff(edges) > 0):
+            raise fitted_field_error(sets, "edges_", "edges increasing from 0 to 1", edges)
+        j, c = fitted["bin_"], fitted["n_classes_"]
+        if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j <= m:
+            raise fitted_field_error(sets, "bin_", f"an integer in [0, {m}]", j)
+        if isinstance(c, bool) or not isinstance(c, int) or c < 2:
+            raise fitted_field_error(sets, "n_classes_", "an integer >= 2", c)
+        if fitted["threshold_"] != (float(edges[j]) if j < m else 1.0):
+            raise fitted_field_error(sets, "threshold_", "the edge of bin_", fitted["threshold_"])
+        counts = np.asarray(fitted["counts_"], dtype=np.float64)
+        if counts.shape != (m,) or not np.all(np.isfinite(counts)):
+            raise fitted_field_error(sets, "counts_", f"{m} finite counts", fitted["counts_"])
+        for name in ("margin_", "noise_variance_"):
+            v = fitted[name]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < np.inf:
+                raise fitted_field_error(sets, name, "a finite number >= 0", v)
+        sets.threshold_, sets.bin_, sets.edges_ = float(fitted["threshold_"]), j, edges
+        sets.margin_, sets.noise_variance_ = (
+            float(fitted["margin_"]),
+            float(fitted["noise_variance_"]),
+        )
+        sets.n_classes_, sets.counts_ = c, counts
+        return sets
 
 
 class FedConformal(FedMethod):
@@ -159,6 +225,7 @@ class FedConformal(FedMethod):
 
     name: ClassVar[str] = "conformal"
     kind: ClassVar[str] = "conformal"
+    releases: ClassVar[str] = "sets"
 
     def __init__(
         self,
