@@ -72,7 +72,7 @@ def _step(
 ) -> Message:
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
     msg = _query(RecordDict({"state": arrays, "config": ConfigRecord(cfg)}))
-    return client_app.query(msg, _context(node, run_id=run_id))
+    return client_app.query(msg, _context(node, cfg, run_id=run_id))
 
 
 def _spent(node: dict[str, object]) -> float:
@@ -156,7 +156,7 @@ def test_class_counts_are_only_sent_in_runs_without_dp(
 ) -> None:
     nd = node if ledger else {"data": node["data"]}
     cfg = {**task.DEFAULTS, **RUN, "epsilon": epsilon, "task": "count", "round": 0}
-    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd))
+    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd, cfg))
     assert set(reply.content.keys()) == {"info"} and "refused" in reply.content["info"]
 
 
@@ -165,7 +165,7 @@ def test_class_counts_in_a_run_without_dp_are_the_only_exact_release(
 ) -> None:
     nd = {"data": node["data"], "accept": "none"}  # this client accepts runs without DP
     cfg = {**task.DEFAULTS, **RUN, "epsilon": 0.0, "task": "count", "round": 0}
-    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd))
+    reply = client_app.query(_query(RecordDict({"config": ConfigRecord(cfg)})), _context(nd, cfg))
     assert set(reply.content.keys()) == {"arrays"}
     assert task.array_of(reply.content["arrays"], "payload").sum() == 57
 

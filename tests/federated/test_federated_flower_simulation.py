@@ -65,7 +65,8 @@ def test_simulated_node_replies_as_the_audited_client(tmp_path: Path) -> None:
         np.savez(folder / f"client{k}.npz", logits=zk, labels=yk)
     run_config = {**CFG, "partitions": str(folder)}
     for k in range(2):
-        reply = query(_message(state, CFG, k + 1), _simulated(k, 2, run_config))
+        # the server's messages carry the run configuration (and the round)
+        reply = query(_message(state, run_config, k + 1), _simulated(k, 2, run_config))
         got = reply.content["arrays"]["payload"].numpy()
         want = deployed[k].content["arrays"]["payload"].numpy()
         assert np.array_equal(got, want)
@@ -113,9 +114,9 @@ def test_simulated_ledger_charges_then_refuses(tmp_path: Path, pays: str) -> Non
     }
     (tmp_path / "ledgers").mkdir()
     ctx = _simulated(0, 2, run_config)
-    first = query(_message(state, CFG, 1), ctx)
-    second = query(_message(state, {**CFG, "round": 2}, 1), ctx)
-    again = query(_message(state, {**CFG, "round": 2}, 1), ctx)  # a second answer: refused
+    first = query(_message(state, run_config, 1), ctx)
+    second = query(_message(state, {**run_config, "round": 2}, 1), ctx)
+    again = query(_message(state, {**run_config, "round": 2}, 1), ctx)  # a second answer: refused
     assert "refused" in dict(again.content["info"])
     odo = PrivacyOdometer(
         budget, ledger=tmp_path / "ledgers" / "client-0.sqlite", delta_budget=1e-5

@@ -684,7 +684,7 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
             node_id=node_id,
             node_config={"data": str(path)},
             state=RecordDict(),
-            run_config={},
+            run_config=dict(cfg),  # the run configuration the SuperLink hands each node
         )
         replies.append(query(msg, ctx))
     return replies

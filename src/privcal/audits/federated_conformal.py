@@ -135,7 +135,7 @@ def _flower_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
         content = RecordDict({"state": arrays, "config": ConfigRecord({**cfg, "round": 1})})
         ctx = Context(
             run_id=1, node_id=node_id, node_config={"data": str(path)}, state=RecordDict(),
-            run_config={},
+            run_config=dict(cfg),  # the run configuration the SuperLink hands each node
         )  # fmt: skip
         replies.append(query(_instruction(content, node_id), ctx))
     return replies

@@ -521,8 +521,8 @@ def simulate(
         Path | None,
         typer.Option(
             "--ledgers",
-            help="Folder of the clients' SQLite ledgers (client-K.sqlite): each charges "
-            "epsilon / T per round and refuses beyond --budget.",
+            help="Folder of the clients' SQLite ledgers (client-K.sqlite): each is charged the "
+            "run's composed epsilon round by round and refuses beyond --budget.",
         ),
     ] = None,
     budget: float = typer.Option(1.0, "--budget", help="Each client's epsilon budget."),

@@ -49,7 +49,6 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.clientapp import ClientApp
 
 from privcal.federated.flower.task import (
-    DEFAULTS,
     array_of,
     charge_round,
     client_data,
@@ -58,6 +57,8 @@ from privcal.federated.flower.task import (
     composed_epsilon,
     join_answer,
     method_from_config,
+    round_refusal,
+    run_terms,
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
@@ -78,9 +79,18 @@ def _info_reply(msg: Message, info: dict[str, Any]) -> Message:
 
 @app.query()
 def query(msg: Message, context: Context) -> Message:
-    cfg = {**DEFAULTS, **dict(msg.content["config"])}
+    cfg, refusal = run_terms(dict(msg.content["config"]), context.run_config)
     node = client_node(context.node_config, context.run_config)
     task = str(cfg.get("task", "step"))
+    if refusal is None and cfg["aggregation"] == "distributed" and task != "end":
+        refusal = (
+            "the run asks for distributed aggregation, but this client runs without SecAgg+ "
+            "(secagg = false): it would send its payload with no noise share for the server to "
+            "read alone"
+        )
+    if refusal is not None:
+        write_status(node, f"{task}: refused ({refusal})")
+        return _info_reply(msg, {"refused": refusal})
     if task == "source":  # seed 000 protocol: a remote DataSource
         from privcal.federated.flower.sources import answer_source_query, source_refusal
 
@@ -107,7 +117,8 @@ def query(msg: Message, context: Context) -> Message:
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
         raise RuntimeError(f"die-at-round={die_at}: this client crashes in round {die_at}")
-    refusal = charge_round(node, cfg, int(context.run_id))  # before the data is read
+    # before the data is read: a round of this run, once; the policy; the ledger
+    refusal = round_refusal(context, cfg) or charge_round(node, cfg, int(context.run_id))
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
     if refusal is not None:
         write_status(node, f"{rnd}: refused ({refusal})")

@@ -110,6 +110,8 @@ from privcal.federated.flower.task import (
     dump_json,
     join_answer,
     method_from_config,
+    round_refusal,
+    run_terms,
     server_noise,
     write_status,
 )
@@ -208,10 +210,13 @@ class _PrivcalClient(NumPyClient):
         self.run_id = int(context.run_id)
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> Any:
-        cfg = {**DEFAULTS, **self.run_config, **config}
-        if "query" in config:  # seed 000: a data source's share of one query
+        # the run's terms are the run configuration's, which policy_mod checked against
+        # SecAgg+'s setup: a round's config adds only its round (or a source's query)
+        cfg, refusal = run_terms(config, self.run_config)
+        if refusal is None and "query" in config:  # seed 000: a data source's share of a query
             return self._source_share(cfg)
-        refusal = charge_round(self.node, cfg, self.run_id)
+        if refusal is None:
+            refusal = round_refusal(self.context, cfg) or charge_round(self.node, cfg, self.run_id)
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
             write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
@@ -290,7 +295,12 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
             end_locally(node, context.run_config, cfg)
             return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
         if cfg.get("task") == "join":
-            answer = join_answer(node, {**DEFAULTS, **cfg}, context.run_config, int(context.run_id))
+            terms, refusal = run_terms(cfg, context.run_config)
+            answer: dict[str, Any] = (
+                join_answer(node, terms, context.run_config, int(context.run_id))
+                if refusal is None
+                else {"refused": refusal}
+            )
             return Message(RecordDict({"info": ConfigRecord(answer)}), reply_to=msg)
         if cfg.get("task") == "source":
             from privcal.federated.flower.sources import budget_answer

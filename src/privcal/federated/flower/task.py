@@ -106,6 +106,68 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: What a message may say beside the run configuration: its task and round, and what the server
+#: says with them (a data source's query and its arguments, the plan line, the release at the
+#: end, why a run stopped). Every other term of a run is its run configuration's.
+MESSAGE_KEYS = frozenset(
+    {"task", "round", "query", "kwargs", "share-threshold", "plan", "calibrator", "sets", "stopped"}
+)
+
+
+def run_terms(message: Mapping[str, Any], run_config: Mapping[str, Any]) -> tuple[dict, str | None]:
+    """The configuration a client acts on, and the reason it refuses the message (or ``None``).
+
+    The terms of a run (method, ``epsilon``, ``delta``, ``rounds``, ``aggregation``, ``secagg``,
+    ``num-nodes``, ``threshold``, the clip, ``row-cap``, ``noise``, ...) are the run
+    configuration's: Flower's SuperLink hands the same one to every SuperNode of the run, and it
+    is what the client's policy checks. A message adds only :data:`MESSAGE_KEYS`; one that sets
+    any other term to another value is refused, so a server can neither change a run's terms
+    between rounds (e.g. ``rounds``, to have each round's noise sized for a larger share of the
+    budget than the ledger was charged) nor tell one client other terms than the rest (e.g. a
+    smaller threshold, or another row cap, to shrink the noise shares that protect it).
+    """
+    base = {**DEFAULTS, **dict(run_config)}
+    cfg = {**base, **{k: v for k, v in message.items() if k in MESSAGE_KEYS}}
+    for key in sorted(k for k in message if k not in MESSAGE_KEYS and k in base):
+        if message[key] != base[key]:
+            return cfg, (
+                f"the message sets {key} = {message[key]!r} but the run's configuration (the same "
+                f"for every client, checked by this client's policy) says {base[key]!r}; a run's "
+                "terms cannot change between messages"
+            )
+    return cfg, None
+
+
+#: The ``context.state`` record where a client keeps the rounds it answered, one entry per run.
+_ROUNDS_RECORD = "privcal-rounds"
+
+
+def round_refusal(context: Any, cfg: Mapping[str, Any]) -> str | None:
+    """Refuse a round outside ``1..T`` or answered before in this run, ledger or not.
+
+    The client keeps the rounds it answered in ``context.state`` (on the node, never sent), so a
+    client without a ledger also answers each round of a run once: a server cannot average the
+    noise away by asking the same rows again. (A ledger client also finds them in its ledger,
+    which survives a restart: :func:`charge_round`.) Records the round when it is not refused.
+    """
+    from flwr.app import ConfigRecord
+
+    rnd, t = int(cfg["round"]), int(cfg["rounds"])
+    if not 1 <= rnd <= t:
+        return f"round {rnd} is not a round of this run (1 to {t}); nothing was charged"
+    if _ROUNDS_RECORD not in context.state:
+        context.state[_ROUNDS_RECORD] = ConfigRecord()
+    record, key = context.state[_ROUNDS_RECORD], str(int(context.run_id))
+    done = [int(r) for r in str(record[key]).split(",")] if key in record else []
+    if rnd in done:
+        return (
+            f"this client already answered round {rnd} of run {int(context.run_id)}; a second "
+            "answer would be a release its privacy accounting did not plan for"
+        )
+    record[key] = ",".join(str(r) for r in [*done, rnd])
+    return None
+
+
 def array_of(record: Any, key: str) -> np.ndarray:
     """``record[key]`` as a NumPy array (an :class:`flwr.app.Array` entry of an ArrayRecord)."""
     value = record[key]
