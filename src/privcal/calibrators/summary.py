@@ -101,7 +101,13 @@ def _parameters_text(params: Mapping[str, Any]) -> str:
     if "temperature" in params:
         return f"T = {float(params['temperature']):.4g}"
     if "threshold" in params and "bin" in params:  # prediction sets {y : S(x, y) <= threshold}
-        full = " (every label: the full set)" if float(params["threshold"]) >= 1.0 else ""
+        full = (
+            " (every label: the full set; the released counts leave no bin whose tail, plus the "
+            "noise margin, fits within alpha of the total: more clients, rows a client (up to "
+            "the row cap), a larger epsilon or a larger alpha give smaller sets)"
+            if float(params["threshold"]) >= 1.0
+            else ""
+        )
         return (
             f"sets {{y : S(x, y) <= {float(params['threshold']):.4g}}}{full}, bin "
             f"{params['bin']}, noise margin {float(params.get('margin', 0.0)):.3g}"
