@@ -193,8 +193,9 @@ def test_simulation_engine_run_writes_the_sets(federation, tmp_path: Path) -> No
     out = tmp_path / "sim"
     args = ["federate", "simulate", str(wd / "val.npz"), "--num-nodes", str(K), "--beta", "0.5"]
     args += ["--method", "conformal-aps", "--rounds", "3", "--row-cap", "3", "--num-cpus", "2"]
-    res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    res = CliRunner().invoke(app, [*args, "--val", str(wd / "val.npz"), "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert {"coverage", "set_size"} <= set(json.loads((out / "check.json").read_text()))
     sets = FederatedConformalSets.from_dict(json.loads((out / "sets.json").read_text()))
     hist = np.asarray(json.loads((out / "state.json").read_text())["hist"])
     assert hist.sum() == 3 * 3 * K and np.all(hist % 3 == 0)  # r = 3 rows, T = 3 rounds

@@ -39,6 +39,17 @@ _ROW_CAP_HELP = (
     "conformal-lac/-aps: r, the most rows a client uses (public; each client picks its r rows "
     "with a seed of its own, the same rows every round)."
 )
+#: The server's labelled validation split (``federate server`` and ``simulate``).
+ValOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--val",
+        exists=True,
+        help="Labelled validation split the server holds: a calibrator is checked against the "
+        "uncalibrated model on it (a warning when worse), sets for their coverage and mean "
+        "size (check.json). Without it each client checks on its own data.",
+    ),
+]
 
 federate_app = typer.Typer(
     help="Federated calibration over Flower: run a server (SuperLink + ServerApp), a client "
@@ -131,16 +142,7 @@ def server(
         help="Seconds to wait for --num-nodes clients to connect; then the run goes on with "
         "those connected if at least --min-clients, else ends (nothing is spent).",
     ),
-    val: Annotated[
-        Path | None,
-        typer.Option(
-            "--val",
-            exists=True,
-            help="Labelled validation split the server holds: the result is checked against "
-            "the uncalibrated model on it (a warning when worse). Without it each client "
-            "checks on its own data.",
-        ),
-    ] = None,
+    val: ValOption = None,
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
 
@@ -152,11 +154,7 @@ def server(
             timeout, wait_clients, (alpha, row_cap),
         )  # fmt: skip
         need_flwr()  # after the checks that need no Flower: a typo is refused at once
-        if val is not None:
-            from privcal.federated.flower.task import load_client_data
-
-            if load_client_data(val)[0].shape[1] != n_classes:
-                raise ValueError(f"--val {str(val)!r} does not have --n-classes={n_classes}.")
+        _check_val(val, n_classes)
         certs = _tls(insecure, tls)
         out = out.resolve()
         cfg.update({"out-dir": str(out), "val": "" if val is None else str(val.resolve())})
@@ -536,6 +534,7 @@ def simulate(
     ),
     out: OutDir = _SIM_OUT,
     timeout: float = typer.Option(86400.0, "--timeout", help="Seconds the run may take."),
+    val: ValOption = None,
     force: ForceOption = False,
 ) -> None:
     """Run the privcal ServerApp and ClientApp on Flower's Simulation Engine (Ray), one client per
@@ -581,6 +580,8 @@ def simulate(
             ledgers=ledgers, budget=budget, out_dir=out, timeout_s=timeout,
             owner="privcal federate simulate", **_conformal_config(alpha, row_cap),
         )  # fmt: skip
+        _check_val(val, int(cfg["n-classes"]))
+        cfg["val"] = "" if val is None else str(val.resolve())
         fed = federation_config(num_nodes, num_cpus, ray_address)
         _fresh_out(out, "privcal federate simulate", force)
         out.mkdir(parents=True, exist_ok=True)
@@ -619,6 +620,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     federate_app.command("plan")(plan)
     app.add_typer(federate_app, name="federate")
     bench_app.command("maddock2025")(maddock2025)
+
+
+def _check_val(val: Path | None, n_classes: int) -> None:
+    """Refuse a --val split of another width than the run's --n-classes (before any process)."""
+    if val is not None:
+        from privcal.federated.flower.task import load_client_data
+
+        if load_client_data(val)[0].shape[1] != n_classes:
+            raise ValueError(f"--val {str(val)!r} does not have --n-classes={n_classes}.")
 
 
 def _check_method(method: str, allowed: Any, known: Any) -> None:
