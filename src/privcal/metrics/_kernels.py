@@ -217,8 +217,9 @@ def _top_label_chunk(
     index), with the row minimum and row sum beside it; then each row's bin, and the checks
     kept per lane (``small``, ``top``, ``worst``, ``bad``, ``y_lo``, ``y_hi``: reduced once at
     the end). Only the histogram is scalar: each row adds to one of four copies (summed at the
-    end), so that rows in the same bin do not wait on each other's stores. 1.6x (float64) and
-    2.2x (float32) faster than reading two rows in lockstep with a branch-free scalar chain.
+    end), so that rows in the same bin do not wait on each other's stores. On one thread 1.6-1.8x
+    (float64) and 1.6-2.4x (float32) less time than two rows in lockstep through a scalar
+    compare-and-select chain (``bench/RESULTS.md``, "Row-block kernel").
     """
     c = probs.shape[1]
     flat = probs.reshape(-1)
