@@ -189,7 +189,7 @@ def test_bin_edges() -> None:
 def test_compiled_top_label_bins_equal_numpy_path(monkeypatch, n: int) -> None:
     """The compiled kernel and the NumPy blocks compute the same statistic: same counts, sums
     equal up to addition order, including ties (lowest index wins), values on bin edges, and
-    chunks of odd length (the kernel reads rows in pairs)."""
+    chunks whose length is not a multiple of the kernel's row block."""
     from privcal.metrics import statistics
 
     rng = np.random.default_rng(3)
@@ -208,6 +208,42 @@ def test_compiled_top_label_bins_equal_numpy_path(monkeypatch, n: int) -> None:
     np.testing.assert_array_equal(got.counts, ref.counts)
     np.testing.assert_array_equal(got.sum_correct, ref.sum_correct)
     np.testing.assert_allclose(got.sum_confidence, ref.sum_confidence, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    ("n", "n_chunks"), [(256 * 9 + 37, 1), (256 * 9 + 37, 8), (255, 8), (5, 8)]
+)
+def test_top_label_kernel_ties_remainder_and_checks(dtype: type, n: int, n_chunks: int) -> None:
+    """The compiled kernel reads 256-row blocks, one SIMD lane per row: with a last block of 37
+    rows, chunks shorter than a block and empty chunks, ties between later columns (the first
+    maximum wins, as ``np.argmax``, with labels on either tied column) and ties with the last
+    column, its bins and its validation summary (smallest and largest entry, largest
+    ``|row sum - 1|``, non-finite rows, label range) agree with NumPy."""
+    from privcal.metrics._kernels import top_label_sums
+
+    rng = np.random.default_rng(5)
+    c, m = 9, 10
+    p = rng.dirichlet(np.full(c, 0.4), size=n)
+    p[::3] = 0.05
+    p[::3, 2] = p[::3, 6] = 0.3  # tie between columns 2 and 6: column 2 wins
+    p[1::7, -1] = p[1::7].max(axis=1)  # tie with the last column: the earlier one wins
+    p = p.astype(dtype)
+    y = rng.integers(0, c, size=n)
+    y[::3] = np.where(rng.random(y[::3].size) < 0.5, 2, 6)
+    sums, summary = top_label_sums(p, y, m, n_chunks)
+    conf = p.max(axis=1).astype(np.float64)
+    idx = bin_indices(conf, m)
+    np.testing.assert_array_equal(sums[0], np.bincount(idx, minlength=m))
+    np.testing.assert_allclose(sums[1], np.bincount(idx, conf, minlength=m), rtol=1e-12)
+    correct = (p.argmax(axis=1) == y).astype(np.float64)
+    np.testing.assert_array_equal(sums[2], np.bincount(idx, correct, minlength=m))
+    worst = np.abs(p.astype(np.float64).sum(axis=1) - 1.0).max()
+    assert summary[[0, 1, 3, 4, 5]].tolist() == [p.min(), p.max(), 0.0, y.min(), y.max()]
+    assert summary[2] == pytest.approx(worst, abs=c * float(np.finfo(dtype).eps))
+    p[n // 2, 4] = np.nan
+    p[n - 1, 0] = np.inf
+    assert top_label_sums(p, y, m, n_chunks)[1][3] == 2.0
 
 
 def _temperature_case(seed: int, dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
