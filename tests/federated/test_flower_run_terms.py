@@ -8,6 +8,7 @@ charges nothing.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,63 @@ def test_a_secagg_rounds_config_cannot_change_the_runs_terms(
     assert examples == 1 and np.asarray(wire[0]).size > 0
     with pytest.raises(RuntimeError, match="already answered round 1"):
         client.fit([np.zeros(1)], {"round": 1})
+
+
+# -- seed 000's data sources over SecAgg+ ----------------------------------------------------------
+SOURCE_RUN = {**SECAGG_RUN, "method": "acc-t"}
+
+
+def _source_round(epsilon: float = 0.5, **extra: Any) -> dict[str, Any]:
+    return {"query": "count", "kwargs": json.dumps({"epsilon": epsilon}), **extra}
+
+
+def _source_spent(ledger: Path) -> float:
+    return PrivacyOdometer.open(ledger).spent if ledger.exists() else 0.0
+
+
+def _source(data: str, tmp_path: Path, run: dict[str, Any], **node: Any) -> Any:
+    ledger = {"ledger": str(tmp_path / "s.sqlite"), "budget": 10.0, "name": "h"}
+    return secagg._PrivcalClient(_context({"data": data, **ledger, **node}, run))
+
+
+@pytest.mark.parametrize(
+    ("run", "extra", "reason"),
+    [
+        (SOURCE_RUN, {"share-threshold": 2000}, "not the run's t=4"),  # a 500x smaller share
+        ({**SOURCE_RUN, "aggregation": "trusted"}, {}, "only in a distributed run"),
+        ({**SOURCE_RUN, "source-max-rows": 150}, {}, "below this source's public bound of 4096"),
+        (SECAGG_RUN, {}, "a source message in a run of conformal-lac"),  # a second per-run budget
+    ],
+)
+def test_a_source_refuses_a_query_round_it_cannot_answer_as_accounted(
+    data: str, tmp_path: Path, run: dict[str, Any], extra: dict[str, Any], reason: str
+) -> None:
+    src = _source(data, tmp_path, run)
+    with pytest.raises(RuntimeError, match=reason):
+        src.fit([np.zeros(1)], _source_round(**extra))
+    assert _source_spent(tmp_path / "s.sqlite") == 0.0
+
+
+def test_a_sources_row_count_refusal_does_not_move_with_the_run(data: str, tmp_path: Path) -> None:
+    """Whether a source answers depends on its rows only against its own bound (node config
+    max-rows), never the run's source-max-rows: a server cannot search for its row count."""
+    said = set()
+    for max_rows in (4096, 10_000, 1_000_000):
+        src = _source(
+            data, tmp_path, {**SOURCE_RUN, "source-max-rows": max_rows}, **{"max-rows": 150}
+        )
+        with pytest.raises(RuntimeError) as err:  # 200 rows > its own bound of 150
+            src.fit([np.zeros(1)], _source_round())
+        said.add(str(err.value))
+    assert len(said) == 1 and "more rows than its public bound of 150" in said.pop()
+    answered = _source(data, tmp_path, SOURCE_RUN).fit([np.zeros(1)], _source_round())
+    assert answered[1] == 1 and _source_spent(tmp_path / "s.sqlite") == pytest.approx(0.5)
+
+
+def test_a_round_in_a_source_run_and_a_nan_epsilon_are_refused(data: str, tmp_path: Path) -> None:
+    src = _source(data, tmp_path, SOURCE_RUN)
+    with pytest.raises(RuntimeError, match="a step message in a run of acc-t"):
+        src.fit([np.zeros(1)], {"round": 1})
+    with pytest.raises(RuntimeError, match="policy of at most"):
+        src.fit([np.zeros(1)], _source_round(epsilon=float("nan")))
+    assert _source_spent(tmp_path / "s.sqlite") == 0.0

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACCEPTABLE", "ClientPolicy", "default_policy_path"]
+__all__ = ["ACCEPTABLE", "ClientPolicy", "default_policy_path", "run_threshold"]
 
 #: The run kinds a client may accept (``accept``).
 ACCEPTABLE: tuple[str, ...] = ("distributed", "trusted", "none")
@@ -244,7 +244,7 @@ class ClientPolicy:
             )
         if aggregation != "distributed":
             return None
-        k, t = _run_threshold(cfg)
+        k, t = run_threshold(cfg)
         if t < self.min_threshold:
             return (
                 f"the run's threshold t={t} is below this client's policy of t >= "
@@ -278,7 +278,7 @@ class ClientPolicy:
                 f"of shares {shares}"
             )
         if float(cfg.get("epsilon", 0.0)) > 0 and cfg.get("aggregation") == "distributed":
-            k, t = _run_threshold(cfg)
+            k, t = run_threshold(cfg)
             if reconstruction != t:
                 return (
                     f"SecAgg+'s reconstruction threshold {reconstruction} is not the run's "
@@ -302,7 +302,7 @@ class ClientPolicy:
         )
 
 
-def _run_threshold(cfg: Mapping[str, Any]) -> tuple[int, int]:
+def run_threshold(cfg: Mapping[str, Any]) -> tuple[int, int]:
     """``(K, t)`` of a run configuration (``threshold`` 0: the default for ``num-nodes``)."""
     from privcal.federated.dp import default_threshold
 

@@ -117,7 +117,7 @@ from privcal.federated.flower.task import (
 )
 from privcal.federated.flower.transcript import transcript_mod
 from privcal.federated.methods import FedMethod
-from privcal.federated.policy import ClientPolicy
+from privcal.federated.policy import ClientPolicy, run_threshold
 from privcal.privacy import SecureNoise
 from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
 
@@ -218,7 +218,12 @@ class _PrivcalClient(NumPyClient):
         if refusal is None:
             refusal = round_refusal(self.context, cfg) or charge_round(self.node, cfg, self.run_id)
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
-            write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: refused ({refusal})")
+            what = (
+                f"query {config['query']}"
+                if "query" in config
+                else f"round {cfg['round']}/{cfg['rounds']}"
+            )
+            write_status(self.node, f"{what}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
         fm = method_from_config(cfg, self.context)
         z, y = client_data(self.node, self.run_config)
@@ -251,20 +256,29 @@ class _PrivcalClient(NumPyClient):
         its rows are read, then :meth:`~privcal.private.DataSource.share`'s fixed-point
         statistic plus a discrete Laplace share sized for ``t`` of ``K`` sources, as residues
         modulo ``2^31`` that SecAgg+ carries exactly. Nothing else leaves the node."""
-        from privcal.federated.flower.sources import node_source, source_refusal
+        from privcal.federated.flower.sources import (
+            node_source,
+            secagg_source_refusal,
+            source_refusal,
+            too_many_rows,
+        )
 
         query, kwargs = str(cfg["query"]), json.loads(str(cfg["kwargs"]))
-        refusal = source_refusal(self.node, cfg, self.run_id)
+        k, t = run_threshold(cfg)
+        own = int(self.node.get("max-rows", DEFAULTS["source-max-rows"]))  # never the server's
+        refusal = source_refusal(self.node, cfg, self.run_id) or secagg_source_refusal(cfg, t, own)
+        if refusal is None:  # the data is read only now; its size against the source's own bound
+            z, y = client_data(self.node, self.run_config)
+            refusal = too_many_rows(len(y), own)
         if refusal is not None:
             write_status(self.node, f"query {query}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the query: {refusal}")
-        z, y = client_data(self.node, self.run_config)
         src = node_source(z, y, self.node, self.run_id)
         share = src.share(
             query,
             float(kwargs.pop("epsilon")),
-            n_parties=int(cfg["num-nodes"]),
-            threshold=int(cfg["share-threshold"]),
+            n_parties=k,
+            threshold=t,
             ring=SecureSum(RING_BITS),
             max_rows=int(cfg["source-max-rows"]),
             **kwargs,

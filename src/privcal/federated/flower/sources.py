@@ -90,10 +90,44 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
     odo = PrivacyOdometer(eps, ledger=str(node["ledger"]), delta_budget=delta)
     label = run_label(node, run_id)
     spent = math.fsum(r.epsilon for r in odo.releases if r.source == label)
-    if spent + requested > policy.max_epsilon * (1.0 + 1e-12):
+    if not spent + requested <= policy.max_epsilon * (1.0 + 1e-12):  # NaN too
         return (
             f"this query asks for epsilon {requested:g} after {spent:g} in this run, above this "
             f"source's policy of at most {policy.max_epsilon:g} per run"
+        )
+    return None
+
+
+def secagg_source_refusal(cfg: dict[str, Any], t: int, own_rows: int) -> str | None:
+    """Why a source refuses a query round over SecAgg+ on public grounds, or ``None``: the run
+    must be distributed (a source answers only with a noise share), the round's share threshold
+    the run's ``t`` (the share is sized for ``t``: a larger one would shrink it), and the run's
+    ``source-max-rows`` at least ``own_rows``, the source's own public bound (node config
+    ``max-rows``, default the run default's 4096). The source then refuses on its row count
+    only against its own bound (:func:`too_many_rows`), which no server can move, so a server
+    cannot search for a source's row count by varying ``source-max-rows``."""
+    if cfg.get("aggregation") != "distributed":
+        return "over SecAgg+ a source answers only in a distributed run (with a noise share)"
+    if int(cfg.get("share-threshold", t)) != t:
+        return (
+            f"the query's share threshold {cfg['share-threshold']} is not the run's t={t}: its "
+            "noise share would be sized for another number of honest sources"
+        )
+    if int(cfg["source-max-rows"]) < own_rows:
+        return (
+            f"the run sizes its sums for {cfg['source-max-rows']} rows a source, below this "
+            f"source's public bound of {own_rows} rows (node config max-rows)"
+        )
+    return None
+
+
+def too_many_rows(n: int, own_rows: int) -> str | None:
+    """A source holding more rows than its own public bound refuses every query (the one bit,
+    ``n > own_rows``, that its refusal shows; the bound is the source's, not the server's)."""
+    if n > own_rows:
+        return (
+            f"this source holds more rows than its public bound of {own_rows} (node config "
+            "max-rows); split it into several sources"
         )
     return None
 

@@ -135,6 +135,13 @@ def run_terms(message: Mapping[str, Any], run_config: Mapping[str, Any]) -> tupl
                 f"for every client, checked by this client's policy) says {base[key]!r}; a run's "
                 "terms cannot change between messages"
             )
+    task = str(message.get("task", "source" if "query" in message else "step"))  # SecAgg+: none
+    if task in ("step", "source") and (task == "source") != (cfg["method"] == "acc-t"):
+        return cfg, (
+            f"a {task} message in a run of {cfg['method']}: seed 000's data sources (acc-t) "
+            "answer queries and the federated methods rounds, so that a run's policy bounds one "
+            "kind of release, never both"
+        )
     return cfg, None
 
 
