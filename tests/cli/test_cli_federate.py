@@ -33,13 +33,10 @@ from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.metrics import ece
 from privcal.metrics.statistics import softmax
 
-# exclusive: a federation of a dozen processes, timed, runs with no other test at once (xdist)
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.timeout(600),
-    pytest.mark.exclusive,
-]
+# the runs as documented share the machine with the other worker's tests; the two that time
+# their shutdown (SIGTERM, SIGINT: a dozen processes within seconds) are exclusive: no other test
+# runs at once (xdist)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 BIN = Path(sys.executable).parent
@@ -267,6 +264,7 @@ def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
             assert not any(carries(arr, f, tol=0.5) for f in forms), name
 
 
+@pytest.mark.exclusive
 def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Path) -> None:
     two = _blocks()[0]
     _write_clients(tmp_path, ["client0", "client1"])
@@ -302,6 +300,7 @@ def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Pat
     assert _tmp_dirs() <= before
 
 
+@pytest.mark.exclusive
 def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> None:
     """Ctrl-C to the server of the documented five-client SecAgg+ block in round 1: within
     10 s no process privcal started remains (checked by PID), every client exits 0 with one
