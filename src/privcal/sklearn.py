@@ -222,6 +222,19 @@ class _Frozen(MetaEstimatorMixin, BaseEstimator):
                 )
         return super().set_params(**params)
 
+    def _adopt_features(self) -> None:
+        """The base estimator's ``n_features_in_`` / ``feature_names_in_``, when it has them."""
+        for attr in ("n_features_in_", "feature_names_in_"):
+            if hasattr(self.estimator, attr):
+                setattr(self, attr, getattr(self.estimator, attr))
+
+    def _adopt_report(self, fitted: Any) -> None:
+        """``fitted``'s privacy report, if any, becomes the wrapper's (an earlier one goes)."""
+        self.__dict__.pop("privacy_report_", None)
+        report = getattr(fitted, "privacy_report_", None)
+        if report is not None:
+            self.privacy_report_ = report
+
 
 class _FrozenBaseMeta(ClassifierMixin, _Frozen):
     """What the classifier wrappers share: the base's logits and the encoded labels."""
@@ -263,9 +276,7 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
             )
         self.classes_ = classes
         self.response_method_ = method
-        for attr in ("n_features_in_", "feature_names_in_"):
-            if hasattr(self.estimator, attr):
-                setattr(self, attr, getattr(self.estimator, attr))
+        self._adopt_features()
         return z, y_enc
 
     def _check_columns(self, z: np.ndarray, n_classes: int, method: str) -> None:
@@ -293,10 +304,7 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
         z, y_enc = self._prepare(X, y)
         fitted = default() if template is None else clone(template, safe=False)
         fitted.fit(z, y_enc, **fit_params)
-        self.__dict__.pop("privacy_report_", None)
-        report = getattr(fitted, "privacy_report_", None)
-        if report is not None:
-            self.privacy_report_ = report
+        self._adopt_report(fitted)
         return fitted
 
 
@@ -614,12 +622,8 @@ class RiskControlClassifier(_Frozen):
             self.classes_ = np.arange(p.shape[1]) if classes is None else np.asarray(classes)
             y = _encode(self.classes_, y, self._owner)
         self.method_ = method.fit(p, y)
-        self.__dict__.pop("privacy_report_", None)
-        if getattr(method, "privacy_report_", None) is not None:
-            self.privacy_report_ = method.privacy_report_
-        for attr in ("n_features_in_", "feature_names_in_"):
-            if hasattr(self.estimator, attr):
-                setattr(self, attr, getattr(self.estimator, attr))
+        self._adopt_report(method)
+        self._adopt_features()
         return self
 
     def predict_set(self, X: Any) -> np.ndarray:

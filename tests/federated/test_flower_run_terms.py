@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Metadata, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
+from privcal.audits.federated import _instruction
 from privcal.federated.flower import client_app, secagg, task
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import PrivacyOdometer
@@ -43,20 +44,10 @@ def data(tmp_path: Path) -> str:
 
 
 def _message(cfg: dict[str, Any]) -> Message:
-    meta = Metadata(
-        run_id=1,
-        message_id="m1",
-        src_node_id=0,
-        dst_node_id=7,
-        reply_to_message_id="",
-        group_id="1",
-        created_at=0.0,
-        ttl=3600.0,
-        message_type="query",
-    )
+    """The server's query to node 7 (the audits' own message builder), with the method's state."""
     state = task.method_from_config(cfg).init(C)
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
-    return Message(RecordDict({"config": ConfigRecord(cfg), "state": arrays}), metadata=meta)
+    return _instruction(RecordDict({"config": ConfigRecord(cfg), "state": arrays}), 7)
 
 
 def _context(node: dict[str, Any], run_config: dict[str, Any]) -> Context:
