@@ -410,8 +410,8 @@ def _fresh_out(out: Path, owner: str, force: bool) -> None:
 def _write_interrupted(out: Path, signum: int, told: bool) -> None:
     """``interrupted.json`` in the output folder: the run was stopped before its release
     (``privcal report`` reads it); ``history.json`` holds the rounds that were released. The
-    ServerApp writes the file first (the rounds done, the clients told), the CLI adds the
-    signal."""
+    ServerApp writes the file first (the rounds done, whether every client took the stop
+    message), the CLI adds the signal."""
     import json
     import signal
 
@@ -420,7 +420,7 @@ def _write_interrupted(out: Path, signum: int, told: bool) -> None:
     info.update(
         interrupted=True,
         signal=signal.Signals(signum).name,
-        clients_told=told,
+        clients_told=told and bool(info.get("clients_told")),
         time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     path.write_text(json.dumps(info, indent=2) + "\n")

@@ -407,15 +407,20 @@ def end_run(
     _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
 
 
-def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> None:
-    """Tell every connected node that the server stopped the run before its release.
+def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> bool:
+    """Tell every connected node that the server stopped the run before its release; whether
+    every one of them took the message (answered it within ``wait_s``).
 
     Each client shows ``reason`` and exits (:func:`~privcal.federated.flower.client_app.
-    end_locally`) instead of waiting ``--retry-s`` for a server that is gone. Waits at most
-    ``wait_s`` for the nodes to take the message.
+    end_locally`) instead of waiting ``--retry-s`` for a server that is gone.
     """
     content = {"task": "end", "round": 0, "stopped": reason}
-    _query(grid, sorted(grid.get_node_ids()), {}, content, wait_s)
+    nodes = sorted(grid.get_node_ids())
+    replies = _query(grid, nodes, {}, content, wait_s)
+    took = sum(not r.has_error() for r in replies)
+    if took < len(nodes):
+        print(f"privcal: {took} of {len(nodes)} clients took the stop message", flush=True)
+    return took == len(nodes)
 
 
 def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
@@ -482,27 +487,49 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
     clients learn at once that the run is over (and exit) instead of retrying a server that is
     gone. A client's ledger keeps what it charged for rounds it answered: a reply that left the
     client is a release whether or not the server summed it (docs/federated.md).
+
+    A signal that arrives while the grid pushes messages takes effect when the push is done: a
+    message pushed without its contents would hold every SuperNode that received it (each
+    retries pulling the contents, and never takes the stop message behind it).
     """
     import signal
 
+    pending: list[str] = []
+    pushing = threading.Event()
+
     def interrupt(signum: int, _frame: Any) -> None:
-        raise RunInterrupted(signal.Signals(signum).name)
+        pending.append(signal.Signals(signum).name)
+        if not pushing.is_set():
+            raise RunInterrupted(pending[0])
+
+    def push_whole(messages: Any) -> Any:
+        pushing.set()
+        try:
+            return push(messages)
+        finally:
+            pushing.clear()
+            if pending:
+                raise RunInterrupted(pending[0])
 
     if threading.current_thread() is not threading.main_thread():  # in-process tests
         yield
         return
+    push = grid.push_messages
+    grid.push_messages = push_whole  # type: ignore[method-assign]
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     except RunInterrupted as stop:
         for s in previous:
             signal.signal(s, signal.SIG_IGN)  # one stop message, whatever else arrives
+        grid.push_messages = push  # type: ignore[method-assign]
         print(f"privcal: interrupted: the server's operator stopped the run ({stop})", flush=True)
-        stop_run(grid, cfg, "the server's operator stopped the run before its release")
+        told = stop_run(grid, cfg, "the server's operator stopped the run before its release")
         if cfg.get("out-dir"):
-            dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": True})
+            dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": told})
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
     finally:
+        grid.push_messages = push  # type: ignore[method-assign]
         for s, handler in previous.items():
             signal.signal(s, handler)
 
