@@ -113,10 +113,6 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     sensitivity : float, default=1.0
         L2 sensitivity, ``> 0``.
 
-    Returns
-    -------
-    float
-
     References
     ----------
     B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy:
