@@ -26,6 +26,7 @@ Details: docs/integrations.md (scikit-learn).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -240,6 +241,7 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
     """What the classifier wrappers share: the base's logits and the encoded labels."""
 
     response_method: Any
+    predict_proba: Callable[[Any], np.ndarray]
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Check the base, pick the response method, read logits and encoded labels of ``X, y``."""
@@ -292,6 +294,11 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
         z = _logits(self.estimator, self.response_method_, X, self._owner)
         self._check_columns(z, self.classes_.size, self.response_method_)
         return z
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of highest (calibrated) probability (values of ``classes_``)."""
+        proba = self.predict_proba(X)  # first: NotFittedError before classes_ is read
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
     def encode(self, y: Any) -> np.ndarray:
         """Column indices ``0..C-1`` of the labels ``y`` (values of ``classes_``)."""
@@ -391,10 +398,6 @@ class CalibratedClassifier(_FrozenBaseMeta):
             Calibration inputs, in whatever form the base estimator takes.
         y : array-like of shape (n_samples,)
             Their labels, values of the base estimator's ``classes_``.
-
-        Returns
-        -------
-        self
         """
         cal = self.calibrator
         if cal is not None and (
@@ -419,13 +422,8 @@ class CalibratedClassifier(_FrozenBaseMeta):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Calibrated probabilities, ``N x C`` (columns in the order of ``classes_``)."""
-        z = self._test_logits(X)
+        z = self._test_logits(X)  # first: raises NotFittedError before calibrator_ is read
         return np.asarray(self.calibrator_.predict_proba(z))
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The class of highest calibrated probability (values of ``classes_``)."""
-        proba = self.predict_proba(X)
-        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
 class ConformalClassifier(_FrozenBaseMeta):
@@ -491,10 +489,6 @@ class ConformalClassifier(_FrozenBaseMeta):
 
         ``groups`` (one label per row) fits one threshold per group (Mondrian sets; pass the
         test rows' groups to :meth:`predict_set`).
-
-        Returns
-        -------
-        self
         """
         m = self.method
         if m is not None and (
@@ -525,11 +519,6 @@ class ConformalClassifier(_FrozenBaseMeta):
         if calibrator is None:
             return softmax(z)
         return np.asarray(calibrator.predict_proba(z), dtype=np.float64)
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The class of highest probability (values of ``classes_``)."""
-        proba = self.predict_proba(X)
-        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
 def _label_probs(estimator: Any, X: Any, owner: str) -> np.ndarray:
@@ -605,10 +594,6 @@ class RiskControlClassifier(_Frozen):
     def fit(self, X: Any, y: Any) -> RiskControlClassifier:
         """Fit the risk control method on the base estimator's probabilities for ``X`` and the
         labels ``y`` (a boolean label matrix for ``fnr``, classes for ``miscoverage``).
-
-        Returns
-        -------
-        self
         """
         if self.method is not None and not isinstance(self.method, RiskControl):
             raise _fail(

@@ -288,10 +288,6 @@ def audit_release(
         ``None``: bucket edges at ``n_events - 1`` quantiles of a *pilot* sample (``pilot_fraction
         * runs`` extra runs per side, drawn first and then discarded), so the events are fixed
         before the audited samples are drawn, as :func:`~privcal.privacy.audit.audit_dp` needs.
-
-    Returns
-    -------
-    AuditReport
     """
     if events is None:
         k = max(50, int(pilot_fraction * runs))

@@ -216,13 +216,12 @@ def _simulate_audit(
 ) -> AuditReport:
     """``simulate(method, ...)`` on ``D`` and ``D'`` (:func:`_data`), one released value read.
 
-    Read (:data:`READS`): FedTemp's temperature, in buckets at a pilot's quantiles
-    (:func:`~privcal.audits._registry.audit_release`'s default). FedVector and FedMatrix: the
-    released weight ``w_0`` on which client 2's clipped gradient lies; the binning methods: the
-    released positive count of class 0 in the bin client 2 fills. Client 2 moves each of these
-    by its whole clip bound (FedMatrix: ``0.7 C_g``, the rest on ``-W_10`` and the intercepts),
-    read in tail events at a pilot's deciles (:func:`~privcal.audits._registry.tail_events`):
-    a release whose noise is missing or too small moves the read's whole tail. (The probe's
+    Read (:data:`READS`, module docstring): FedTemp's temperature, in buckets at a pilot's
+    quantiles (:func:`~privcal.audits._registry.audit_release`'s default); the value client 2
+    moves by its whole clip bound (FedMatrix: ``0.7 C_g``, the rest on ``-W_10`` and the
+    intercepts), in tail events at a pilot's deciles
+    (:func:`~privcal.audits._registry.tail_events`): a release whose noise is missing or too
+    small moves the read's whole tail. (The probe's
     probability does not see a missing noise here: after one round the step of FedVector and
     FedMatrix is damped by a curvature floor set by the noise, so it moves P(class 0 | probe) by
     0.001, and a binning bin whose count is below the noise keeps the model's probability.)

@@ -178,30 +178,27 @@ def increments_loss(increments: np.ndarray) -> float:
 # Each patches what every DataSource answer goes through (the Laplace draw of
 # ``Measurement.release``, the shared statistic functions, a query's measurement) and is undone
 # after the audit.
-def _exact_release() -> Any:
-    """The noise is drawn and charged, then the exact statistic is released."""
+def _laplace_plant(defect: Callable[..., Any]) -> Any:
+    """Patch the Laplace draw of every answer with ``defect(real, value, sensitivity, epsilon,
+    noise, **kw)``, ``real`` the unpatched mechanism."""
     real = measurement_module.laplace
 
-    def leak(value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any) -> Any:
-        return value, real(value, sensitivity, epsilon, noise, **kw)[1]
+    def laplace(
+        value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
+    ) -> Any:
+        return defect(real, value, sensitivity, epsilon, noise, **kw)
 
-    return patched((measurement_module, "laplace", leak))
+    return patched((measurement_module, "laplace", laplace))
+
+
+def _exact_release() -> Any:
+    """The noise is drawn and charged, then the exact statistic is released."""
+    return _laplace_plant(lambda real, value, *args, **kw: (value, real(value, *args, **kw)[1]))
 
 
 def _sensitivity_over(k: int) -> Callable[[], Any]:
     """The L1 sensitivity divided by ``k`` (charged per cell where it is the whole vector's)."""
-
-    def plant() -> Any:
-        real = measurement_module.laplace
-
-        def split(
-            value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
-        ) -> Any:
-            return real(value, sensitivity / k, epsilon, noise, **kw)
-
-        return patched((measurement_module, "laplace", split))
-
-    return plant
+    return lambda: _laplace_plant(lambda real, v, sens, *args, **kw: real(v, sens / k, *args, **kw))
 
 
 def _unclipped_nll() -> Any:
@@ -216,16 +213,13 @@ def _unclipped_nll() -> Any:
 def _anchor_only() -> Any:
     """A curve query that puts noise on the anchor value only and releases the increments
     exact."""
-    real = measurement_module.laplace
 
-    def anchor_only(
-        value: Any, sensitivity: float, epsilon: float, noise: Any = None, **kw: Any
-    ) -> Any:
-        out, guarantee = real(value, sensitivity, epsilon, noise, **kw)
+    def anchor_only(real: Any, value: Any, *args: Any, **kw: Any) -> Any:
+        out, guarantee = real(value, *args, **kw)
         v = np.asarray(value, dtype=float)
         return (np.concatenate([np.atleast_1d(out)[:1], v[1:]]) if v.ndim else out), guarantee
 
-    return patched((measurement_module, "laplace", anchor_only))
+    return _laplace_plant(anchor_only)
 
 
 def _split_increment_sensitivity() -> Any:

@@ -5,11 +5,8 @@ the parameters ``x``, plus a penalty) with SciPy's ``trust-ncg``: each Newton it
 the second-order model :math:`f(x) + g^\\top s + \\frac12 s^\\top H s` inside a trust region
 by Steihaug's truncated conjugate gradient, which needs only the exact gradient ``g`` and exact
 Hessian-vector products :math:`Hv`; a step is accepted only if it decreases ``f``, so the
-result is never worse than the start. With :math:`G = \\hat P - Y` (softmax output minus
-one-hot labels), the gradient of the mean NLL with respect to the logits is :math:`G / N` and
-its Hessian in one row's logits is :math:`\\mathrm{diag}(p) - p p^\\top`; the parameter
-gradients and Hessian-vector products follow by the chain rule (:class:`Objective`; one
-subclass per map lives in :mod:`privcal.calibrators.scaling`).
+result is never worse than the start. The gradient and products follow by the chain rule
+(:class:`Objective`; one subclass per map lives in :mod:`privcal.calibrators.scaling`).
 
 The solve runs in variables :math:`x = A t` (:class:`Scaling`): conjugate gradient on
 :math:`A^\\top H A` is CG on ``H`` preconditioned by :math:`A A^\\top`, and the minimiser does

@@ -7,22 +7,19 @@
 * :class:`MatrixScaling`: :math:`\\mathrm{softmax}(W z + b)` with an L2 penalty on the
   off-diagonal entries of W and on b (ODIR, Kull et al., 2019).
 
-For all three, with :math:`G = \\hat P - Y` (softmax output minus one-hot labels), the gradient of
-the mean NLL with respect to the transformed logits is :math:`G / N` and its Hessian in one row's
-logits is :math:`\\mathrm{diag}(p) - p p^\\top`; the parameter gradients and exact Hessian-vector
-products follow by the chain rule (one subclass per map of
-:class:`~privcal.calibrators._newton.Objective`). SciPy's ``trust-ncg`` (Steihaug's truncated
-conjugate gradient inside a trust region, :mod:`privcal.calibrators._newton`) uses them, in
-variables scaled by the curvature's diagonal, or for matrix scaling by its per-class blocks,
-re-estimated as the fit moves (:func:`~privcal.calibrators._newton.trust_newton`,
-:meth:`_Matrix.preconditioner`), and for matrix scaling without the directions that change no
-probability (:class:`_Matrix`): on the shared WRN CIFAR-100 network matrix scaling (10 100
-parameters) converges in 8 Newton iterations and about 45 Hessian-vector products, where the
-diagonal scaling needed ~280 and L-BFGS stopped at its gradient tolerance after hundreds of
-iterations. The order-preserving map has only ``C - 1`` parameters and its Hessian in closed form
-(two ``N x C x C`` products), formed once per Newton iteration instead of products. Each iteration
-is reported to :func:`~privcal.calibrators.progress.fit_progress` (``privcal fit`` shows them once a
-fit has run a few seconds); the library is silent otherwise.
+For all three, the exact gradient and Hessian-vector products of the mean NLL (one subclass per
+map of :class:`~privcal.calibrators._newton.Objective`, which derives them) feed SciPy's
+``trust-ncg`` (:mod:`privcal.calibrators._newton`), in variables scaled by the curvature's
+diagonal, or for matrix scaling by its per-class blocks, re-estimated as the fit moves
+(:func:`~privcal.calibrators._newton.trust_newton`, :meth:`_Matrix.preconditioner`), and for
+matrix scaling without the directions that change no probability (:class:`_Matrix`): on the
+shared WRN CIFAR-100 network matrix scaling (10 100 parameters) converges in 8 Newton iterations
+and about 45 Hessian-vector products, where the diagonal scaling needed ~280 and L-BFGS stopped
+at its gradient tolerance after hundreds of iterations. The order-preserving map has only
+``C - 1`` parameters and its Hessian in closed form (two ``N x C x C`` products), formed once per
+Newton iteration instead of products. Each iteration is reported to
+:func:`~privcal.calibrators.progress.fit_progress` (``privcal fit`` shows them once a fit has run
+a few seconds); the library is silent otherwise.
 
 Platt, vector and matrix scaling bound each example's NLL
 --------------------------------------------------------
@@ -174,10 +171,8 @@ class _Vector(Objective):
 class _Matrix(Objective):
     """:math:`u = z W^\\top + b` plus the ODIR penalty, ``x = (W`` row-major``, b)``.
 
-    Everything is float64. Hessian-vector products in float32 (twice as fast) were tried and
-    removed: where the curvature is nearly flat (a label array of one class saturates every
-    softmax), their rounding, ~1e-6 of each product, kept the conjugate gradient from ever
-    reaching its residual test, and one fit ran 420 000 products.
+    Everything is float64: float32 products (~1e-6 rounding each) kept the conjugate gradient
+    from its residual test where the curvature is nearly flat (420 000 products in one fit).
 
     From :attr:`COMPILED_MIN_WORK` on (``N * C * C``, the work of one product),
     :meth:`preconditioner` scales by the curvature's per-class blocks and the curvature image
@@ -199,11 +194,9 @@ class _Matrix(Objective):
     returns. In the ODIR objective itself the ``C + 1`` shift directions have only the
     penalty's curvature, ~1e-3 of the rest after preconditioning, and the conjugate gradient
     spends iterations on them; here they are flat, and neither the gradient nor a product has
-    a component along them. Hessian-vector products to convergence on the shared CIFAR-100
-    networks, before the change of variables was re-estimated during a solve
-    (:data:`~privcal.calibrators._newton.RESCALE_AT`): DenseNet 447 -> 223, LeNet 69 -> 35,
-    WRN 95 -> 104 (WRN with the cross-fit: 231 -> 185). With ``lam = 0`` (``mu = 0``) no shift
-    of the columns (intercepts) is preferred and ``P`` keeps them as they are.
+    a component along them (on the shared CIFAR-100 networks: DenseNet 447 -> 223 products,
+    LeNet 69 -> 35). With ``lam = 0`` (``mu = 0``) no shift of the columns (intercepts) is
+    preferred and ``P`` keeps them as they are.
     """
 
     #: Rows (every k-th) from which :meth:`preconditioner` estimates the curvature blocks.
@@ -465,8 +458,7 @@ class PlattScaling(Calibrator):
             return _Platt(s[rows], y[rows], weight)
 
         def nll_of(x: np.ndarray) -> np.ndarray:
-            u = x[0] * s + x[1]
-            return np.asarray(nll_terms(np.column_stack([np.zeros_like(u), u]), y))
+            return np.asarray(nll_terms(_Platt(s, y, 1.0).logits(x), y))
 
         bound = None if self.nll_bound is None else float(self.nll_bound)
         x0 = np.array([1.0, 0.0])

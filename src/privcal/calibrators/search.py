@@ -237,10 +237,6 @@ def convex_argmin(increments: np.ndarray, temperatures: np.ndarray) -> float | n
     temperatures : ndarray of shape (k,)
         Increasing, positive grid, ``k >= 3``.
 
-    Returns
-    -------
-    float or ndarray of shape (R,)
-
     Notes
     -----
     With :math:`\\beta_j = 1 / T_j` and :math:`w_j = \\beta_j - \\beta_{j+1} > 0`, the ratio

@@ -50,7 +50,7 @@ _OWNER = "digits_shift"
 _UP = 4  # 8 x 8 -> 32 x 32
 
 Rng = np.random.Generator
-Corruption = Callable[[np.ndarray, int, Rng], np.ndarray]
+Corruption = Callable[[np.ndarray, Any, Rng], np.ndarray]
 
 
 #: Parameter of each corruption per severity 1..5 (the table in docs/data.md).
@@ -110,28 +110,25 @@ def _blur(v: np.ndarray, sigma: float) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Corruptions: u in [0, 1], shape (n, 8, 8) -> same shape (clipped by the caller)
+# Corruptions: u in [0, 1], shape (n, 8, 8), and the severity's parameter (:data:`_PARAMS`) ->
+# same shape (clipped by the caller)
 
 
-def _gaussian_noise(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    sigma = _PARAMS["gaussian_noise"][s - 1]
+def _gaussian_noise(u: np.ndarray, sigma: Any, rng: Rng) -> np.ndarray:
     return u + rng.normal(0.0, sigma, u.shape)
 
 
-def _shot_noise(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    lam = _PARAMS["shot_noise"][s - 1]
+def _shot_noise(u: np.ndarray, lam: Any, rng: Rng) -> np.ndarray:
     return rng.poisson(u * lam) / lam
 
 
-def _impulse_noise(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    a = _PARAMS["impulse_noise"][s - 1]
+def _impulse_noise(u: np.ndarray, a: Any, rng: Rng) -> np.ndarray:
     draw = rng.random(u.shape)
     out = np.where(draw < a / 2, 0.0, u)
     return np.where((draw >= a / 2) & (draw < a), 1.0, out)
 
 
-def _speckle_noise(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    sigma = _PARAMS["speckle_noise"][s - 1]
+def _speckle_noise(u: np.ndarray, sigma: Any, rng: Rng) -> np.ndarray:
     return u + u * rng.normal(0.0, sigma, u.shape)
 
 
@@ -142,8 +139,7 @@ def _disk(radius: float) -> np.ndarray:
     return k / k.sum()
 
 
-def _defocus_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    radius = _PARAMS["defocus_blur"][s - 1]
+def _defocus_blur(u: np.ndarray, radius: Any, rng: Rng) -> np.ndarray:
     v = ndimage.convolve(_up(u), _disk(radius)[None], mode="constant")
     return _down(v)
 
@@ -158,8 +154,7 @@ def _line_kernel(length: int, angle: float) -> np.ndarray:
     return k / k.sum()
 
 
-def _motion_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    length = _PARAMS["motion_blur"][s - 1]
+def _motion_blur(u: np.ndarray, length: Any, rng: Rng) -> np.ndarray:
     v = _up(u)
     direction = rng.integers(0, 8, size=u.shape[0])
     out = np.empty_like(v)
@@ -179,8 +174,7 @@ def _zoom_matrix(z: float, size: int) -> np.ndarray:
     return np.clip(weight, 0.0, None)
 
 
-def _zoom_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    z_max = _PARAMS["zoom_blur"][s - 1]
+def _zoom_blur(u: np.ndarray, z_max: Any, rng: Rng) -> np.ndarray:
     v = _up(u)
     acc = v.copy()
     factors = 1.0 + np.arange(1, 7) * (z_max - 1.0) / 6
@@ -190,8 +184,8 @@ def _zoom_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
     return _down(acc / (1 + len(factors)))
 
 
-def _glass_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    sigma, d, iterations = _PARAMS["glass_blur"][s - 1]
+def _glass_blur(u: np.ndarray, param: Any, rng: Rng) -> np.ndarray:
+    sigma, d, iterations = param
     v = _blur(_up(u), sigma)
     n, size, _ = v.shape
     rows, cols = _grid(n, size)
@@ -202,14 +196,12 @@ def _glass_blur(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
     return _down(_blur(v, sigma))
 
 
-def _contrast(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    c = _PARAMS["contrast"][s - 1]
+def _contrast(u: np.ndarray, c: Any, rng: Rng) -> np.ndarray:
     m = u.mean(axis=(1, 2), keepdims=True)
     return m + c * (u - m)
 
 
-def _brightness(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    b = _PARAMS["brightness"][s - 1]
+def _brightness(u: np.ndarray, b: Any, rng: Rng) -> np.ndarray:
     return u + b
 
 
@@ -219,8 +211,7 @@ def _smooth_field(n: int, sigma: float, rng: Rng) -> np.ndarray:
     return ndimage.gaussian_filter(noise, sigma=(0.0, sigma, sigma), mode="wrap")
 
 
-def _fog(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    a = _PARAMS["fog"][s - 1]
+def _fog(u: np.ndarray, a: Any, rng: Rng) -> np.ndarray:
     f = _down(_smooth_field(u.shape[0], 6.0, rng))
     lo = f.min(axis=(1, 2), keepdims=True)
     hi = f.max(axis=(1, 2), keepdims=True)
@@ -239,15 +230,14 @@ def _box_matrices(width: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     return (back / back.sum(axis=0)).T, back
 
 
-def _pixelate(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    width = _PARAMS["pixelate"][s - 1]
+def _pixelate(u: np.ndarray, width: Any, rng: Rng) -> np.ndarray:
     v = np.repeat(np.repeat(u, _UP, axis=1), _UP, axis=2)  # exact (nearest) upsampling
     avg, back = _box_matrices(width, v.shape[1])
     return _down(back @ (avg @ v @ avg.T) @ back.T)
 
 
-def _elastic(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    alpha, sigma = _PARAMS["elastic"][s - 1]
+def _elastic(u: np.ndarray, param: Any, rng: Rng) -> np.ndarray:
+    alpha, sigma = param
     v = _up(u)
     n, size, _ = v.shape
     rows, cols = _grid(n, size)
@@ -279,16 +269,14 @@ def _jpeg_table(quality: int) -> np.ndarray:
     return np.maximum(np.floor((_JPEG_LUMA * scale + 50) / 100), 1.0)
 
 
-def _jpeg(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    quality = _PARAMS["jpeg"][s - 1]
+def _jpeg(u: np.ndarray, quality: Any, rng: Rng) -> np.ndarray:
     q = _jpeg_table(quality)
     coeffs = dctn(255.0 * u - 128.0, axes=(1, 2), norm="ortho")
     v = idctn(np.round(coeffs / q) * q, axes=(1, 2), norm="ortho")
     return (v + 128.0) / 255.0
 
 
-def _occlusion(u: np.ndarray, s: int, rng: Rng) -> np.ndarray:
-    k = _PARAMS["occlusion"][s - 1]
+def _occlusion(u: np.ndarray, k: Any, rng: Rng) -> np.ndarray:
     n = u.shape[0]
     r0 = rng.integers(0, 8 - k + 1, size=n)[:, None, None]
     c0 = rng.integers(0, 8 - k + 1, size=n)[:, None, None]
@@ -334,7 +322,8 @@ def corrupt(images: np.ndarray, corruption: str, severity: int, seed: int = 0) -
         )
     rng = np.random.default_rng([seed, zlib.crc32(corruption.encode()), severity])
     u = x.reshape(-1, 8, 8) / 16.0
-    out = np.clip(_FUNCTIONS[corruption](u, severity, rng), 0.0, 1.0) * 16.0
+    param = _PARAMS[corruption][severity - 1]
+    out = np.clip(_FUNCTIONS[corruption](u, param, rng), 0.0, 1.0) * 16.0
     return out.reshape(shape)
 
 
@@ -543,10 +532,6 @@ def digits_shift(
         Read and write ``cache_dir()/digits_shift-<hash>.npz``; the hash covers the seed, the
         corruptions, the severities, this module's source and the scikit-learn version.
         ``False`` always rebuilds and writes nothing.
-
-    Returns
-    -------
-    DigitsShift
 
     Raises
     ------

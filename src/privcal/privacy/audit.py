@@ -155,10 +155,6 @@ def audit_dp(
     alpha : float, default=1e-6
         Probability that a correct mechanism fails the audit (familywise, Bonferroni).
 
-    Returns
-    -------
-    AuditResult
-
     Notes
     -----
     See the module docstring for the statistics. Both directions (``D`` vs ``D'`` and ``D'`` vs

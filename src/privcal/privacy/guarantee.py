@@ -44,6 +44,14 @@ NOISE_KINDS = ("secure", "seeded")
 NOT_PRIVATE = "not private: seeded noise"
 
 
+def _check_loss(record: Any, owner: str) -> None:
+    """Check a frozen record's ``epsilon >= 0`` and ``delta`` in ``[0, 1)``, in place."""
+    epsilon = NON_NEGATIVE.check(record.epsilon, "epsilon", owner)
+    delta = check_real(record.delta, "delta", owner, low=0, high=1, high_open=True)
+    object.__setattr__(record, "epsilon", epsilon)
+    object.__setattr__(record, "delta", delta)
+
+
 @dataclass(frozen=True)
 class Guarantee:
     """An ``(epsilon, delta)``-DP guarantee.
@@ -76,14 +84,7 @@ class Guarantee:
     relation: str = "add/remove"
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "epsilon", NON_NEGATIVE.check(self.epsilon, "epsilon", "Guarantee")
-        )
-        object.__setattr__(
-            self,
-            "delta",
-            check_real(self.delta, "delta", "Guarantee", low=0, high=1, high_open=True),
-        )
+        _check_loss(self, "Guarantee")
         check_option(self.unit, "unit", "Guarantee", UNITS)
         check_option(self.relation, "relation", "Guarantee", RELATIONS)
 
@@ -121,10 +122,6 @@ def basic_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
         Guarantees of mechanisms run (possibly adaptively) on the same data, with one unit and
         relation. An empty iterable composes to ``Guarantee(0.0)``.
 
-    Returns
-    -------
-    Guarantee
-
     Notes
     -----
     Dwork & Roth (2014), Theorem 3.16 (adaptive version: Dwork, Rothblum & Vadhan 2010). Sums use
@@ -149,10 +146,6 @@ def parallel_composition(guarantees: Iterable[Guarantee]) -> Guarantee:
     guarantees : iterable of Guarantee
         Guarantees of mechanisms each run on its own disjoint part of the data (a unit lies in at
         most one part). An empty iterable composes to ``Guarantee(0.0)``.
-
-    Returns
-    -------
-    Guarantee
 
     Notes
     -----
@@ -197,10 +190,7 @@ class Release:
     source: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", NON_NEGATIVE.check(self.epsilon, "epsilon", "Release"))
-        object.__setattr__(
-            self, "delta", check_real(self.delta, "delta", "Release", low=0, high=1, high_open=True)
-        )
+        _check_loss(self, "Release")
         object.__setattr__(self, "sensitivity", float(self.sensitivity))
 
     def guarantee(self, unit: str = "example", relation: str = "add/remove") -> Guarantee:

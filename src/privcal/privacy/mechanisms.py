@@ -17,7 +17,7 @@ from scipy.special import log_ndtr
 from privcal._params import EPSILON, POSITIVE, check_option, check_probability
 from privcal.privacy.accounting import bisect_boundary
 from privcal.privacy.guarantee import UNITS, Guarantee
-from privcal.privacy.noise import NoiseSource, _check_value, check_noise
+from privcal.privacy.noise import NoiseSource, _check_value, _shown, check_noise
 
 __all__ = [
     "analytic_gaussian_delta",
@@ -112,10 +112,6 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         In ``(0, 1)``.
     sensitivity : float, default=1.0
         L2 sensitivity, ``> 0``.
-
-    Returns
-    -------
-    float
 
     References
     ----------
@@ -212,10 +208,9 @@ def exponential_log_weights(
     except (TypeError, ValueError):
         u = None
     if u is None or u.ndim != 1 or u.size == 0 or not np.isfinite(u).all():
-        shown = utilities if np.size(utilities) <= 10 else f"array of shape {np.shape(utilities)}"
         raise ValueError(
             "The 'utilities' parameter of exponential must be a non-empty 1-D array of finite "
-            f"floats. Got {shown!r} instead."
+            f"floats. Got {_shown(utilities)!r} instead."
         )
     factor = eps / sens if monotonic else eps / (2.0 * sens)
     return factor * u

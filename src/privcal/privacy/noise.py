@@ -55,6 +55,11 @@ def _check_size(size: Any, owner: str) -> tuple[int, ...] | None:
     return (check_int(size, "size", owner, low=0),)
 
 
+def _shown(value: Any) -> Any:
+    """``value`` as an error message shows it: itself, or its shape when it is large."""
+    return value if np.size(value) <= 10 else f"array of shape {np.shape(value)}"
+
+
 def _check_log_weights(log_weights: Any, owner: str) -> np.ndarray:
     """A 1-D float array, no NaN, no +inf, at least one finite entry (-inf means weight 0)."""
     allowed = (
@@ -72,11 +77,9 @@ def _check_log_weights(log_weights: Any, owner: str) -> np.ndarray:
         or np.isposinf(lw).any()
         or not np.isfinite(lw).any()
     ):
-        shown = (
-            log_weights if np.size(log_weights) <= 10 else f"array of shape {np.shape(log_weights)}"
-        )
         raise ValueError(
-            f"The 'log_weights' parameter of {owner} must be {allowed}. Got {shown!r} instead."
+            f"The 'log_weights' parameter of {owner} must be {allowed}. "
+            f"Got {_shown(log_weights)!r} instead."
         )
     return lw
 
@@ -88,10 +91,9 @@ def _check_value(value: Any, owner: str) -> float | np.ndarray:
     except (TypeError, ValueError):
         arr = None
     if arr is None or not np.isfinite(arr).all():
-        shown = value if np.size(value) <= 10 else f"array of shape {np.shape(value)}"
         raise ValueError(
             f"The 'value' parameter of {owner} must be a finite float or an array of finite "
-            f"floats. Got {shown!r} instead."
+            f"floats. Got {_shown(value)!r} instead."
         )
     return float(arr) if arr.ndim == 0 else arr
 
@@ -141,10 +143,8 @@ class NoiseSource(ABC):
         ``P(k) = Gamma(k + r) / (Gamma(r) k!) p^r (1 - p)^k``; the shares of the distributed
         discrete Laplace (:mod:`privcal.privacy.distributed`). Returns int64.
         """
-        rng, owner = (
-            self._share_rng("negative_binomial"),
-            f"{type(self).__name__}.negative_binomial",
-        )
+        owner = f"{type(self).__name__}.negative_binomial"
+        rng = self._share_rng("negative_binomial")
         r = POSITIVE.check(r, "r", owner)
         p = FRACTION.check(p, "p", owner)
         return _negative_binomial(rng, r, p, _check_size(size, owner))
@@ -157,10 +157,8 @@ class NoiseSource(ABC):
         acceptance test are computed in floating point, so the law is the discrete Gaussian up to
         floating-point rounding; the guarantees that use it are proved for the exact law and do
         not bound that gap."""
-        rng, owner = (
-            self._share_rng("discrete_gaussian"),
-            f"{type(self).__name__}.discrete_gaussian",
-        )
+        owner = f"{type(self).__name__}.discrete_gaussian"
+        rng = self._share_rng("discrete_gaussian")
         sigma = POSITIVE.check(sigma, "sigma", owner)
         shape = _check_size(size, owner)
         out = _discrete_gaussian(rng, sigma, 1 if shape is None else int(np.prod(shape)))
@@ -327,16 +325,13 @@ class SecureNoise(NoiseSource):
             return meas
         dp = self._dp()
         atom = dp.atom_domain(T=float, nan=False)
-        if kind == "laplace":
+        if kind in ("laplace", "gaussian"):
+            make = dp.m.make_laplace if kind == "laplace" else dp.m.make_gaussian
             if vector:
-                meas = dp.m.make_laplace(dp.vector_domain(atom), dp.l1_distance(T=float), scale)
+                distance = dp.l1_distance if kind == "laplace" else dp.l2_distance
+                meas = make(dp.vector_domain(atom), distance(T=float), scale)
             else:
-                meas = dp.m.make_laplace(atom, dp.absolute_distance(T=float), scale)
-        elif kind == "gaussian":
-            if vector:
-                meas = dp.m.make_gaussian(dp.vector_domain(atom), dp.l2_distance(T=float), scale)
-            else:
-                meas = dp.m.make_gaussian(atom, dp.absolute_distance(T=float), scale)
+                meas = make(atom, dp.absolute_distance(T=float), scale)
         else:  # "noisy_max"
             meas = dp.m.make_noisy_max(
                 dp.vector_domain(atom),
@@ -485,10 +480,6 @@ def resolve_noise(noise: Any, owner: str, *, stacklevel: int = 3) -> NoiseSource
         The entry point, named in the error and the warning.
     stacklevel : int, default=3
         Passed to :func:`warnings.warn` so the warning points at the user's call.
-
-    Returns
-    -------
-    NoiseSource
 
     Raises
     ------

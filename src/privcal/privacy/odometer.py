@@ -177,7 +177,14 @@ class PrivacyOdometer:
         self._lock = threading.Lock()
         self._memory: list[tuple[Release, Spend]] = []
         if self.ledger is not None:
-            self._init_ledger()
+            self.ledger.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._open_ledger()
+            except sqlite3.OperationalError as err:
+                if store.read_only(self.ledger):
+                    message = store.read_only_message(self.ledger, err, spending=True)
+                    raise ValueError(message) from None
+                raise
 
     @classmethod
     def open(cls, ledger: str | Path, name: str = "") -> PrivacyOdometer:
@@ -197,17 +204,6 @@ class PrivacyOdometer:
             renyi_delta=record.renyi_delta,
             relation=record.relation,
         )
-
-    # ------------------------------------------------------------------ ledger plumbing
-    def _init_ledger(self) -> None:
-        assert self.ledger is not None
-        self.ledger.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._open_ledger()
-        except sqlite3.OperationalError as err:
-            if store.read_only(self.ledger):
-                raise ValueError(store.read_only_message(self.ledger, err, spending=True)) from None
-            raise
 
     def _open_ledger(self) -> None:
         assert self.ledger is not None
@@ -259,7 +255,6 @@ class PrivacyOdometer:
         ).fetchall()
         return [Spend.read(e, d, c, rel) for e, d, c, rel in rows]
 
-    # ------------------------------------------------------------------ public API
     def spend(
         self,
         query: str,
@@ -403,15 +398,11 @@ class PrivacyOdometer:
         )
         yield Guarantee(float(epsilon), float(delta), relation=relation)
 
-    def _compose(self, rows: list[Spend]) -> Composition:
-        return compose_spends(self.rule, rows)
-
     def _check(self, query: str, rows: list[Spend], row: Spend) -> None:
-        with_it = self._compose([*rows, row])
+        with_it = compose_spends(self.rule, [*rows, row])
         if self.rule.admits(with_it):
             return
-        # the figures under the ledger's relation (substitution doubles add/remove releases)
-        eps, dlt, _ = as_relation(row, self.relation)
+        eps, dlt, _ = as_relation(row, self.relation)  # substitution doubles add/remove ones
         spent = with_it.basic_epsilon - eps
         dspent = with_it.basic_delta - dlt
         note = ""
@@ -424,9 +415,8 @@ class PrivacyOdometer:
                 f"delta={self.rule.renyi_delta:g} (the basic branch keeps delta "
                 f"{self.rule.basic_delta:g} of the ledger's {self.delta_budget:g})"
             )
-        basic_delta = self.rule.basic_delta
         raise BudgetExceededError(
-            self.name, str(query), self.budget, spent, eps, basic_delta, dspent, dlt, note
+            self.name, str(query), self.budget, spent, eps, self.rule.basic_delta, dspent, dlt, note
         )
 
     def _read_rows(self) -> list[Spend]:
@@ -460,7 +450,7 @@ class PrivacyOdometer:
     ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
         row = self._spend_row("PrivacyOdometer.can_spend", epsilon, delta, rdp, relation)
-        return self.rule.admits(self._compose([*self._read_rows(), row]))
+        return self.rule.admits(compose_spends(self.rule, [*self._read_rows(), row]))
 
     @property
     def releases(self) -> list[Release]:
@@ -478,7 +468,7 @@ class PrivacyOdometer:
 
     def composition(self) -> Composition:
         """What the record composes to: basic sums, the Rényi figure, and which one is stated."""
-        return self._compose(self._read_rows())
+        return compose_spends(self.rule, self._read_rows())
 
     @property
     def guarantee(self) -> Guarantee:

@@ -169,19 +169,12 @@ def _exporter(calibrator: Any) -> type:
 def to_module(calibrator: Any) -> Any:
     """A fitted calibrator as a ``torch.nn.Module``: logits in, ``predict_proba`` out.
 
-    The module repeats ``calibrator.predict_proba`` step for step in float64 (whatever the input
-    dtype, as ``predict_proba`` does): temperature ``softmax(z / T)``; Platt
-    ``sigmoid(a (z_1 - z_0) + b)``; vector ``softmax(w z + b)`` and its order-preserving form;
-    matrix ``softmax(W z~ + b)`` with ``MatrixScaling``'s logit floor
-    ``z~ = max(z, max_k z_k - logit_range)``; top-label histogram binning as a lookup of the top
-    confidence's bin (the right-closed rule of
-    :func:`privcal.metrics.statistics.bin_indices`, NaN bins keep the input) and the rescaling of
-    the other classes that keeps the prediction (``rescale_top_label``); classwise histogram
-    binning and BBQ as a per-class lookup and normalisation. Its parameters are buffers (not
-    trained). It takes ``(N, C)``, ``(N, 1)`` or ``(N,)`` logits like ``predict_proba`` and
-    returns float64 ``(N, C)`` probabilities, equal to ``predict_proba`` to float64 rounding
-    (the tests hold it to 1e-6). It can be scripted (``torch.jit.script``) or exported
-    (``torch.export.export``).
+    The module (one class per map, :mod:`privcal.torch._modules`, each stating its formula)
+    repeats ``calibrator.predict_proba`` step for step in float64 (whatever the input dtype, as
+    ``predict_proba`` does); its parameters are buffers (not trained). It takes ``(N, C)``,
+    ``(N, 1)`` or ``(N,)`` logits like ``predict_proba`` and returns float64 ``(N, C)``
+    probabilities, equal to ``predict_proba`` to float64 rounding (the tests hold it to 1e-6). It
+    can be scripted (``torch.jit.script``) or exported (``torch.export.export``).
 
     Parameters
     ----------
@@ -189,10 +182,6 @@ def to_module(calibrator: Any) -> Any:
         ``TemperatureScaling``, ``PrivateTemperatureScaling``, ``PlattScaling``,
         ``VectorScaling`` (either form), ``MatrixScaling``, ``HistogramBinning`` (either mode,
         ``prior=None``), ``PrivateHistogramBinning`` or ``BBQ`` (``prior=None``).
-
-    Returns
-    -------
-    torch.nn.Module
 
     Raises
     ------

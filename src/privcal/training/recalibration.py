@@ -2,16 +2,12 @@
 
 :class:`DPTemperatureScaling` and :class:`DPPlattScaling` are privcal calibrators
 (:class:`~privcal.calibrators.base.Calibrator`) that fit on validation logits alone, by DP-SGD on
-the NLL of the recalibrated logits (seed 001 Sec. 3.5; the settings of its text, App. B.2,
-temperature initialised at 1, 100 epochs, learning rate 0.1 linearly decayed, clipping norm 10,
-are :data:`PAPER_SETTINGS`; the defaults of the authors' code, 20 full-batch epochs, learning
-rate 0.1 linearly decayed, clipping norm 1, are :data:`AUTHORS_CODE_SETTINGS`; both are in
-:data:`DP_TS_SETTINGS` by source; privcal's defaults are full-batch steps with averaged iterates
-and a clipping norm set by :func:`~privcal.training.dp_sgd.auto_clip`), with ``n`` kept private: a
-Laplace count sets the step schedule, and every logit row is bounded. The per-example gradients of
-these tiny maps are computed in closed form; clipping, noise and accounting are Opacus's
-(:class:`opacus.optimizers.DPOptimizer` with an accountant hook), the noise drawn from a privcal
-:class:`~privcal.privacy.NoiseSource` (:mod:`privcal.training.dp_sgd`).
+the NLL of the recalibrated logits (seed 001 Sec. 3.5; its settings by source are
+:data:`DP_TS_SETTINGS`), with ``n`` kept private: a Laplace count sets the step schedule, and
+every logit row is bounded. The per-example gradients of these tiny maps are computed in closed
+form; clipping, noise and accounting are Opacus's (:class:`opacus.optimizers.DPOptimizer` with an
+accountant hook), the noise drawn from a privcal :class:`~privcal.privacy.NoiseSource`
+(:mod:`privcal.training.dp_sgd`).
 
 :class:`~privcal.training.DPRecalibration` (seed 001's Algorithm 1, the model and this
 recalibrator on two parts of a hash split) is in :mod:`privcal.training.pipeline`.

@@ -15,11 +15,9 @@ per-step ``(sigma_t, q)`` and Opacus's RDP or PRV accountant accounts the varyin
 The learning rate decays exponentially per epoch, ``lr_e = lr exp(-decay e)`` (seed 001 App. B.2
 uses Knolle's "exponential learning rate decay with learning rate 0.005 and decay factor 0.028"),
 so ``sigma`` is constant within an epoch and Opacus keeps one history segment per epoch.
-As the paper does, training runs until the budget is spent. By default (``temperature="auto"``)
-the run is DP-SGD's -- ``epochs`` epochs of Poisson steps at the same rate -- and ``tau`` is the
-one that spends the budget in exactly those steps (:func:`plan_sgld_temperature`); with a fixed
-``tau`` the number of steps is the largest ``T`` whose accounted epsilon is ``<= epsilon``
-(:func:`plan_sgld_steps`). Both are planned before training and re-checked after.
+As the paper does, training runs until the budget is spent (:class:`DPSGLDTrainer`: the plan,
+:func:`plan_sgld_temperature` or :func:`plan_sgld_steps`, is made before training and re-checked
+after).
 """
 
 from __future__ import annotations
