@@ -127,17 +127,17 @@ def query(msg: Message, context: Context) -> Message:
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     fm = method_from_config(cfg, context)  # a conformal method: this client's own row seed
     reply = _payload_reply(msg, client_payload(fm, state, z, y, cfg))
-    write_status(
-        node, answered_line(node, cfg) if node.get("ledger") else f"{rnd}: answered (sent)"
-    )
+    write_status(node, answered_line(node, cfg))
     return reply
 
 
 def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
-    """A ledger client's status line for a round it answered: what its ledger was charged
+    """A client's status line for a round it answered; with a ledger, what it was charged
     (``node["charged"]``, set by :func:`~privcal.federated.flower.task.charge_round`) and the
     run's composed epsilon so far."""
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
+    if not node.get("ledger"):
+        return f"{rnd}: answered (sent)"
     return (
         f"{rnd}: answered (charged epsilon {node['charged']:.3g} to the ledger: the run's "
         f"composed epsilon is {composed_epsilon(cfg, int(cfg['round'])):.3g} of "

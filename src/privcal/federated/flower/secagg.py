@@ -231,10 +231,7 @@ class _PrivcalClient(NumPyClient):
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)
         payload = client_payload(fm, state, z, y, cfg)
-        if self.node.get("ledger"):
-            write_status(self.node, answered_line(self.node, cfg))
-        else:
-            write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: answered (sent)")
+        write_status(self.node, answered_line(self.node, cfg))
         owner = "the privcal SecAgg+ ClientApp"
         noise = client_noise(cfg, self.node_id, owner, ClientPolicy.from_node(self.node))
         dp = dp_from_config(cfg, noise)
@@ -305,25 +302,26 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
     if str(msg.metadata.message_type) == MessageType.QUERY and "config" in msg.content:
         cfg = dict(msg.content["config"])
         node = client_node(context.node_config, context.run_config)
+        info: dict[str, Any] | None = None
         if cfg.get("task") == "end":
             end_locally(node, context.run_config, cfg)
-            return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
-        if cfg.get("task") == "join":
+            info = {"ok": True}
+        elif cfg.get("task") == "join":
             terms, refusal = run_terms(cfg, context.run_config)
-            answer: dict[str, Any] = (
+            info = (
                 join_answer(node, terms, context.run_config, int(context.run_id))
                 if refusal is None
                 else {"refused": refusal}
             )
-            return Message(RecordDict({"info": ConfigRecord(answer)}), reply_to=msg)
-        if cfg.get("task") == "source":
+        elif cfg.get("task") == "source":
             from privcal.federated.flower.sources import budget_answer
 
-            info: dict[str, Any] = (
+            info = (
                 budget_answer(node, cfg)
                 if cfg.get("query") in ("status", "can_spend")
                 else {"refused": "over SecAgg+ this source answers with shares only"}
             )
+        if info is not None:
             return Message(RecordDict({"info": ConfigRecord(info)}), reply_to=msg)
     return call_next(msg, context)
 
@@ -408,20 +406,18 @@ class _Strategy(FedAvg):
             total = total.reshape(self.fm.payload_shape(self.c))
         cohort = expected_cohort(1.0, self.n_nodes)  # every declared node, every round
         self.state = self.fm.server_step(self.state, total, n, dp=self.dp, denominator=cohort)
-        if self.dp is not None:  # only public quantities (see server_app)
-            row = {"round": server_round, "epsilon_spent": self.dp.spent_epsilon()}
-        else:
-            seconds = time.perf_counter() - self.t0
-            row = {"round": server_round, "n_clients": n, "failures": max(self.n_nodes - n, 0)}
-            row |= {"seconds": seconds, "epsilon_spent": 0.0}
-        self.history.append(row)
-        budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
         eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
         seconds = time.perf_counter() - self.t0
-        rounds = int(self.cfg["rounds"])
         # SecAgg+ reports a client that refused or left once per stage it missed: count the
         # declared clients that did not reply (a refusal is a dropout here)
         dropped = max(self.n_nodes - n, 0)
+        if self.dp is not None:  # only public quantities (see server_app)
+            self.history.append({"round": server_round, "epsilon_spent": eps})
+        else:
+            row = {"round": server_round, "n_clients": n, "failures": dropped, "seconds": seconds}
+            self.history.append({**row, "epsilon_spent": 0.0})
+        budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
+        rounds = int(self.cfg["rounds"])
         print(progress_line(server_round, rounds, n, dropped, 0, eps, budget, seconds))
         self.t0 = time.perf_counter()
         if self.out_dir is not None:
