@@ -44,12 +44,10 @@ the zCDP conversion seed 003 uses (Lemma B.3). Distributed discrete Gaussian sha
 :math:`\\rho`-zCDP by Kairouz et al.'s bound, not Gaussian: :math:`\\rho` is the largest whose
 zCDP conversion is within budget (:func:`~privcal.privacy.accounting.zcdp_rho`).
 
-Fixed public denominator (parameter averaging): the server releases the *sum* above and divides it
-by the declared expected cohort size :func:`expected_cohort` ``= p K``, where ``K`` is the number
-of clients in the federation, declared public by the operator before the run (McMahan et al.
-2018, the fixed-denominator estimator). Never by the observed number of participants: that
-count changes by one when a client is added, so dividing by it changes the scale of the noise
-between neighbours (an audit of 2 vs 3 clients at a claimed epsilon of 1 measured epsilon >= 2.88).
+Fixed public denominator (parameter averaging; McMahan et al. 2018): the server divides the
+noisy *sum* by the declared expected cohort size :func:`expected_cohort` ``= p K`` (its
+derivation), never by the observed number of participants, which changes by one between
+neighbours (an audit of 2 vs 3 clients at a claimed epsilon of 1 measured epsilon >= 2.88).
 
 What is released, and what is public: the noisy sums (hence the calibrator), the round index and
 the accountant's epsilon. ``K``, ``p``, ``T``, the clip bounds and the number of classes are
@@ -440,8 +438,7 @@ def federated_report(
     """
     t = dp.rounds
     terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
-    what, mech = terms["what"], terms["mechanism"]
-    clips, cohort = terms["clips"], terms["cohort"]
+    mech = terms["mechanism"]
     if dp.aggregation == "distributed":
         mech = (
             f"{mech}, as distributed discrete Gaussian shares (t={dp.threshold} of "
@@ -449,7 +446,7 @@ def federated_report(
             "secure sum"
         )
     release = terms["measurement"].record(
-        f"{method.name}: {t} round(s) of noisy sums of {what}",
+        f"{method.name}: {t} round(s) of noisy sums of {terms['what']}",
         dp.spent_epsilon(),
         source="federation",
         delta=dp.delta,
@@ -459,13 +456,16 @@ def federated_report(
     declared = (
         f"number of clients in the federation K={n_clients} (declared before the run)",
         f"client sample rate p={sample_rate:g}",
-        cohort,
+        terms["cohort"],
         f"rounds T={t}",
-        clips,
+        terms["clips"],
         f"number of classes c={n_classes}",
         *public,
     )
-    fallback = fallback_text(method, dp, n_classes) if dp.aggregation == "distributed" else None
+    fallback = None
+    if dp.aggregation == "distributed":
+        alone = fallback_epsilon(method, dp, n_classes)
+        fallback = f"epsilon {alone:.3g} at delta {dp.delta:g} per client"
     threat = threat_model(
         dp.aggregation, n_clients, dp.threshold, survivors, transport=transport, fallback=fallback
     )
@@ -492,11 +492,6 @@ def fallback_epsilon(method: Any, dp: DPConfig, n_classes: int) -> float:
         plan = dp.plan(g)
         rho += plan.law.fallback(plan.integer_sensitivity, int(g.index.size))
     return run_epsilon(dp.rounds * rho, dp.delta, "zcdp")
-
-
-def fallback_text(method: Any, dp: DPConfig, n_classes: int) -> str:
-    """The report's clause for :func:`fallback_epsilon`."""
-    return f"epsilon {fallback_epsilon(method, dp, n_classes):.3g} at delta {dp.delta:g} per client"
 
 
 @functools.lru_cache(maxsize=256)

@@ -13,12 +13,10 @@ and the server recovers the weighted *mean* :math:`\\sum_k w_k x_k / \\sum_k w_k
   payload can have: the method's ``payload_bound`` under DP (its clip bounds), the run's
   ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
 
-Privacy: the clients follow the plain ClientApp's rule (a ledger is charged before the data is
-read; clients with a ledger refuse runs without DP) and send ``num_examples = 1``, a public
-constant. SecAgg+ samples every declared node (``num-nodes``) each round, so the fixed
-denominator of scaling methods is ``num-nodes`` (``sample-rate`` must be 1). Under DP the
-history holds only the round and the accountant's epsilon, and ``privacy_report.json`` the
-run's report; the server sees only the sum of the payloads.
+Privacy: the clients follow the plain ClientApp's rule
+(:func:`~privcal.federated.flower.task.charge_round`) and send ``num_examples = 1``, a public
+constant. SecAgg+ samples every declared node each round, so the fixed denominator of scaling
+methods is ``num-nodes`` (``sample-rate`` must be 1); the server sees only the sum.
 
 Round trip (tested): each entry is quantised with step ``2R / Q`` in the scaled domain, so the
 recovered sum of ``n`` payloads is within ``n * (2R / Q) * bound / R = 2 n bound / Q`` of the
@@ -194,12 +192,10 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
 
 
 class _PrivcalClient(NumPyClient):
-    """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1``, no metrics.
-
-    Same rule as the plain ClientApp (:func:`~privcal.federated.flower.task.charge_round`): a
-    client with a ledger refuses runs without DP and brings its ledger up to the run's composed
-    epsilon so far before it reads its data; a refusal raises, which SecAgg+ treats as a
-    dropout. ``num_examples`` is the public constant 1 (never the client's size).
+    """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1`` (a public
+    constant, never the client's size), no metrics. Same rule as the plain ClientApp
+    (:func:`~privcal.federated.flower.task.charge_round`); a refusal raises, which SecAgg+
+    treats as a dropout.
     """
 
     def __init__(self, context: Context) -> None:

@@ -8,15 +8,13 @@ warns and makes the report "not private: seeded noise"). A reply with an error (
 client), a refusal (a spent budget), a wrong shape or a NaN is dropped with a logged reason and
 the round continues. One zCDP accountant covers the whole run.
 
-User-level DP (add/remove one client): the federation's size ``num-nodes`` is declared public
-before the run, and scaling methods divide the noisy sum by the fixed expected cohort
-``sample-rate * num-nodes``, never by the number of replies. A DP run writes only the round
-index and the accountant's epsilon per round to ``history.json`` (no client counts, no
-timings), does not stop on ``min-clients`` mid-run (the noise does not depend on how many
-replied), and writes ``privacy_report.json``. Without DP (which claims no privacy) the history
-also has ``n_clients``, ``sampled`` and ``seconds``, and a round with fewer than
-``min-clients`` accepted updates stops the run. The operator running the SuperLink sees which
-nodes connect and reply (Flower shows it); that participation metadata is not released.
+User-level DP (add/remove one client; :mod:`privcal.federated.dp`): ``num-nodes`` is declared
+public before the run. A DP run writes only the round index and the accountant's epsilon per
+round to ``history.json`` (no client counts, no timings), does not stop on ``min-clients``
+mid-run (the noise does not depend on how many replied), and writes ``privacy_report.json``.
+Without DP (no privacy claimed) the history also has ``n_clients``, ``sampled`` and
+``seconds``, and a round with fewer than ``min-clients`` accepted updates stops the run. The
+participation the SuperLink's operator sees (Flower shows it) is not released.
 Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``; ``sets.json`` for the
 federated conformal methods, whose release is prediction sets), ``history.json``,
 ``state.json``, ``config.json`` (the run configuration) and, under DP, ``privacy_report.json``;

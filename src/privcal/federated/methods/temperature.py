@@ -68,15 +68,10 @@ def temperature_newton(
     lo = np.full(n_groups, beta_range[0])
     hi = np.full(n_groups, beta_range[1])
     beta = np.clip(np.full(n_groups, float(beta0)), lo, hi)
-
-    def grad_hess(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        grad, curv, _, _ = temperature_rows(z, y, b[groups])
+    for _ in range(iters):
+        grad, curv, _, _ = temperature_rows(z, y, beta[groups])
         g = np.bincount(groups, weights=grad, minlength=n_groups) / counts
         h = np.bincount(groups, weights=curv, minlength=n_groups) / counts
-        return g, h
-
-    for _ in range(iters):
-        g, h = grad_hess(beta)
         hi = np.where(g > 0, beta, hi)
         lo = np.where(g <= 0, beta, lo)
         with np.errstate(divide="ignore", invalid="ignore"):
