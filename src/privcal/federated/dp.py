@@ -135,16 +135,12 @@ def expected_cohort(sample_rate: float, n_clients: int) -> float:
 
     Notes
     -----
-    Sensitivity (user-level add/remove of one client, every other client's data fixed). Each
-    client's clipped update has L2 norm at most ``C``, so the sum :math:`S = \\sum_k \\bar u_k`
-    changes by at most ``C`` in L2 when one client is added or removed (seed 003 Def. B.4).
-    The denominator ``p K`` is a constant fixed before any data is read, so the average
-    :math:`S / (pK)` has L2 sensitivity :math:`C / (pK)`, and the released average
+    Sensitivity (user-level add/remove of one client). Each client's clipped update has L2 norm
+    at most ``C``, so the sum :math:`S = \\sum_k \\bar u_k` moves by at most ``C`` in L2 (seed
+    003 Def. B.4). ``p K`` is fixed before any data is read, so the released average
     :math:`(S + N(0, (Cs)^2 I)) / (pK)` is the Gaussian mechanism on ``S`` (sensitivity ``C``,
-    std ``C s``) followed by post-processing: :math:`1/(2s^2)`-zCDP per round (Bun & Steinke
-    2016, Prop. 1.6), ``T`` rounds compose to :math:`T/(2s^2) = \\rho` (Lemma 2.3), converted to
-    ``(epsilon, delta)`` by :func:`privcal.privacy.accounting.zcdp_epsilon`. The guarantee holds
-    for *any* public constant; ``K`` only matters for accuracy (the estimator is unbiased when
+    std ``C s``; accounted as in the module docstring) followed by post-processing. The
+    guarantee holds for *any* public constant; ``K`` only matters for accuracy (unbiased when
     ``K`` is the true federation size). Dividing by the observed number of participants instead
     makes the noise scale ``C s / K_obs`` differ between neighbours, which no sensitivity bound
     covers.
@@ -416,9 +412,8 @@ def federated_report(
     method : FedMethod
     dp : DPConfig
         The run's configuration; its accountant has recorded every round.
-    n_classes : int
-    n_clients : int
-        ``K``, the declared number of clients in the federation.
+    n_classes, n_clients : int
+        ``c`` and ``K``, the declared number of clients in the federation.
     sample_rate : float
         ``p``.
     public : tuple of str, default=()

@@ -145,13 +145,9 @@ class ClientPolicy:
                 f"{where} has unknown key(s) {', '.join(unknown)}; a client policy takes "
                 f"{', '.join(_KEYS)}."
             )
-        kwargs: dict[str, Any] = {}
-        for key in _KEYS:
-            if key in values:
-                v = values[key]
-                if key == "accept" and isinstance(v, str):
-                    v = tuple(a.strip() for a in v.split(",") if a.strip())
-                kwargs[key.replace("-", "_")] = v
+        kwargs = {key.replace("-", "_"): values[key] for key in _KEYS if key in values}
+        if isinstance(kwargs.get("accept"), str):
+            kwargs["accept"] = tuple(a.strip() for a in kwargs["accept"].split(",") if a.strip())
         try:
             return cls(**kwargs)
         except ValueError as err:

@@ -105,7 +105,8 @@ class FedTemp(ScalingMethod):
     Parameters
     ----------
     update, local_iters, client_rows, grad_clip, hess_clip, grad_share
-        See the scaling methods' shared parameters (:class:`FedVector`'s docstring).
+        The scaling methods' shared parameters (:class:`~privcal.federated.methods.newton.
+        ScalingMethod`).
     t_range : (float, float), default=(0.05, 20.0)
         The public range of the temperature.
     """
