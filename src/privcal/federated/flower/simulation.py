@@ -251,8 +251,8 @@ def simulate_flower(
         which makes the run reproducible and its report "not private: seeded noise".
     ledgers : path, optional
         A folder where client ``k`` keeps its SQLite ledger ``client-k.sqlite`` with epsilon
-        budget ``budget``: it charges ``(epsilon / T, delta / T)`` before each reply and refuses
-        rounds beyond its budget, as a deployed client with ``--ledger`` does.
+        budget ``budget``, charged before each reply as a deployed client's ``--ledger`` is
+        (:func:`~privcal.federated.flower.task.charge_round`).
     num_cpus : int, optional
         CPUs Ray may use on this machine (default: all); one ClientApp actor per CPU.
     ray_address : str, optional
