@@ -222,12 +222,10 @@ def simulate(
         ez = check_scores(eval_logits, input=input)  # type: ignore[arg-type]
         ey = check_labels(eval_labels, ez.shape[0], ez.shape[1])
     rng = np.random.default_rng(seed)
-    owner_of = np.full(n, -1, dtype=np.int64)
-    for k, idx in enumerate(clients):
-        owner_of[idx] = k
     state = fm.init(c)
-    if fm.kind == "binning" and dp is None:
-        state["class_totals"] = np.bincount(y[owner_of >= 0], minlength=c).astype(np.float64)
+    if fm.kind == "binning" and dp is None:  # the rows some client holds, each once
+        held = np.unique(np.concatenate(clients))
+        state["class_totals"] = np.bincount(y[held], minlength=c).astype(np.float64)
     history: list[dict[str, Any]] = []
     if ez is not None and ey is not None:
         history.append(_row(0, dp, 0, 0.0, evaluate(None, ez, ey)))

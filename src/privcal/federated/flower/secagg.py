@@ -40,15 +40,10 @@ lifts it, refuses a wrapped sum and decodes it, and the accountant records the p
 The ring arithmetic lives in :mod:`privcal.federated.flower.ring`.
 
 Threshold: SecAgg+'s reconstruction threshold is the noise threshold ``t`` itself
-(:func:`secagg_threshold`), so SecAgg+ never unmasks a sum of fewer than ``t`` uploads; Flower
-needs it in ``[2, K - 1]``, so ``t = K`` is refused before any process starts. A halted SecAgg+
-stage ends the run with the clients' reasons (:class:`_HaltingSecAggPlus`); nothing of that
-round is released.
-
-Client policy: every client checks the run configuration and SecAgg+'s setup against its own
-:class:`~privcal.federated.policy.ClientPolicy` (:func:`policy_mod`, before any key leaves the
-node; :func:`~privcal.federated.flower.task.charge_round` again before its data is read), so the
-server cannot lower a client's noise, threshold or budget.
+(:func:`secagg_threshold`); a halted SecAgg+ stage ends the run (:class:`_HaltingSecAggPlus`)
+and nothing of that round is released. Every client checks the run and SecAgg+'s setup against
+its own policy (:func:`policy_mod`) before any key leaves the node, and again
+(:func:`~privcal.federated.flower.task.charge_round`) before its data is read.
 
 Trust (stated in every distributed report): SecAgg+ protects the uploads against an
 *honest-but-curious* server, one that follows the protocol; the server together with ``t - 1``
