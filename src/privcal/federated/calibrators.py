@@ -208,13 +208,13 @@ def mlp_nll_and_grad(x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float
 
 def fit_mlp(x0: np.ndarray, z: np.ndarray, y: np.ndarray, max_iter: int) -> np.ndarray:
     """``max_iter`` L-BFGS steps on :func:`mlp_nll_and_grad` from ``x0`` (FedCal's local fit)."""
-    res = minimize(
-        lambda x: mlp_nll_and_grad(x, z, y),
-        x0,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter, "gtol": 1e-6},
-    )
+    return lbfgs(lambda x: mlp_nll_and_grad(x, z, y), x0, max_iter)
+
+
+def lbfgs(loss: Callable[[np.ndarray], Any], x0: np.ndarray, max_iter: int) -> np.ndarray:
+    """``max_iter`` L-BFGS steps on ``loss`` (value and gradient) from ``x0``: a local fit."""
+    opts = {"maxiter": max_iter, "gtol": 1e-6}
+    res = minimize(loss, x0, jac=True, method="L-BFGS-B", options=opts)
     return np.asarray(res.x, dtype=np.float64)
 
 

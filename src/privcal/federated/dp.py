@@ -44,12 +44,10 @@ the zCDP conversion seed 003 uses (Lemma B.3). Distributed discrete Gaussian sha
 :math:`\\rho`-zCDP by Kairouz et al.'s bound, not Gaussian: :math:`\\rho` is the largest whose
 zCDP conversion is within budget (:func:`~privcal.privacy.accounting.zcdp_rho`).
 
-Fixed public denominator (parameter averaging): the server releases the *sum* above and divides it
-by the declared expected cohort size :func:`expected_cohort` ``= p K``, where ``K`` is the number
-of clients in the federation, declared public by the operator before the run (McMahan et al.
-2018, the fixed-denominator estimator). Never by the observed number of participants: that
-count changes by one when a client is added, so dividing by it changes the scale of the noise
-between neighbours (an audit of 2 vs 3 clients at a claimed epsilon of 1 measured epsilon >= 2.88).
+Fixed public denominator (parameter averaging; McMahan et al. 2018): the server divides the
+noisy *sum* by the declared expected cohort size :func:`expected_cohort` ``= p K`` (its
+derivation), never by the observed number of participants, which changes by one between
+neighbours (an audit of 2 vs 3 clients at a claimed epsilon of 1 measured epsilon >= 2.88).
 
 What is released, and what is public: the noisy sums (hence the calibrator), the round index and
 the accountant's epsilon. ``K``, ``p``, ``T``, the clip bounds and the number of classes are
@@ -137,16 +135,12 @@ def expected_cohort(sample_rate: float, n_clients: int) -> float:
 
     Notes
     -----
-    Sensitivity (user-level add/remove of one client, every other client's data fixed). Each
-    client's clipped update has L2 norm at most ``C``, so the sum :math:`S = \\sum_k \\bar u_k`
-    changes by at most ``C`` in L2 when one client is added or removed (seed 003 Def. B.4).
-    The denominator ``p K`` is a constant fixed before any data is read, so the average
-    :math:`S / (pK)` has L2 sensitivity :math:`C / (pK)`, and the released average
+    Sensitivity (user-level add/remove of one client). Each client's clipped update has L2 norm
+    at most ``C``, so the sum :math:`S = \\sum_k \\bar u_k` moves by at most ``C`` in L2 (seed
+    003 Def. B.4). ``p K`` is fixed before any data is read, so the released average
     :math:`(S + N(0, (Cs)^2 I)) / (pK)` is the Gaussian mechanism on ``S`` (sensitivity ``C``,
-    std ``C s``) followed by post-processing: :math:`1/(2s^2)`-zCDP per round (Bun & Steinke
-    2016, Prop. 1.6), ``T`` rounds compose to :math:`T/(2s^2) = \\rho` (Lemma 2.3), converted to
-    ``(epsilon, delta)`` by :func:`privcal.privacy.accounting.zcdp_epsilon`. The guarantee holds
-    for *any* public constant; ``K`` only matters for accuracy (the estimator is unbiased when
+    std ``C s``; accounted as in the module docstring) followed by post-processing. The
+    guarantee holds for *any* public constant; ``K`` only matters for accuracy (unbiased when
     ``K`` is the true federation size). Dividing by the observed number of participants instead
     makes the noise scale ``C s / K_obs`` differ between neighbours, which no sensitivity bound
     covers.
@@ -418,9 +412,8 @@ def federated_report(
     method : FedMethod
     dp : DPConfig
         The run's configuration; its accountant has recorded every round.
-    n_classes : int
-    n_clients : int
-        ``K``, the declared number of clients in the federation.
+    n_classes, n_clients : int
+        ``c`` and ``K``, the declared number of clients in the federation.
     sample_rate : float
         ``p``.
     public : tuple of str, default=()
@@ -440,8 +433,7 @@ def federated_report(
     """
     t = dp.rounds
     terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
-    what, mech = terms["what"], terms["mechanism"]
-    clips, cohort = terms["clips"], terms["cohort"]
+    mech = terms["mechanism"]
     if dp.aggregation == "distributed":
         mech = (
             f"{mech}, as distributed discrete Gaussian shares (t={dp.threshold} of "
@@ -449,7 +441,7 @@ def federated_report(
             "secure sum"
         )
     release = terms["measurement"].record(
-        f"{method.name}: {t} round(s) of noisy sums of {what}",
+        f"{method.name}: {t} round(s) of noisy sums of {terms['what']}",
         dp.spent_epsilon(),
         source="federation",
         delta=dp.delta,
@@ -459,13 +451,16 @@ def federated_report(
     declared = (
         f"number of clients in the federation K={n_clients} (declared before the run)",
         f"client sample rate p={sample_rate:g}",
-        cohort,
+        terms["cohort"],
         f"rounds T={t}",
-        clips,
+        terms["clips"],
         f"number of classes c={n_classes}",
         *public,
     )
-    fallback = fallback_text(method, dp, n_classes) if dp.aggregation == "distributed" else None
+    fallback = None
+    if dp.aggregation == "distributed":
+        alone = fallback_epsilon(method, dp, n_classes)
+        fallback = f"epsilon {alone:.3g} at delta {dp.delta:g} per client"
     threat = threat_model(
         dp.aggregation, n_clients, dp.threshold, survivors, transport=transport, fallback=fallback
     )
@@ -492,11 +487,6 @@ def fallback_epsilon(method: Any, dp: DPConfig, n_classes: int) -> float:
         plan = dp.plan(g)
         rho += plan.law.fallback(plan.integer_sensitivity, int(g.index.size))
     return run_epsilon(dp.rounds * rho, dp.delta, "zcdp")
-
-
-def fallback_text(method: Any, dp: DPConfig, n_classes: int) -> str:
-    """The report's clause for :func:`fallback_epsilon`."""
-    return f"epsilon {fallback_epsilon(method, dp, n_classes):.3g} at delta {dp.delta:g} per client"
 
 
 @functools.lru_cache(maxsize=256)

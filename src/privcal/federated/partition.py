@@ -49,6 +49,12 @@ def _labels(labels: Any, owner: str) -> np.ndarray:
     return y
 
 
+def _parts_of(client: np.ndarray, k: int) -> list[np.ndarray]:
+    """The sorted rows of each of the ``k`` clients, ``client[i]`` being row ``i``'s."""
+    order = np.argsort(client, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(client, minlength=k))[:-1])
+
+
 def dirichlet_partition(
     labels: Any,
     n_clients: int = 100,
@@ -113,10 +119,8 @@ def dirichlet_partition(
             cuts = np.floor(np.cumsum(p) * rows.size).astype(np.int64)
             cuts[-1] = rows.size
             owner_of[rows] = np.searchsorted(cuts, np.arange(rows.size), side="right")
-        sizes = np.bincount(owner_of, minlength=k)
-        if sizes.min() >= m:
-            order = np.argsort(owner_of, kind="stable")
-            return [np.sort(a) for a in np.split(order, np.cumsum(sizes)[:-1])]
+        if np.bincount(owner_of, minlength=k).min() >= m:
+            return _parts_of(owner_of, k)
     raise ValueError(
         f"{owner}: no draw in {tries} tries gave every one of the {k} clients at least "
         f"{m} examples (beta={b!r}). Use fewer clients, a larger beta or min_size=0."
@@ -168,7 +172,7 @@ def stratified_partition(labels: Any, n_clients: int, seed: int = 0) -> list[np.
     order = np.concatenate([rng.permutation(np.flatnonzero(y == j)) for j in np.unique(y)])
     client = np.empty(y.size, dtype=np.int64)
     client[order] = np.arange(y.size) % k
-    return [np.flatnonzero(client == c) for c in range(k)]
+    return _parts_of(client, k)
 
 
 def group_partition(groups: Any) -> list[np.ndarray]:
@@ -179,10 +183,8 @@ def group_partition(groups: Any) -> list[np.ndarray]:
             "The 'groups' parameter of group_partition must be a non-empty 1-D array. "
             f"Got shape {g.shape} instead."
         )
-    _, inv = np.unique(g, return_inverse=True)
-    order = np.argsort(inv, kind="stable")
-    sizes = np.bincount(inv)
-    return [np.sort(a) for a in np.split(order, np.cumsum(sizes)[:-1])]
+    values, inv = np.unique(g, return_inverse=True)
+    return _parts_of(inv.ravel(), values.size)
 
 
 def split_clients(

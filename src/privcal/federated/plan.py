@@ -291,12 +291,10 @@ def _plan_fedtemp(
     sigma, cg = _gradient_noise(fm, _dp(eps, delta, rounds, agg, k, t), c)
     plan.noise_std, plan.clip = sigma, cg
     plan.z_max = math.sqrt(rounds) * k * cg / sigma  # _z_max at (eps, k, t)
-
-    def threshold_for(kk: int) -> int | None:
-        return default_threshold(kk) if agg == "distributed" else None
-
-    for kk in range(3 if agg == "distributed" else 1, 4097):
-        if _z_max(fm, eps, delta, rounds, agg, kk, threshold_for(kk), c) >= PLAN_Z:
+    distributed = agg == "distributed"
+    for kk in range(3 if distributed else 1, 4097):
+        tt = default_threshold(kk) if distributed else None
+        if _z_max(fm, eps, delta, rounds, agg, kk, tt, c) >= PLAN_Z:
             plan.min_clients = kk
             break
     lo, hi = 1e-3, 1e3  # z_max grows with epsilon: bisect on the log scale

@@ -50,6 +50,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from privcal._params import check_int
+
 __all__ = ["ACCEPTABLE", "ClientPolicy", "default_policy_path", "run_threshold"]
 
 #: The run kinds a client may accept (``accept``).
@@ -104,16 +106,12 @@ class ClientPolicy:
                 f"The 'max_delta' parameter of {owner} must be in [0, 1). Got "
                 f"{self.max_delta!r} instead."
             )
-        if isinstance(self.min_threshold, bool) or not isinstance(self.min_threshold, int):
+        if not isinstance(self.min_threshold, int) or isinstance(self.min_threshold, bool):
             raise ValueError(
                 f"The 'min_threshold' parameter of {owner} must be an int >= 1. Got "
                 f"{self.min_threshold!r} instead."
             )
-        if self.min_threshold < 1:
-            raise ValueError(
-                f"The 'min_threshold' parameter of {owner} must be an int >= 1. Got "
-                f"{self.min_threshold} instead."
-            )
+        check_int(self.min_threshold, "min_threshold", owner, low=1)
         accept = (self.accept,) if isinstance(self.accept, str) else tuple(self.accept)
         bad = [a for a in accept if a not in ACCEPTABLE]
         if bad or not accept:
@@ -147,13 +145,9 @@ class ClientPolicy:
                 f"{where} has unknown key(s) {', '.join(unknown)}; a client policy takes "
                 f"{', '.join(_KEYS)}."
             )
-        kwargs: dict[str, Any] = {}
-        for key in _KEYS:
-            if key in values:
-                v = values[key]
-                if key == "accept" and isinstance(v, str):
-                    v = tuple(a.strip() for a in v.split(",") if a.strip())
-                kwargs[key.replace("-", "_")] = v
+        kwargs = {key.replace("-", "_"): values[key] for key in _KEYS if key in values}
+        if isinstance(kwargs.get("accept"), str):
+            kwargs["accept"] = tuple(a.strip() for a in kwargs["accept"].split(",") if a.strip())
         try:
             return cls(**kwargs)
         except ValueError as err:

@@ -173,20 +173,14 @@ def simulate(
 
     Privacy
     -------
-    User-level add/remove-one-client neighbours, with the federation's size ``K = len(parts)``,
-    ``p``, ``T``, the clip bounds and the number of classes declared public. Each client's
-    contribution is clipped (Newton: L2 ``C_g`` on its gradient sum and ``C_h`` on its
-    curvature sum; parameter averaging: L2 ``C`` on its update; binning: ``C+`` / ``C-`` per
-    class histogram row), so adding or removing one client moves each released sum by at most
-    that bound. The server adds Gaussian noise with the multipliers of seed 003 Lemma B.7
-    (:func:`privcal.federated.dp.noise_multiplier`) to the sums. Newton steps use the noisy
-    sums only; parameter averaging divides by the fixed public expected cohort ``p K``
-    (:func:`~privcal.federated.dp.expected_cohort`; L2 sensitivity of the average
-    ``C / (p K)``), never by the observed number of clients. The run is ``rho``-zCDP with
-    ``rho = run_rho(epsilon, delta)`` (:mod:`privcal.federated.dp`), hence ``(epsilon,
-    delta)``-DP.
-    Client sampling is not used for amplification. Without DP nothing is private (class totals
-    used by non-DP weighting are exact).
+    User-level add/remove-one-client neighbours, with ``K = len(parts)``, ``p``, ``T``, the
+    clip bounds and the number of classes declared public. Each client's contribution is
+    clipped (Newton: ``C_g`` and ``C_h``; parameter averaging: ``C``; binning: ``C+`` / ``C-``
+    per class row), the noise has the multipliers of seed 003 Lemma B.7, and parameter
+    averaging divides by the fixed public expected cohort ``p K``: the run is ``rho``-zCDP,
+    hence ``(epsilon, delta)``-DP (the derivation: :mod:`privcal.federated.dp`). Client
+    sampling is not used for amplification. Without DP nothing is private (class totals used
+    by non-DP weighting are exact).
     """
     owner = "simulate"
     fm = get_method(method, **method_params)
@@ -228,12 +222,10 @@ def simulate(
         ez = check_scores(eval_logits, input=input)  # type: ignore[arg-type]
         ey = check_labels(eval_labels, ez.shape[0], ez.shape[1])
     rng = np.random.default_rng(seed)
-    owner_of = np.full(n, -1, dtype=np.int64)
-    for k, idx in enumerate(clients):
-        owner_of[idx] = k
     state = fm.init(c)
-    if fm.kind == "binning" and dp is None:
-        state["class_totals"] = np.bincount(y[owner_of >= 0], minlength=c).astype(np.float64)
+    if fm.kind == "binning" and dp is None:  # the rows some client holds, each once
+        held = np.unique(np.concatenate(clients))
+        state["class_totals"] = np.bincount(y[held], minlength=c).astype(np.float64)
     history: list[dict[str, Any]] = []
     if ez is not None and ey is not None:
         history.append(_row(0, dp, 0, 0.0, evaluate(None, ez, ey)))

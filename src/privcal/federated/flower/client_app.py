@@ -12,14 +12,11 @@ What leaves the client (user-level DP, add/remove one client):
   the server adds the noise and accounts for it. No example count, no metadata of its data.
 * ``task = "step"`` without DP: the exact payload (such a run claims no privacy), only from a
   client whose policy accepts ``"none"`` (never one with a ledger).
-* A conformal method (``conformal-lac``, ``conformal-aps``) uses at most ``row-cap`` of the
-  client's rows, the same every round, drawn by the client's own seed
-  (:func:`~privcal.federated.flower.task.client_seed`: :mod:`secrets`, kept in its
-  ``context.state`` and never sent), so the server cannot pick which rows are used.
+* A conformal method uses at most ``row-cap`` of the client's rows, drawn by the client's own
+  seed (:func:`~privcal.federated.flower.task.client_seed`), so the server cannot pick them.
 * Every ``step`` is first checked against the client's own privacy policy
-  (:class:`~privcal.federated.policy.ClientPolicy`, node config): a run that asks for more
-  epsilon or delta, another aggregation, a smaller threshold or seeded noise than the policy
-  allows is refused before the data is read, and nothing is charged.
+  (:class:`~privcal.federated.policy.ClientPolicy`): a run it refuses is refused before the
+  data is read, and nothing is charged.
 * ``task = "count"``: the exact class counts, answered **only** in runs without DP (the server
   needs them for Sec. 4.1 weighting; a DP run weights from the noisy histograms, App. B.5) and
   only by a client whose policy accepts ``"none"``.
@@ -30,11 +27,9 @@ What leaves the client (user-level DP, add/remove one client):
   what its ledger has left; it answers ``joined`` or a refusal, and shows the plan and its cost
   on its own console (:func:`~privcal.federated.flower.task.join_answer`).
 * ``task = "end"``: the run is over; the reply is empty (``info["ok"]``). The client checks
-  the final calibrator against its uncalibrated logits (prediction sets: their coverage and
-  mean size) on its *own* data and writes the result
-  only to its own ``status`` file (node config), which ``privcal federate client`` shows and
-  then exits. Nothing of the check is sent. A run the server stopped (``stopped``: the reason)
-  carries no calibrator; the client shows the reason and exits.
+  the release on its *own* data (:func:`end_locally`) and writes the result only to its own
+  ``status`` file, which ``privcal federate client`` shows before it exits. Nothing of the
+  check is sent.
 * A refusal: ``info["refused"]``, a reason that depends on the client's budget, not its data.
 
 Progress (``status`` file, local only): one line per round (answered, or refused and why).
@@ -127,17 +122,17 @@ def query(msg: Message, context: Context) -> Message:
     state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     fm = method_from_config(cfg, context)  # a conformal method: this client's own row seed
     reply = _payload_reply(msg, client_payload(fm, state, z, y, cfg))
-    write_status(
-        node, answered_line(node, cfg) if node.get("ledger") else f"{rnd}: answered (sent)"
-    )
+    write_status(node, answered_line(node, cfg))
     return reply
 
 
 def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
-    """A ledger client's status line for a round it answered: what its ledger was charged
+    """A client's status line for a round it answered; with a ledger, what it was charged
     (``node["charged"]``, set by :func:`~privcal.federated.flower.task.charge_round`) and the
     run's composed epsilon so far."""
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
+    if not node.get("ledger"):
+        return f"{rnd}: answered (sent)"
     return (
         f"{rnd}: answered (charged epsilon {node['charged']:.3g} to the ledger: the run's "
         f"composed epsilon is {composed_epsilon(cfg, int(cfg['round'])):.3g} of "

@@ -13,12 +13,10 @@ and the server recovers the weighted *mean* :math:`\\sum_k w_k x_k / \\sum_k w_k
   payload can have: the method's ``payload_bound`` under DP (its clip bounds), the run's
   ``secagg-bound`` otherwise) and unscales the mean: ``total = n * mean * bound / R``.
 
-Privacy: the clients follow the plain ClientApp's rule (a ledger is charged before the data is
-read; clients with a ledger refuse runs without DP) and send ``num_examples = 1``, a public
-constant. SecAgg+ samples every declared node (``num-nodes``) each round, so the fixed
-denominator of scaling methods is ``num-nodes`` (``sample-rate`` must be 1). Under DP the
-history holds only the round and the accountant's epsilon, and ``privacy_report.json`` the
-run's report; the server sees only the sum of the payloads.
+Privacy: the clients follow the plain ClientApp's rule
+(:func:`~privcal.federated.flower.task.charge_round`) and send ``num_examples = 1``, a public
+constant. SecAgg+ samples every declared node each round, so the fixed denominator of scaling
+methods is ``num-nodes`` (``sample-rate`` must be 1); the server sees only the sum.
 
 Round trip (tested): each entry is quantised with step ``2R / Q`` in the scaled domain, so the
 recovered sum of ``n`` payloads is within ``n * (2R / Q) * bound / R = 2 n bound / Q`` of the
@@ -42,15 +40,10 @@ lifts it, refuses a wrapped sum and decodes it, and the accountant records the p
 The ring arithmetic lives in :mod:`privcal.federated.flower.ring`.
 
 Threshold: SecAgg+'s reconstruction threshold is the noise threshold ``t`` itself
-(:func:`secagg_threshold`), so SecAgg+ never unmasks a sum of fewer than ``t`` uploads; Flower
-needs it in ``[2, K - 1]``, so ``t = K`` is refused before any process starts. A halted SecAgg+
-stage ends the run with the clients' reasons (:class:`_HaltingSecAggPlus`); nothing of that
-round is released.
-
-Client policy: every client checks the run configuration and SecAgg+'s setup against its own
-:class:`~privcal.federated.policy.ClientPolicy` (:func:`policy_mod`, before any key leaves the
-node; :func:`~privcal.federated.flower.task.charge_round` again before its data is read), so the
-server cannot lower a client's noise, threshold or budget.
+(:func:`secagg_threshold`); a halted SecAgg+ stage ends the run (:class:`_HaltingSecAggPlus`)
+and nothing of that round is released. Every client checks the run and SecAgg+'s setup against
+its own policy (:func:`policy_mod`) before any key leaves the node, and again
+(:func:`~privcal.federated.flower.task.charge_round`) before its data is read.
 
 Trust (stated in every distributed report): SecAgg+ protects the uploads against an
 *honest-but-curious* server, one that follows the protocol; the server together with ``t - 1``
@@ -194,12 +187,10 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
 
 
 class _PrivcalClient(NumPyClient):
-    """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1``, no metrics.
-
-    Same rule as the plain ClientApp (:func:`~privcal.federated.flower.task.charge_round`): a
-    client with a ledger refuses runs without DP and brings its ledger up to the run's composed
-    epsilon so far before it reads its data; a refusal raises, which SecAgg+ treats as a
-    dropout. ``num_examples`` is the public constant 1 (never the client's size).
+    """Answers one SecAgg+ round: ``[scaled clipped payload]``, ``num_examples = 1`` (a public
+    constant, never the client's size), no metrics. Same rule as the plain ClientApp
+    (:func:`~privcal.federated.flower.task.charge_round`); a refusal raises, which SecAgg+
+    treats as a dropout.
     """
 
     def __init__(self, context: Context) -> None:
@@ -231,10 +222,7 @@ class _PrivcalClient(NumPyClient):
         if fm.kind == "scaling":
             state["params"] = np.asarray(parameters[0], dtype=np.float64)
         payload = client_payload(fm, state, z, y, cfg)
-        if self.node.get("ledger"):
-            write_status(self.node, answered_line(self.node, cfg))
-        else:
-            write_status(self.node, f"round {cfg['round']}/{cfg['rounds']}: answered (sent)")
+        write_status(self.node, answered_line(self.node, cfg))
         owner = "the privcal SecAgg+ ClientApp"
         noise = client_noise(cfg, self.node_id, owner, ClientPolicy.from_node(self.node))
         dp = dp_from_config(cfg, noise)
@@ -305,25 +293,26 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
     if str(msg.metadata.message_type) == MessageType.QUERY and "config" in msg.content:
         cfg = dict(msg.content["config"])
         node = client_node(context.node_config, context.run_config)
+        info: dict[str, Any] | None = None
         if cfg.get("task") == "end":
             end_locally(node, context.run_config, cfg)
-            return Message(RecordDict({"info": ConfigRecord({"ok": True})}), reply_to=msg)
-        if cfg.get("task") == "join":
+            info = {"ok": True}
+        elif cfg.get("task") == "join":
             terms, refusal = run_terms(cfg, context.run_config)
-            answer: dict[str, Any] = (
+            info = (
                 join_answer(node, terms, context.run_config, int(context.run_id))
                 if refusal is None
                 else {"refused": refusal}
             )
-            return Message(RecordDict({"info": ConfigRecord(answer)}), reply_to=msg)
-        if cfg.get("task") == "source":
+        elif cfg.get("task") == "source":
             from privcal.federated.flower.sources import budget_answer
 
-            info: dict[str, Any] = (
+            info = (
                 budget_answer(node, cfg)
                 if cfg.get("query") in ("status", "can_spend")
                 else {"refused": "over SecAgg+ this source answers with shares only"}
             )
+        if info is not None:
             return Message(RecordDict({"info": ConfigRecord(info)}), reply_to=msg)
     return call_next(msg, context)
 
@@ -408,20 +397,18 @@ class _Strategy(FedAvg):
             total = total.reshape(self.fm.payload_shape(self.c))
         cohort = expected_cohort(1.0, self.n_nodes)  # every declared node, every round
         self.state = self.fm.server_step(self.state, total, n, dp=self.dp, denominator=cohort)
-        if self.dp is not None:  # only public quantities (see server_app)
-            row = {"round": server_round, "epsilon_spent": self.dp.spent_epsilon()}
-        else:
-            seconds = time.perf_counter() - self.t0
-            row = {"round": server_round, "n_clients": n, "failures": max(self.n_nodes - n, 0)}
-            row |= {"seconds": seconds, "epsilon_spent": 0.0}
-        self.history.append(row)
-        budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
         eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
         seconds = time.perf_counter() - self.t0
-        rounds = int(self.cfg["rounds"])
         # SecAgg+ reports a client that refused or left once per stage it missed: count the
         # declared clients that did not reply (a refusal is a dropout here)
         dropped = max(self.n_nodes - n, 0)
+        if self.dp is not None:  # only public quantities (see server_app)
+            self.history.append({"round": server_round, "epsilon_spent": eps})
+        else:
+            row = {"round": server_round, "n_clients": n, "failures": dropped, "seconds": seconds}
+            self.history.append({**row, "epsilon_spent": 0.0})
+        budget = float(self.cfg["epsilon"]) if self.dp is not None else 0.0
+        rounds = int(self.cfg["rounds"])
         print(progress_line(server_round, rounds, n, dropped, 0, eps, budget, seconds))
         self.t0 = time.perf_counter()
         if self.out_dir is not None:

@@ -8,15 +8,13 @@ warns and makes the report "not private: seeded noise"). A reply with an error (
 client), a refusal (a spent budget), a wrong shape or a NaN is dropped with a logged reason and
 the round continues. One zCDP accountant covers the whole run.
 
-User-level DP (add/remove one client): the federation's size ``num-nodes`` is declared public
-before the run, and scaling methods divide the noisy sum by the fixed expected cohort
-``sample-rate * num-nodes``, never by the number of replies. A DP run writes only the round
-index and the accountant's epsilon per round to ``history.json`` (no client counts, no
-timings), does not stop on ``min-clients`` mid-run (the noise does not depend on how many
-replied), and writes ``privacy_report.json``. Without DP (which claims no privacy) the history
-also has ``n_clients``, ``sampled`` and ``seconds``, and a round with fewer than
-``min-clients`` accepted updates stops the run. The operator running the SuperLink sees which
-nodes connect and reply (Flower shows it); that participation metadata is not released.
+User-level DP (add/remove one client; :mod:`privcal.federated.dp`): ``num-nodes`` is declared
+public before the run. A DP run writes only the round index and the accountant's epsilon per
+round to ``history.json`` (no client counts, no timings), does not stop on ``min-clients``
+mid-run (the noise does not depend on how many replied), and writes ``privacy_report.json``.
+Without DP (no privacy claimed) the history also has ``n_clients``, ``sampled`` and
+``seconds``, and a round with fewer than ``min-clients`` accepted updates stops the run. The
+participation the SuperLink's operator sees (Flower shows it) is not released.
 Outputs (``out-dir``): ``calibrator.json`` (``Calibrator.to_dict``; ``sets.json`` for the
 federated conformal methods, whose release is prediction sets), ``history.json``,
 ``state.json``, ``config.json`` (the run configuration) and, under DP, ``privacy_report.json``;
@@ -149,12 +147,10 @@ def release_round(
 ) -> tuple[dict[str, np.ndarray], int]:
     """The server's release of one round: sum the accepted payloads, apply the server step.
 
-    Under DP the server step adds Gaussian noise to the sum of the (client-clipped) payloads.
-    Newton and binning methods use the noisy sums directly (no denominator); the
-    parameter-averaging methods divide by the fixed public ``cohort`` =
-    :func:`expected_cohort` of the declared ``num-nodes``, so one client more or less moves the
-    release by at most ``C / cohort`` whatever the other clients sent (see
-    :func:`privcal.federated.dp.expected_cohort`). Without DP averaging uses the accepted count.
+    Under DP the server step adds Gaussian noise to the sum of the (client-clipped) payloads;
+    parameter averaging divides it by the fixed public ``cohort``
+    (:func:`~privcal.federated.dp.expected_cohort` of the declared ``num-nodes``), never by the
+    number of replies. Without DP averaging uses the accepted count.
 
     Returns
     -------
@@ -194,12 +190,10 @@ def progress_line(
     """The server's per-round progress line (what ``privcal federate server`` shows).
 
     The counts and the round's duration are what the operator of the SuperLink sees anyway
-    (Flower logs every reply); they are printed on the operator's console only, never written
-    to ``history.json`` of a DP run. ``eps`` is the run's accountant: the privacy loss of
-    rounds ``1..t`` together, composed and converted to ``(epsilon, delta)`` as the run
-    converts (:func:`~privcal.federated.dp.run_epsilon`), which reaches ``budget`` after the
-    last round; a client's ledger is brought up to the same figure before each round it
-    answers (docs/federated.md).
+    (Flower logs every reply): printed on its console only, never in a DP run's
+    ``history.json``. ``eps`` is the accountant's loss of rounds ``1..t`` composed, which
+    reaches ``budget`` after the last round (a client's ledger is brought up to the same
+    figure before each round it answers).
     """
     spent = (
         f"epsilon spent so far {eps:.3g} of {budget:g} ({t} of {rounds} rounds composed)"
@@ -313,7 +307,6 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
                     f"privcal: round {t} has {n_ok} accepted updates out of "
                     f"{len(sampled)} sampled clients; min-clients is {cfg['min-clients']}."
                 )
-            seconds = time.perf_counter() - t0
             row = {"round": t, "n_clients": n_ok, "sampled": len(sampled), "seconds": seconds}
             history.append({**row, "epsilon_spent": 0.0})
         if out_dir is not None:
@@ -338,11 +331,7 @@ def finish_run(
     report = None if dp is None else run_report(fm, dp, c, cfg, survivors)
     if report is not None:
         print(f"privcal report:\n{report}", flush=True)  # the CLI prints it at the end
-    with warnings.catch_warnings(record=True) as seen:  # e.g. FedTemp's noise-dominance check
-        warnings.simplefilter("always")
-        cal = fm.calibrator(state, c)
-    for w in seen:
-        print(f"privcal: WARNING: {w.message}", flush=True)
+    cal = _showing_warnings(fm.calibrator, state, c)  # e.g. FedTemp's noise-dominance check
     released = release_summary(cal)
     print(f"privcal: release: {released['text']}", flush=True)
     if out_dir is None:
@@ -355,6 +344,16 @@ def finish_run(
     return cal
 
 
+def _showing_warnings(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, each warning it raises printed on the operator's console."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    for w in seen:
+        print(f"privcal: WARNING: {w.message}", flush=True)
+    return out
+
+
 def report_with_release(report: Any, released: dict[str, Any]) -> dict[str, Any]:
     """``privacy_report.json``: the report's keys, plus ``released`` (the released parameters,
     :func:`~privcal.calibrators.summary.release_summary`) and ``fallback`` (whether the release
@@ -365,16 +364,12 @@ def report_with_release(report: Any, released: dict[str, Any]) -> dict[str, Any]
 def check_on_server(
     cal: Calibrator, cfg: dict[str, Any], out_dir: Path | None, releases: str = "calibrator"
 ) -> None:
-    """Check the release on the server's validation split.
-
-    ``val`` (run config) is a labelled score file the server holds (public to it). A calibrator
-    is compared with the uncalibrated model: the check prints ECE, classwise ECE and accuracy
-    before and after and warns when the calibrated ECE is worse; prediction sets
-    (``releases = "sets"``) are checked for their empirical coverage against ``1 - alpha`` and
-    their mean size (:func:`~privcal.federated.flower.task.check_sets`). Either writes
-    ``check.json``. Without ``val`` the server holds no data: it says so, and the check is left
-    to the clients (each checks the release on its own data at the end of the run and shows
-    the result on its own console; nothing of it is sent).
+    """Check the release on the server's validation split ``val`` (run config: a labelled score
+    file the server holds, public to it) and write ``check.json``: a calibrator against the
+    uncalibrated model (:func:`~privcal.federated.flower.task.compare_uncalibrated`),
+    prediction sets (``releases = "sets"``) for their coverage and mean size
+    (:func:`~privcal.federated.flower.task.check_sets`). Without ``val`` the server says so
+    and leaves the check to the clients (each on its own data, nothing of it sent).
     """
     sets = releases == "sets"
     if not cfg.get("val"):
@@ -455,7 +450,8 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
         if info.get("joined"):
             joined.append(nid)
             continue
-        why = str(r.error.reason if r.has_error() else info.get("refused", _NO_JOIN_ANSWER))
+        refused = info.get("refused", "no answer to the join request")
+        why = str(r.error.reason if r.has_error() else refused)
         reasons.append(why)
         print(f"privcal: client {nid} refused the run: {why}", flush=True)
     if len(joined) < need:
@@ -468,10 +464,6 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
         raise RuntimeError(f"privcal: refused: {reason}.")
     print(f"privcal: {len(joined)} of {len(nodes)} clients joined the run", flush=True)
     return sorted(joined)
-
-
-#: A client's reason when it did not answer the join request.
-_NO_JOIN_ANSWER = "no answer to the join request"
 
 
 class RunInterrupted(BaseException):
@@ -585,11 +577,7 @@ def seed000(
     est = PrivateTemperatureScaling(
         "acc", eps, iterations, aggregation=aggregation, threshold=threshold
     )
-    with warnings.catch_warnings(record=True) as seen:  # e.g. the fit's noise-dominance check
-        warnings.simplefilter("always")
-        est.fit(sources=sources)
-    for w in seen:  # shown on the operator's console as the federated methods' warnings are
-        print(f"privcal: WARNING: {w.message}", flush=True)
+    _showing_warnings(est.fit, sources=sources)  # e.g. the fit's noise-dominance check
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
     released = release_summary(est)
     print(f"privcal: DP Acc-T over {len(sources)} sources: {released['text']}", flush=True)

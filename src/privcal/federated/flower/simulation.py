@@ -9,12 +9,10 @@ partition ``k`` of ``data`` (:func:`~privcal.federated.flower.task.partition_dat
 split privcal draws from one file, or one file per partition), so the clients are those of
 ``simulate(..., parts=dirichlet_partition(labels, n_clients=N, beta=beta, seed=seed))``.
 
-The apps, their messages and their privacy are the deployed ones (``privcal federate``): the
-clients clip (and, with ``ledgers``, charge their own ledgers before they read their data), the
-server adds the noise (``SecureNoise`` unless ``noise="seeded"``), divides averages by the
-declared ``num-nodes`` and writes ``privacy_report.json``. Only the transport differs: Flower's
-in-memory link state and Ray instead of SuperLink / SuperNode processes. Nothing here is a
-privacy boundary: every client's data is read on this machine (or the Ray cluster).
+The apps, their messages and their privacy are the deployed ones (``privcal federate``); only
+the transport differs: Flower's in-memory link state and Ray instead of SuperLink / SuperNode
+processes. Nothing here is a privacy boundary: every client's data is read on this machine (or
+the Ray cluster).
 
 Every process started (SuperLink, ``flwr run``, ``flwr-simulation``, Ray's processes) is
 stopped when the run ends, fails or is interrupted
@@ -251,8 +249,8 @@ def simulate_flower(
         which makes the run reproducible and its report "not private: seeded noise".
     ledgers : path, optional
         A folder where client ``k`` keeps its SQLite ledger ``client-k.sqlite`` with epsilon
-        budget ``budget``: it charges ``(epsilon / T, delta / T)`` before each reply and refuses
-        rounds beyond its budget, as a deployed client with ``--ledger`` does.
+        budget ``budget``, charged before each reply as a deployed client's ``--ledger`` is
+        (:func:`~privcal.federated.flower.task.charge_round`).
     num_cpus : int, optional
         CPUs Ray may use on this machine (default: all); one ClientApp actor per CPU.
     ray_address : str, optional
@@ -283,11 +281,9 @@ def simulate_flower(
 
     Privacy
     -------
-    That of the deployed apps (``privcal federate``; docs/federated.md): user-level
-    add/remove-one-client neighbours with ``K = num_nodes``, ``p``, ``T``, the clip bounds and
-    the number of classes public; each client clips its payload, the server adds Gaussian noise
-    to the sum and composes the rounds in one zCDP accountant. The rows of ``data`` are read on
-    this machine (or the Ray cluster): a simulation is not a privacy boundary between clients.
+    That of the deployed apps (``privcal federate``; :func:`~privcal.federated.simulate`'s,
+    with ``K = num_nodes``). The rows of ``data`` are read on this machine (or the Ray
+    cluster): a simulation is not a privacy boundary between clients.
     """
     from privcal.federated.flower.task import released_file
 

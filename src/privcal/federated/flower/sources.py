@@ -155,14 +155,10 @@ def node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int)
     releases recorded under :func:`run_label`), one per run and ledger in this process."""
     key = (str(node["ledger"]), int(run_id))
     if key not in _NODE_SOURCES:
-        _NODE_SOURCES[key] = _new_node_source(z, y, node, run_id)
+        eps, delta = ledger_budget(node)
+        name = run_label(node, run_id)
+        _NODE_SOURCES[key] = DataSource(z, y, eps, key[0], SecureNoise(), name, delta_budget=delta)
     return _NODE_SOURCES[key]
-
-
-def _new_node_source(z: np.ndarray, y: np.ndarray, node: dict[str, Any], run_id: int) -> DataSource:
-    eps, delta = ledger_budget(node)
-    ledger, name = str(node["ledger"]), run_label(node, run_id)
-    return DataSource(z, y, eps, ledger, SecureNoise(), name, delta_budget=delta)
 
 
 def budget_answer(node: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 Also the client-side rule shared by the plain and the SecAgg+ ClientApp (:func:`charge_round`):
 nothing leaves a client except the clipped payload of a round that its ledger has already
 charged, or, in a run without DP (which claims no privacy), its exact payload. And what stays
-on a client across a run's messages: its row-cap seed (:func:`client_seed`, in the node's
-``context.state``; the one function here that imports Flower, when a client first needs it).
+on a client across a run's messages, in the node's ``context.state``: the rounds it answered
+(:func:`round_refusal`) and its row-cap seed (:func:`client_seed`).
 """
 
 from __future__ import annotations
@@ -157,14 +157,10 @@ def round_refusal(context: Any, cfg: Mapping[str, Any]) -> str | None:
     noise away by asking the same rows again. (A ledger client also finds them in its ledger,
     which survives a restart: :func:`charge_round`.) Records the round when it is not refused.
     """
-    from flwr.app import ConfigRecord
-
     rnd, t = int(cfg["round"]), int(cfg["rounds"])
     if not 1 <= rnd <= t:
         return f"round {rnd} is not a round of this run (1 to {t}); nothing was charged"
-    if _ROUNDS_RECORD not in context.state:
-        context.state[_ROUNDS_RECORD] = ConfigRecord()
-    record, key = context.state[_ROUNDS_RECORD], str(int(context.run_id))
+    record, key = _state_record(context, _ROUNDS_RECORD), str(int(context.run_id))
     done = [int(r) for r in str(record[key]).split(",")] if key in record else []
     if rnd in done:
         return (
@@ -191,6 +187,7 @@ def method_from_config(cfg: dict[str, Any], context: Any = None) -> FedMethod:
     method without one (it never runs a client step).
     """
     name = str(cfg["method"])
+    weighting = None if cfg["weighting"] == "none" else cfg["weighting"]
     params: dict[str, Any] = {}
     if name in ("fedtemp", "fedvector", "fedopvector", "fedmatrix", "fedcal"):
         params["local_iters"] = int(cfg["local-iters"])
@@ -199,17 +196,11 @@ def method_from_config(cfg: dict[str, Any], context: Any = None) -> FedMethod:
         if context is not None:
             params["seed"] = client_seed(context)
     elif name == "fedbin":
-        params["n_bins"] = int(cfg["n-bins"])
-        params["weighting"] = None if cfg["weighting"] == "none" else cfg["weighting"]
+        params.update(n_bins=int(cfg["n-bins"]), weighting=weighting)
     elif name.startswith("fedbbq"):
         params["n_levels"] = int(cfg["n-levels"])
-        if name == "fedbbq":
-            params["weighting"] = None if cfg["weighting"] == "none" else cfg["weighting"]
-            return (
-                get_method("fedbbq-all", **params)
-                if params["weighting"]
-                else get_method("fedbbq", n_levels=params["n_levels"])
-            )
+        if name == "fedbbq" and weighting:
+            return get_method("fedbbq-all", weighting=weighting, **params)
     return get_method(name, **params)
 
 
@@ -226,15 +217,20 @@ def client_seed(context: Any) -> int:
     run configuration can choose which rows they are."""
     import secrets
 
-    from flwr.app import ConfigRecord
-
-    key = str(int(context.run_id))
-    if _SEED_RECORD not in context.state:
-        context.state[_SEED_RECORD] = ConfigRecord()
-    record = context.state[_SEED_RECORD]
+    record, key = _state_record(context, _SEED_RECORD), str(int(context.run_id))
     if key not in record:
         record[key] = secrets.randbits(63)
     return int(record[key])
+
+
+def _state_record(context: Any, name: str) -> Any:
+    """The node's ``context.state`` record ``name`` (kept on the node, never sent), created empty
+    on first use."""
+    from flwr.app import ConfigRecord
+
+    if name not in context.state:
+        context.state[name] = ConfigRecord()
+    return context.state[name]
 
 
 def released_file(method: str) -> str:
@@ -353,25 +349,22 @@ def _node_ledger(node: Mapping[str, Any]) -> PrivacyOdometer:
 
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
     """Check the run against this client's policy, then charge its ledger for one round, both
-    *before* it reads its data or computes its reply.
+    *before* it reads its data or computes its reply; ``None`` (it may reply) or the reason it
+    refuses.
 
-    Returns ``None`` when the client may reply, or the reason it refuses. First the client's own
-    :class:`~privcal.federated.policy.ClientPolicy` (node config; the server's run configuration
-    cannot lower it): a run it refuses charges nothing. Then a client with a
-    ``ledger`` (node config) refuses runs without DP and, in a DP run, keeps its ledger at or
-    above the loss it has taken on: before answering round ``r`` it records
-    ``composed_epsilon(r) - (what this run has already charged)`` and, the first time, the run's
-    ``delta`` (:func:`composed_epsilon`: the zCDP composition of ``r`` rounds converted at the
-    run's ``delta``, the number the server shows after round ``r``). The charges of a run are
-    found in the ledger by the run's id, so a client first sampled in round 3 pays for rounds
-    1-3 at once; the last round brings the ledger to the run's declared ``(epsilon, delta)``
-    exactly (at least the composed figure). A round is refused, with nothing charged, when the
-    ledger cannot pay the *rest of the run* (what :func:`join_answer` checks in round 0): a
-    client never starts, or goes on with, a run it would have to leave half-way. The
-    amount charged is left in ``node["charged"]``. A client answers each round of a run at most
-    once, and refuses a round number outside ``1..T``. Once the budget is spent it refuses. A
-    client without a ledger keeps no budget of its own and always replies (the server's report
-    still accounts for every round).
+    First the client's own :class:`~privcal.federated.policy.ClientPolicy` (node config; the
+    run configuration cannot lower it): a run it refuses charges nothing. A client with a
+    ``ledger`` refuses runs without DP and keeps its ledger at or above the loss it has taken
+    on: before round ``r`` it records ``composed_epsilon(r)`` (:func:`composed_epsilon`, what
+    the server shows after round ``r``) minus what this run has already charged (found by the
+    run's id: a client first sampled in round 3 pays for rounds 1-3 at once) and, the first
+    time, the run's ``delta``; the last round brings the ledger to the run's declared
+    ``(epsilon, delta)`` exactly. Nothing is charged and the round refused when the ledger
+    cannot pay the *rest of the run* (as :func:`join_answer` checks in round 0: a client never
+    goes on with a run it would have to leave half-way), for a round outside ``1..T`` or one
+    answered before. The charge is left in ``node["charged"]``. A client without a ledger
+    keeps no budget of its own and always replies (the server's report accounts for every
+    round).
     """
     refusal = ClientPolicy.from_node(node).refusal(cfg)
     if refusal is not None:
@@ -515,20 +508,15 @@ def load_client_data(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -> dict[str, Any]:
     """The node configuration the ClientApp acts on (``data``, ``ledger``, ``budget`` ...).
 
-    A deployed SuperNode's own ``--node-config``, unchanged (its privacy policy included:
-    :meth:`~privcal.federated.policy.ClientPolicy.from_node`). A node of Flower's Simulation
-    Engine has only ``partition-id`` and ``num-partitions``: the operator who writes the run
-    config runs every client, so the node takes the permissive policy
-    (:meth:`~privcal.federated.policy.ClientPolicy.permissive`); when the run config names a
-    ``ledgers`` folder, partition ``k`` keeps its SQLite ledger there
-    (``client-k.sqlite``, epsilon budget ``ledger-budget``, delta budget
-    ``ledger-delta-budget``) and charges it before each reply exactly as a deployed client
-    does (:func:`charge_round`); without ``ledgers`` a simulated client, like a deployed one
-    without ``--ledger``, keeps no budget of its own (the server's report still accounts for
-    every round).
+    A deployed SuperNode's own ``--node-config``, unchanged (its privacy policy included). A
+    node of Flower's Simulation Engine has only ``partition-id`` and ``num-partitions``: the
+    operator who writes the run config runs every client, so it takes the permissive policy;
+    with a ``ledgers`` folder, partition ``k`` keeps its ledger there (``client-k.sqlite``,
+    budgets ``ledger-budget`` and ``ledger-delta-budget``) and charges it as a deployed client
+    does (:func:`charge_round`).
     """
     node = dict(node_config)
-    if "partition-id" in node:  # the operator runs every client: its run config is their policy
+    if "partition-id" in node:
         node = {**ClientPolicy.permissive().to_node(), **node}
     folder = str(run_config.get("ledgers", ""))
     if folder and "partition-id" in node and not node.get("ledger"):
@@ -545,14 +533,10 @@ def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -
 def client_data(
     node: Mapping[str, Any], run_config: Mapping[str, Any]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The calibration logits and labels of the client that a node is.
-
-    A deployed SuperNode names its own file (node config ``data``, read by
-    :func:`load_client_data`). A node of Flower's Simulation Engine carries only the
-    ``partition-id`` and ``num-partitions`` the engine gives it; its data is partition
-    ``partition-id`` of the run config's ``partitions`` (:func:`partition_data`). The node reads
-    its rows itself, as a deployed client does: the server never sends data, only the run
-    configuration.
+    """The calibration logits and labels of the client that a node is: its own file (node config
+    ``data``) or, under Flower's Simulation Engine, partition ``partition-id`` of the run
+    config's ``partitions`` (:func:`partition_data`). The node reads its rows itself: the
+    server never sends data.
     """
     if node.get("data"):
         return load_client_data(str(node["data"]))

@@ -45,10 +45,7 @@ def _value(v: Any) -> Any:
 
 
 def _record(content: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, record in content.items():
-        out[name] = {str(k): _value(v) for k, v in record.items()}
-    return out
+    return {name: {str(k): _value(v) for k, v in rec.items()} for name, rec in content.items()}
 
 
 def transcript_mod(

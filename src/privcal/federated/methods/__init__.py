@@ -52,12 +52,10 @@ sums run over its rows whose NLL at the current parameters is at most ``NLL_BOUN
 Scaling, ``update="parameter-averaging"`` (seed 003 Alg. 2, DP-FedAvg, kept to reproduce the
 paper): the payload is the update ``u_k = w_k - w_t`` of ``local_iters`` L-BFGS (or Newton,
 for FedTemp) iterations on the local mean NLL started from ``w_t``. Non-DP:
-``w_{t+1} = w_t + total / n``. DP: ``w_{t+1} = w_t + (total + N(0, (C s)^2)) / (p K)``,
-dividing by the expected cohort size ``p K`` of the *declared* federation size ``K`` (a public
-constant, :func:`privcal.federated.dp.expected_cohort`), never by the observed number of
-participants ``n``, which is private under add/remove of a client. Under label skew each
-client's local optimum is far from the global one and their average is not the central fit
-(docs/federated.md has the numbers).
+``w_{t+1} = w_t + total / n``. DP: ``w_{t+1} = w_t + (total + N(0, (C s)^2)) / (p K)``, never
+divided by the observed ``n`` (:func:`privcal.federated.dp.expected_cohort`). Under label skew
+each client's local optimum is far from the global one and their average is not the central
+fit (docs/federated.md has the numbers).
 
 Binning (Alg. 1): the payload is the stacked class histograms ``[P; N]`` (``2 x C x B``) of
 :func:`privcal.metrics.statistics.class_histograms`. The server accumulates the sums over rounds

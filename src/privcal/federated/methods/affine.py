@@ -80,16 +80,9 @@ class FedVector(ScalingMethod):
 
     Parameters
     ----------
-    update : {"newton", "parameter-averaging"}, default="newton"
-    local_iters : int, default=50
-        L-BFGS iterations of a client's local fit (parameter averaging only).
-    client_rows : int, default=200
-        ``m``, the public per-client row bound of the default DP clip rule
-        (``grad_clip = grad_scale sqrt(m)``, ``hess_clip = hess_scale m``).
-    grad_clip, hess_clip : float, optional
-        Explicit L2 clip bounds of a client's gradient and curvature sums (Newton under DP).
-    grad_share : float, default=0.8
-        Share of each round's budget spent on the gradient.
+    update, local_iters, client_rows, grad_clip, hess_clip, grad_share
+        The scaling methods' shared parameters (:class:`~privcal.federated.methods.newton.
+        ScalingMethod`).
     """
 
     name: ClassVar[str] = "fedvector"
@@ -196,7 +189,8 @@ class FedMatrix(ScalingMethod):
     reg_offdiag, reg_intercept : float, default=0.1
         :math:`\\lambda`, :math:`\\mu` (as :class:`~privcal.calibrators.MatrixScaling`).
     **dp_rule
-        ``client_rows``, ``grad_clip``, ``hess_clip``, ``grad_share`` (see :class:`FedVector`).
+        ``client_rows``, ``grad_clip``, ``hess_clip``, ``grad_share`` (:class:`~privcal.federated.
+        methods.newton.ScalingMethod`).
     """
 
     name: ClassVar[str] = "fedmatrix"

@@ -159,9 +159,20 @@ class BinningMethod(FedMethod):
         mid = (np.arange(h.shape[-1]) + 0.5) / h.shape[-1]
         return h[0] + k * mid, h[1] + k * (1.0 - mid), noise
 
-    def calibrator_prior(self) -> Literal["model"] | None:
-        """The ``prior`` of the calibrator built from :meth:`counts`."""
-        return "model" if self.prior == "model" else None
+    def calibrator(self, state: State, c: int) -> Calibrator:
+        """The binning of :meth:`counts` (:meth:`_binning`), weighted by :meth:`alpha` when
+        ``weighting`` is set."""
+        pos, neg, noise = self.counts(state)
+        cal = self._binning("model" if self.prior == "model" else None)
+        if self.weighting is not None:
+            cal.alpha_ = self.alpha(state)
+        cal.set_counts(pos, neg, noise)
+        cal.n_classes_ = c
+        return cal
+
+    def _binning(self, prior: Literal["model"] | None) -> BBQ | HistogramBinning:
+        """The unfitted calibrator (weighted when ``weighting`` is set) with ``prior``."""
+        raise NotImplementedError
 
 
 class FedBin(BinningMethod):
@@ -186,20 +197,10 @@ class FedBin(BinningMethod):
     ) -> None:
         super().__init__(n_bins, weighting, prior)
 
-    def calibrator(self, state: State, c: int) -> Calibrator:
-        pos, neg, noise = self.counts(state)
-        prior = self.calibrator_prior()
-        cal: HistogramBinning
+    def _binning(self, prior: Literal["model"] | None) -> HistogramBinning:
         if self.weighting is None:
-            cal = HistogramBinning(mode="classwise", n_bins=self.n_bins, prior=prior)
-        else:
-            cal = WeightedHistogramBinning(
-                n_bins=self.n_bins, weighting=self.weighting, prior=prior
-            )
-            cal.alpha_ = self.alpha(state)
-        cal.set_counts(pos, neg, noise)
-        cal.n_classes_ = c
-        return cal
+            return HistogramBinning(mode="classwise", n_bins=self.n_bins, prior=prior)
+        return WeightedHistogramBinning(n_bins=self.n_bins, weighting=self.weighting, prior=prior)
 
 
 class FedBBQ(BinningMethod):
@@ -225,15 +226,7 @@ class FedBBQ(BinningMethod):
         self.n_levels = check_int(n_levels, "n_levels", "FedBBQ", low=1)
         super().__init__(2**self.n_levels, weighting, prior)
 
-    def calibrator(self, state: State, c: int) -> Calibrator:
-        pos, neg, noise = self.counts(state)
-        prior = self.calibrator_prior()
-        cal: BBQ
+    def _binning(self, prior: Literal["model"] | None) -> BBQ:
         if self.weighting is None:
-            cal = BBQ(n_levels=self.n_levels, prior=prior)
-        else:
-            cal = WeightedBBQ(n_levels=self.n_levels, weighting=self.weighting, prior=prior)
-            cal.alpha_ = self.alpha(state)
-        cal.set_counts(pos, neg, noise)
-        cal.n_classes_ = c
-        return cal
+            return BBQ(n_levels=self.n_levels, prior=prior)
+        return WeightedBBQ(n_levels=self.n_levels, weighting=self.weighting, prior=prior)

@@ -196,10 +196,8 @@ class FederatedConformalSets(ConformalBase):
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < np.inf:
                 raise fitted_field_error(sets, name, "a finite number >= 0", v)
         sets.threshold_, sets.bin_, sets.edges_ = float(fitted["threshold_"]), j, edges
-        sets.margin_, sets.noise_variance_ = (
-            float(fitted["margin_"]),
-            float(fitted["noise_variance_"]),
-        )
+        sets.margin_ = float(fitted["margin_"])
+        sets.noise_variance_ = float(fitted["noise_variance_"])
         sets.n_classes_, sets.counts_ = c, counts
         return sets
 

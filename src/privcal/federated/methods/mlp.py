@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from privcal.calibrators import Calibrator
-from privcal.federated.calibrators import MLPScaling, fit_mlp, mlp_init, mlp_nll_and_grad
+from privcal.federated.calibrators import MLPScaling, mlp_init, mlp_nll_and_grad
 from privcal.federated.methods.base import State
 from privcal.federated.methods.newton import ScalingMethod
 
@@ -31,9 +31,6 @@ class FedCal(ScalingMethod):
 
     def loss(self, x: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
         return mlp_nll_and_grad(x, z, y)
-
-    def local_fit(self, x0: np.ndarray, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return fit_mlp(x0, z, y, self.local_iters)
 
     def calibrator(self, state: State, c: int) -> Calibrator:
         cal = MLPScaling()

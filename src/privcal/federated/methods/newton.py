@@ -12,10 +12,10 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import minimize
 
 from privcal._params import POSITIVE, check_int, check_option, check_probability
 from privcal.calibrators.temperature import NLL_BOUND
+from privcal.federated.calibrators import lbfgs
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_rows_l2
 from privcal.federated.methods.base import FedMethod, State
 from privcal.federated.payloads import NEWTON_CURVATURE, NEWTON_GRADIENT, UPDATE
@@ -168,14 +168,7 @@ class ScalingMethod(FedMethod):
         return (p + self.curvature_size(c),) if self.newton else (p,)
 
     def local_fit(self, x0: np.ndarray, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        res = minimize(
-            lambda x: self.loss(x, z, y),
-            x0,
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": self.local_iters, "gtol": 1e-6},
-        )
-        return np.asarray(res.x, dtype=np.float64)
+        return lbfgs(lambda x: self.loss(x, z, y), x0, self.local_iters)
 
     def client_step(self, state: State, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         x = np.asarray(state["params"], dtype=np.float64)
@@ -258,18 +251,12 @@ class ScalingMethod(FedMethod):
     def _newton_step(self, state: State, total: np.ndarray, dp: DPConfig | None) -> State:
         """One damped Newton step from the summed (noisy under DP) gradient and curvature.
 
-        Privacy (user-level add/remove of one client): a client's payload is its clipped pair
-        :math:`(\\bar g_k, \\bar h_k)` with :math:`\\|\\bar g_k\\|_2 \\le C_g` and
-        :math:`\\|\\bar h_k\\|_2 \\le C_h` (:meth:`clip`), so adding or removing one client moves
-        the summed gradient by at most :math:`C_g` and the summed curvature by at most
-        :math:`C_h` in L2. The server releases :math:`\\sum_k \\bar g_k + N(0, (C_g s_g)^2 I)`
-        and :math:`\\sum_k \\bar h_k + N(0, (C_h s_h)^2 I)`: two Gaussian mechanisms,
-        :math:`1/(2s_g^2)` and :math:`1/(2s_h^2)`-zCDP (Bun & Steinke 2016, Prop. 1.6), together
-        :math:`1/(2s_1^2)` per round (:meth:`noise_ratios`), :math:`T/(2s_1^2) = \\rho` over
-        ``T`` rounds (Lemma 2.3), recorded in ``dp.accountant``. Everything after the two noisy
-        sums (the running curvature mean, its floor, the step, the trust region, the projection
-        and the tail average) is post-processing of released values and public constants; no
-        count of clients or rows is used, so no denominator needs declaring.
+        Privacy: the two noisy sums of the clipped pairs (L2 sensitivities ``C_g`` and ``C_h``,
+        :meth:`clip`) are the round's two Gaussian mechanisms, together :math:`1/(2s_1^2)`-zCDP
+        (:meth:`noise_ratios`; :mod:`privcal.federated.dp`). Everything after them (the running
+        curvature mean, its floor, the step, the trust region, the projection and the tail
+        average) is post-processing of released values and public constants; no count of
+        clients or rows is used, so no denominator needs declaring.
         """
         x = np.asarray(state["params"], dtype=np.float64)
         g, h = total[: x.size], total[x.size :]

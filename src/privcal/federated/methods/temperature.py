@@ -68,15 +68,10 @@ def temperature_newton(
     lo = np.full(n_groups, beta_range[0])
     hi = np.full(n_groups, beta_range[1])
     beta = np.clip(np.full(n_groups, float(beta0)), lo, hi)
-
-    def grad_hess(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        grad, curv, _, _ = temperature_rows(z, y, b[groups])
+    for _ in range(iters):
+        grad, curv, _, _ = temperature_rows(z, y, beta[groups])
         g = np.bincount(groups, weights=grad, minlength=n_groups) / counts
         h = np.bincount(groups, weights=curv, minlength=n_groups) / counts
-        return g, h
-
-    for _ in range(iters):
-        g, h = grad_hess(beta)
         hi = np.where(g > 0, beta, hi)
         lo = np.where(g <= 0, beta, lo)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -110,7 +105,8 @@ class FedTemp(ScalingMethod):
     Parameters
     ----------
     update, local_iters, client_rows, grad_clip, hess_clip, grad_share
-        See the scaling methods' shared parameters (:class:`FedVector`'s docstring).
+        The scaling methods' shared parameters (:class:`~privcal.federated.methods.newton.
+        ScalingMethod`).
     t_range : (float, float), default=(0.05, 20.0)
         The public range of the temperature.
     """
@@ -148,14 +144,10 @@ class FedTemp(ScalingMethod):
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`stats` of ``n_groups`` clients at once (``(n_groups, 1)`` each), client ``k``
         holding the rows ``groups == k``: one pass of
-        :func:`~privcal.metrics.statistics.temperature_rows` over all rows.
-
-        Like :class:`~privcal.calibrators.TemperatureScaling` (``nll_bound``) and the other
-        Newton methods (:func:`~privcal.federated.methods.newton.within_nll_bound`), the sums
-        run over the rows whose NLL at the current ``beta`` is at most
-        :data:`~privcal.calibrators.temperature.NLL_BOUND` (the majorise step of the bounded
-        NLL): a true-class probability of 0 (20 newsgroups) would otherwise drive ``T`` to the
-        end of its range. The clip bounds do not depend on it.
+        :func:`~privcal.metrics.statistics.temperature_rows` over all rows, summed over the
+        rows within the NLL bound as in :func:`~privcal.federated.methods.newton.
+        within_nll_bound` (a true-class probability of 0, as in 20 newsgroups, would otherwise
+        drive ``T`` to the end of its range).
         """
         grad, curv, nll, _ = temperature_rows(z, y, float(x[0]))
         keep = nll <= NLL_BOUND
@@ -191,15 +183,13 @@ class FedTemp(ScalingMethod):
     def calibrator(self, state: State, c: int) -> Calibrator:
         """The fitted :class:`~privcal.calibrators.TemperatureScaling`.
 
-        Under DP (Newton) the release falls back to ``T = 1`` (the uncalibrated model) when
-        the noise dominates (:func:`noise_dominance`): then, once the run's last round is in,
-        it warns :class:`~privcal.private.NoiseDominatedWarning` and keeps the message in
-        ``fit_warnings_``. Post-processing of released values: no budget is spent.
-        ``release_check_`` (in memory, not saved) records the decision in the form of
-        :func:`privcal.private.release_check`. ``release_temperature_`` (in memory, not saved)
-        is the temperature before that fallback, what the privacy audits observe
-        (:mod:`privcal.audits.federated`): a claim that holds for it holds for any
-        post-processing of it.
+        Under DP (Newton) the release falls back to ``T = 1`` when the noise dominates
+        (:func:`noise_dominance`, post-processing): once the run's last round is in, it warns
+        :class:`~privcal.private.NoiseDominatedWarning` and keeps the message in
+        ``fit_warnings_``. In memory, not saved: ``release_check_``, the decision (as
+        :func:`privcal.private.release_check`), and ``release_temperature_``, the temperature
+        before the fallback, what the privacy audits observe (a claim that holds for it holds
+        for any post-processing of it).
         """
         beta = float(self.fitted_params(state)[0])
         check = noise_dominance(state, beta)
