@@ -3,13 +3,8 @@
 ``fit`` learns a calibrator on labelled validation scores and saves it as JSON
 (:meth:`~privcal.calibrators.Calibrator.to_dict`); ``apply`` maps new scores to calibrated
 probabilities; ``evaluate`` prints calibration metrics, before and after a calibrator, or the
-top-label metrics of a top-label file (``true_label,pred_label,confidence``).
-
-Private fitting
----------------
-``fit --epsilon E`` (with ``--input`` or ``--sources``) calls
-:func:`privcal.cli.private_fit.fit_private` directly; there is one path, visible in
-:func:`fit`.
+top-label metrics of a top-label file (``true_label,pred_label,confidence``). ``fit --epsilon``
+(or ``--sources``) fits with :func:`privcal.cli.private_fit.fit_private`.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ import typer
 from rich.table import Table
 
 from privcal.cli._common import (
-    InputKind,
     InputKindOption,
     check_output_path,
     collect_warnings,
@@ -38,6 +32,7 @@ from privcal.cli._common import (
     load_unlabelled,
     refuse_overwrite,
     user_errors,
+    write_part,
     write_probs,
 )
 from privcal.data import Scores
@@ -67,11 +62,8 @@ def evaluate_metrics(
 
     out: dict[str, float] = {}
     for label, name, binned in _METRICS:
-        fn = getattr(metrics, name)
-        kwargs: dict[str, Any] = {"input": input}
-        if binned:
-            kwargs["n_bins"] = n_bins
-        out[label] = float(fn(scores, labels, **kwargs))
+        kwargs = {"n_bins": n_bins} if binned else {}
+        out[label] = float(getattr(metrics, name)(scores, labels, input=input, **kwargs))
     return out
 
 
@@ -134,13 +126,12 @@ def _fit_option_hint(text: str) -> str:
 # -- commands --------------------------------------------------------------------------------
 
 
-def _check_t_range(t_range: tuple[float, float] | None) -> tuple[float, float] | None:
+def _check_t_range(t_range: tuple[float, float] | None) -> None:
     if t_range is not None and not 0 < t_range[0] < t_range[1] < np.inf:
         fail(
             f"The '--t-range' parameter of privcal fit must be two temperatures 0 < LO < HI. "
             f"Got {t_range[0]:g} {t_range[1]:g} instead."
         )
-    return t_range
 
 
 #: Methods whose fit bins (``--n-bins`` sets their bins), without and with ``--epsilon``.
@@ -431,7 +422,7 @@ def _fit_estimator(
     elif max_iter is not None:
         fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")
     bins = _check_n_bins(n_bins, method, private)
-    scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
+    scores = load_scores(input, input_kind, full=False) if input is not None else None
     _check_top_label_fit(method, scores, private)
     with collect_warnings(_fit_option_hint) as caught:
         if private:
@@ -519,10 +510,10 @@ def apply(
         cal = load_calibrator(calibrator)
         labels: np.ndarray | None
         if input.suffix.lower() in (".csv", ".parquet"):  # may be a top-label file
-            scores = load_scores(input, input_kind, full=False)  # type: ignore[arg-type]
+            scores = load_scores(input, input_kind, full=False)
             if scores.is_top_label:
-                top = _calibrated_top_label(scores, cal, "--calibrator")
-                _write_top_label(out, top)
+                top = _calibrated_top_label(scores, cal)
+                write_part(out, top)
                 console.print(
                     f"Calibrated {top.n_samples} top-label confidences -> {out} "
                     "(true_label, pred_label, confidence)"
@@ -531,18 +522,18 @@ def apply(
             assert scores.logits is not None
             logits, labels = scores.logits, scores.labels
         else:
-            logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
+            logits, labels = load_unlabelled(input, input_kind)
         probs = _calibrated_probs(cal, logits, str(input))
         write_probs(out, probs, labels)
     extra = " and labels" if labels is not None else ""
     console.print(f"Calibrated {probs.shape[0]} x {probs.shape[1]} probabilities{extra} -> {out}")
 
 
-def _other_model(cal: Any, option: str, source: str, found: str) -> ValueError:
+def _other_model(cal: Any, source: str, found: str) -> ValueError:
     """The error for scores whose classes do not fit the calibrator's (``found``: what shows
     it, e.g. ``"100 classes"``)."""
     return ValueError(
-        f"The {option} calibrator was fitted on {cal.n_classes_} classes, but "
+        f"The --calibrator calibrator was fitted on {cal.n_classes_} classes, but "
         f"{source!r} has {found}: the scores come from another model. Fit a calibrator on this "
         "model's validation scores ('privcal fit')."
     )
@@ -551,23 +542,19 @@ def _other_model(cal: Any, option: str, source: str, found: str) -> ValueError:
 def _calibrated_probs(cal: Any, logits: np.ndarray, source: str) -> np.ndarray:
     """``cal.predict_proba(logits)``, refused when the classes differ (naming the file)."""
     if logits.shape[1] != cal.n_classes_:
-        raise _other_model(cal, "--calibrator", source, f"{logits.shape[1]} classes")
+        raise _other_model(cal, source, f"{logits.shape[1]} classes")
     return np.asarray(cal.predict_proba(logits))
 
 
-def _is_top_label_binning(cal: Any) -> bool:
-    from privcal.calibrators import HistogramBinning
-
-    return isinstance(cal, HistogramBinning) and cal.mode == "top"
-
-
-def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
+def _calibrated_top_label(scores: Scores, cal: Any) -> Scores:
     """Top-label scores with their confidences mapped by a top-label binning calibrator; any
     other calibrator is refused (it maps whole score vectors, which the file lacks)."""
-    if not _is_top_label_binning(cal):
+    from privcal.calibrators import HistogramBinning
+
+    if not (isinstance(cal, HistogramBinning) and cal.mode == "top"):
         raise ValueError(
             f"{scores.source!r} holds top-label scores only (confidence and predicted class); "
-            f"{option} {type(cal).__name__} maps whole N x C score vectors, so it cannot be "
+            f"--calibrator {type(cal).__name__} maps whole N x C score vectors, so it cannot be "
             "applied to them. Only top-label histogram binning ('privcal fit -m histogram') "
             "maps confidences; otherwise give the full logits or probabilities."
         )
@@ -576,27 +563,12 @@ def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
     # must at least fit the calibrator's
     largest = int(max(scores.labels.max(initial=0), scores.predicted.max(initial=0)))
     if largest >= cal.n_classes_:
-        raise _other_model(cal, option, scores.source, f"class index {largest}")
+        raise _other_model(cal, scores.source, f"class index {largest}")
     return Scores(
         labels=scores.labels,
         confidence=cal.predict_confidence(scores.confidence),
         predicted=scores.predicted,
         source=scores.source,
-    )
-
-
-def _write_top_label(out: Path, scores: Scores) -> Path:
-    """Write top-label scores with the columns of the top-label layout (``.csv``, ``.parquet``
-    and ``.npz`` files are top-label score files again, readable by ``privcal evaluate``)."""
-    from privcal.data.io import write_columns
-
-    return write_columns(
-        out,
-        {
-            "true_label": scores.labels,
-            "pred_label": scores.predicted,  # type: ignore[dict-item]
-            "confidence": scores.confidence,  # type: ignore[dict-item]
-        },
     )
 
 
@@ -609,7 +581,7 @@ def _evaluate_columns(
         columns = {"Input scores": toplabel_metrics(scores, n_bins)}
         if cal is None:
             return columns, None
-        calibrated = _calibrated_top_label(scores, cal, "--calibrator")
+        calibrated = _calibrated_top_label(scores, cal)
         columns["Calibrated"] = toplabel_metrics(calibrated, n_bins)
         return columns, calibrated
     assert scores.logits is not None
@@ -661,14 +633,13 @@ def evaluate(
             check_output_path(plot, "--plot", "privcal evaluate", (".png", ".pdf", ".svg"))
         if out is not None:
             check_output_path(out, "--out", "privcal evaluate", (".json",))
-        kind: InputKind = input_kind  # type: ignore[assignment]
-        scores = load_scores(input, kind, full=False)
+        scores = load_scores(input, input_kind, full=False)
         cal = load_calibrator(calibrator) if calibrator is not None else None
         columns, after = _evaluate_columns(scores, cal, n_bins)
         top_label = _toplabel_reliabilities(scores, after, n_bins)
-        if plot is not None:
-            _plot(scores, after, cal, top_label, n_bins, plot, input.name)
         probs = after if isinstance(after, np.ndarray) else None
+        if plot is not None:
+            _plot(scores, probs, cal, top_label, n_bins, plot, input.name)
         if out is not None:
             from privcal.report import evaluate_summary, write_summary
 
@@ -697,59 +668,43 @@ def evaluate(
         console.print(f"Metrics -> {out} (privcal report {out})")
 
 
-def _toplabel_reliability(scores: Scores, n_bins: int) -> Any:
-    """:class:`privcal.metrics.Reliability` of top-label scores: the bins of
-    :func:`toplabel_metrics` (confidence against correctness)."""
-    from privcal.metrics import Reliability
-
-    stats = _toplabel_bins(scores, n_bins, "width")
-    return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
-
-
 def _toplabel_reliabilities(
     scores: Scores, after: np.ndarray | Scores | None, n_bins: int
 ) -> list[Any]:
-    """The top-label reliability of a top-label file, and of its calibrated scores when there
-    are any; empty for full score vectors."""
+    """The :class:`privcal.metrics.Reliability` (the bins of :func:`toplabel_metrics`) of a
+    top-label file, and of its calibrated scores when there are any; empty for full vectors."""
+    from privcal.metrics import Reliability
+
     if not scores.is_top_label:
         return []
-    rels = [_toplabel_reliability(scores, n_bins)]
-    if isinstance(after, Scores):
-        rels.append(_toplabel_reliability(after, n_bins))
-    return rels
+    stages = [scores, after] if isinstance(after, Scores) else [scores]
+    bins = [_toplabel_bins(s, n_bins, "width") for s in stages]
+    return [Reliability(b.edges, b.counts, b.accuracy(), b.confidence(), b.ece()) for b in bins]
 
 
 def _plot(
     scores: Scores,
-    after: np.ndarray | Scores | None,
+    probs: np.ndarray | None,
     cal: Any,
     top_label: list[Any],
     n_bins: int,
     path: Path,
     title: str,
 ) -> None:
-    """Write the reliability diagram of ``evaluate --plot`` (top-label files: ``top_label``, the
-    diagrams of their confidences)."""
+    """Write the reliability diagram of ``evaluate --plot``: before (and after) ``cal``, of the
+    confidences (``top_label``) for a top-label file."""
     from privcal.plots import before_after, reliability_diagram, reliability_panels, save_figure
 
+    stages = ("Input scores", f"Calibrated ({type(cal).__name__})")
     if top_label:
-        titles = [title]
-        if len(top_label) == 2:
-            titles = ["Input scores", f"Calibrated ({type(cal).__name__})"]
-        save_figure(reliability_panels(top_label, titles), path)
-        return
-    assert scores.logits is not None
-    probs = after if isinstance(after, np.ndarray) else None
-    if probs is None:
+        fig = reliability_panels(top_label, list(stages) if len(top_label) == 2 else [title])
+    elif probs is None:
+        assert scores.logits is not None
         fig = reliability_diagram(scores.logits, scores.labels, n_bins, input="logits", title=title)
     else:
+        assert scores.logits is not None
         fig = before_after(
-            scores.logits,
-            probs,
-            scores.labels,
-            ("Input scores", f"Calibrated ({type(cal).__name__})"),
-            n_bins,
-            input_before="logits",
+            scores.logits, probs, scores.labels, stages, n_bins, input_before="logits"
         )
     save_figure(fig, path)
 

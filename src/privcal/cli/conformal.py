@@ -82,7 +82,8 @@ def _estimator(
     noise = None if seed is None else SeededNoise(seed)
     extra: dict[str, Any] = {}
     if method is not None:
-        methods = _private_methods()
+        from privcal.conformal.private import METHODS as methods
+
         if method not in methods:
             fail(
                 f"The '--method' parameter of privcal conformal must be one of "
@@ -113,27 +114,22 @@ def _estimator(
     )
 
 
-def _private_methods() -> tuple[str, ...]:
-    """The mechanisms :class:`~privcal.conformal.PrivateConformal` offers (``--method``)."""
-    from privcal.conformal import private
-
-    return tuple(getattr(private, "METHODS", ()))
-
-
 def conformal_summary(
     est: Any, sets: np.ndarray, labels: np.ndarray | None, groups: np.ndarray | None = None
 ) -> dict[str, Any]:
     """What ``privcal conformal`` reports: threshold, set sizes, coverage, privacy report, and
     with ``groups`` each group's threshold, rows, coverage and set size."""
+    sizes = sets.sum(1)
+    covered = None if labels is None else sets[np.arange(sets.shape[0]), labels]
     summary: dict[str, Any] = {
         "n_cal": int(getattr(est, "n_", 0) or 0),
         "n_test": int(sets.shape[0]),
         "threshold": float(est.threshold_),
-        "mean_size": float(sets.sum(1).mean()),
+        "mean_size": float(sizes.mean()),
         "full_sets": float(sets.all(1).mean()),
     }
-    if labels is not None:
-        summary["coverage"] = float(sets[np.arange(sets.shape[0]), labels].mean())
+    if covered is not None:
+        summary["coverage"] = float(covered.mean())
     rep = getattr(est, "privacy_report_", None)
     if rep is not None:
         summary.update(
@@ -156,21 +152,22 @@ def conformal_summary(
             f"{rep.relation} one calibration example within its group; group sizes public"
         )
     if groups is not None and getattr(est, "thresholds_", None):
-        summary["groups"] = [
-            {
-                "group": g,
-                "n_cal": getattr(est, "group_sizes_", {}).get(g),  # private over sources
-                "threshold": float(t),
-                "n_test": int((groups == g).sum()),
-                "coverage": None
-                if labels is None or not (groups == g).any()
-                else float(
-                    sets[groups == g][np.arange((groups == g).sum()), labels[groups == g]].mean()
-                ),
-                "mean_size": float(sets[groups == g].sum(1).mean()) if (groups == g).any() else 0.0,
-            }
-            for g, t in est.thresholds_.items()
-        ]
+        summary["groups"] = []
+        for g, t in est.thresholds_.items():
+            rows = groups == g
+            any_rows = bool(rows.any())
+            summary["groups"].append(
+                {
+                    "group": g,
+                    "n_cal": getattr(est, "group_sizes_", {}).get(g),  # private over sources
+                    "threshold": float(t),
+                    "n_test": int(rows.sum()),
+                    "coverage": float(covered[rows].mean())
+                    if covered is not None and any_rows
+                    else None,
+                    "mean_size": float(sizes[rows].mean()) if any_rows else 0.0,
+                }
+            )
     return summary
 
 
