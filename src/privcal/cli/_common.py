@@ -32,7 +32,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import click
 import numpy as np
@@ -387,6 +387,10 @@ def load_scores(path: Path, input_kind: str = "auto", *, full: bool = True) -> S
     return scores
 
 
+#: A ``.npy`` file of a ``NAME_probs.npy`` / ``NAME_labels.npy`` pair (:func:`read_scores`).
+_PAIRED_NPY = ("_probs.npy", "_labels.npy")
+
+
 def load_unlabelled(path: Path, input_kind: str = "auto") -> tuple[np.ndarray, np.ndarray | None]:
     """Logits and, when the file has them, labels.
 
@@ -398,27 +402,21 @@ def load_unlabelled(path: Path, input_kind: str = "auto") -> tuple[np.ndarray, n
     suffix = path.suffix.lower()
     source = str(path)
     try:
+        array = None
         if path.is_file() and suffix == ".npz":
             npz = load_npz(path)
             keys = set(npz)
             if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
                 key = "logits" if "logits" in keys else "probs"
-                kind: Literal["logits", "probs"] = (
-                    key if input_kind == "auto" else input_kind  # type: ignore[assignment]
-                )
-                if input_kind == "auto" and key == "logits":
-                    refuse_probs_as_logits(npz[key], source, "the array 'logits'")
-                return check_scores(npz[key], input=kind, name=key), None
-        elif (
-            path.is_file()
-            and suffix == ".npy"
-            and not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy"))
-        ):
-            lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
-            array = load_npy(path)
-            if input_kind == "auto":
-                refuse_probs_as_logits(array, source, "the lone .npy array (read as logits)")
-            return check_scores(array, input=lone, name=lone), None
+                array, where = npz[key], "the array 'logits'"
+        elif path.is_file() and suffix == ".npy" and not path.name.endswith(_PAIRED_NPY):
+            key = "probs" if input_kind == "probs" else "logits"
+            array, where = load_npy(path), "the lone .npy array (read as logits)"
+        if array is not None:
+            if input_kind == "auto" and key == "logits":
+                refuse_probs_as_logits(array, source, where)
+            kind = key if input_kind == "auto" else input_kind
+            return check_scores(array, input=kind, name=key), None  # type: ignore[arg-type]
     except ValueError as err:
         raise ValueError(str(err) if source in str(err) else f"{source!r}: {err}") from None
     scores = load_scores(path, input_kind)

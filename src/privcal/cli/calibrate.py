@@ -206,17 +206,14 @@ def _fit_public(
     if scores is None:
         fail("privcal fit needs --input (labelled validation scores).")
     est = METHODS[method]()
-    if t_range is not None:
-        if "t_range" not in est.get_params():
-            fail(f"--t-range applies to the temperature methods, not to --method {method}.")
-        est.set_params(t_range=t_range)
-    if max_iter is not None:
-        if "max_iter" not in est.get_params():
-            fail(
-                f"--max-iter applies to the Newton fits (platt, vector, op-vector, matrix), not "
-                f"to --method {method}."
-            )
-        est.set_params(max_iter=max_iter)
+    for param, value, fits in (
+        ("t_range", t_range, "the temperature methods"),
+        ("max_iter", max_iter, "the Newton fits (platt, vector, op-vector, matrix)"),
+    ):
+        if value is not None:
+            if param not in est.get_params():
+                fail(f"--{param.replace('_', '-')} applies to {fits}, not to --method {method}.")
+            est.set_params(**{param: value})
     if method in BINNED_METHODS:
         est.set_params(n_bins=n_bins)
     if scores.is_top_label:

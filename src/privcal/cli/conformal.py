@@ -1,11 +1,6 @@
-"""``privcal conformal``: prediction sets (private or not) from calibration and test scores.
-
-* ``privcal conformal --alpha 0.1 [--epsilon 1] --cal cal.npz --test test.npz [--out sets.csv]``
-  prints a summary (threshold, mean set size, coverage when the test file has labels, and the
-  privacy report with ``--epsilon``) and, with ``--out``, writes the sets in the format its suffix
-  names (.csv, .parquet, .json, .npz).
-* ``privcal bench angelopoulos2022 [--data FILE ...] [--splits 1000] [--out DIR] [--quick]``
-  (:func:`privcal.experiments.angelopoulos2022.run`).
+"""``privcal conformal``: prediction sets (private or not) from calibration and test scores,
+summarised (:func:`conformal_summary`) and, with ``--out``, written; and ``privcal bench
+angelopoulos2022`` (:func:`privcal.experiments.angelopoulos2022.run`).
 """
 
 from __future__ import annotations
@@ -57,13 +52,7 @@ def _estimator(
     if not 0.0 < alpha < 1.0:
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
-        if (
-            n_bins != "auto"
-            or seed is not None
-            or method is not None
-            or localize != "auto"
-            or ledger is not None
-        ):
+        if (n_bins, localize) != ("auto", "auto") or (seed, method, ledger) != (None, None, None):
             fail(
                 "--n-bins, --method, --localize, --seed and --ledger apply to private conformal: "
                 "add --epsilon, or drop them."

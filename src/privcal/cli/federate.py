@@ -25,7 +25,7 @@ from privcal.cli._common import (
     table_width,
     user_errors,
 )
-from privcal.cli._flower import Stopped, need_flwr, service
+from privcal.cli._flower import Stopped, need_flwr, reject_if, service
 from privcal.cli.federate_client import client
 
 __all__ = ["client", "maddock2025", "register", "server", "simulate"]
@@ -200,28 +200,22 @@ def _server_config(cfg: dict[str, Any], timeout: float) -> dict[str, Any]:
     method, epsilon, secagg = cfg["method"], cfg["epsilon"], cfg["secagg"]
     _check_method(method, (*METHODS, "acc-t"), METHODS)
     for name in ("rounds", "num-nodes", "min-clients", "n-classes"):
-        if cfg[name] < 1:
-            raise ValueError(f"--{name} must be >= 1. Got {cfg[name]}.")
+        reject_if(cfg[name] < 1, f"--{name}", ">= 1", cfg[name])
     _check_federation(cfg, timeout)
-    if not cfg["wait-nodes-s"] > 0:
-        raise ValueError(f"--wait-clients must be > 0. Got {cfg['wait-nodes-s']}.")
+    reject_if(not cfg["wait-nodes-s"] > 0, "--wait-clients", "> 0", cfg["wait-nodes-s"])
     aggregation = _check_aggregation(cfg)
     if method == "acc-t" and secagg and aggregation != "distributed":
         raise ValueError(
             "--method acc-t --secagg sums the data sources' distributed noise shares: drop "
             "--aggregation trusted (or drop --secagg: each source then adds its own noise)."
         )
-    if not 0 < cfg["sample-rate"] <= 1:
-        raise ValueError(f"--sample-rate must be in (0, 1]. Got {cfg['sample-rate']}.")
+    reject_if(not 0 < cfg["sample-rate"] <= 1, "--sample-rate", "in (0, 1]", cfg["sample-rate"])
     if secagg and cfg["sample-rate"] < 1:
         raise ValueError("--secagg uses every client in every round: --sample-rate must be 1.")
     for name in ("clip", "clip-pos", "clip-neg"):
-        if cfg[name] <= 0:
-            raise ValueError(f"--{name} must be > 0. Got {cfg[name]}.")
-    if epsilon < 0:
-        raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
-    if epsilon > 0 and not 0 < cfg["delta"] < 1:
-        raise ValueError(f"--delta must be in (0, 1). Got {cfg['delta']}.")
+        reject_if(cfg[name] <= 0, f"--{name}", "> 0", cfg[name])
+    reject_if(epsilon < 0, "--epsilon", ">= 0 (0 = no DP)", epsilon)
+    reject_if(epsilon > 0 and not 0 < cfg["delta"] < 1, "--delta", "in (0, 1)", cfg["delta"])
     _conformal_config(cfg["alpha"], cfg["row-cap"])
     cfg = {**cfg, "aggregation": aggregation, "threshold": cfg["threshold"] or 0}
     if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
@@ -296,8 +290,7 @@ def _check_federation(cfg: dict[str, Any], timeout: float) -> None:
         )
     if cfg["weighting"] not in ("none", "all", "changed"):
         raise ValueError(f"--weighting must be none, all or changed. Got {cfg['weighting']!r}.")
-    if not timeout > 0:
-        raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+    reject_if(not timeout > 0, "--timeout", "> 0", timeout)
 
 
 def _check_aggregation(cfg: dict[str, Any]) -> str:
@@ -523,28 +516,18 @@ def simulate(
 
         _check_method(method, METHODS, METHODS)
         for name, v in (("num-nodes", num_nodes), ("rounds", rounds)):
-            if v < 1:
-                raise ValueError(f"--{name} must be >= 1. Got {v}.")
-        if not beta > 0:
-            raise ValueError(f"--beta must be > 0. Got {beta}.")
-        if seed < 0:
-            raise ValueError(f"--seed must be >= 0. Got {seed}.")
-        if epsilon < 0:
-            raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
-        if epsilon > 0 and not 0 < delta < 1:
-            raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-        if not 0 < sample_rate <= 1:
-            raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
-        if noise not in ("secure", "seeded"):
-            raise ValueError(f"--noise must be secure or seeded. Got {noise!r}.")
-        if budget <= 0:
-            raise ValueError(f"--budget must be > 0. Got {budget}.")
-        if num_cpus is not None and num_cpus < 1:
-            raise ValueError(f"--num-cpus must be >= 1. Got {num_cpus}.")
+            reject_if(v < 1, f"--{name}", ">= 1", v)
+        reject_if(not beta > 0, "--beta", "> 0", beta)
+        reject_if(seed < 0, "--seed", ">= 0", seed)
+        reject_if(epsilon < 0, "--epsilon", ">= 0 (0 = no DP)", epsilon)
+        reject_if(epsilon > 0 and not 0 < delta < 1, "--delta", "in (0, 1)", delta)
+        reject_if(not 0 < sample_rate <= 1, "--sample-rate", "in (0, 1]", sample_rate)
+        reject_if(noise not in ("secure", "seeded"), "--noise", "secure or seeded", repr(noise))
+        reject_if(budget <= 0, "--budget", "> 0", budget)
+        reject_if(num_cpus is not None and num_cpus < 1, "--num-cpus", ">= 1", num_cpus)
         if num_cpus is not None and ray_address:
             raise ValueError("--num-cpus applies to this machine; a Ray cluster has its own.")
-        if timeout <= 0:
-            raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+        reject_if(timeout <= 0, "--timeout", "> 0", timeout)
         out = out.resolve()
         cfg = simulation_config(
             method, data, num_nodes, rounds, epsilon=epsilon if epsilon > 0 else None,
@@ -613,8 +596,6 @@ def _check_method(method: str, allowed: Any, known: Any) -> None:
 
 def _conformal_config(alpha: float, row_cap: int) -> dict[str, Any]:
     """The run config keys of the conformal methods (``--alpha``, ``--row-cap``), checked."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"--alpha must be in (0, 1). Got {alpha}.")
-    if row_cap < 1:
-        raise ValueError(f"--row-cap must be >= 1. Got {row_cap}.")
+    reject_if(not 0 < alpha < 1, "--alpha", "in (0, 1)", alpha)
+    reject_if(row_cap < 1, "--row-cap", ">= 1", row_cap)
     return {"alpha": alpha, "row-cap": row_cap}
