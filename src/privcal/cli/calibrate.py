@@ -10,7 +10,6 @@ top-label metrics of a top-label file (``true_label,pred_label,confidence``). ``
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -370,20 +369,18 @@ def fit(
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
         refuse_overwrite((out, summary_path(out)), "--out", "privcal fit", force)
-        estimator, scores, bins, private, caught = _fit_estimator(
-            method, input, input_kind, epsilon, delta, list(sources or []), seed, n_bins,
+        estimator, scores, summary = _fit_and_save(
+            out, method, input, input_kind, epsilon, delta, list(sources or []), seed, n_bins,
             t_range, max_iter, aggregation, threshold, ledger, force,
         )  # fmt: skip
-        summary = _write_fit(
-            out, estimator, method, scores, private, list(sources or []), bins, caught, input
-        )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
     what = f"[bold]{method}[/bold] ({type(estimator).__name__}){n}"
     console.print(f"Fitted {what} -> {out} ({summary.name})")
     console.print(f"Released: {release_summary(estimator)['text']}", highlight=False)
 
 
-def _fit_estimator(
+def _fit_and_save(
+    out: Path,
     method: str,
     input: Path | None,
     input_kind: str,
@@ -398,21 +395,21 @@ def _fit_estimator(
     threshold: int | None,
     ledger: Path | None,
     force: bool,
-) -> tuple[Any, Scores | None, int, bool, list[warnings.WarningMessage]]:
-    """Check ``privcal fit``'s options, read ``--input`` and fit: ``(estimator, scores, bins,
-    private, warnings caught)``. Any private option (``--epsilon``, ``--sources``, ``--delta``,
-    ``--aggregation``, ``--threshold``, ``--ledger``) makes the fit private."""
+) -> tuple[Any, Scores | None, Path]:
+    """Check ``privcal fit``'s options, read ``--input``, fit, and write the calibrator ``out``
+    and ``NAME.summary.json`` beside it for ``privcal report`` (:func:`privcal.report.fit_summary`:
+    no statistic of private data); returns ``(estimator, scores, summary path)``. Any private
+    option (``--epsilon``, ``--sources``, ``--delta``, ``--aggregation``, ``--threshold``,
+    ``--ledger``) makes the fit private."""
     from privcal._params import check_option
     from privcal.calibrators import METHODS
+    from privcal.report import fit_summary, summary_path, write_summary
 
     _check_t_range(t_range)
     private = (
-        epsilon is not None
+        any(v is not None for v in (epsilon, delta, threshold, ledger))
         or bool(sources)
-        or delta is not None
         or aggregation != "local"
-        or threshold is not None
-        or ledger is not None
     )
     if not private:
         check_option(method, "--method", "privcal fit", tuple(METHODS))
@@ -433,39 +430,20 @@ def _fit_estimator(
         else:
             with _fit_status():
                 estimator = _fit_public(method, scores, seed, t_range, bins, max_iter)
-    return estimator, scores, bins, private, caught
-
-
-def _write_fit(
-    out: Path,
-    est: Any,
-    method: str,
-    scores: Scores | None,
-    private: bool,
-    sources: list[str],
-    n_bins: int,
-    caught: list[warnings.WarningMessage],
-    input: Path | None,
-) -> Path:
-    """The calibrator ``out`` and ``NAME.summary.json`` beside it, for ``privcal report``
-    (:func:`privcal.report.fit_summary`: no statistic of private data); returns the summary's
-    path."""
-    out.write_text(json.dumps(est.to_dict(), indent=2) + "\n", encoding="utf-8")
-    from privcal.report import fit_summary, summary_path, write_summary
-
+    out.write_text(json.dumps(estimator.to_dict(), indent=2) + "\n", encoding="utf-8")
     logits = None if scores is None else scores.logits
     labels = None if scores is None else scores.labels
     metrics = None
     if not private and logits is not None and labels is not None:
         metrics = {
-            "Input scores": evaluate_metrics(logits, labels, n_bins, input="logits"),
-            "Calibrated": evaluate_metrics(est.predict_proba(logits), labels, n_bins),
+            "Input scores": evaluate_metrics(logits, labels, bins, input="logits"),
+            "Calibrated": evaluate_metrics(estimator.predict_proba(logits), labels, bins),
         }
     data = fit_summary(
-        est,
+        estimator,
         method=method,
         calibrator_file=out.name,
-        n_bins=n_bins,
+        n_bins=bins,
         logits=logits,
         labels=labels,
         metrics=metrics,
@@ -474,7 +452,7 @@ def _write_fit(
         input_file=None if input is None else str(input),
         warnings=[" ".join(str(w.message).split()) for w in caught],
     )
-    return write_summary(summary_path(out), "fit", data)
+    return estimator, scores, write_summary(summary_path(out), "fit", data)
 
 
 def apply(

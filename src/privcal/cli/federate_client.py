@@ -117,13 +117,9 @@ def client(
             node.update(
                 {"ledger": str(ledger.resolve()), "budget": budget, "delta-budget": delta_budget}
             )
-        tls = (
-            ["--insecure"]
-            if insecure
-            else (["--root-certificates", str(root_certificates)] if root_certificates else None)
-        )
-        if tls is None:
+        if not insecure and not root_certificates:
             fail("Pass --insecure (local tests only) or --root-certificates CA.")
+        tls = ["--insecure"] if insecure else ["--root-certificates", str(root_certificates)]
         reject_if(retry_s <= 0, "--retry-s", "> 0", retry_s)
     err_console.print(f"This client's {policy.describe()}", markup=False, highlight=False)
     _run_client(node, superlink, tls, retry_s)
