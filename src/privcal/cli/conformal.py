@@ -199,16 +199,6 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
     return table
 
 
-def _set_columns(sets: np.ndarray, labels: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Columns of ``--out``: index, size, [label, covered,] set (N x C booleans)."""
-    cols: dict[str, np.ndarray] = {"index": np.arange(sets.shape[0]), "size": sets.sum(1)}
-    if labels is not None:
-        cols["label"] = labels
-        cols["covered"] = sets[np.arange(sets.shape[0]), labels]
-    cols["set"] = sets
-    return cols
-
-
 def conformal(
     test: Annotated[
         Path, typer.Option(help="Test scores; labels optional (with labels: coverage).")
@@ -351,11 +341,16 @@ def _write_sets(
     calibration: str,
     test: Path,
 ) -> None:
-    """``--out``: the sets in the format its suffix names, and their summary beside them."""
+    """``--out``: the sets in the format its suffix names (columns index, size, [label,
+    covered,] set: N x C booleans), and their summary beside them."""
     from privcal.data.io import write_columns
     from privcal.report import conformal_summary_data, summary_path, write_summary
 
-    write_columns(out, _set_columns(sets, labels))
+    rows = np.arange(sets.shape[0])
+    columns: dict[str, np.ndarray] = {"index": rows, "size": sets.sum(1)}
+    if labels is not None:
+        columns.update(label=labels, covered=sets[rows, labels])
+    write_columns(out, {**columns, "set": sets})
     data = conformal_summary_data(
         summary, est, sets, labels, alpha=alpha, score=score, sets_file=out.name,
         cal_file=calibration, test_file=test.name,
