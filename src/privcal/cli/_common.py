@@ -32,7 +32,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import click
 import numpy as np
@@ -82,6 +82,7 @@ __all__ = [
     "user_errors",
     "warn",
     "warning_kind",
+    "write_part",
     "write_probs",
 ]
 
@@ -93,7 +94,6 @@ EXIT_BUDGET = 3
 EXIT_INTERNAL = 1
 #: Values of ``--input-kind``.
 INPUT_KINDS = ("auto", "logits", "probs")
-InputKind = Literal["auto", "logits", "probs"]
 #: Width of Rich output that does not go to a terminal (a pipe or a file): wide enough that no
 #: table is cut; a table only takes the width it needs.
 NON_TTY_WIDTH = 200
@@ -371,13 +371,14 @@ class PrivcalGroup(TyperGroup):
             _report(err)
 
 
-def load_scores(path: Path, input_kind: InputKind = "auto", *, full: bool = True) -> Scores:
-    """Read labelled scores with :func:`privcal.data.read_scores`.
+def load_scores(path: Path, input_kind: str = "auto", *, full: bool = True) -> Scores:
+    """Read labelled scores with :func:`privcal.data.read_scores` (``input_kind``: a value of
+    ``--input-kind``).
 
     With ``full=True`` top-label files (confidence and predicted class only) are rejected, since
     calibrators need the whole score vector.
     """
-    scores = read_scores(path, input=input_kind)
+    scores = read_scores(path, input=input_kind)  # type: ignore[arg-type]
     if full and scores.logits is None:
         raise ValueError(
             f"{str(path)!r} holds top-label scores only (true_label, pred_label, confidence); "
@@ -386,9 +387,11 @@ def load_scores(path: Path, input_kind: InputKind = "auto", *, full: bool = True
     return scores
 
 
-def load_unlabelled(
-    path: Path, input_kind: InputKind = "auto"
-) -> tuple[np.ndarray, np.ndarray | None]:
+#: A ``.npy`` file of a ``NAME_probs.npy`` / ``NAME_labels.npy`` pair (:func:`read_scores`).
+_PAIRED_NPY = ("_probs.npy", "_labels.npy")
+
+
+def load_unlabelled(path: Path, input_kind: str = "auto") -> tuple[np.ndarray, np.ndarray | None]:
     """Logits and, when the file has them, labels.
 
     Besides every layout of :func:`~privcal.data.read_scores`, this accepts an ``.npz`` with a
@@ -399,27 +402,21 @@ def load_unlabelled(
     suffix = path.suffix.lower()
     source = str(path)
     try:
+        array = None
         if path.is_file() and suffix == ".npz":
             npz = load_npz(path)
             keys = set(npz)
             if "labels" not in keys and len(keys & {"logits", "probs"}) == 1:
                 key = "logits" if "logits" in keys else "probs"
-                kind: Literal["logits", "probs"] = (
-                    key if input_kind == "auto" else input_kind  # type: ignore[assignment]
-                )
-                if input_kind == "auto" and key == "logits":
-                    refuse_probs_as_logits(npz[key], source, "the array 'logits'")
-                return check_scores(npz[key], input=kind, name=key), None
-        elif (
-            path.is_file()
-            and suffix == ".npy"
-            and not (path.name.endswith("_probs.npy") or path.name.endswith("_labels.npy"))
-        ):
-            lone: Literal["logits", "probs"] = "probs" if input_kind == "probs" else "logits"
-            array = load_npy(path)
-            if input_kind == "auto":
-                refuse_probs_as_logits(array, source, "the lone .npy array (read as logits)")
-            return check_scores(array, input=lone, name=lone), None
+                array, where = npz[key], "the array 'logits'"
+        elif path.is_file() and suffix == ".npy" and not path.name.endswith(_PAIRED_NPY):
+            key = "probs" if input_kind == "probs" else "logits"
+            array, where = load_npy(path), "the lone .npy array (read as logits)"
+        if array is not None:
+            if input_kind == "auto" and key == "logits":
+                refuse_probs_as_logits(array, source, where)
+            kind = key if input_kind == "auto" else input_kind
+            return check_scores(array, input=kind, name=key), None  # type: ignore[arg-type]
     except ValueError as err:
         raise ValueError(str(err) if source in str(err) else f"{source!r}: {err}") from None
     scores = load_scores(path, input_kind)
@@ -477,6 +474,19 @@ def open_sources(paths: Iterable[str | Path], seed: int | None) -> list[Any]:
         return None if seed is None else SeededNoise(np.random.default_rng([seed, i]))
 
     return [DataSource.open(Path(p), noise=noise(i)) for i, p in enumerate(paths)]
+
+
+def write_part(path: Path, scores: Scores) -> Path:
+    """Write ``scores`` as a privcal score file in the layout its suffix names: full vectors
+    with :func:`privcal.data.write_scores`, top-label scores as the columns ``true_label,
+    pred_label, confidence`` (``privcal evaluate`` reads both back)."""
+    from privcal.data import write_scores
+
+    if scores.logits is not None:
+        return write_scores(path, scores.logits, scores.labels)
+    assert scores.confidence is not None and scores.predicted is not None
+    columns = {"true_label": scores.labels, "pred_label": scores.predicted}
+    return write_columns(path, {**columns, "confidence": scores.confidence})
 
 
 def write_probs(path: Path, probs: np.ndarray, labels: np.ndarray | None) -> Path:

@@ -1,4 +1,5 @@
-"""What the Flower commands share: the extra's check and a stoppable service folder.
+"""What the Flower commands share: the extra's check, a stoppable service folder and the
+refusal of an option's value (:func:`reject_if`).
 
 ``privcal federate server``, ``client`` and ``simulate`` each run Flower processes in a
 temporary work folder; :func:`service` removes it and turns SIGINT/SIGTERM into one line and
@@ -17,7 +18,14 @@ import typer
 
 from privcal.cli._common import err_console, fail
 
-__all__ = ["Stopped", "need_flwr", "service"]
+__all__ = ["Stopped", "need_flwr", "reject_if", "service"]
+
+
+def reject_if(bad: bool, option: str, rule: str, value: object) -> None:
+    """Refuse ``value`` of ``option`` when ``bad``: ``ValueError("OPTION must be RULE. Got
+    VALUE.")``, checked before any process starts."""
+    if bad:
+        raise ValueError(f"{option} must be {rule}. Got {value}.")
 
 
 def need_flwr() -> None:

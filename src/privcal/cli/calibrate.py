@@ -3,19 +3,13 @@
 ``fit`` learns a calibrator on labelled validation scores and saves it as JSON
 (:meth:`~privcal.calibrators.Calibrator.to_dict`); ``apply`` maps new scores to calibrated
 probabilities; ``evaluate`` prints calibration metrics, before and after a calibrator, or the
-top-label metrics of a top-label file (``true_label,pred_label,confidence``).
-
-Private fitting
----------------
-``fit --epsilon E`` (with ``--input`` or ``--sources``) calls
-:func:`privcal.cli.private_fit.fit_private` directly; there is one path, visible in
-:func:`fit`.
+top-label metrics of a top-label file (``true_label,pred_label,confidence``). ``fit --epsilon``
+(or ``--sources``) fits with :func:`privcal.cli.private_fit.fit_private`.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +20,6 @@ import typer
 from rich.table import Table
 
 from privcal.cli._common import (
-    InputKind,
     InputKindOption,
     check_output_path,
     collect_warnings,
@@ -38,6 +31,7 @@ from privcal.cli._common import (
     load_unlabelled,
     refuse_overwrite,
     user_errors,
+    write_part,
     write_probs,
 )
 from privcal.data import Scores
@@ -67,11 +61,8 @@ def evaluate_metrics(
 
     out: dict[str, float] = {}
     for label, name, binned in _METRICS:
-        fn = getattr(metrics, name)
-        kwargs: dict[str, Any] = {"input": input}
-        if binned:
-            kwargs["n_bins"] = n_bins
-        out[label] = float(fn(scores, labels, **kwargs))
+        kwargs = {"n_bins": n_bins} if binned else {}
+        out[label] = float(getattr(metrics, name)(scores, labels, input=input, **kwargs))
     return out
 
 
@@ -134,13 +125,12 @@ def _fit_option_hint(text: str) -> str:
 # -- commands --------------------------------------------------------------------------------
 
 
-def _check_t_range(t_range: tuple[float, float] | None) -> tuple[float, float] | None:
+def _check_t_range(t_range: tuple[float, float] | None) -> None:
     if t_range is not None and not 0 < t_range[0] < t_range[1] < np.inf:
         fail(
             f"The '--t-range' parameter of privcal fit must be two temperatures 0 < LO < HI. "
             f"Got {t_range[0]:g} {t_range[1]:g} instead."
         )
-    return t_range
 
 
 #: Methods whose fit bins (``--n-bins`` sets their bins), without and with ``--epsilon``.
@@ -215,17 +205,14 @@ def _fit_public(
     if scores is None:
         fail("privcal fit needs --input (labelled validation scores).")
     est = METHODS[method]()
-    if t_range is not None:
-        if "t_range" not in est.get_params():
-            fail(f"--t-range applies to the temperature methods, not to --method {method}.")
-        est.set_params(t_range=t_range)
-    if max_iter is not None:
-        if "max_iter" not in est.get_params():
-            fail(
-                f"--max-iter applies to the Newton fits (platt, vector, op-vector, matrix), not "
-                f"to --method {method}."
-            )
-        est.set_params(max_iter=max_iter)
+    for param, value, fits in (
+        ("t_range", t_range, "the temperature methods"),
+        ("max_iter", max_iter, "the Newton fits (platt, vector, op-vector, matrix)"),
+    ):
+        if value is not None:
+            if param not in est.get_params():
+                fail(f"--{param.replace('_', '-')} applies to {fits}, not to --method {method}.")
+            est.set_params(**{param: value})
     if method in BINNED_METHODS:
         est.set_params(n_bins=n_bins)
     if scores.is_top_label:
@@ -382,20 +369,18 @@ def fit(
     with user_errors():
         check_output_path(out, "--out", "privcal fit", (".json",))
         refuse_overwrite((out, summary_path(out)), "--out", "privcal fit", force)
-        estimator, scores, bins, private, caught = _fit_estimator(
-            method, input, input_kind, epsilon, delta, list(sources or []), seed, n_bins,
+        estimator, scores, summary = _fit_and_save(
+            out, method, input, input_kind, epsilon, delta, list(sources or []), seed, n_bins,
             t_range, max_iter, aggregation, threshold, ledger, force,
         )  # fmt: skip
-        summary = _write_fit(
-            out, estimator, method, scores, private, list(sources or []), bins, caught, input
-        )
     n = f" on {scores.n_samples} examples" if scores is not None else ""
     what = f"[bold]{method}[/bold] ({type(estimator).__name__}){n}"
     console.print(f"Fitted {what} -> {out} ({summary.name})")
     console.print(f"Released: {release_summary(estimator)['text']}", highlight=False)
 
 
-def _fit_estimator(
+def _fit_and_save(
+    out: Path,
     method: str,
     input: Path | None,
     input_kind: str,
@@ -410,28 +395,28 @@ def _fit_estimator(
     threshold: int | None,
     ledger: Path | None,
     force: bool,
-) -> tuple[Any, Scores | None, int, bool, list[warnings.WarningMessage]]:
-    """Check ``privcal fit``'s options, read ``--input`` and fit: ``(estimator, scores, bins,
-    private, warnings caught)``. Any private option (``--epsilon``, ``--sources``, ``--delta``,
-    ``--aggregation``, ``--threshold``, ``--ledger``) makes the fit private."""
+) -> tuple[Any, Scores | None, Path]:
+    """Check ``privcal fit``'s options, read ``--input``, fit, and write the calibrator ``out``
+    and ``NAME.summary.json`` beside it for ``privcal report`` (:func:`privcal.report.fit_summary`:
+    no statistic of private data); returns ``(estimator, scores, summary path)``. Any private
+    option (``--epsilon``, ``--sources``, ``--delta``, ``--aggregation``, ``--threshold``,
+    ``--ledger``) makes the fit private."""
     from privcal._params import check_option
     from privcal.calibrators import METHODS
+    from privcal.report import fit_summary, summary_path, write_summary
 
     _check_t_range(t_range)
     private = (
-        epsilon is not None
+        any(v is not None for v in (epsilon, delta, threshold, ledger))
         or bool(sources)
-        or delta is not None
         or aggregation != "local"
-        or threshold is not None
-        or ledger is not None
     )
     if not private:
         check_option(method, "--method", "privcal fit", tuple(METHODS))
     elif max_iter is not None:
         fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")
     bins = _check_n_bins(n_bins, method, private)
-    scores = load_scores(input, input_kind, full=False) if input is not None else None  # type: ignore[arg-type]
+    scores = load_scores(input, input_kind, full=False) if input is not None else None
     _check_top_label_fit(method, scores, private)
     with collect_warnings(_fit_option_hint) as caught:
         if private:
@@ -445,39 +430,20 @@ def _fit_estimator(
         else:
             with _fit_status():
                 estimator = _fit_public(method, scores, seed, t_range, bins, max_iter)
-    return estimator, scores, bins, private, caught
-
-
-def _write_fit(
-    out: Path,
-    est: Any,
-    method: str,
-    scores: Scores | None,
-    private: bool,
-    sources: list[str],
-    n_bins: int,
-    caught: list[warnings.WarningMessage],
-    input: Path | None,
-) -> Path:
-    """The calibrator ``out`` and ``NAME.summary.json`` beside it, for ``privcal report``
-    (:func:`privcal.report.fit_summary`: no statistic of private data); returns the summary's
-    path."""
-    out.write_text(json.dumps(est.to_dict(), indent=2) + "\n", encoding="utf-8")
-    from privcal.report import fit_summary, summary_path, write_summary
-
+    out.write_text(json.dumps(estimator.to_dict(), indent=2) + "\n", encoding="utf-8")
     logits = None if scores is None else scores.logits
     labels = None if scores is None else scores.labels
     metrics = None
     if not private and logits is not None and labels is not None:
         metrics = {
-            "Input scores": evaluate_metrics(logits, labels, n_bins, input="logits"),
-            "Calibrated": evaluate_metrics(est.predict_proba(logits), labels, n_bins),
+            "Input scores": evaluate_metrics(logits, labels, bins, input="logits"),
+            "Calibrated": evaluate_metrics(estimator.predict_proba(logits), labels, bins),
         }
     data = fit_summary(
-        est,
+        estimator,
         method=method,
         calibrator_file=out.name,
-        n_bins=n_bins,
+        n_bins=bins,
         logits=logits,
         labels=labels,
         metrics=metrics,
@@ -486,7 +452,7 @@ def _write_fit(
         input_file=None if input is None else str(input),
         warnings=[" ".join(str(w.message).split()) for w in caught],
     )
-    return write_summary(summary_path(out), "fit", data)
+    return estimator, scores, write_summary(summary_path(out), "fit", data)
 
 
 def apply(
@@ -519,10 +485,10 @@ def apply(
         cal = load_calibrator(calibrator)
         labels: np.ndarray | None
         if input.suffix.lower() in (".csv", ".parquet"):  # may be a top-label file
-            scores = load_scores(input, input_kind, full=False)  # type: ignore[arg-type]
+            scores = load_scores(input, input_kind, full=False)
             if scores.is_top_label:
-                top = _calibrated_top_label(scores, cal, "--calibrator")
-                _write_top_label(out, top)
+                top = _calibrated_top_label(scores, cal)
+                write_part(out, top)
                 console.print(
                     f"Calibrated {top.n_samples} top-label confidences -> {out} "
                     "(true_label, pred_label, confidence)"
@@ -531,18 +497,18 @@ def apply(
             assert scores.logits is not None
             logits, labels = scores.logits, scores.labels
         else:
-            logits, labels = load_unlabelled(input, input_kind)  # type: ignore[arg-type]
+            logits, labels = load_unlabelled(input, input_kind)
         probs = _calibrated_probs(cal, logits, str(input))
         write_probs(out, probs, labels)
     extra = " and labels" if labels is not None else ""
     console.print(f"Calibrated {probs.shape[0]} x {probs.shape[1]} probabilities{extra} -> {out}")
 
 
-def _other_model(cal: Any, option: str, source: str, found: str) -> ValueError:
+def _other_model(cal: Any, source: str, found: str) -> ValueError:
     """The error for scores whose classes do not fit the calibrator's (``found``: what shows
     it, e.g. ``"100 classes"``)."""
     return ValueError(
-        f"The {option} calibrator was fitted on {cal.n_classes_} classes, but "
+        f"The --calibrator calibrator was fitted on {cal.n_classes_} classes, but "
         f"{source!r} has {found}: the scores come from another model. Fit a calibrator on this "
         "model's validation scores ('privcal fit')."
     )
@@ -551,23 +517,19 @@ def _other_model(cal: Any, option: str, source: str, found: str) -> ValueError:
 def _calibrated_probs(cal: Any, logits: np.ndarray, source: str) -> np.ndarray:
     """``cal.predict_proba(logits)``, refused when the classes differ (naming the file)."""
     if logits.shape[1] != cal.n_classes_:
-        raise _other_model(cal, "--calibrator", source, f"{logits.shape[1]} classes")
+        raise _other_model(cal, source, f"{logits.shape[1]} classes")
     return np.asarray(cal.predict_proba(logits))
 
 
-def _is_top_label_binning(cal: Any) -> bool:
-    from privcal.calibrators import HistogramBinning
-
-    return isinstance(cal, HistogramBinning) and cal.mode == "top"
-
-
-def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
+def _calibrated_top_label(scores: Scores, cal: Any) -> Scores:
     """Top-label scores with their confidences mapped by a top-label binning calibrator; any
     other calibrator is refused (it maps whole score vectors, which the file lacks)."""
-    if not _is_top_label_binning(cal):
+    from privcal.calibrators import HistogramBinning
+
+    if not (isinstance(cal, HistogramBinning) and cal.mode == "top"):
         raise ValueError(
             f"{scores.source!r} holds top-label scores only (confidence and predicted class); "
-            f"{option} {type(cal).__name__} maps whole N x C score vectors, so it cannot be "
+            f"--calibrator {type(cal).__name__} maps whole N x C score vectors, so it cannot be "
             "applied to them. Only top-label histogram binning ('privcal fit -m histogram') "
             "maps confidences; otherwise give the full logits or probabilities."
         )
@@ -576,27 +538,12 @@ def _calibrated_top_label(scores: Scores, cal: Any, option: str) -> Scores:
     # must at least fit the calibrator's
     largest = int(max(scores.labels.max(initial=0), scores.predicted.max(initial=0)))
     if largest >= cal.n_classes_:
-        raise _other_model(cal, option, scores.source, f"class index {largest}")
+        raise _other_model(cal, scores.source, f"class index {largest}")
     return Scores(
         labels=scores.labels,
         confidence=cal.predict_confidence(scores.confidence),
         predicted=scores.predicted,
         source=scores.source,
-    )
-
-
-def _write_top_label(out: Path, scores: Scores) -> Path:
-    """Write top-label scores with the columns of the top-label layout (``.csv``, ``.parquet``
-    and ``.npz`` files are top-label score files again, readable by ``privcal evaluate``)."""
-    from privcal.data.io import write_columns
-
-    return write_columns(
-        out,
-        {
-            "true_label": scores.labels,
-            "pred_label": scores.predicted,  # type: ignore[dict-item]
-            "confidence": scores.confidence,  # type: ignore[dict-item]
-        },
     )
 
 
@@ -609,7 +556,7 @@ def _evaluate_columns(
         columns = {"Input scores": toplabel_metrics(scores, n_bins)}
         if cal is None:
             return columns, None
-        calibrated = _calibrated_top_label(scores, cal, "--calibrator")
+        calibrated = _calibrated_top_label(scores, cal)
         columns["Calibrated"] = toplabel_metrics(calibrated, n_bins)
         return columns, calibrated
     assert scores.logits is not None
@@ -661,14 +608,13 @@ def evaluate(
             check_output_path(plot, "--plot", "privcal evaluate", (".png", ".pdf", ".svg"))
         if out is not None:
             check_output_path(out, "--out", "privcal evaluate", (".json",))
-        kind: InputKind = input_kind  # type: ignore[assignment]
-        scores = load_scores(input, kind, full=False)
+        scores = load_scores(input, input_kind, full=False)
         cal = load_calibrator(calibrator) if calibrator is not None else None
         columns, after = _evaluate_columns(scores, cal, n_bins)
         top_label = _toplabel_reliabilities(scores, after, n_bins)
-        if plot is not None:
-            _plot(scores, after, cal, top_label, n_bins, plot, input.name)
         probs = after if isinstance(after, np.ndarray) else None
+        if plot is not None:
+            _plot(scores, probs, cal, top_label, n_bins, plot, input.name)
         if out is not None:
             from privcal.report import evaluate_summary, write_summary
 
@@ -697,59 +643,43 @@ def evaluate(
         console.print(f"Metrics -> {out} (privcal report {out})")
 
 
-def _toplabel_reliability(scores: Scores, n_bins: int) -> Any:
-    """:class:`privcal.metrics.Reliability` of top-label scores: the bins of
-    :func:`toplabel_metrics` (confidence against correctness)."""
-    from privcal.metrics import Reliability
-
-    stats = _toplabel_bins(scores, n_bins, "width")
-    return Reliability(stats.edges, stats.counts, stats.accuracy(), stats.confidence(), stats.ece())
-
-
 def _toplabel_reliabilities(
     scores: Scores, after: np.ndarray | Scores | None, n_bins: int
 ) -> list[Any]:
-    """The top-label reliability of a top-label file, and of its calibrated scores when there
-    are any; empty for full score vectors."""
+    """The :class:`privcal.metrics.Reliability` (the bins of :func:`toplabel_metrics`) of a
+    top-label file, and of its calibrated scores when there are any; empty for full vectors."""
+    from privcal.metrics import Reliability
+
     if not scores.is_top_label:
         return []
-    rels = [_toplabel_reliability(scores, n_bins)]
-    if isinstance(after, Scores):
-        rels.append(_toplabel_reliability(after, n_bins))
-    return rels
+    stages = [scores, after] if isinstance(after, Scores) else [scores]
+    bins = [_toplabel_bins(s, n_bins, "width") for s in stages]
+    return [Reliability(b.edges, b.counts, b.accuracy(), b.confidence(), b.ece()) for b in bins]
 
 
 def _plot(
     scores: Scores,
-    after: np.ndarray | Scores | None,
+    probs: np.ndarray | None,
     cal: Any,
     top_label: list[Any],
     n_bins: int,
     path: Path,
     title: str,
 ) -> None:
-    """Write the reliability diagram of ``evaluate --plot`` (top-label files: ``top_label``, the
-    diagrams of their confidences)."""
+    """Write the reliability diagram of ``evaluate --plot``: before (and after) ``cal``, of the
+    confidences (``top_label``) for a top-label file."""
     from privcal.plots import before_after, reliability_diagram, reliability_panels, save_figure
 
+    stages = ("Input scores", f"Calibrated ({type(cal).__name__})")
     if top_label:
-        titles = [title]
-        if len(top_label) == 2:
-            titles = ["Input scores", f"Calibrated ({type(cal).__name__})"]
-        save_figure(reliability_panels(top_label, titles), path)
-        return
-    assert scores.logits is not None
-    probs = after if isinstance(after, np.ndarray) else None
-    if probs is None:
+        fig = reliability_panels(top_label, list(stages) if len(top_label) == 2 else [title])
+    elif probs is None:
+        assert scores.logits is not None
         fig = reliability_diagram(scores.logits, scores.labels, n_bins, input="logits", title=title)
     else:
+        assert scores.logits is not None
         fig = before_after(
-            scores.logits,
-            probs,
-            scores.labels,
-            ("Input scores", f"Calibrated ({type(cal).__name__})"),
-            n_bins,
-            input_before="logits",
+            scores.logits, probs, scores.labels, stages, n_bins, input_before="logits"
         )
     save_figure(fig, path)
 

@@ -1,11 +1,6 @@
-"""``privcal conformal``: prediction sets (private or not) from calibration and test scores.
-
-* ``privcal conformal --alpha 0.1 [--epsilon 1] --cal cal.npz --test test.npz [--out sets.csv]``
-  prints a summary (threshold, mean set size, coverage when the test file has labels, and the
-  privacy report with ``--epsilon``) and, with ``--out``, writes the sets in the format its suffix
-  names (.csv, .parquet, .json, .npz).
-* ``privcal bench angelopoulos2022 [--data FILE ...] [--splits 1000] [--out DIR] [--quick]``
-  (:func:`privcal.experiments.angelopoulos2022.run`).
+"""``privcal conformal``: prediction sets (private or not) from calibration and test scores,
+summarised (:func:`conformal_summary`) and, with ``--out``, written; and ``privcal bench
+angelopoulos2022`` (:func:`privcal.experiments.angelopoulos2022.run`).
 """
 
 from __future__ import annotations
@@ -57,13 +52,7 @@ def _estimator(
     if not 0.0 < alpha < 1.0:
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
-        if (
-            n_bins != "auto"
-            or seed is not None
-            or method is not None
-            or localize != "auto"
-            or ledger is not None
-        ):
+        if (n_bins, localize) != ("auto", "auto") or (seed, method, ledger) != (None, None, None):
             fail(
                 "--n-bins, --method, --localize, --seed and --ledger apply to private conformal: "
                 "add --epsilon, or drop them."
@@ -82,7 +71,8 @@ def _estimator(
     noise = None if seed is None else SeededNoise(seed)
     extra: dict[str, Any] = {}
     if method is not None:
-        methods = _private_methods()
+        from privcal.conformal.private import METHODS as methods
+
         if method not in methods:
             fail(
                 f"The '--method' parameter of privcal conformal must be one of "
@@ -113,27 +103,22 @@ def _estimator(
     )
 
 
-def _private_methods() -> tuple[str, ...]:
-    """The mechanisms :class:`~privcal.conformal.PrivateConformal` offers (``--method``)."""
-    from privcal.conformal import private
-
-    return tuple(getattr(private, "METHODS", ()))
-
-
 def conformal_summary(
     est: Any, sets: np.ndarray, labels: np.ndarray | None, groups: np.ndarray | None = None
 ) -> dict[str, Any]:
     """What ``privcal conformal`` reports: threshold, set sizes, coverage, privacy report, and
     with ``groups`` each group's threshold, rows, coverage and set size."""
+    sizes = sets.sum(1)
+    covered = None if labels is None else sets[np.arange(sets.shape[0]), labels]
     summary: dict[str, Any] = {
         "n_cal": int(getattr(est, "n_", 0) or 0),
         "n_test": int(sets.shape[0]),
         "threshold": float(est.threshold_),
-        "mean_size": float(sets.sum(1).mean()),
+        "mean_size": float(sizes.mean()),
         "full_sets": float(sets.all(1).mean()),
     }
-    if labels is not None:
-        summary["coverage"] = float(sets[np.arange(sets.shape[0]), labels].mean())
+    if covered is not None:
+        summary["coverage"] = float(covered.mean())
     rep = getattr(est, "privacy_report_", None)
     if rep is not None:
         summary.update(
@@ -156,21 +141,22 @@ def conformal_summary(
             f"{rep.relation} one calibration example within its group; group sizes public"
         )
     if groups is not None and getattr(est, "thresholds_", None):
-        summary["groups"] = [
-            {
-                "group": g,
-                "n_cal": getattr(est, "group_sizes_", {}).get(g),  # private over sources
-                "threshold": float(t),
-                "n_test": int((groups == g).sum()),
-                "coverage": None
-                if labels is None or not (groups == g).any()
-                else float(
-                    sets[groups == g][np.arange((groups == g).sum()), labels[groups == g]].mean()
-                ),
-                "mean_size": float(sets[groups == g].sum(1).mean()) if (groups == g).any() else 0.0,
-            }
-            for g, t in est.thresholds_.items()
-        ]
+        summary["groups"] = []
+        for g, t in est.thresholds_.items():
+            rows = groups == g
+            any_rows = bool(rows.any())
+            summary["groups"].append(
+                {
+                    "group": g,
+                    "n_cal": getattr(est, "group_sizes_", {}).get(g),  # private over sources
+                    "threshold": float(t),
+                    "n_test": int(rows.sum()),
+                    "coverage": float(covered[rows].mean())
+                    if covered is not None and any_rows
+                    else None,
+                    "mean_size": float(sizes[rows].mean()) if any_rows else 0.0,
+                }
+            )
     return summary
 
 
@@ -211,16 +197,6 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
         else:
             table.add_row("public", tuning)
     return table
-
-
-def _set_columns(sets: np.ndarray, labels: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Columns of ``--out``: index, size, [label, covered,] set (N x C booleans)."""
-    cols: dict[str, np.ndarray] = {"index": np.arange(sets.shape[0]), "size": sets.sum(1)}
-    if labels is not None:
-        cols["label"] = labels
-        cols["covered"] = sets[np.arange(sets.shape[0]), labels]
-    cols["set"] = sets
-    return cols
 
 
 def conformal(
@@ -365,11 +341,16 @@ def _write_sets(
     calibration: str,
     test: Path,
 ) -> None:
-    """``--out``: the sets in the format its suffix names, and their summary beside them."""
+    """``--out``: the sets in the format its suffix names (columns index, size, [label,
+    covered,] set: N x C booleans), and their summary beside them."""
     from privcal.data.io import write_columns
     from privcal.report import conformal_summary_data, summary_path, write_summary
 
-    write_columns(out, _set_columns(sets, labels))
+    rows = np.arange(sets.shape[0])
+    columns: dict[str, np.ndarray] = {"index": rows, "size": sets.sum(1)}
+    if labels is not None:
+        columns.update(label=labels, covered=sets[rows, labels])
+    write_columns(out, {**columns, "set": sets})
     data = conformal_summary_data(
         summary, est, sets, labels, alpha=alpha, score=score, sets_file=out.name,
         cal_file=calibration, test_file=test.name,

@@ -25,7 +25,7 @@ from privcal.cli._common import (
     table_width,
     user_errors,
 )
-from privcal.cli._flower import Stopped, need_flwr, service
+from privcal.cli._flower import Stopped, need_flwr, reject_if, service
 from privcal.cli.federate_client import client
 
 __all__ = ["client", "maddock2025", "register", "server", "simulate"]
@@ -149,10 +149,28 @@ def server(
     An --out folder holding an earlier DP run's release is not written over, unless --force."""
     with user_errors():
         cfg = _server_config(
-            method, rounds, num_nodes, min_clients, n_classes, epsilon, delta,
-            (clip, clip_pos, clip_neg), sample_rate, weighting, secagg, aggregation, threshold,
-            timeout, wait_clients, (alpha, row_cap),
-        )  # fmt: skip
+            {
+                "method": method,
+                "rounds": rounds,
+                "num-nodes": num_nodes,
+                "min-clients": min_clients,
+                "n-classes": n_classes,
+                "epsilon": epsilon,
+                "delta": delta,
+                "clip": clip,
+                "clip-pos": clip_pos,
+                "clip-neg": clip_neg,
+                "sample-rate": sample_rate,
+                "weighting": weighting,
+                "secagg": secagg,
+                "aggregation": aggregation,
+                "threshold": threshold,
+                "wait-nodes-s": wait_clients,
+                "alpha": alpha,
+                "row-cap": row_cap,
+            },
+            timeout,
+        )
         need_flwr()  # after the checks that need no Flower: a typo is refused at once
         _check_val(val, n_classes)
         certs = _tls(insecure, tls)
@@ -172,79 +190,34 @@ def server(
 federate_app.command("client")(client)  # between server and simulate in --help
 
 
-def _server_config(
-    method: str,
-    rounds: int,
-    num_nodes: int,
-    min_clients: int,
-    n_classes: int,
-    epsilon: float,
-    delta: float,
-    clips: tuple[float, float, float],
-    sample_rate: float,
-    weighting: str,
-    secagg: bool,
-    aggregation: str | None,
-    threshold: int | None,
-    timeout: float,
-    wait_clients: float,
-    conformal: tuple[float, int] = (0.1, 5),
-) -> dict[str, Any]:
+def _server_config(cfg: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Check ``privcal federate server``'s options before Flower is imported and return the
-    run configuration the ServerApp reads (without ``out-dir``, ``val`` and ``plan``, which
-    the caller adds). ``conformal``: ``(alpha, row_cap)`` of the conformal methods. A bad
-    option is a ``ValueError`` naming it."""
-    clip, clip_pos, clip_neg = clips
+    run configuration the ServerApp reads: ``cfg``, the options by name (``wait-nodes-s`` is
+    ``--wait-clients``), with the aggregation the run uses (the caller adds ``out-dir``, ``val``
+    and ``plan``). A bad option is a ``ValueError`` naming it."""
     from privcal.federated import METHODS
 
+    method, epsilon, secagg = cfg["method"], cfg["epsilon"], cfg["secagg"]
     _check_method(method, (*METHODS, "acc-t"), METHODS)
-    for name, v in (
-        ("rounds", rounds),
-        ("num-nodes", num_nodes),
-        ("min-clients", min_clients),
-        ("n-classes", n_classes),
-    ):
-        if v < 1:
-            raise ValueError(f"--{name} must be >= 1. Got {v}.")
-    _check_federation(method, num_nodes, min_clients, epsilon, secagg, weighting, timeout)
-    if not wait_clients > 0:
-        raise ValueError(f"--wait-clients must be > 0. Got {wait_clients}.")
-    aggregation = _check_aggregation(aggregation, threshold, secagg, epsilon, num_nodes)
+    for name in ("rounds", "num-nodes", "min-clients", "n-classes"):
+        reject_if(cfg[name] < 1, f"--{name}", ">= 1", cfg[name])
+    _check_federation(cfg, timeout)
+    reject_if(not cfg["wait-nodes-s"] > 0, "--wait-clients", "> 0", cfg["wait-nodes-s"])
+    aggregation = _check_aggregation(cfg)
     if method == "acc-t" and secagg and aggregation != "distributed":
         raise ValueError(
             "--method acc-t --secagg sums the data sources' distributed noise shares: drop "
             "--aggregation trusted (or drop --secagg: each source then adds its own noise)."
         )
-    if not 0 < sample_rate <= 1:
-        raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
-    if secagg and sample_rate < 1:
+    reject_if(not 0 < cfg["sample-rate"] <= 1, "--sample-rate", "in (0, 1]", cfg["sample-rate"])
+    if secagg and cfg["sample-rate"] < 1:
         raise ValueError("--secagg uses every client in every round: --sample-rate must be 1.")
-    for cname, cv in (("clip", clip), ("clip-pos", clip_pos), ("clip-neg", clip_neg)):
-        if cv <= 0:
-            raise ValueError(f"--{cname} must be > 0. Got {cv}.")
-    if epsilon < 0:
-        raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
-    if epsilon > 0 and not 0 < delta < 1:
-        raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-    cfg = {
-        "method": method,
-        "rounds": rounds,
-        "num-nodes": num_nodes,
-        "min-clients": min_clients,
-        "n-classes": n_classes,
-        "epsilon": epsilon,
-        "delta": delta,
-        "clip": clip,
-        "clip-pos": clip_pos,
-        "clip-neg": clip_neg,
-        "sample-rate": sample_rate,
-        "weighting": weighting,
-        "secagg": secagg,
-        "aggregation": aggregation,
-        "threshold": threshold or 0,
-        "wait-nodes-s": wait_clients,
-        **_conformal_config(*conformal),
-    }
+    for name in ("clip", "clip-pos", "clip-neg"):
+        reject_if(cfg[name] <= 0, f"--{name}", "> 0", cfg[name])
+    reject_if(epsilon < 0, "--epsilon", ">= 0 (0 = no DP)", epsilon)
+    reject_if(epsilon > 0 and not 0 < cfg["delta"] < 1, "--delta", "in (0, 1)", cfg["delta"])
+    _conformal_config(cfg["alpha"], cfg["row-cap"])
+    cfg = {**cfg, "aggregation": aggregation, "threshold": cfg["threshold"] or 0}
     if aggregation == "distributed" and method != "acc-t":  # a source's query is checked
         _check_ring(cfg)
     return cfg
@@ -297,42 +270,34 @@ def _run_server(
     return res
 
 
-def _check_federation(
-    method: str,
-    num_nodes: int,
-    min_clients: int,
-    epsilon: float,
-    secagg: bool,
-    weighting: str,
-    timeout: float,
-) -> None:
+def _check_federation(cfg: dict[str, Any], timeout: float) -> None:
     """Refuse federation settings that cannot run, before any process starts.
 
     Otherwise the server would start a SuperLink and wait ``--timeout`` (an hour by default)
     for clients that can never be enough, or for a run the ServerApp cannot start.
     """
+    method, num_nodes, min_clients = cfg["method"], cfg["num-nodes"], cfg["min-clients"]
     if min_clients > num_nodes:
         raise ValueError(
             f"--min-clients ({min_clients}) is larger than --num-nodes ({num_nodes}): the server "
             f"waits for {num_nodes} clients, so the run could never start. Pass --min-clients "
             f"<= {num_nodes}, or declare more clients with --num-nodes."
         )
-    if method == "acc-t" and not epsilon > 0:
+    if method == "acc-t" and not cfg["epsilon"] > 0:
         raise ValueError(
             "--method acc-t is DP Acc-T (the clients answer as private data sources): it needs "
             "--epsilon > 0, e.g. --epsilon 1."
         )
-    if weighting not in ("none", "all", "changed"):
-        raise ValueError(f"--weighting must be none, all or changed. Got {weighting!r}.")
-    if not timeout > 0:
-        raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+    if cfg["weighting"] not in ("none", "all", "changed"):
+        raise ValueError(f"--weighting must be none, all or changed. Got {cfg['weighting']!r}.")
+    reject_if(not timeout > 0, "--timeout", "> 0", timeout)
 
 
-def _check_aggregation(
-    aggregation: str | None, threshold: int | None, secagg: bool, epsilon: float, num_nodes: int
-) -> str:
+def _check_aggregation(cfg: dict[str, Any]) -> str:
     """``--aggregation`` and ``--threshold``, checked against each other and the transport;
     returns the aggregation the run uses (default: distributed with --secagg, else trusted)."""
+    aggregation, threshold, num_nodes = cfg["aggregation"], cfg["threshold"], cfg["num-nodes"]
+    secagg, epsilon = cfg["secagg"], cfg["epsilon"]
     if aggregation is None:
         aggregation = "distributed" if secagg and epsilon > 0 else "trusted"
     if aggregation not in ("distributed", "trusted"):
@@ -551,28 +516,18 @@ def simulate(
 
         _check_method(method, METHODS, METHODS)
         for name, v in (("num-nodes", num_nodes), ("rounds", rounds)):
-            if v < 1:
-                raise ValueError(f"--{name} must be >= 1. Got {v}.")
-        if not beta > 0:
-            raise ValueError(f"--beta must be > 0. Got {beta}.")
-        if seed < 0:
-            raise ValueError(f"--seed must be >= 0. Got {seed}.")
-        if epsilon < 0:
-            raise ValueError(f"--epsilon must be >= 0 (0 = no DP). Got {epsilon}.")
-        if epsilon > 0 and not 0 < delta < 1:
-            raise ValueError(f"--delta must be in (0, 1). Got {delta}.")
-        if not 0 < sample_rate <= 1:
-            raise ValueError(f"--sample-rate must be in (0, 1]. Got {sample_rate}.")
-        if noise not in ("secure", "seeded"):
-            raise ValueError(f"--noise must be secure or seeded. Got {noise!r}.")
-        if budget <= 0:
-            raise ValueError(f"--budget must be > 0. Got {budget}.")
-        if num_cpus is not None and num_cpus < 1:
-            raise ValueError(f"--num-cpus must be >= 1. Got {num_cpus}.")
+            reject_if(v < 1, f"--{name}", ">= 1", v)
+        reject_if(not beta > 0, "--beta", "> 0", beta)
+        reject_if(seed < 0, "--seed", ">= 0", seed)
+        reject_if(epsilon < 0, "--epsilon", ">= 0 (0 = no DP)", epsilon)
+        reject_if(epsilon > 0 and not 0 < delta < 1, "--delta", "in (0, 1)", delta)
+        reject_if(not 0 < sample_rate <= 1, "--sample-rate", "in (0, 1]", sample_rate)
+        reject_if(noise not in ("secure", "seeded"), "--noise", "secure or seeded", repr(noise))
+        reject_if(budget <= 0, "--budget", "> 0", budget)
+        reject_if(num_cpus is not None and num_cpus < 1, "--num-cpus", ">= 1", num_cpus)
         if num_cpus is not None and ray_address:
             raise ValueError("--num-cpus applies to this machine; a Ray cluster has its own.")
-        if timeout <= 0:
-            raise ValueError(f"--timeout must be > 0. Got {timeout}.")
+        reject_if(timeout <= 0, "--timeout", "> 0", timeout)
         out = out.resolve()
         cfg = simulation_config(
             method, data, num_nodes, rounds, epsilon=epsilon if epsilon > 0 else None,
@@ -641,8 +596,6 @@ def _check_method(method: str, allowed: Any, known: Any) -> None:
 
 def _conformal_config(alpha: float, row_cap: int) -> dict[str, Any]:
     """The run config keys of the conformal methods (``--alpha``, ``--row-cap``), checked."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"--alpha must be in (0, 1). Got {alpha}.")
-    if row_cap < 1:
-        raise ValueError(f"--row-cap must be >= 1. Got {row_cap}.")
+    reject_if(not 0 < alpha < 1, "--alpha", "in (0, 1)", alpha)
+    reject_if(row_cap < 1, "--row-cap", ">= 1", row_cap)
     return {"alpha": alpha, "row-cap": row_cap}

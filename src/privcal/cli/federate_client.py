@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
-from privcal.cli._flower import need_flwr, service
+from privcal.cli._flower import need_flwr, reject_if, service
 
 __all__ = ["client"]
 
@@ -86,8 +86,7 @@ def client(
     threshold or seeded noise is refused before the data is read)."""
     with user_errors():
         need_flwr()
-        if budget <= 0:
-            raise ValueError(f"--budget must be > 0. Got {budget}.")
+        reject_if(budget <= 0, "--budget", "> 0", budget)
         from privcal.federated.flower.task import load_client_data
 
         load_client_data(data)  # a bad file is an Error line here, not a failed round later
@@ -118,15 +117,10 @@ def client(
             node.update(
                 {"ledger": str(ledger.resolve()), "budget": budget, "delta-budget": delta_budget}
             )
-        tls = (
-            ["--insecure"]
-            if insecure
-            else (["--root-certificates", str(root_certificates)] if root_certificates else None)
-        )
-        if tls is None:
+        if not insecure and not root_certificates:
             fail("Pass --insecure (local tests only) or --root-certificates CA.")
-        if retry_s <= 0:
-            raise ValueError(f"--retry-s must be > 0. Got {retry_s}.")
+        tls = ["--insecure"] if insecure else ["--root-certificates", str(root_certificates)]
+        reject_if(retry_s <= 0, "--retry-s", "> 0", retry_s)
     err_console.print(f"This client's {policy.describe()}", markup=False, highlight=False)
     _run_client(node, superlink, tls, retry_s)
 

@@ -40,19 +40,29 @@ PRIVATE_METHODS: dict[str, dict[str, Any]] = {
 SEEDED_NOISE_WARNING = "--seed: seeded noise (simulation only, not safe for real releases)"
 
 
-def check_private_request(
+def fit_private(
     method: str,
     *,
     scores: Scores | None,
     epsilon: float | None,
     delta: float | None,
     sources: list[str],
+    seed: int | None,
+    n_bins: int,
     t_range: tuple[float, float] | None,
     aggregation: str = "local",
     threshold: int | None = None,
     ledger: Path | None = None,
-) -> None:
-    """Refuse inconsistent private options before anything is read from a source or spent."""
+    force: bool = False,
+) -> Any:
+    """Fit the private calibrator ``method`` and print its privacy report on stderr.
+
+    Inconsistent options are refused first, before anything is read from a source or spent.
+    ``--seed`` switches to seeded (simulation) noise, with a warning. A temperature fit whose
+    release cannot tell its temperature from ``T = 1`` (:func:`privcal.private.release_check`),
+    or a histogram fit that calibrates no bin (:func:`privcal.private.binning.readable_bins`),
+    exits 2 without saving, unless ``force`` keeps it (``fallback="none"``, with a warning).
+    """
     if method not in PRIVATE_METHODS:
         fail(
             f"The '--method' parameter of privcal fit with --epsilon/--sources must be one of "
@@ -64,7 +74,8 @@ def check_private_request(
         fail("privcal fit takes either --input (one private data set) or --sources, not both.")
     if not sources and scores is None:
         fail(f"privcal fit --method {method} --epsilon needs --input or --sources.")
-    kind = PRIVATE_METHODS[method]["kind"]
+    spec = PRIVATE_METHODS[method]
+    kind = spec["kind"]
     if kind == "dp-sgd" and sources:
         fail(
             f"--method {method} fits on one held-out split (--input), not on --sources; "
@@ -99,38 +110,7 @@ def check_private_request(
             f"--threshold must be in [1, {len(sources)}] (the number of --sources: more "
             f"sources than exist can never survive). Got {threshold}."
         )
-
-
-def fit_private(
-    method: str,
-    *,
-    scores: Scores | None,
-    epsilon: float | None,
-    delta: float | None,
-    sources: list[str],
-    seed: int | None,
-    n_bins: int,
-    t_range: tuple[float, float] | None,
-    aggregation: str = "local",
-    threshold: int | None = None,
-    ledger: Path | None = None,
-    force: bool = False,
-) -> Any:
-    """Fit the private calibrator ``method`` and print its privacy report on stderr.
-
-    The options are checked first (:func:`check_private_request`). ``--seed`` switches to seeded
-    (simulation) noise, with a warning. A temperature fit whose release cannot tell its
-    temperature from ``T = 1`` (:func:`privcal.private.release_check`), or a histogram fit that
-    calibrates no bin (:func:`privcal.private.binning.readable_bins`), exits 2 without saving,
-    unless ``force`` keeps it (``fallback="none"``, with a warning).
-    """
-    check_private_request(
-        method, scores=scores, epsilon=epsilon, delta=delta, sources=sources, t_range=t_range,
-        aggregation=aggregation, threshold=threshold, ledger=ledger,
-    )  # fmt: skip
-    assert epsilon is not None
-    spec = PRIVATE_METHODS[method]
-    if spec["kind"] == "dp-sgd":
+    if kind == "dp-sgd":
         assert scores is not None
         return _fit_dp_sgd(method, spec["class"], scores, epsilon, delta, seed, ledger)
     est = _fit_luo(
@@ -140,7 +120,7 @@ def fit_private(
     check = getattr(est, "release_check_", None)
     if check is not None and check["fell_back"]:
         _refuse_flagged(method, check, sources)
-    if spec["kind"] == "histogram" and not np.isfinite(est.bin_values_).any():
+    if kind == "histogram" and not np.isfinite(est.bin_values_).any():
         more = "more or larger --sources" if sources else "more rows"
         fail(
             f"The private histogram fit calibrates no bin: every bin's released accuracy has a "
@@ -195,25 +175,14 @@ def _fit_luo(
         TooFewRowsError,
     )
 
+    params: dict[str, Any] = {"epsilon": epsilon, "n_bins": n_bins, "aggregation": aggregation}
+    params.update(threshold=threshold, fallback="none" if force else "identity")
     est: Any
     if spec["kind"] == "histogram":
-        est = PrivateHistogramBinning(
-            epsilon=epsilon,
-            n_bins=n_bins,
-            aggregation=aggregation,
-            threshold=threshold,
-            fallback="none" if force else "identity",
-        )
+        est = PrivateHistogramBinning(**params)
     else:
-        est = PrivateTemperatureScaling(
-            objective=spec["objective"],
-            epsilon=epsilon,
-            n_bins=n_bins,
-            t_range="auto" if t_range is None else t_range,
-            aggregation=aggregation,
-            threshold=threshold,
-            fallback="none" if force else "identity",
-        )
+        t = "auto" if t_range is None else t_range
+        est = PrivateTemperatureScaling(objective=spec["objective"], t_range=t, **params)
     with warnings.catch_warnings():
         if not force:  # a fallback is refused by fit_private in one line of its own
             warnings.filterwarnings("ignore", ".* falls back to T = 1", NoiseDominatedWarning)

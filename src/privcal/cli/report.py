@@ -17,10 +17,6 @@ from privcal.cli._common import check_output_path, console, fail, user_errors
 __all__ = ["register", "report"]
 
 
-def _default_out(path: Path) -> Path:
-    return path / "report.html" if path.is_dir() else path.with_name(f"{path.stem}.html")
-
-
 def report(
     path: Annotated[
         Path,
@@ -57,13 +53,13 @@ def report(
                 f"No file or folder at {str(path)!r}; pass the output folder (or file) of a "
                 "privcal command, e.g. 'privcal report privcal-demo'."
             )
-        target = _default_out(path) if out is None else out
-        check_output_path(target, "--out", "privcal report", (".html",))
+        if out is None:
+            out = path / "report.html" if path.is_dir() else path.with_name(f"{path.stem}.html")
+        check_output_path(out, "--out", "privcal report", (".html",))
         outputs = find_outputs(path)
-        page = render_html(build(outputs))
-        target.write_text(page, encoding="utf-8")
+        out.write_text(render_html(build(outputs)), encoding="utf-8")
     kinds = ", ".join(sorted({o.kind for o in outputs}))
-    console.print(f"Report ({kinds}) -> {target}", highlight=False)
+    console.print(f"Report ({kinds}) -> {out}", highlight=False)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -1,12 +1,7 @@
-"""``privcal risk``: conformal risk control (private or not) from calibration and test files.
-
-``privcal risk --loss fnr --alpha 0.1 [--epsilon 1] --cal cal.npz --test test.npz [--out
-sets.npz]``: each ``.npz`` holds ``probs`` (``(n, K)`` probabilities; per label for ``fnr``)
-and, for ``--cal`` (optional for ``--test``), ``labels`` (a boolean ``(n, K)`` matrix for
-``fnr``, integer classes for ``miscoverage``). Prints ``lambda``, the mean set size, the test
-risk when the test file has labels, and with ``--epsilon`` the privacy report
-(:class:`~privcal.conformal.PrivateRiskControl`); ``--out`` writes the sets (``sets``) and
-``lambda`` to an ``.npz``.
+"""``privcal risk``: conformal risk control (:class:`~privcal.conformal.RiskControl`, or
+:class:`~privcal.conformal.PrivateRiskControl` with ``--epsilon``) from ``.npz`` files holding
+``probs`` (``(n, K)``; per label for ``fnr``) and ``labels`` (a boolean ``(n, K)`` matrix for
+``fnr``, integer classes for ``miscoverage``; optional for ``--test``).
 """
 
 from __future__ import annotations

@@ -7,11 +7,7 @@
   recorded), as a table that fits 100 columns (:func:`privcal._text.format_table`), for any
   ledger privcal writes (``source init``, ``DataSource(..., ledger=PATH)`` from
   Python, a Flower client's ``--ledger``); it only reads the file.
-* ``privcal bench luo2020 [--data FILE] [--trials 500] [--out DIR]`` runs Luo et al. (2020)'s
-  protocol (:func:`privcal.experiments.luo2020.run`).
-
-Private fitting on sources (``privcal fit --epsilon E --sources a.sqlite ...``) lives in
-:mod:`privcal.cli.private_fit`.
+* ``privcal bench luo2020`` runs :func:`privcal.experiments.luo2020.run`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """``privcal split``: seeded, stratified splits of one labelled scores file.
 
-* ``privcal split DATA --out-cal cal.npz --out-test test.npz [--test-size 0.5 | --cal-size N]
-  [--seed 0]`` splits the rows of DATA (any layout :func:`privcal.data.read_scores` reads) into
-  a calibration part and a test part, stratified by label (scikit-learn's
-  :func:`~sklearn.model_selection.train_test_split` with ``stratify=labels``), so that each part
-  keeps the class proportions of the whole file and holds every class.
-* ``privcal split DATA --parts K --out site{k}.npz [--partition stratified|dirichlet]
-  [--beta 0.1] [--seed 0]`` makes the ``K`` site files of a federation (``site0.npz`` ..
-  ``site{K-1}.npz``, one per ``privcal federate client``):
-  :func:`~privcal.federated.stratified_partition` (near-equal parts, each with the class
-  proportions of DATA) or :func:`~privcal.federated.dirichlet_partition` (label skew, the split
-  ``privcal federate simulate`` draws with the same ``--beta`` and ``--seed``).
-
-The real data in ``shared/data`` hold no validation split; ``privcal split`` makes one. Each
-part is written in privcal's layout chosen by its suffix (:func:`privcal.data.write_scores`:
-``.npz`` arrays ``logits`` + ``labels``, or ``.csv`` / ``.parquet`` columns ``label, logit_*``);
-probabilities ``p`` are stored as the logits ``log p`` that privcal reads them as, so each part
-reads back exactly as its rows of DATA. A top-label file (``true_label, pred_label,
-confidence``) gives top-label ``.csv`` / ``.parquet`` parts. Each row keeps its order within
-its part.
+``privcal split DATA --out-cal cal.npz --out-test test.npz`` makes a calibration / test split
+(:func:`split_indices`; the real data in ``shared/data`` hold no validation split);
+``privcal split DATA --parts K --out site{k}.npz`` makes the ``K`` site files of a federation
+(:func:`~privcal.federated.stratified_partition`, or
+:func:`~privcal.federated.dirichlet_partition`: the split ``privcal federate simulate`` draws
+with the same ``--beta`` and ``--seed``). Each part is written in privcal's layout chosen by its
+suffix (:func:`privcal.cli._common.write_part`), so it reads back exactly as its rows of DATA;
+each row keeps its order within its part.
 """
 
 from __future__ import annotations
@@ -32,13 +21,13 @@ import numpy as np
 import typer
 
 from privcal.cli._common import (
-    InputKind,
     InputKindOption,
     check_output_path,
     console,
     fail,
     load_scores,
     user_errors,
+    write_part,
 )
 from privcal.data import Scores
 
@@ -128,29 +117,11 @@ def split_indices(
     return np.sort(cal_idx), np.sort(test_idx)
 
 
-def _take(scores: Scores, idx: np.ndarray) -> Scores:
-    if scores.logits is not None:
-        return Scores(labels=scores.labels[idx], logits=scores.logits[idx], source=scores.source)
-    assert scores.confidence is not None and scores.predicted is not None
-    return Scores(
-        labels=scores.labels[idx],
-        confidence=scores.confidence[idx],
-        predicted=scores.predicted[idx],
-        source=scores.source,
-    )
-
-
-def _write(path: Path, part: Scores) -> Path:
-    from privcal.data import write_scores
-    from privcal.data.io import write_columns
-
-    if part.logits is not None:
-        return write_scores(path, part.logits, part.labels)
-    assert part.confidence is not None and part.predicted is not None
-    return write_columns(
-        path,
-        {"true_label": part.labels, "pred_label": part.predicted, "confidence": part.confidence},
-    )
+def _write(path: Path, scores: Scores, idx: np.ndarray) -> Path:
+    """Write the rows ``idx`` of ``scores`` to ``path``."""
+    arrays = ("labels", "logits", "confidence", "predicted")
+    rows = {k: getattr(scores, k)[idx] for k in arrays if getattr(scores, k) is not None}
+    return write_part(path, Scores(**rows, source=scores.source))
 
 
 def _check_args(
@@ -173,9 +144,13 @@ def _check_args(
     check_output_path(out_test, "--out-test", "privcal split", SPLIT_SUFFIXES)
     if out_cal.resolve() == out_test.resolve():
         fail(f"--out-cal and --out-test name the same file ({str(out_cal)!r}); give two paths.")
-    for option, out in (("--out-cal", out_cal), ("--out-test", out_test)):
-        if data.exists() and out.resolve() == data.resolve():
-            fail(f"{option} {str(out)!r} is DATA itself; write the parts to new files.")
+    _not_data(data, "--out-cal", out_cal)
+    _not_data(data, "--out-test", out_test)
+
+
+def _not_data(data: Path, option: str, out: Path) -> None:
+    if data.exists() and out.resolve() == data.resolve():
+        fail(f"{option} {str(out)!r} is DATA itself; write the parts to new files.")
 
 
 def _site_paths(data: Path, parts: int, out: str | None, beta: float | None) -> list[Path]:
@@ -195,8 +170,7 @@ def _site_paths(data: Path, parts: int, out: str | None, beta: float | None) -> 
     paths = [Path(out.replace("{k}", str(k))) for k in range(parts)]
     for path in paths:
         check_output_path(path, "--out", "privcal split", SPLIT_SUFFIXES)
-        if data.exists() and path.resolve() == data.resolve():
-            fail(f"--out {str(path)!r} is DATA itself; write the parts to new files.")
+        _not_data(data, "--out", path)
     return paths
 
 
@@ -226,9 +200,8 @@ def _site_indices(
 
 
 def _read(data: Path, input_kind: str) -> Scores:
-    kind: InputKind = input_kind  # type: ignore[assignment]
     try:
-        return load_scores(data, kind, full=False)
+        return load_scores(data, input_kind, full=False)
     except ValueError as err:
         if "has no labels" in str(err):
             raise ValueError(f"{err} privcal split stratifies by label.") from None
@@ -346,8 +319,8 @@ def split(
         _check_top_label(data, scores, {"--out-cal": [out_cal], "--out-test": [out_test]})
         n_cal, n_test = _part_sizes(scores.n_samples, test_size, cal_size)
         cal_idx, test_idx = split_indices(scores.labels, n_cal, n_test, seed)
-        _write(out_cal, _take(scores, cal_idx))
-        _write(out_test, _take(scores, test_idx))
+        _write(out_cal, scores, cal_idx)
+        _write(out_test, scores, test_idx)
     n_classes = int(np.unique(scores.labels).size)
     console.print(
         f"Split {scores.n_samples} rows of {data.name} ({n_classes} classes present) by label, "
@@ -398,7 +371,7 @@ def _split_sites(
         highlight=False,
     )
     for path, idx in zip(paths, rows, strict=True):
-        _write(path, _take(scores, idx))
+        _write(path, scores, idx)
         present = int(np.unique(scores.labels[idx]).size)
         console.print(f"  {idx.size} rows ({present} classes) -> {path}", highlight=False)
 
