@@ -74,11 +74,10 @@ def toplabel_metrics(scores: Scores, n_bins: int = 15) -> dict[str, float]:
     ``1[predicted = label]``); classwise ECE, Brier and NLL need the full vector.
     """
     width, mass = _toplabel_bins(scores, n_bins, "width"), _toplabel_bins(scores, n_bins, "mass")
-    full = width.counts > 0
     return {
         "Accuracy": float(np.mean(scores.predicted == scores.labels)),
         "ECE": width.ece(),
-        "MCE": float(np.max(np.abs(width.gaps()[full]) / width.counts[full])),
+        "MCE": width.mce(),
         "Adaptive ECE": mass.ece(),
     }
 

@@ -223,9 +223,7 @@ def mce(
 ) -> float:
     """Maximum calibration error: :math:`\\max_m |\\mathrm{acc}(B_m) - \\mathrm{conf}(B_m)|` over
     non-empty bins."""
-    stats = _binned(probs, labels, n_bins, binning, input, "mce")
-    full = stats.counts > 0
-    return float(np.max(np.abs(stats.gaps()[full]) / stats.counts[full]))
+    return _binned(probs, labels, n_bins, binning, input, "mce").mce()
 
 
 def classwise_ece(

@@ -410,6 +410,11 @@ class BinStats:
         """:math:`\\sum_m |\\sum_{i\\in B_m}(\\text{correct}_i - \\text{conf}_i)| / N`."""
         return float(np.abs(self.gaps()).sum() / max(self.n, 1.0))
 
+    def mce(self) -> float:
+        """:math:`\\max_m |\\mathrm{acc}(B_m) - \\mathrm{conf}(B_m)|` over the non-empty bins."""
+        full = self.counts > 0
+        return float(np.max(np.abs(self.gaps()[full]) / self.counts[full]))
+
 
 def calibration_bins(
     confidence: np.ndarray,
