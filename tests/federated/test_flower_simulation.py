@@ -67,7 +67,8 @@ BAD = [
     (["--num-nodes", "3", "--method", "fedfoo"], "--method"),
     (["--num-nodes", "3", "--epsilon", "1", "--delta", "1.5"], "--delta"),
     (["--num-nodes", "3", "--noise", "loud"], "--noise"),
-    (["--num-nodes", "100000"], "'num_nodes'"),  # more clients than rows
+    (["--num-nodes", "100000"], "use at most 240 clients"),  # more clients than rows
+    (["--num-nodes", "200", "--beta", "0.01"], "use fewer clients or a larger beta"),
 ]
 
 

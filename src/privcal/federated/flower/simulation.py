@@ -104,11 +104,15 @@ def simulation_config(
         c = z.shape[1]
         try:  # fails here, not in a client
             dirichlet_partition(y, n_clients=k, beta=b, seed=s)
-        except ValueError as err:
+        except ValueError:
+            fix = (
+                f"a client needs a row: use at most {y.size} clients"
+                if k > y.size
+                else "no draw gave every client a row: use fewer clients or a larger beta"
+            )
             raise ValueError(
                 f"The 'num_nodes' parameter of {owner} must split the {y.size} rows of "
-                f"{str(src)!r} into {k} non-empty Dirichlet(beta={b:g}) partitions ({err}). "
-                "Use fewer clients or a larger beta."
+                f"{str(src)!r} into {k} non-empty Dirichlet(beta={b:g}) partitions; {fix}."
             ) from None
     else:
         raise ValueError(
