@@ -51,6 +51,12 @@ __all__ = [
 TASKS = ("digits", "breast_cancer", "digits_shift")
 CLIPS = (0.1, 0.5, 1.0, 10.0)
 DELTA = 1e-5
+#: Part (b)'s rows of the recalibrators fitted on Algorithm 1's 10%: (method, model key).
+_RECAL = (
+    ("DP-SGD + DP-PS", "DP-PS"),
+    ("DP-SGD + DP-TS (paper B.2)", "DP-TS-paper"),
+    ("DP-SGD + non-private TS", "NP-TS"),
+)
 
 
 def _torch_setup() -> None:
@@ -180,8 +186,7 @@ def run_tasks(
         for name in tasks:
             task = load_task(name, seed)
             base = "digits" if name == "digits_shift" else name
-            if progress:
-                progress(f"bu2023: {name}, seed {seed}")
+            report(progress, f"bu2023: {name}, seed {seed}")
             if (base, seed) not in cache:  # digits_shift reuses the digits models
                 cache[(base, seed)] = _task_models(load_task(base, seed), seed, epsilons)
             models = cache[(base, seed)]
@@ -194,13 +199,7 @@ def run_tasks(
                     ("DP-SGD", eps, models[f"DP-SGD|{eps}"].predict_proba(Xt)),
                     ("DP-SGD (90%)", eps, softmax(z)),
                     ("DP-SGD + DP-TS", eps, pipe.calibrator_.predict_proba(z)),
-                    ("DP-SGD + DP-PS", eps, models[f"DP-PS|{eps}"].predict_proba(z)),
-                    (
-                        "DP-SGD + DP-TS (paper B.2)",
-                        eps,
-                        models[f"DP-TS-paper|{eps}"].predict_proba(z),
-                    ),
-                    ("DP-SGD + non-private TS", eps, models[f"NP-TS|{eps}"].predict_proba(z)),
+                    *((m, eps, models[f"{key}|{eps}"].predict_proba(z)) for m, key in _RECAL),
                 ]
             probs.append(("DP-SGLD", 8.0, models["DP-SGLD|8.0"].predict_proba(Xt)))
             rows += [

@@ -363,29 +363,20 @@ def _risk(o: Output) -> list[dict[str, Any]]:
     if "test_risk" in d:
         ok = "within" if d["test_risk"] <= alpha else "above"
         found += f"; the test {d['loss']} {d['test_risk']:.4f} is {ok} alpha"
+    cols = [
+        ("n_cal", "Calibration rows", "count"),
+        ("n_test", "Test rows", "count"),
+        ("lambda", "lambda", "number"),
+        ("test_risk", f"Test {d['loss']}", "number"),
+        ("risk_bound", "Guaranteed E[loss] <=", "number"),
+        ("mean_size", "Mean set size", "number"),
+    ]
     blocks: list[dict[str, Any]] = [
         takeaway(found + f"; mean set size {d['mean_size']:.2f}."),
         text(
             f"`{d.get('command', 'privcal risk')}`: calibration `{d['cal']}`, test `{d['test']}`."
         ),
-        table(
-            "Summary",
-            [
-                ("n_cal", "Calibration rows", "count"),
-                ("n_test", "Test rows", "count"),
-                ("lambda", "lambda", "number"),
-                ("test_risk", f"Test {d['loss']}", "number"),
-                ("risk_bound", "Guaranteed E[loss] <=", "number"),
-                ("mean_size", "Mean set size", "number"),
-            ],
-            [
-                {
-                    k: d.get(k)
-                    for k in ("n_cal", "n_test", "lambda", "test_risk", "risk_bound", "mean_size")
-                }
-            ],
-            source=src,
-        ),
+        table("Summary", cols, [{c[0]: d.get(c[0]) for c in cols}], source=src),
     ]
     if "test_curve" in d:
         lam = [float(x) for x in d["lambdas"]]
@@ -419,29 +410,23 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
         f"mean set size {d['mean_size']:.2f} of {d['n_classes']} classes, "
         f"{100 * d['full_sets']:.1f}% full sets."
     )
-    row = {k: d.get(k) for k in ("n_cal", "n_test", "threshold", "mean_size", "full_sets")}
-    row["coverage"] = cov
-    row["target"] = 1 - alpha
+    cols = [
+        ("n_cal", "Calibration points", "count"),
+        ("n_test", "Test points", "count"),
+        ("threshold", "Threshold", "number"),
+        _COVERAGE,
+        ("target", "Target", "percent"),
+        ("mean_size", "Mean set size", "number"),
+        ("full_sets", "Full sets", "percent"),
+    ]
+    row = {c[0]: d.get(c[0]) for c in cols} | {"target": 1 - alpha}
     blocks: list[dict[str, Any]] = [
         takeaway(found),
         text(
             f"`{d.get('command', 'privcal conformal')}`: calibration `{d['cal']}`, test "
             f"`{d['test']}`, sets written to `{d['sets']}`."
         ),
-        table(
-            "Summary",
-            [
-                column("n_cal", "Calibration points", "count"),
-                column("n_test", "Test points", "count"),
-                column("threshold", "Threshold", "number"),
-                _COVERAGE,
-                column("target", "Target", "percent"),
-                column("mean_size", "Mean set size", "number"),
-                column("full_sets", "Full sets", "percent"),
-            ],
-            [row],
-            source=src,
-        ),
+        table("Summary", cols, [row], source=src),
     ]
     counts, by_size = d["size_counts"], d.get("coverage_by_size")
     bars = [("Set sizes", "test points", list(range(len(counts))), counts)]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from privcal.experiments._progress import derived_seed
 from privcal.experiments.scoreboard.config import (
     ALPHA,
     EPSILONS,
@@ -33,11 +34,6 @@ def calibration_metrics(probs: np.ndarray, labels: np.ndarray) -> tuple[float, f
     from privcal.metrics import accuracy, classwise_ece, ece
 
     return ece(probs, labels), classwise_ece(probs, labels), accuracy(probs, labels)
-
-
-def _seed(*keys: int) -> int:
-    """An integer seed derived from ``keys`` (independent streams per split and method)."""
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
 
 
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
@@ -191,7 +187,7 @@ def calibration_rows(
         fits = {(name, math.inf): factory() for name, factory in nonprivate.items()}
         for name, (make, _) in private.items():
             for i, eps in enumerate(finite):
-                fits[(name, eps)] = make(eps, _seed(seed, r, i, zlib.crc32(name.encode())))
+                fits[(name, eps)] = make(eps, derived_seed(seed, r, i, zlib.crc32(name.encode())))
         for key, est in fits.items():
             probs, n_warn = _quiet(_fit_proba, est, zc, yc, zt)
             values[key].append(calibration_metrics(probs, yt))
@@ -249,7 +245,7 @@ def federated_rows(
                 values[(twin, math.inf)].append(calibration_metrics(probs, yt))
                 warned[(twin, math.inf)] += n_warn
             for eps in epsilons:
-                noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
+                noise = SeededNoise(derived_seed(seed, r, zlib.crc32(method.encode())))
                 dp = {"epsilon": eps, "delta": FED_DELTA} if eps != math.inf else {}
                 fitted, n_warn = _quiet(
                     simulate, method, zc, yc, clients, FED_ROUNDS, seed=seed + r, noise=noise, **dp
@@ -307,13 +303,14 @@ def conformal_rows(
     parts = split_indices(data.n, n_cal, splits, seed + 2)
     rows = []
     for score in ("lac", "aps"):
+        stream = zlib.crc32(score.encode())
         results: dict[tuple[str, float], list[tuple[float, float]]] = {}
         for r, (cal, test) in enumerate(parts):
             zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
             fits: dict[tuple[str, float], Any] = {("split", math.inf): SplitConformal(score, alpha)}
             for eps in epsilons:
                 if eps != math.inf:
-                    noise = SeededNoise(_seed(seed, r, int(eps * 1000), zlib.crc32(score.encode())))
+                    noise = SeededNoise(derived_seed(seed, r, int(eps * 1000), stream))
                     fits[("private", eps)] = PrivateConformal(
                         score, alpha, epsilon=eps, noise=noise
                     )
