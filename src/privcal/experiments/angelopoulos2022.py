@@ -182,10 +182,9 @@ class Angelopoulos2022Result:
 
     def find(self, dataset: str, score: str, alpha: float, sweep: str, **kw: Any) -> Setting:
         """The setting with these keys (``epsilon=`` / ``bins=`` select within a sweep)."""
+        keys = dict(dataset=dataset, score=score, alpha=alpha, sweep=sweep, **kw)
         for s in self.settings:
-            if (s.dataset, s.score, s.alpha, s.sweep) != (dataset, score, alpha, sweep):
-                continue
-            if all(getattr(s, k) == v for k, v in kw.items()):
+            if all(getattr(s, k) == v for k, v in keys.items()):
                 return s
         raise KeyError((dataset, score, alpha, sweep, kw))
 
@@ -319,10 +318,6 @@ def run(
         ``SeedSequence([seed, dataset, score, alpha, setting])``; digits_shift's seed.
     progress : callable, optional
         ``progress(description, completed, total)`` after each setting.
-
-    Returns
-    -------
-    Angelopoulos2022Result
     """
     owner = "angelopoulos2022.run"
     quick = bool(settings.pop("quick", False))

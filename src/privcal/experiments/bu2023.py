@@ -401,11 +401,8 @@ def run(
     progress: Progress | None = None,
 ) -> Bu2023Result:
     """Run (a) and (b); :meth:`Bu2023Result.write` writes ``bu2023.csv``, figures and
-    ``bu2023.md``.
-
-    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    ``bu2023.md`` (the deprecated ``run(out_dir, quick=...)``:
+    :func:`~privcal.experiments._legacy.path_form`)."""
     report(progress, "bu2023: synthetic 2-D logistic regression")
     models = synthetic_models(seed, config.quick_synthetic)
     rows = _synthetic_rows(models, seed)

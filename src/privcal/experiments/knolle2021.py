@@ -202,11 +202,8 @@ def run(
     progress: Progress | None = None,
 ) -> Knolle2021Result:
     """Run the comparison (see the module docstring); :meth:`Knolle2021Result.write` writes
-    the CSV, the figure and the Markdown.
-
-    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    the CSV, the figure and the Markdown (the deprecated ``run(out_dir, quick=...)``:
+    :func:`~privcal.experiments._legacy.path_form`)."""
     seeds = tuple(seed + i for i in range(config.trials))
     rows, probs = run_rows(seeds, config.epsilon, config.epochs, progress=progress)
     return Knolle2021Result(rows, probs, config, seed)

@@ -272,12 +272,8 @@ def run(
     progress: Progress | None = None,
 ) -> Maddock2025Result:
     """Run the protocol; :meth:`Maddock2025Result.write` writes ``results.csv``, figures and
-    ``maddock2025.md``.
-
-    The old form ``run(out_dir, seed=..., quick=..., repeats=..., datasets=...)``
-    (deprecated; ``repeats`` is now the config's ``trials``) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    ``maddock2025.md`` (the deprecated ``run(out_dir, quick=..., repeats=..., datasets=...)``,
+    ``repeats`` now the config's ``trials``: :func:`~privcal.experiments._legacy.path_form`)."""
     data = load_datasets(seed, config.datasets)
     methods = dict(METHODS)
     if not config.fedcal:
@@ -337,7 +333,6 @@ def _agg(rows: list[dict[str, Any]], **where: Any) -> dict[str, tuple[float, flo
 
 
 def _figures(rows: list[dict[str, Any]], out: Path) -> list[str]:
-
     (out / "figures").mkdir(exist_ok=True)
     paths = []
     for dname in dict.fromkeys(r["dataset"] for r in rows):

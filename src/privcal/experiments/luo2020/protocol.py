@@ -103,10 +103,6 @@ def run(
         (``SeededNoise(default_rng([seed, dataset, point, method]))``).
     progress : callable, optional
         ``progress(description, completed, total)`` after each setting.
-
-    Returns
-    -------
-    Luo2020Result
     """
     owner = "luo2020.run"
     config, progress, out = resolve(Luo2020Config, config, settings, owner, progress, first="data")
