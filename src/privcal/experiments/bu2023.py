@@ -244,16 +244,9 @@ def _task_models(t: Task, seed: int, epsilons: tuple[float, ...]) -> dict[str, A
         models[f"DP-TS-paper|{eps}"] = DPTemperatureScaling(
             eps, DELTA, noise=SeededNoise(seed), seed=seed, **PAPER_SETTINGS
         ).fit(zr, yr)
-    models["DP-SGLD|8.0"] = DPSGLDTrainer(
-        t.model,
-        epsilon=8.0,
-        delta=DELTA,
-        max_grad_norm=1.0,
-        temperature="auto",
-        decay=0.028,
-        prenoise=0.046,
-        **hp,
-    ).fit(X, y)
+    sgld = {"epsilon": 8.0, "delta": DELTA, "max_grad_norm": 1.0, "temperature": "auto"}
+    sgld |= {"decay": 0.028, "prenoise": 0.046}
+    models["DP-SGLD|8.0"] = DPSGLDTrainer(t.model, **sgld, **hp).fit(X, y)
     return models
 
 
@@ -312,10 +305,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
-    """Tidy CSV + Markdown summary with the findings."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / "bu2023.csv", rows)
+def _markdown(rows: list[dict[str, Any]], command: str) -> list[str]:
+    """The Markdown summary with the findings."""
     md = [f"# bu2023 (seed 001) results\n\nCommand: `{command}`\n"]
     syn = [r for r in rows if r["part"] == "synthetic"]
     if syn:
@@ -349,7 +340,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pa
             f"- DP-SGLD ECE < DP-SGD ECE at eps 8 in {s['sgld_lower_ece_fraction']:.0%} "
             f"of tasks (seed 004's claim; seed 001 found the opposite)."
         )
-    return write_lines(out_dir / "bu2023.md", md)
+    return md
 
 
 @dataclass(frozen=True)
@@ -390,7 +381,8 @@ class Bu2023Result:
         _synthetic_figures(self.synthetic, syn, out)
         quick = " --quick" if self.config.name == "quick" else ""
         cmd = f"privcal bench bu2023 --out {out} --seed {self.seed}{quick}"
-        return write_outputs(self.rows, out, cmd)
+        write_csv(out / "bu2023.csv", self.rows)
+        return write_lines(out / "bu2023.md", _markdown(self.rows, cmd))
 
 
 @path_form(FULL, QUICK)

@@ -67,16 +67,12 @@ def run_rows(
             X, y, Xt, yt = t.X_train, t.y_train, t.X_test, t.y_test
             model = "cnn" if name == "digits" else "mlp"
             hp = {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed}
+            dp = {"epsilon": epsilon, "delta": DELTA, **hp}
             fitted = {
                 "SGD": SGDTrainer(model, **hp),
-                "DP-SGD": DPSGDTrainer(model, epsilon=epsilon, delta=DELTA, **hp),
+                "DP-SGD": DPSGDTrainer(model, **dp),
                 "DP-SGLD": DPSGLDTrainer.from_preset(
-                    "knolle2021-mnist",
-                    model,
-                    epsilon=epsilon,
-                    delta=DELTA,
-                    temperature="auto",
-                    **hp,
+                    "knolle2021-mnist", model, temperature="auto", **dp
                 ),
             }
             for method, tr in fitted.items():
