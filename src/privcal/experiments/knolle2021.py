@@ -168,15 +168,13 @@ class Knolle2021Result:
             "| task | method | epsilon | accuracy | AUC | ECE |",
             "|---|---|---|---|---|---|",
         ]
+        keys = ("epsilon", "accuracy", "auc", "ece")
         lower = []
         for task in ("digits", "breast_cancer"):
             means = {}
             for method in ("SGD", "DP-SGD", "DP-SGLD"):
                 sel = [r for r in rows if r["task"] == task and r["method"] == method]
-                m = {
-                    k: float(np.mean([r[k] for r in sel]))
-                    for k in ("epsilon", "accuracy", "auc", "ece")
-                }
+                m = {k: float(np.mean([r[k] for r in sel])) for k in keys}
                 means[method] = m
                 md.append(
                     f"| {task} | {method} | {m['epsilon']:.3g} | {m['accuracy']:.4f} | "
