@@ -106,11 +106,12 @@ def calibration_row(
 
 
 def _add_ratios(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """``ratio = row[key] / twin[key]`` for private rows whose twin row exists."""
+    """``ratio = row[key] / twin[key]`` for rows with a twin (a private or federated method)
+    whose row exists; ``nan`` for the others."""
     by = {(r["dataset"], r["method"]): r for r in rows if r["epsilon"] == math.inf}
     for r in rows:
         twin = by.get((r["dataset"], r["twin"]))
-        ok = twin is not None and twin[key] > 0 and r["epsilon"] != math.inf
+        ok = twin is not None and twin[key] > 0 and r["method"] != r["twin"]
         r["ratio"] = r[key] / twin[key] if ok and twin is not None else math.nan
     return rows
 
@@ -257,13 +258,7 @@ def federated_rows(
     for (name, eps), v in values.items():
         head = ("federated", data.name, name, eps, FED_METHODS.get(name, name))
         rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)], key=1))
-    # the federated method without DP is compared with its central twin too
-    central = {row["method"]: row for row in rows if row["method"] not in FED_METHODS}
-    for row in rows:
-        ref = central.get(row["twin"]) if row["method"] in FED_METHODS else None
-        ok = ref is not None and ref["cwece"] > 0
-        row["ratio"] = row["cwece"] / ref["cwece"] if ok and ref is not None else math.nan
-    return rows
+    return _add_ratios(rows, "cwece")  # without DP too: against the central twin
 
 
 # -------------------------------------------------------------------------------- conformal
@@ -362,6 +357,4 @@ def toplabel_rows(data: Dataset, splits: int = 5, seed: int = 0) -> list[dict[st
         calibration_row("top-label", data.name, k, math.inf, k, np.array(v), base)
         for k, v in vals.items()
     ]
-    for r in rows:
-        r["ratio"] = math.nan
-    return rows
+    return _add_ratios(rows, "ece")  # no twins: nan
