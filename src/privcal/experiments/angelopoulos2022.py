@@ -493,10 +493,8 @@ def histogram_figure(items: Sequence[tuple[Setting, SimulationResult]], title: s
     sweeps = [w for w in ("epsilon", "bins") if any(s.sweep == w for s, _ in items)]
     fig = Figure(figsize=(10, 3.2 * max(len(sweeps), 1)), layout="constrained")
     axes = fig.subplots(max(len(sweeps), 1), 2, squeeze=False)
-    cov_all = np.concatenate([r.coverage for _, r in items])
-    size_all = np.concatenate([r.size for _, r in items if r.size is not None])
-    cov_edges = _edges(cov_all)
-    size_edges = _edges(size_all)
+    cov_edges = _edges(np.concatenate([r.coverage for _, r in items]))
+    size_edges = _edges(np.concatenate([r.size for _, r in items if r.size is not None]))
     for row, sweep in enumerate(sweeps):
         group = base + [(s, r) for s, r in items if s.sweep == sweep]
         for s, r in group:
