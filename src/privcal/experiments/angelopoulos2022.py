@@ -36,7 +36,7 @@ import csv
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,7 @@ from privcal.conformal import aps_scores, coverage_upper_bound, lac_scores, opti
 from privcal.conformal.private import M_GRIDS
 from privcal.conformal.simulate import SimulationResult, SplitSimulator
 from privcal.experiments._legacy import resolve
-from privcal.experiments._progress import Progress, report
+from privcal.experiments._progress import Progress, derived_seed, report
 from privcal.metrics.statistics import bin_indices, softmax
 from privcal.privacy import SeededNoise
 from privcal.report import format_value, markdown_table
@@ -182,10 +182,9 @@ class Angelopoulos2022Result:
 
     def find(self, dataset: str, score: str, alpha: float, sweep: str, **kw: Any) -> Setting:
         """The setting with these keys (``epsilon=`` / ``bins=`` select within a sweep)."""
+        keys = dict(dataset=dataset, score=score, alpha=alpha, sweep=sweep, **kw)
         for s in self.settings:
-            if (s.dataset, s.score, s.alpha, s.sweep) != (dataset, score, alpha, sweep):
-                continue
-            if all(getattr(s, k) == v for k, v in kw.items()):
+            if all(getattr(s, k) == v for k, v in keys.items()):
                 return s
         raise KeyError((dataset, score, alpha, sweep, kw))
 
@@ -199,13 +198,12 @@ class Angelopoulos2022Result:
         :attr:`files`); return the Markdown path."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        files = {"csv": out / "angelopoulos2022.csv"}
-        with files["csv"].open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(_CSV_FIELDS)
-            for st, res, full in self.records:
-                _write_rows(writer, st, res, full)
-        files["summary_csv"] = _write_summary_csv(out / "summary.csv", self.settings)
+        split_rows = (row for record in self.records for row in _split_rows(*record))
+        files = {"csv": _write_csv(out / "angelopoulos2022.csv", _CSV_FIELDS, split_rows)}
+        # the per-split CSV's setting columns, then the summary over the splits
+        names = [*_CSV_FIELDS[:9], "n", "splits", "coverage", "se", "bound", "size", "full"]
+        summary = ([getattr(s, k) for k in names] for s in self.settings)
+        files["summary_csv"] = _write_csv(out / "summary.csv", names, summary)
         curves: dict[tuple[str, str, float], list[tuple[Setting, SimulationResult]]] = {}
         for st, res, _ in self.records:
             curves.setdefault((st.dataset, st.score, st.alpha), []).append((st, res))
@@ -284,10 +282,6 @@ def load_datasets(data: Any = None, seed: int = 0) -> dict[str, tuple[np.ndarray
 
 
 # --------------------------------------------------------------------------------- core
-def _seed(*keys: int) -> int:
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
-
-
 def _full_fraction(
     res: SimulationResult, row_max: np.ndarray, sorted_max: np.ndarray, cal_max: np.ndarray
 ) -> np.ndarray:
@@ -324,10 +318,6 @@ def run(
         ``SeedSequence([seed, dataset, score, alpha, setting])``; digits_shift's seed.
     progress : callable, optional
         ``progress(description, completed, total)`` after each setting.
-
-    Returns
-    -------
-    Angelopoulos2022Result
     """
     owner = "angelopoulos2022.run"
     quick = bool(settings.pop("quick", False))
@@ -423,7 +413,7 @@ def _run_dataset(
                 if sweep == "split":
                     res = sim.split(alpha)
                 else:
-                    noise = SeededNoise(_seed(seed, di, si, ai, pi))
+                    noise = SeededNoise(derived_seed(seed, di, si, ai, pi))
                     if m == "auto" and config.m_grid != "paper-text":
                         m = optimal_bins(n, alpha, eps, seed=seed, m_grid=config.m_grid)
                     res = sim.private(alpha, eps, n_bins=m, noise=noise, method="angelopoulos2022")
@@ -443,25 +433,21 @@ def _run_dataset(
 
 
 # --------------------------------------------------------------------------------- output
-def _write_rows(writer: Any, st: Setting, res: SimulationResult, full: np.ndarray) -> None:
+def _split_rows(st: Setting, res: SimulationResult, full: np.ndarray) -> Iterator[tuple]:
+    """The rows of ``angelopoulos2022.csv`` of one setting: one per split."""
     assert res.size is not None
     eps, gamma = (format_value(v, "exact", missing="") for v in (st.epsilon, st.gamma))
     head = (st.dataset, st.score, repr(st.alpha), st.sweep, st.method, eps, st.bins or "", gamma)
     cols = (res.coverage, res.size, full, res.threshold)
-    writer.writerows(
-        (*head, repr(st.level), r, *(repr(float(c[r])) for c in cols))
-        for r in range(res.coverage.size)
-    )
+    for r in range(res.coverage.size):
+        yield (*head, repr(st.level), r, *(repr(float(c[r])) for c in cols))
 
 
-def _write_summary_csv(path: Path, settings: Sequence[Setting]) -> Path:
-    # the per-split CSV's setting columns, then the summary over the splits
-    names = [*_CSV_FIELDS[:9], "n", "splits", "coverage", "se", "bound", "size", "full"]
+def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(names)
-        for s in settings:
-            w.writerow([getattr(s, k) for k in names])
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
     return path
 
 
@@ -507,10 +493,8 @@ def histogram_figure(items: Sequence[tuple[Setting, SimulationResult]], title: s
     sweeps = [w for w in ("epsilon", "bins") if any(s.sweep == w for s, _ in items)]
     fig = Figure(figsize=(10, 3.2 * max(len(sweeps), 1)), layout="constrained")
     axes = fig.subplots(max(len(sweeps), 1), 2, squeeze=False)
-    cov_all = np.concatenate([r.coverage for _, r in items])
-    size_all = np.concatenate([r.size for _, r in items if r.size is not None])
-    cov_edges = _edges(cov_all)
-    size_edges = _edges(size_all)
+    cov_edges = _edges(np.concatenate([r.coverage for _, r in items]))
+    size_edges = _edges(np.concatenate([r.size for _, r in items if r.size is not None]))
     for row, sweep in enumerate(sweeps):
         group = base + [(s, r) for s, r in items if s.sweep == sweep]
         for s, r in group:

@@ -51,6 +51,12 @@ __all__ = [
 TASKS = ("digits", "breast_cancer", "digits_shift")
 CLIPS = (0.1, 0.5, 1.0, 10.0)
 DELTA = 1e-5
+#: Part (b)'s rows of the recalibrators fitted on Algorithm 1's 10%: (method, model key).
+_RECAL = (
+    ("DP-SGD + DP-PS", "DP-PS"),
+    ("DP-SGD + DP-TS (paper B.2)", "DP-TS-paper"),
+    ("DP-SGD + non-private TS", "NP-TS"),
+)
 
 
 def _torch_setup() -> None:
@@ -180,8 +186,7 @@ def run_tasks(
         for name in tasks:
             task = load_task(name, seed)
             base = "digits" if name == "digits_shift" else name
-            if progress:
-                progress(f"bu2023: {name}, seed {seed}")
+            report(progress, f"bu2023: {name}, seed {seed}")
             if (base, seed) not in cache:  # digits_shift reuses the digits models
                 cache[(base, seed)] = _task_models(load_task(base, seed), seed, epsilons)
             models = cache[(base, seed)]
@@ -194,13 +199,7 @@ def run_tasks(
                     ("DP-SGD", eps, models[f"DP-SGD|{eps}"].predict_proba(Xt)),
                     ("DP-SGD (90%)", eps, softmax(z)),
                     ("DP-SGD + DP-TS", eps, pipe.calibrator_.predict_proba(z)),
-                    ("DP-SGD + DP-PS", eps, models[f"DP-PS|{eps}"].predict_proba(z)),
-                    (
-                        "DP-SGD + DP-TS (paper B.2)",
-                        eps,
-                        models[f"DP-TS-paper|{eps}"].predict_proba(z),
-                    ),
-                    ("DP-SGD + non-private TS", eps, models[f"NP-TS|{eps}"].predict_proba(z)),
+                    *((m, eps, models[f"{key}|{eps}"].predict_proba(z)) for m, key in _RECAL),
                 ]
             probs.append(("DP-SGLD", 8.0, models["DP-SGLD|8.0"].predict_proba(Xt)))
             rows += [
@@ -245,16 +244,9 @@ def _task_models(t: Task, seed: int, epsilons: tuple[float, ...]) -> dict[str, A
         models[f"DP-TS-paper|{eps}"] = DPTemperatureScaling(
             eps, DELTA, noise=SeededNoise(seed), seed=seed, **PAPER_SETTINGS
         ).fit(zr, yr)
-    models["DP-SGLD|8.0"] = DPSGLDTrainer(
-        t.model,
-        epsilon=8.0,
-        delta=DELTA,
-        max_grad_norm=1.0,
-        temperature="auto",
-        decay=0.028,
-        prenoise=0.046,
-        **hp,
-    ).fit(X, y)
+    sgld = {"epsilon": 8.0, "delta": DELTA, "max_grad_norm": 1.0, "temperature": "auto"}
+    sgld |= {"decay": 0.028, "prenoise": 0.046}
+    models["DP-SGLD|8.0"] = DPSGLDTrainer(t.model, **sgld, **hp).fit(X, y)
     return models
 
 
@@ -313,10 +305,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
-    """Tidy CSV + Markdown summary with the findings."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / "bu2023.csv", rows)
+def _markdown(rows: list[dict[str, Any]], command: str) -> list[str]:
+    """The Markdown summary with the findings."""
     md = [f"# bu2023 (seed 001) results\n\nCommand: `{command}`\n"]
     syn = [r for r in rows if r["part"] == "synthetic"]
     if syn:
@@ -350,7 +340,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pa
             f"- DP-SGLD ECE < DP-SGD ECE at eps 8 in {s['sgld_lower_ece_fraction']:.0%} "
             f"of tasks (seed 004's claim; seed 001 found the opposite)."
         )
-    return write_lines(out_dir / "bu2023.md", md)
+    return md
 
 
 @dataclass(frozen=True)
@@ -391,7 +381,8 @@ class Bu2023Result:
         _synthetic_figures(self.synthetic, syn, out)
         quick = " --quick" if self.config.name == "quick" else ""
         cmd = f"privcal bench bu2023 --out {out} --seed {self.seed}{quick}"
-        return write_outputs(self.rows, out, cmd)
+        write_csv(out / "bu2023.csv", self.rows)
+        return write_lines(out / "bu2023.md", _markdown(self.rows, cmd))
 
 
 @path_form(FULL, QUICK)
@@ -402,11 +393,8 @@ def run(
     progress: Progress | None = None,
 ) -> Bu2023Result:
     """Run (a) and (b); :meth:`Bu2023Result.write` writes ``bu2023.csv``, figures and
-    ``bu2023.md``.
-
-    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    ``bu2023.md`` (the deprecated ``run(out_dir, quick=...)``:
+    :func:`~privcal.experiments._legacy.path_form`)."""
     report(progress, "bu2023: synthetic 2-D logistic regression")
     models = synthetic_models(seed, config.quick_synthetic)
     rows = _synthetic_rows(models, seed)

@@ -67,16 +67,12 @@ def run_rows(
             X, y, Xt, yt = t.X_train, t.y_train, t.X_test, t.y_test
             model = "cnn" if name == "digits" else "mlp"
             hp = {"epochs": epochs, "lr": 0.5, "batch_size": 64, "seed": seed}
+            dp = {"epsilon": epsilon, "delta": DELTA, **hp}
             fitted = {
                 "SGD": SGDTrainer(model, **hp),
-                "DP-SGD": DPSGDTrainer(model, epsilon=epsilon, delta=DELTA, **hp),
+                "DP-SGD": DPSGDTrainer(model, **dp),
                 "DP-SGLD": DPSGLDTrainer.from_preset(
-                    "knolle2021-mnist",
-                    model,
-                    epsilon=epsilon,
-                    delta=DELTA,
-                    temperature="auto",
-                    **hp,
+                    "knolle2021-mnist", model, temperature="auto", **dp
                 ),
             }
             for method, tr in fitted.items():
@@ -172,15 +168,13 @@ class Knolle2021Result:
             "| task | method | epsilon | accuracy | AUC | ECE |",
             "|---|---|---|---|---|---|",
         ]
+        keys = ("epsilon", "accuracy", "auc", "ece")
         lower = []
         for task in ("digits", "breast_cancer"):
             means = {}
             for method in ("SGD", "DP-SGD", "DP-SGLD"):
                 sel = [r for r in rows if r["task"] == task and r["method"] == method]
-                m = {
-                    k: float(np.mean([r[k] for r in sel]))
-                    for k in ("epsilon", "accuracy", "auc", "ece")
-                }
+                m = {k: float(np.mean([r[k] for r in sel])) for k in keys}
                 means[method] = m
                 md.append(
                     f"| {task} | {method} | {m['epsilon']:.3g} | {m['accuracy']:.4f} | "
@@ -202,11 +196,8 @@ def run(
     progress: Progress | None = None,
 ) -> Knolle2021Result:
     """Run the comparison (see the module docstring); :meth:`Knolle2021Result.write` writes
-    the CSV, the figure and the Markdown.
-
-    The old form ``run(out_dir, seed=..., quick=...)`` (deprecated) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    the CSV, the figure and the Markdown (the deprecated ``run(out_dir, quick=...)``:
+    :func:`~privcal.experiments._legacy.path_form`)."""
     seeds = tuple(seed + i for i in range(config.trials))
     rows, probs = run_rows(seeds, config.epsilon, config.epochs, progress=progress)
     return Knolle2021Result(rows, probs, config, seed)

@@ -272,57 +272,31 @@ def run(
     progress: Progress | None = None,
 ) -> Maddock2025Result:
     """Run the protocol; :meth:`Maddock2025Result.write` writes ``results.csv``, figures and
-    ``maddock2025.md``.
-
-    The old form ``run(out_dir, seed=..., quick=..., repeats=..., datasets=...)``
-    (deprecated; ``repeats`` is now the config's ``trials``) runs :data:`QUICK` or
-    :data:`FULL`, writes the files and returns the Markdown path.
-    """
+    ``maddock2025.md`` (the deprecated ``run(out_dir, quick=..., repeats=..., datasets=...)``,
+    ``repeats`` now the config's ``trials``: :func:`~privcal.experiments._legacy.path_form`)."""
     data = load_datasets(seed, config.datasets)
-    methods = dict(METHODS)
-    if not config.fedcal:
-        methods.pop("FedCal")
-    rows: list[dict[str, Any]] = []
-    t_start = time.perf_counter()
-    for dname, (z, y) in data.items():
-        big = z.shape[1] > 50
-        for label, (m, params) in methods.items():
-            if label == "FedCal" and big:
-                continue  # 17k-parameter MLP x 100 classes: too slow for the bench budget
-            for r in range(config.trials):
-                t0 = time.perf_counter()
-                common = {"dataset": dname, "method": label, "repeat": r}
-                rows += _repeat(z, y, m, params, config, seed + r, common)
-                seconds = time.perf_counter() - t0
-                report(progress, f"{dname} / {label} / repeat {r}: {seconds:.1f} s")
-    return Maddock2025Result(rows, time.perf_counter() - t_start, config, seed)
-
-
-def _repeat(
-    z: np.ndarray,
-    y: np.ndarray,
-    m: str,
-    params: dict[str, Any],
-    config: Maddock2025Config,
-    s: int,
-    common: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """One method's rows of one repeat (seed ``s``): the rounds curve and both sweeps."""
+    # the rounds curve (evaluated every round), the beta sweep (0.1: the curve's) and the DP sweep
     runs: list[tuple[str, float, float | None, int, int]] = [
         ("rounds", 0.1, None, config.curve_rounds, 1)
     ]
-    runs += [("beta", beta, None, 12, 12) for beta in config.betas]  # 0.1: the rounds curve's
+    runs += [("beta", beta, None, 12, 12) for beta in config.betas]
     runs += [("epsilon", 0.1, eps, 12, 12) for eps in config.epsilons]
-    rows = []
-    for setting, beta, eps, rounds, every in runs:
-        head = {
-            **common,
-            "setting": setting,
-            "beta": beta,
-            "epsilon": "inf" if eps is None else eps,
-        }
-        rows += [{**head, **row} for row in _one(z, y, m, params, s, beta, rounds, eps, every)]
-    return rows
+    rows: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    for dname, (z, y) in data.items():
+        for label, (m, params) in METHODS.items():
+            if label == "FedCal" and (not config.fedcal or z.shape[1] > 50):
+                continue  # on 100 classes a 17k-parameter MLP: too slow for the bench budget
+            for r in range(config.trials):
+                t0 = time.perf_counter()
+                for setting, beta, eps, rounds, every in runs:
+                    head = {"dataset": dname, "method": label, "repeat": r, "setting": setting}
+                    head |= {"beta": beta, "epsilon": "inf" if eps is None else eps}
+                    found = _one(z, y, m, params, seed + r, beta, rounds, eps, every)
+                    rows += [head | row for row in found]
+                seconds = time.perf_counter() - t0
+                report(progress, f"{dname} / {label} / repeat {r}: {seconds:.1f} s")
+    return Maddock2025Result(rows, time.perf_counter() - t_start, config, seed)
 
 
 def _agg(rows: list[dict[str, Any]], **where: Any) -> dict[str, tuple[float, float, float]]:
@@ -337,7 +311,6 @@ def _agg(rows: list[dict[str, Any]], **where: Any) -> dict[str, tuple[float, flo
 
 
 def _figures(rows: list[dict[str, Any]], out: Path) -> list[str]:
-
     (out / "figures").mkdir(exist_ok=True)
     paths = []
     for dname in dict.fromkeys(r["dataset"] for r in rows):

@@ -225,10 +225,9 @@ def reliability_diagram(
     matplotlib.figure.Figure
         Two Axes: the reliability panel and the confidence histogram below it.
     """
-    disp = ReliabilityDisplay.from_predictions(
+    return ReliabilityDisplay.from_predictions(
         probs, labels, n_bins=n_bins, binning=binning, input=input, name=title
-    )
-    return disp.figure_
+    ).figure_
 
 
 def before_after(

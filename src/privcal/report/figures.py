@@ -30,20 +30,15 @@ def draw(block: Mapping[str, Any], *, suptitle: bool = True) -> Figure:
     from matplotlib.figure import Figure
 
     from privcal.metrics import Reliability
-    from privcal.plots import ReliabilityDisplay
+    from privcal.plots import reliability_panels
 
     kind = block["type"]
     panels = block["panels"]
     n = len(panels)
     if kind == "reliability":
-        fig = Figure(figsize=(4.2 * n, 5.6), layout="constrained")
-        grid = fig.add_gridspec(2, n, height_ratios=(3, 1))
-        for i, p in enumerate(panels):
-            top = fig.add_subplot(grid[0, i])
-            bottom = fig.add_subplot(grid[1, i], sharex=top)
-            ReliabilityDisplay(Reliability.from_dict(p), name=_wrap(p["name"], 34)).plot(
-                ax=(top, bottom)
-            )
+        rels = [Reliability.from_dict(p) for p in panels]
+        fig = reliability_panels(rels, [_wrap(p["name"], 34) for p in panels])
+        fig.set_size_inches(4.2 * n, 5.6)
     elif kind == "bars":
         fig = Figure(figsize=(5.0 * n, 3.8), layout="constrained")
         axes = fig.subplots(1, n, squeeze=False)[0]

@@ -96,13 +96,9 @@ def to_markdown(
 
 
 def _ledger_lines(ledgers: Sequence[Mapping[str, Any]]) -> list[str]:
+    numbers = ("budget", "spent", "remaining")
     rows = [
-        [
-            str(x.get("source", "")),
-            format_value(x.get("budget"), "number"),
-            format_value(x.get("spent"), "number"),
-            format_value(x.get("remaining"), "number"),
-        ]
+        [str(x.get("source", "")), *(format_value(x.get(k), "number") for k in numbers)]
         for x in ledgers
     ]
     return [*markdown_table(["source", "budget ε", "spent ε", "remaining ε"], rows), ""]

@@ -195,10 +195,10 @@ _BEFORE_AFTER = [("before", "Uncalibrated", "percent"), ("after", "Calibrated", 
 _PERCENT = ("Accuracy", "ECE", "Classwise ECE", "MCE", "Adaptive ECE")
 
 
-def _metrics_table(
+def _metrics_tables(
     title: str, metrics: Mapping[str, Mapping[str, float]], source: str, *, note: str = ""
-) -> dict[str, Any]:
-    """Metric rows (one per metric) with a column per score set and their change.
+) -> list[dict[str, Any]]:
+    """Metric rows (one per metric) with a column per score set, one table per unit.
 
     Calibration errors and accuracy are in percent like everywhere else; Brier and NLL keep
     their own scale. ``metrics`` maps a column name to ``{metric: value}``."""
@@ -210,17 +210,10 @@ def _metrics_table(
     ]
     out = []  # one table per unit so that every column has one unit
     for unit, suffix in (("percent", " (%)"), ("number", " (Brier, NLL: their own scale)")):
-        subset = [r for r in rows if (r["unit"] == "percent") == (unit == "percent")]
+        subset = [r for r in rows if r["unit"] == unit]
         if subset:
             cols = [("metric", "Metric"), *((f"c{i}", n, unit) for i, n in enumerate(names))]
             out.append(table(title + suffix, cols, subset, note=note or None, source=source))
-    return out[0] if len(out) == 1 else {"type": "group", "blocks": out}
-
-
-def _flatten(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for b in blocks:
-        out += b["blocks"] if b["type"] == "group" else [b]
     return out
 
 
@@ -268,13 +261,11 @@ def _fit(o: Output) -> list[dict[str, Any]]:
         )
     )
     if metrics:
-        blocks.append(
-            _metrics_table(
-                "Metrics of the input scores before and after the calibrator",
-                metrics,
-                src,
-                note=f"{d.get('n_bins', 15)} equal-width bins; measured on the fitting data.",
-            )
+        blocks += _metrics_tables(
+            "Metrics of the input scores before and after the calibrator",
+            metrics,
+            src,
+            note=f"{d.get('n_bins', 15)} equal-width bins; measured on the fitting data.",
         )
     rel = d.get("reliability")
     if rel:
@@ -283,7 +274,7 @@ def _fit(o: Output) -> list[dict[str, Any]]:
         blocks.append(_privacy(d, src))
     if d.get("warnings"):
         blocks.append(text("Warnings while fitting: " + " ".join(d["warnings"])))
-    return [_section(f"privcal fit: {o.path.name}", _flatten(blocks), src)]
+    return [_section(f"privcal fit: {o.path.name}", blocks, src)]
 
 
 def _reliability_block(
@@ -336,7 +327,7 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
             + (f", calibrator `{d['calibrator']}`" if d.get("calibrator") else "")
             + "."
         ),
-        _metrics_table(
+        *_metrics_tables(
             "Metrics",
             metrics,
             src,
@@ -345,7 +336,7 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     ]
     if d.get("reliability"):
         blocks.append(_reliability_block(d["reliability"], cols[0], cols[-1], d["input"]))
-    return [_section(f"privcal evaluate: {d['input']}", _flatten(blocks), src)]
+    return [_section(f"privcal evaluate: {d['input']}", blocks, src)]
 
 
 def _mean_confidence(rel: Mapping[str, Any]) -> float:
@@ -363,29 +354,20 @@ def _risk(o: Output) -> list[dict[str, Any]]:
     if "test_risk" in d:
         ok = "within" if d["test_risk"] <= alpha else "above"
         found += f"; the test {d['loss']} {d['test_risk']:.4f} is {ok} alpha"
+    cols = [
+        ("n_cal", "Calibration rows", "count"),
+        ("n_test", "Test rows", "count"),
+        ("lambda", "lambda", "number"),
+        ("test_risk", f"Test {d['loss']}", "number"),
+        ("risk_bound", "Guaranteed E[loss] <=", "number"),
+        ("mean_size", "Mean set size", "number"),
+    ]
     blocks: list[dict[str, Any]] = [
         takeaway(found + f"; mean set size {d['mean_size']:.2f}."),
         text(
             f"`{d.get('command', 'privcal risk')}`: calibration `{d['cal']}`, test `{d['test']}`."
         ),
-        table(
-            "Summary",
-            [
-                ("n_cal", "Calibration rows", "count"),
-                ("n_test", "Test rows", "count"),
-                ("lambda", "lambda", "number"),
-                ("test_risk", f"Test {d['loss']}", "number"),
-                ("risk_bound", "Guaranteed E[loss] <=", "number"),
-                ("mean_size", "Mean set size", "number"),
-            ],
-            [
-                {
-                    k: d.get(k)
-                    for k in ("n_cal", "n_test", "lambda", "test_risk", "risk_bound", "mean_size")
-                }
-            ],
-            source=src,
-        ),
+        table("Summary", cols, [{c[0]: d.get(c[0]) for c in cols}], source=src),
     ]
     if "test_curve" in d:
         lam = [float(x) for x in d["lambdas"]]
@@ -419,29 +401,23 @@ def _conformal(o: Output) -> list[dict[str, Any]]:
         f"mean set size {d['mean_size']:.2f} of {d['n_classes']} classes, "
         f"{100 * d['full_sets']:.1f}% full sets."
     )
-    row = {k: d.get(k) for k in ("n_cal", "n_test", "threshold", "mean_size", "full_sets")}
-    row["coverage"] = cov
-    row["target"] = 1 - alpha
+    cols = [
+        ("n_cal", "Calibration points", "count"),
+        ("n_test", "Test points", "count"),
+        ("threshold", "Threshold", "number"),
+        _COVERAGE,
+        ("target", "Target", "percent"),
+        ("mean_size", "Mean set size", "number"),
+        ("full_sets", "Full sets", "percent"),
+    ]
+    row = {c[0]: d.get(c[0]) for c in cols} | {"target": 1 - alpha}
     blocks: list[dict[str, Any]] = [
         takeaway(found),
         text(
             f"`{d.get('command', 'privcal conformal')}`: calibration `{d['cal']}`, test "
             f"`{d['test']}`, sets written to `{d['sets']}`."
         ),
-        table(
-            "Summary",
-            [
-                column("n_cal", "Calibration points", "count"),
-                column("n_test", "Test points", "count"),
-                column("threshold", "Threshold", "number"),
-                _COVERAGE,
-                column("target", "Target", "percent"),
-                column("mean_size", "Mean set size", "number"),
-                column("full_sets", "Full sets", "percent"),
-            ],
-            [row],
-            source=src,
-        ),
+        table("Summary", cols, [row], source=src),
     ]
     counts, by_size = d["size_counts"], d.get("coverage_by_size")
     bars = [("Set sizes", "test points", list(range(len(counts))), counts)]

@@ -123,11 +123,8 @@ def fit_summary(
         out["reliability"] = _reliability_pair(logits, est.predict_proba(logits), labels, n_bins)
     rep = getattr(est, "privacy_report_", None)
     if private and rep is not None:
-        out["privacy_report"] = {
-            **rep.to_dict(),
-            "released": released,
-            "fallback": released.get("fallback"),
-        }
+        fallback = released.get("fallback")
+        out["privacy_report"] = rep.to_dict() | {"released": released, "fallback": fallback}
         if sources:
             from privcal.privacy.odometer import read_ledger
 

@@ -30,7 +30,7 @@ from rich.console import Console
 
 from privcal._params import check_int
 from privcal.privacy import InsecureNoiseWarning
-from privcal.report import Section, run_metadata, write_report, write_results
+from privcal.report import Section, draw, run_metadata, write_html, write_report, write_results
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -114,8 +114,6 @@ class DemoContext:
     def figure(self, block: dict[str, Any], name: str) -> dict[str, Any]:
         """Draw a figure block (:func:`~privcal.report.draw`), save it as
         ``figures/<name>.png`` for ``report.md`` and record that path in the block."""
-        from privcal.report import draw
-
         block["file"] = self.save_figure(draw(block), name)
         return block
 
@@ -193,8 +191,6 @@ def run_demo(
     meta = run_metadata(command=command, seed=seed, seconds=elapsed)
     write_results(out, results, meta)
     report = write_report(out, results, command=command, seed=seed, seconds=elapsed, meta=meta)
-    from privcal.report import write_html
-
     write_html(out, out / "report.html")
     failed = [s.name for s in results if s.error]
     if failed:

@@ -185,10 +185,9 @@ def _findings(
     from privcal.metrics.compare import BETTER, replicate_interval
     from privcal.report import takeaway
 
-    names = [UNCALIBRATED, *methods]
     means = {
         m: {k: float(np.mean([r[k] for r in rows if r["method"] == m])) for k in _METRICS}
-        for m in names
+        for m in [UNCALIBRATED, *methods]
     }
     base = means[UNCALIBRATED]
     cell = {(r["corruption"], r["method"]): r for r in rows}
@@ -224,8 +223,7 @@ def run(ctx: DemoContext) -> list[dict[str, Any]]:
 
     data = ctx.data
     corruptions = data.corruptions[::3] if ctx.quick else data.corruptions
-    n_classes = data.clean[0].shape[1]
-    methods, skipped = applicable_methods(n_classes)
+    methods, skipped = applicable_methods(data.clean[0].shape[1])
     rng = ctx.rng("calibration")
     rows, warned, splits = _fit_all(ctx, rng, corruptions, methods)
 

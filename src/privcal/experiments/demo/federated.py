@@ -14,12 +14,9 @@ uncalibrated model by its paired difference of classwise ECE +- 2 SE over draws
 uncalibrated" when that interval covers 0 (FedTemp's fallback to T = 1 gives differences of
 exactly 0); the draws in which FedTemp fell back are counted.
 
-The worse-than-doing-nothing mark is the scoreboard's paired test
-(:func:`privcal.experiments.scoreboard.worse_than_nothing`, through the scoreboard's own row
-function, :func:`~privcal.experiments.scoreboard.calibration_row`): a row is marked when the
-mean per-draw difference of classwise ECE, or of the error rate 1 - accuracy, to the
-uncalibrated model is above 2 SE; the mark names which failed. The same test marks the demo's
-scoreboard, so the two never disagree. Temperature scaling cannot change the argmax; the binning
+The worse-than-doing-nothing mark is the scoreboard's paired test (on classwise ECE and the
+error rate, through :func:`~privcal.experiments.scoreboard.calibration_row`), so the demo's
+two sections never disagree. Temperature scaling cannot change the argmax; the binning
 methods map each class's score on its own, so the top class can change.
 Needs NumPy and SciPy only (Flower is not used for the simulation).
 """

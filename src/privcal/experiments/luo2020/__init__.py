@@ -25,11 +25,6 @@ search needs no loop at all: the exact curves of every trial and source on the p
 one ``accuracy_gap_terms`` call, and :func:`~privcal.calibrators.search.monotone_root` reads all
 roots at once; NLL-T's default curve search is one ``nll_terms`` call and
 :func:`~privcal.calibrators.search.convex_argmin`.
-
-Modules: :mod:`~privcal.experiments.luo2020.simulation` (method specifications, the setting
-grid, the batched searches and one setting's fits), :mod:`~privcal.experiments.luo2020.protocol`
-(:class:`Luo2020Config`, :func:`run`), :mod:`~privcal.experiments.luo2020.result` (the table,
-figures and files) and :mod:`~privcal.experiments.luo2020.loop` (the per-trial reference loop).
 """
 
 from privcal.experiments.luo2020.loop import run_loop

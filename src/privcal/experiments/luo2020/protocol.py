@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from privcal._params import POSITIVE, check_int
 from privcal.experiments._legacy import resolve
-from privcal.experiments._progress import Progress, report
+from privcal.experiments._progress import Progress, map_jobs, report
 from privcal.experiments.luo2020.result import Luo2020Result
 from privcal.experiments.luo2020.simulation import (
     MAX_ELEMENTS,
@@ -102,30 +103,27 @@ def run(
         (``SeededNoise(default_rng([seed, dataset, point, method]))``).
     progress : callable, optional
         ``progress(description, completed, total)`` after each setting.
-
-    Returns
-    -------
-    Luo2020Result
     """
     owner = "luo2020.run"
     config, progress, out = resolve(Luo2020Config, config, settings, owner, progress, first="data")
-    trials = check_int(config.trials, "trials", owner, low=1)
-    iterations = check_int(config.iterations, "iterations", owner, low=1)
-    n_bins = check_int(config.n_bins, "n_bins", owner, low=1)
-    nll_bound = POSITIVE.check(config.nll_bound, "nll_bound", owner)
-    grid, methods = config.grid, config.methods
+    checked = replace(
+        config,
+        data=None,  # the workers get the arrays of their own data set only
+        trials=check_int(config.trials, "trials", owner, low=1),
+        iterations=check_int(config.iterations, "iterations", owner, low=1),
+        n_bins=check_int(config.n_bins, "n_bins", owner, low=1),
+        nll_bound=POSITIVE.check(config.nll_bound, "nll_bound", owner),
+        methods=tuple(config.methods),
+    )
     datasets = load_datasets(config.data, config.severity, seed)
-    grids = {
-        name: list(grid) if grid is not None else default_grid(len(y))
-        for name, (_, y) in datasets.items()
-    }
-    total = sum(len(g) for g in grids.values())
+    grid = config.grid
+    tasks = [
+        (di, name, z, y, list(grid) if grid is not None else default_grid(len(y)))
+        for di, (name, (z, y)) in enumerate(datasets.items())
+    ]
+    total = sum(len(task[4]) for task in tasks)
     jobs = check_int(config.jobs, "jobs", owner, low=1)
-    kwargs: dict[str, Any] = dict(trials=trials, iterations=iterations, n_bins=n_bins)
-    kwargs |= dict(nll_bound=nll_bound, methods=tuple(methods), seed=seed)
-    rows: list[dict[str, Any]] = []
     start = time.perf_counter()
-    items = list(datasets.items())
     done = [0]
 
     def tick(steps: int = 1) -> None:
@@ -133,24 +131,11 @@ def run(
         report(progress, "luo2020", done[0], total)
 
     report(progress, "luo2020", 0, total)
-    if jobs == 1:
-        for di, (name, (z, y)) in enumerate(items):
-            rows += _run_dataset(di, name, z, y, grids[name], **kwargs, tick=tick)
-    else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {
-                pool.submit(_run_dataset, di, name, z, y, grids[name], **kwargs): di
-                for di, (name, (z, y)) in enumerate(items)
-            }
-            parts: dict[int, list[dict[str, Any]]] = {}
-            for fut in as_completed(futures):
-                parts[futures[fut]] = fut.result()
-                tick(len(grids[items[futures[fut]][0]]))
-        for di in sorted(parts):
-            rows += parts[di]
-    res = Luo2020Result(rows, [m.label for m in methods], time.perf_counter() - start)
+    serial = jobs == 1  # a tick per setting; a worker's data set ticks once it is done
+    fn = partial(_run_dataset, config=checked, seed=seed, tick=tick if serial else None)
+    parts = map_jobs(fn, tasks, jobs, lambda i: None if serial else tick(len(tasks[i][4])))
+    rows = [row for part in parts for row in part]
+    res = Luo2020Result(rows, [m.label for m in checked.methods], time.perf_counter() - start)
     if out is not None:
         res.write(out)
     return res
@@ -163,16 +148,16 @@ def _run_dataset(
     y: Any,
     grid: Sequence[GridPoint],
     *,
-    trials: int,
-    iterations: int,
-    n_bins: int,
-    nll_bound: float,
-    methods: Sequence[MethodSpec],
+    config: Luo2020Config,
     seed: int,
     tick: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     z = np.asarray(z, dtype=np.float64)
     y = np.asarray(y)
+    trials, methods = config.trials, config.methods
+    search: dict[str, Any] = dict(
+        iterations=config.iterations, n_bins=config.n_bins, nll_bound=config.nll_bound
+    )
     rows = []
     chunk = max(1, int(MAX_ELEMENTS // (z.shape[0] * z.shape[1])))
     for pi, pt in enumerate(grid):
@@ -183,17 +168,7 @@ def _run_dataset(
             setting = _split(z, y, size, pt.n_sources, pt.n_samples, rng)
             for mi, spec in enumerate(methods):
                 noise = SeededNoise(np.random.default_rng([seed, di, pi, mi, ci]))
-                parts[mi].append(
-                    simulate(
-                        spec,
-                        setting,
-                        pt.epsilon,
-                        noise,
-                        iterations=iterations,
-                        n_bins=n_bins,
-                        nll_bound=nll_bound,
-                    )
-                )
+                parts[mi].append(simulate(spec, setting, pt.epsilon, noise, **search))
         for mi, spec in enumerate(methods):
             e = np.concatenate([p[0] for p in parts[mi]])
             t = np.concatenate([p[1] for p in parts[mi]])

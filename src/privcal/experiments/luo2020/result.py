@@ -56,10 +56,8 @@ class Luo2020Result:
     def table_markdown(self, title: str = "") -> str:
         """The Table 1 analogue as a Markdown table (best DP median in bold)."""
         tab = self.table()
-        lines = [
-            f"| Recalibration method | ECE median / mean{(' (' + title + ')') if title else ''} |"
-        ]
-        lines.append("|---|---|")
+        named = f" ({title})" if title else ""
+        lines = [f"| Recalibration method | ECE median / mean{named} |", "|---|---|"]
         best = min(tab.values(), key=lambda x: x[0])[0]
         for m, (med, mean) in tab.items():
             cell = f"{med:.4f} / {mean:.4f}"
@@ -68,7 +66,6 @@ class Luo2020Result:
 
     def figures(self) -> dict[str, Any]:
         """Three-panel figure (sources, samples, epsilon) per dataset, as in seed 000 Fig. 1-3."""
-
         figs = {}
         for ds in dict.fromkeys(r["dataset"] for r in self.rows):
             fig, axes = subplots(1, 3, figsize=(13, 3.6))
@@ -96,7 +93,6 @@ class Luo2020Result:
     def write(self, out_dir: str | Path, figures: bool = True) -> Path:
         """Write ``results.csv``, ``table1.md`` and ``fig_<dataset>.png`` under ``out_dir``
         (kept in :attr:`files`); return the Markdown path."""
-
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = [out / "results.csv", out / "table1.md"]

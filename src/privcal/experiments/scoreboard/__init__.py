@@ -31,13 +31,6 @@ Protocol
 
 Every private fit here draws **seeded** noise: a simulation of the mechanism's law, not a private
 release (:data:`SIMULATION_NOTE`).
-
-Modules: :mod:`~privcal.experiments.scoreboard.config` (data sets, budgets, :class:`Config`),
-:mod:`~privcal.experiments.scoreboard.rows` (the metric rows),
-:mod:`~privcal.experiments.scoreboard.claims` (the seed papers' claims),
-:mod:`~privcal.experiments.scoreboard.board` (:func:`run`, :class:`Scoreboard` and its
-documents, :func:`render` and :func:`write_json`, written by
-:mod:`privcal.report.scoreboard_page`).
 """
 
 from privcal.experiments.scoreboard.board import Scoreboard, render, run, steps, write_json

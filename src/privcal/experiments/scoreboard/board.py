@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from privcal.experiments._progress import Progress, report
+from privcal.experiments._progress import Progress, map_jobs, report
 from privcal.experiments.scoreboard.claims import Claim, claim_rows
 from privcal.experiments.scoreboard.config import (
     ALPHA,
@@ -136,24 +136,11 @@ def run(
 
     start = time.perf_counter()
     board = Scoreboard(config)
-    tasks = _tasks(config)
-    results: dict[int, tuple[list[dict[str, Any]], dict[str, str]]] = {}
-    if jobs == 1:
-        for i, (kind, name) in enumerate(tasks):
-            results[i] = _run_task(kind, name, config)
-            tick(f"{name}: {kind}")
-    else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(_run_task, k, n, config): i for i, (k, n) in enumerate(tasks)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                tick(f"{tasks[i][1]}: {tasks[i][0]}")
-    for i in range(len(tasks)):
-        board.rows += results[i][0]
-        board.skipped.update(results[i][1])
+    tasks = [(kind, name, config) for kind, name in _tasks(config)]
+    results = map_jobs(_run_task, tasks, jobs, lambda i: tick(f"{tasks[i][1]}: {tasks[i][0]}"))
+    for rows, skipped in results:
+        board.rows += rows
+        board.skipped.update(skipped)
     board.claims = claim_rows(config, board.rows)
     tick("claims")
     board.seconds = time.perf_counter() - start

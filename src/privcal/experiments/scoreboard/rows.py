@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from privcal.experiments._progress import derived_seed
 from privcal.experiments.scoreboard.config import (
     ALPHA,
     EPSILONS,
@@ -33,11 +34,6 @@ def calibration_metrics(probs: np.ndarray, labels: np.ndarray) -> tuple[float, f
     from privcal.metrics import accuracy, classwise_ece, ece
 
     return ece(probs, labels), classwise_ece(probs, labels), accuracy(probs, labels)
-
-
-def _seed(*keys: int) -> int:
-    """An integer seed derived from ``keys`` (independent streams per split and method)."""
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
 
 
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
@@ -110,11 +106,12 @@ def calibration_row(
 
 
 def _add_ratios(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """``ratio = row[key] / twin[key]`` for private rows whose twin row exists."""
+    """``ratio = row[key] / twin[key]`` for rows with a twin (a private or federated method)
+    whose row exists; ``nan`` for the others."""
     by = {(r["dataset"], r["method"]): r for r in rows if r["epsilon"] == math.inf}
     for r in rows:
         twin = by.get((r["dataset"], r["twin"]))
-        ok = twin is not None and twin[key] > 0 and r["epsilon"] != math.inf
+        ok = twin is not None and twin[key] > 0 and r["method"] != r["twin"]
         r["ratio"] = r[key] / twin[key] if ok and twin is not None else math.nan
     return rows
 
@@ -191,7 +188,7 @@ def calibration_rows(
         fits = {(name, math.inf): factory() for name, factory in nonprivate.items()}
         for name, (make, _) in private.items():
             for i, eps in enumerate(finite):
-                fits[(name, eps)] = make(eps, _seed(seed, r, i, zlib.crc32(name.encode())))
+                fits[(name, eps)] = make(eps, derived_seed(seed, r, i, zlib.crc32(name.encode())))
         for key, est in fits.items():
             probs, n_warn = _quiet(_fit_proba, est, zc, yc, zt)
             values[key].append(calibration_metrics(probs, yt))
@@ -249,7 +246,7 @@ def federated_rows(
                 values[(twin, math.inf)].append(calibration_metrics(probs, yt))
                 warned[(twin, math.inf)] += n_warn
             for eps in epsilons:
-                noise = SeededNoise(_seed(seed, r, zlib.crc32(method.encode())))
+                noise = SeededNoise(derived_seed(seed, r, zlib.crc32(method.encode())))
                 dp = {"epsilon": eps, "delta": FED_DELTA} if eps != math.inf else {}
                 fitted, n_warn = _quiet(
                     simulate, method, zc, yc, clients, FED_ROUNDS, seed=seed + r, noise=noise, **dp
@@ -261,13 +258,7 @@ def federated_rows(
     for (name, eps), v in values.items():
         head = ("federated", data.name, name, eps, FED_METHODS.get(name, name))
         rows.append(calibration_row(*head, np.array(v), base, warned[(name, eps)], key=1))
-    # the federated method without DP is compared with its central twin too
-    central = {row["method"]: row for row in rows if row["method"] not in FED_METHODS}
-    for row in rows:
-        ref = central.get(row["twin"]) if row["method"] in FED_METHODS else None
-        ok = ref is not None and ref["cwece"] > 0
-        row["ratio"] = row["cwece"] / ref["cwece"] if ok and ref is not None else math.nan
-    return rows
+    return _add_ratios(rows, "cwece")  # without DP too: against the central twin
 
 
 # -------------------------------------------------------------------------------- conformal
@@ -307,13 +298,14 @@ def conformal_rows(
     parts = split_indices(data.n, n_cal, splits, seed + 2)
     rows = []
     for score in ("lac", "aps"):
+        stream = zlib.crc32(score.encode())
         results: dict[tuple[str, float], list[tuple[float, float]]] = {}
         for r, (cal, test) in enumerate(parts):
             zc, yc, zt, yt = z[cal], y[cal], z[test], y[test]
             fits: dict[tuple[str, float], Any] = {("split", math.inf): SplitConformal(score, alpha)}
             for eps in epsilons:
                 if eps != math.inf:
-                    noise = SeededNoise(_seed(seed, r, int(eps * 1000), zlib.crc32(score.encode())))
+                    noise = SeededNoise(derived_seed(seed, r, int(eps * 1000), stream))
                     fits[("private", eps)] = PrivateConformal(
                         score, alpha, epsilon=eps, noise=noise
                     )
@@ -365,6 +357,4 @@ def toplabel_rows(data: Dataset, splits: int = 5, seed: int = 0) -> list[dict[st
         calibration_row("top-label", data.name, k, math.inf, k, np.array(v), base)
         for k, v in vals.items()
     ]
-    for r in rows:
-        r["ratio"] = math.nan
-    return rows
+    return _add_ratios(rows, "ece")  # no twins: nan
