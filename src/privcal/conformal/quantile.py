@@ -270,11 +270,8 @@ def _private_quantile(
     weights: str = "bounded-range",
     grid: str = "uniform",
 ) -> tuple[float, Guarantee, float]:
-    """The release, its guarantee and the scale ``r(q)``; ``noise`` is already resolved.
-
-    Both weightings are epsilon-DP under both relations (module docstring); ``r(q)`` is what the
-    report records as the sensitivity of the release (the range width ``R`` for bounded range).
-    """
+    """The release, its guarantee (epsilon-DP under both relations: module docstring) and the
+    scale ``r(q)`` the report records as its sensitivity; ``noise`` is already resolved."""
     q = check_probability(q, "q", owner)
     eps = EPSILON.check(epsilon, "epsilon", owner)
     check_option(weights, "weights", owner, WEIGHTS)
@@ -282,9 +279,7 @@ def _private_quantile(
     s = _check_unit_scores(scores, owner)
     w = quantile_utilities(quantile_counts(s, edges), q)
     scale = quantile_scale(q, weights)
-    # exp(eps u / scale): the "monotonic" form of exponential() with sensitivity = scale
-    j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)
-    # the guarantee holds for both relations (module docstring); label the one the caller claims
+    j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)  # exp(eps u / scale)
     claimed = Guarantee(guarantee.epsilon, guarantee.delta, "example", relation)
     return float(edges[j + 1]), claimed, scale
 
@@ -550,12 +545,10 @@ def private_quantile(
             DeprecationWarning,
             stacklevel=2,
         )
-        return _quantile_with_report(
-            scores, q, epsilon, n_bins, noise, relation, weights, grid, owner
-        )
-    check_option(relation, "relation", owner, RELATIONS)
-    src = resolve_noise(noise, owner)
-    return _private_quantile(scores, q, epsilon, n_bins, src, relation, owner, weights, grid)[0]
+    result = _quantile_with_report(
+        scores, q, epsilon, n_bins, noise, relation, weights, grid, owner
+    )
+    return result if return_report else result[0]
 
 
 @renamed(old="bins", new="n_bins", owner="private_quantile_report")

@@ -122,34 +122,25 @@ class _Protocol:
         self.variances: list[float] = []
 
     def ask(self, method: str, **kwargs: Any) -> Any:
+        """One query to every source (through :func:`share_all` when distributed: in process or
+        one SecAgg+ round); returns the summed, or decoded, answer."""
         eps = next(self.budgets)
+        first, before = len(self.releases), [len(src.history) for src in self.sources]
+        variance = None
         if self.aggregation == "distributed":
-            return self._secure_ask(method, eps, kwargs)
-        total: Any = 0.0
-        before_all = len(self.releases)
-        before = [len(src.history) for src in self.sources]
-        for answer in answer_all(self.sources, method, epsilon=eps, **kwargs):
-            total = total + answer
+            k, t = len(self.sources), int(self.threshold or len(self.sources))
+            view, plan, finish = share_all(self.sources, method, eps, t, **kwargs)
+            self.views.append(view)
+            variance = plan.law.variance(k) / plan.encoding.scale**2
+            total = finish(plan.release(view))
+        else:
+            total = sum(answer_all(self.sources, method, epsilon=eps, **kwargs), 0.0)
         for src, label, b in zip(self.sources, self.labels, before, strict=True):
-            self.record(src, label, b)
-        self.variances.append(_coordinate_variance(self.releases[before_all:]))
+            self.releases.extend(r.for_source(label) for r in src.history[b:])
+        if variance is None:
+            variance = _coordinate_variance(self.releases[first:])
+        self.variances.append(variance)
         return total
-
-    def _secure_ask(self, method: str, eps: float, kwargs: dict[str, Any]) -> Any:
-        """One query answered through the secure sum (:func:`share_all`: in process, or one
-        SecAgg+ round for sources held by Flower nodes); returns the query's decoded total."""
-        k, t = len(self.sources), int(self.threshold or len(self.sources))
-        before = [len(src.history) for src in self.sources]
-        view, plan, finish = share_all(self.sources, method, eps, t, **kwargs)
-        for src, label, b in zip(self.sources, self.labels, before, strict=True):
-            self.record(src, label, b)
-        self.views.append(view)
-        self.variances.append(plan.law.variance(k) / plan.encoding.scale**2)
-        return finish(plan.release(view))
-
-    def record(self, src: DataSource, label: str, before: int) -> None:
-        """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
-        self.releases.extend(r.for_source(label) for r in src.history[before:])
 
 
 def source_labels(sources: Sequence[DataSource]) -> list[str]:
