@@ -49,14 +49,8 @@ FALLBACKS = ("identity", "none")
 
 
 class NoiseDominatedWarning(FitWarning):
-    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration).
-
-    Raised by every private temperature search from the release alone (post-processing, no
-    privacy cost, :func:`release_check`): the temperature was fitted to noise, and the calibrated
-    probabilities may be worse than the uncalibrated ones. With ``fallback="identity"`` (the
-    default) the fit then releases ``T = 1`` and the warning says so; with ``fallback="none"``
-    it keeps the fitted temperature. More data (or sources) or a larger epsilon helps.
-    """
+    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration):
+    the temperature was fitted to noise (:func:`release_check`, which says what follows)."""
 
 
 #: A release's evidence that its temperature beats ``T = 1``: ``(z in noise SDs, what was
@@ -197,8 +191,7 @@ def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> d
     A fit at ``T = 1`` (within :data:`AT_ONE` in ``log T``, below the 4 digits a report shows)
     already has nothing to fall back from.
 
-    Privacy: ``z`` is a function of released values and of the noise's public scale, so the
-    rule is post-processing: the guarantee is unchanged and no budget is spent.
+    Privacy: post-processing (``z`` reads released values and the noise's public scale only).
 
     What it gets: under pure noise ``z`` is about ``N(0, 1)`` in the direction the noise chose,
     so a noise-fitted temperature is kept in about ``P(|noise| > 2 SD)`` of fits (4.6 % for

@@ -2,38 +2,26 @@
 
 A :class:`DataSource` holds one party's logits and labels and a
 :class:`~privcal.privacy.PrivacyOdometer`. A calibrator (seed 000, Sec. 3.2) never sees the rows:
-it sends queries from the vocabulary below, and the source answers each with the Laplace
-mechanism after recording the spend.
+it sends queries of the vocabulary (:data:`privcal.private.queries.QUERY_MEASUREMENTS`: one
+:class:`~privcal.privacy.measurement.Measurement` per query, its statistic a shared function of
+:mod:`privcal.metrics.statistics`, its L1 sensitivity derived in the query method's docstring;
+the table of ``docs/private.md`` is generated from them).
 
-Query vocabulary
-----------------
-``accuracy_gap_sum(T)``, ``accuracy_gap_curve(Ts)``, ``clipped_nll_sum(T, B)``,
-``clipped_nll_increments(Ts, B)``, ``bin_gaps(T, M)``, ``bin_counts(T, M)`` and ``count()``. Each
-query is one :class:`~privcal.privacy.measurement.Measurement`
-(:data:`privcal.private.queries.QUERY_MEASUREMENTS`): its statistic (a shared function of
-:mod:`privcal.metrics.statistics`), the Laplace mechanism and its L1 sensitivity, derived in the
-query method's docstring. The table of ``docs/private.md`` is generated from those objects.
-
-Neighbouring relation: add or remove one example (one row of logits and its label). Under it the
-number of rows ``n`` is itself private, so the source publishes only ``n_classes`` and its name;
-none of the calibrators needs ``n`` (they compare sums, see :mod:`privcal.private.temperature`),
-and :meth:`DataSource.count` sells a noisy ``n`` for those who do.
+Neighbouring relation: add or remove one example. ``n`` is then private, so the source publishes
+only ``n_classes`` and its name; the calibrators compare sums and need no ``n``
+(:mod:`privcal.private.temperature`), and :meth:`DataSource.count` sells a noisy one.
 
 Every answer follows one path: the query's private method (``_accuracy_gap_sum`` ...) validates
-the arguments and computes the exact statistic with the shared function, then
-:meth:`DataSource._release` **spends on the odometer** (durable when there is a ledger) and only
-then draws the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that
-would exceed the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+the arguments and computes the exact statistic, then :meth:`DataSource._release` **spends on the
+odometer** (durable with a ledger) and only then draws the Laplace noise. A query that would
+exceed the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
 :meth:`DataSource.share` answers the same statistic as an upload to a secure sum with a
-distributed noise share instead (``aggregation="distributed"``; :mod:`privcal.privacy.distributed`).
+distributed noise share (``aggregation="distributed"``; :mod:`privcal.privacy.distributed`).
 
-Disjointness is checked, not assumed
-------------------------------------
-Parallel composition across sources (the calibrators' ``privacy_report_``) holds only when no
-example lies in two sources. Every source keeps a digest of each row and a fingerprint of its
-data (:mod:`privcal.private.rows`); :func:`~privcal.private.parallel.check_sources` refuses
-sources that share a ledger, the data or any row, and a ledger binds the fingerprint of the
-data it was first opened with, so one ledger keeps the budget of exactly one data set.
+Disjointness is checked, not assumed: parallel composition across sources needs each example in
+one source only, so every source keeps a digest of each row and a fingerprint of its data
+(:mod:`privcal.private.rows`, refused together by :func:`~privcal.private.parallel.check_sources`),
+and a ledger binds the fingerprint it was first opened with (one ledger, one data set).
 """
 
 from __future__ import annotations
@@ -200,12 +188,8 @@ class DataSource:
         self._split_spent: dict[tuple[int, float], dict[int, float]] = {}
 
     def privacy_report(self) -> PrivacyReport:
-        """Every answer this object released, as a report (add/remove one example; n private).
-
-        Public: the class count, the source's name and the query parameters (temperatures, bin
-        counts, clip bounds), which the caller chose. ``noise`` records whether the answers drew
-        secure or seeded noise.
-        """
+        """Every answer this object released (add/remove one example; public:
+        :data:`SOURCE_PUBLIC`; ``noise``: secure or seeded)."""
         noise = noise_kind(self.noise)
         return PrivacyReport(
             self.history, "example", "add/remove", public=SOURCE_PUBLIC, noise=noise

@@ -1,12 +1,9 @@
 """The estimator :class:`PrivateConformal`: one private threshold, then the prediction sets.
 
-It validates the arguments before reading the data, computes the public plan of the chosen
-mechanism (:func:`~privcal.conformal.private.get_mechanism`: one registered
-:class:`~privcal.conformal.private.ThresholdMechanism` per ``method=``), localises the
-threshold first where Theorem L pays (``method="rank"``,
-:mod:`~privcal.conformal.private.localized`), draws the release and writes the privacy report.
-Guarantee: pure ``epsilon``-DP for the threshold and every set, substitute one calibration
-example, ``n`` public (class docstring, "Privacy"; proofs: docs/conformal.md#proofs).
+It validates the arguments before reading the data, plans the chosen mechanism
+(:func:`~privcal.conformal.private.get_mechanism`) from public quantities, localises the
+threshold where Theorem L pays, draws the release and writes the privacy report (guarantee and
+proofs: the class docstring, "Privacy"; docs/conformal.md#proofs).
 """
 
 from __future__ import annotations

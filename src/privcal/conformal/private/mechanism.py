@@ -3,17 +3,10 @@
 A *threshold mechanism* releases one edge ``e_J`` of a public grid ``0 = e_0 < ... < e_m = 1``
 by an exponential mechanism over the calibration scores. Every mechanism is an instance of
 :class:`ThresholdMechanism` registered under its ``method=`` string
-(:func:`register_mechanism`), and offers the same five things:
-
-* :meth:`~ThresholdMechanism.plan`: the public quantities (grid, target, level) from ``n``,
-  ``alpha``, ``epsilon`` and the validated tuning, as a :class:`Plan`;
-* :meth:`~ThresholdMechanism.release`: the DP draw of the threshold and its
-  :class:`~privcal.privacy.Release` record (through the registered measurements of
-  :mod:`privcal.conformal.quantile`);
-* :meth:`~ThresholdMechanism.penalties`: the penalty of each edge from its counts (the
-  vectorised law the simulator draws from);
-* :meth:`~ThresholdMechanism.public_terms`: what the privacy report lists as public;
-* :meth:`~ThresholdMechanism.coverage_bound`: the upper bound on the coverage.
+(:func:`register_mechanism`): its public :meth:`~ThresholdMechanism.plan`, the DP
+:meth:`~ThresholdMechanism.release` (through the measurements of :mod:`privcal.conformal.quantile`),
+the vectorised :meth:`~ThresholdMechanism.penalties` the simulator draws from, the report's
+:meth:`~ThresholdMechanism.public_terms` and the :meth:`~ThresholdMechanism.coverage_bound`.
 
 :func:`conformal_plan` and :func:`coverage_upper_bound` look the mechanism up by ``method``, so
 :class:`~privcal.conformal.PrivateConformal` and
