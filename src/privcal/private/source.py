@@ -220,9 +220,6 @@ class DataSource:
         )
 
     # ------------------------------------------------------------------ the one answering path
-    def _epsilon(self, epsilon: Any, query: str) -> float:
-        return EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
-
     def _charge(self, release: Release, part: RowPart | None = None) -> None:
         """Spend ``release`` on the odometer (durable with a ledger), then keep it.
 
@@ -240,6 +237,11 @@ class DataSource:
         if spent > 0:
             self.odometer.spend_release(replace(release, epsilon=spent))
         self.history.append(release)
+
+    def _answer(self, query: str, epsilon: Any, *args: Any) -> Any:
+        """``epsilon`` checked, then the exact statistic of ``_<query>(*args)`` released."""
+        eps = EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
+        return self._release(getattr(self, f"_{query}")(*args), eps)
 
     def _release(self, stat: Statistic, epsilon: float) -> Any:
         """The query's measurement: charged (recorded before anything leaves), then
@@ -308,7 +310,7 @@ class DataSource:
         holds at most that many rows; it bounds the sum for the modulus).
         """
         query_measurement(query)  # a name of the vocabulary
-        eps = self._epsilon(epsilon, query)
+        eps = EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
         if self._z.shape[0] > max_rows:
             raise ValueError(
                 f"DataSource {self.name!r} holds more than {max_rows} rows, the public bound its "
@@ -348,8 +350,7 @@ class DataSource:
         adding or removing one example changes the sum by at most 1: sensitivity 1. Laplace
         scale ``1 / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "accuracy_gap_sum")
-        return self._release(self._accuracy_gap_sum(temperature), eps)
+        return self._answer("accuracy_gap_sum", epsilon, temperature)
 
     def _accuracy_gap_sum(self, temperature: Any) -> Statistic:
         t = self._temperature(temperature, "accuracy_gap_sum")
@@ -395,8 +396,7 @@ class DataSource:
         whatever ``k``: sensitivity 2. Laplace scale ``2 / epsilon`` per coordinate; pure
         ``epsilon``-DP. (Releasing the ``k`` values themselves would have sensitivity ``k``.)
         """
-        eps = self._epsilon(epsilon, "accuracy_gap_curve")
-        return self._release(self._accuracy_gap_curve(temperatures, anchor), eps)
+        return self._answer("accuracy_gap_curve", epsilon, temperatures, anchor)
 
     def _accuracy_gap_curve(self, temperatures: Any, anchor: Any = 0) -> Statistic:
         owner = "DataSource.accuracy_gap_curve"
@@ -442,8 +442,7 @@ class DataSource:
         limit as ``p_y -> 0``), so no finite noise would make the sum private. Laplace scale
         ``B / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "clipped_nll_sum")
-        return self._release(self._clipped_nll_sum(temperature, bound), eps)
+        return self._answer("clipped_nll_sum", epsilon, temperature, bound)
 
     def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> Statistic:
         t = self._temperature(temperature, "clipped_nll_sum")
@@ -506,8 +505,7 @@ class DataSource:
         which covers floating-point rounding of the computed terms. Laplace scale
         ``(B + min(B, log C)) / epsilon`` per coordinate; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "clipped_nll_increments")
-        return self._release(self._clipped_nll_increments(temperatures, bound), eps)
+        return self._answer("clipped_nll_increments", epsilon, temperatures, bound)
 
     def _clipped_nll_increments(self, temperatures: Any, bound: Any = 10.0) -> Statistic:
         owner = "DataSource.clipped_nll_increments"
@@ -552,8 +550,7 @@ class DataSource:
         in absolute value; the other bins are unchanged: L1 sensitivity 1 whatever ``n_bins``.
         Independent Laplace noise of scale ``1 / epsilon`` per bin; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "bin_gaps")
-        return self._release(self._bin_gaps(temperature, n_bins), eps)
+        return self._answer("bin_gaps", epsilon, temperature, n_bins)
 
     def _bin_gaps(self, temperature: Any, n_bins: Any = 15) -> Statistic:
         t = self._temperature(temperature, "bin_gaps")
@@ -586,8 +583,7 @@ class DataSource:
         incorrect``), but ours needs half the noise scale. Laplace scale ``1 / epsilon`` per
         cell; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "bin_counts")
-        return self._release(self._bin_counts(n_bins, temperature), eps)
+        return self._answer("bin_counts", epsilon, n_bins, temperature)
 
     def _bin_counts(self, n_bins: Any = 15, temperature: Any = 1.0) -> Statistic:
         m = self._n_bins(n_bins, "bin_counts")
@@ -609,8 +605,7 @@ class DataSource:
         Adding or removing one example changes ``n`` by 1: sensitivity 1, Laplace scale
         ``1 / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "count")
-        return self._release(self._count(), eps)
+        return self._answer("count", epsilon)
 
     def _count(self) -> Statistic:
         return _statistic("count", "count", float(self._z.shape[0]), 1, 1.0, to_scalar)
@@ -637,8 +632,7 @@ class DataSource:
         key compose in parallel: the source's ledger is charged the larger side's total. By
         predicted class, an example lies in one class's one bin: sensitivity 1 still.
         """
-        eps = self._epsilon(epsilon, "score_histogram")
-        return self._release(self._score_histogram(edges, score, part, by), eps)
+        return self._answer("score_histogram", epsilon, edges, score, part, by)
 
     def _score_histogram(
         self, edges: Any, score: Any = "lac", part: Any = None, by: Any = None

@@ -117,10 +117,8 @@ class PrivateConformal(ConformalBase):
         ``"rank"`` only: spend this fraction of the calibration set on localising the threshold
         (Theorem L, :mod:`privcal.conformal.localize`): two releases find a window of the grid
         around the ``(1 - alpha)``-quantile, and Theorem R runs on the other points with only
-        the window's edges. ``"auto"``: 0.25 where it pays (``n >= 4000``, one stage's guard at
-        least 3 ranks, ``epsilon n_1 >= 1000``: :func:`plan_localization`), else one stage;
-        ``None``: always one stage. Same epsilon (the parts are disjoint), same coverage
-        guarantee.
+        the window's edges. ``"auto"``: 0.25 where it pays (:func:`plan_localization`), else one
+        stage; ``None``: one stage. Same epsilon, same coverage guarantee.
 
     Attributes
     ----------
@@ -146,12 +144,9 @@ class PrivateConformal(ConformalBase):
     n_classes_ : int
     privacy_report_ : PrivacyReport
         ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
-        quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
-        exponential mechanism, its scale, shown in the ``sensitivity`` column as the range
-        ``1 + slope`` for ``"rank"``, and ``epsilon``); localised, three: the window's two at
-        ``epsilon/2`` on the localisation part and the threshold on the threshold part, composed
-        in parallel. No release when there is no valid threshold (nothing data-dependent was
-        released), but the relation and the public ``n`` are still stated.
+        quantity derived from it. One release (its scale in the ``sensitivity`` column: the
+        range ``1 + slope`` for ``"rank"``), three when localised ("Privacy"), none when there
+        is no valid threshold.
 
     Privacy
     -------
