@@ -133,6 +133,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
+    _public_terms = ("n_bins (bin edges)",)
     _parameter_constraints = Constraints(
         epsilon=EPSILON, n_bins=Int(1), fallback=Options(*FALLBACKS)
     )
@@ -204,9 +205,6 @@ class PrivateHistogramBinning(_PrivateCalibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         return (float(self.epsilon),)
-
-    def _public_terms(self) -> tuple[str, ...]:
-        return ("n_bins (bin edges)",)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         hb = HistogramBinning(mode="top", n_bins=int(self.n_bins))

@@ -40,6 +40,7 @@ average; counting queries) and docs/private.md#searches-and-the-default-temperat
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -146,9 +147,7 @@ class _Protocol:
 def source_labels(sources: Sequence[DataSource]) -> list[str]:
     """Distinct report labels: a source's name, or ``source<i>`` (``name#i`` when repeated)."""
     names = [s.name or f"source{i}" for i, s in enumerate(sources)]
-    seen: dict[str, int] = {}
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
+    seen = Counter(names)
     return [n if seen[n] == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
 
@@ -156,6 +155,8 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
     """Shared fit plumbing: arrays -> one DataSource, or the list of sources given."""
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
+    #: What the fit's report lists as public besides the sources' own terms.
+    _public_terms: ClassVar[tuple[str, ...]]
 
     epsilon: float
     noise: NoiseSource | None
@@ -182,7 +183,7 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         """
         owner = type(self).__name__
         self._validate_params()
-        public = self._public_terms()
+        public = self._public_terms
         odometer = as_odometer(self.ledger, owner)
         if sources is not None and odometer is not None:
             raise ValueError(
@@ -195,10 +196,9 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                 raise ValueError(
                     f"{owner}.fit needs either logits and labels or sources=[DataSource, ...]."
                 )
-            src = DataSource(
-                logits, labels, self.epsilon, noise=self.noise, name="data", input=input
-            )
-            srcs = [src]
+            srcs = [
+                DataSource(logits, labels, self.epsilon, noise=self.noise, name="data", input=input)
+            ]
             public += self._check_rows(int(np.shape(logits)[0]), srcs[0].n_classes)
         else:
             if logits is not None or labels is not None:
@@ -212,17 +212,15 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         if aggregation == "distributed":
             check_share_rows(srcs, owner)
         check_budgets(srcs, float(self.epsilon))
-        labels_ = source_labels(srcs)
         if odometer is not None:
-            epsilons = self._query_epsilons()
             odometer.spend(
                 f"{owner}.fit",
                 float(self.epsilon),
                 mechanism="laplace",
-                rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in epsilons),
+                rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in self._query_epsilons()),
             )
         with self._recording_fit_warnings():
-            proto = self._fit_sources(srcs, labels_, aggregation, threshold)
+            proto = self._fit_sources(srcs, source_labels(srcs), aggregation, threshold)
         survivors = min((len(srcs) - len(v.dropped) for v in proto.views), default=None)
         transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
         alone = "no guarantee is claimed for one discrete Laplace share alone"
@@ -265,9 +263,6 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         """The budget of each query of one source's fit (their ``fsum`` is ``epsilon``)."""
-        raise NotImplementedError
-
-    def _public_terms(self) -> tuple[str, ...]:
         raise NotImplementedError
 
     def _jsonable_params(self) -> dict[str, Any]:
@@ -387,6 +382,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_", "n_sources_")
+    _public_terms = (
+        "t_range and the search plan (number of queries, the curve's grid and anchor)",
+    )
     #: Checked after the search plan's (objective, epsilon, iterations, t_range, search).
     _parameter_constraints = Constraints(
         fallback=Options(*FALLBACKS), n_bins=Int(1), nll_bound=POSITIVE
@@ -515,9 +513,6 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         return self.plan().epsilons
-
-    def _public_terms(self) -> tuple[str, ...]:
-        return ("t_range and the search plan (number of queries, the curve's grid and anchor)",)
 
     def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> tuple[float, Evidence]:
         """One query per source on the public grid, then post-processing of the sum; returns

@@ -383,18 +383,16 @@ class PrivateConformal(ConformalBase):
         grids, stages, thresholds, windows = staged_thresholds(
             query, [edges] * (c if groups else 1), a, fine, part
         )
-        pooled = stages[-1]
+        pooled, m = stages[-1], grids[0].size - 1
         self.n_classes_, self.n_sources_ = c, len(srcs)
-        self.n_bins_, self.rank_, self.window_ = grids[0].size - 1, 0, windows[0]
+        self.n_bins_, self.rank_, self.window_ = m, 0, windows[0]
         self.gamma_ = self.slope_ = self.level_ = math.nan
         self.localize_n_ = 0
         self.n_noisy_ = float(pooled.counts.sum())
-        self.margin_ = noise_margin(grids[0].size - 1, pooled.variance)
+        self.margin_ = noise_margin(m, pooled.variance)
         self.counts_, self.edges_ = pooled.counts, grids[0] if not groups else grids
         self.stage_counts_ = [stage.counts for stage in stages]
-        self.coverage_slack_ = coverage_slack(
-            max(self.n_noisy_, 0.0), a, grids[0].size - 1, pooled.variance
-        )
+        self.coverage_slack_ = coverage_slack(max(self.n_noisy_, 0.0), a, m, pooled.variance)
         self.aggregator_views_ = [v for stage in stages for v in stage.views]
         self.thresholds_ = dict(enumerate(thresholds)) if groups else None
         self.group_by_ = groups
@@ -403,7 +401,7 @@ class PrivateConformal(ConformalBase):
         transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
         grid = (
             f"stage 1: m = {edges.size - 1} logit-spaced bins on side 0 of a random row split "
-            f"({fraction:g} of each source's rows); stage 2: {grids[0].size - 1} bins around the "
+            f"({fraction:g} of each source's rows); stage 2: {m} bins around the "
             "stage-1 window on side 1"
             if two_stage
             else f"the grid: m = {edges.size - 1} logit-spaced bins (fixed before the data)"
