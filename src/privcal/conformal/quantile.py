@@ -510,13 +510,12 @@ def private_quantile(
     Privacy
     -------
     Unit: one score. Neighbouring relation: add/remove one score, or substitute one score with
-    ``n`` public; under both the differences ``w_j(D') - w_j(D)`` lie in one interval of width
+    ``n`` public: under both, the differences ``w_j(D') - w_j(D)`` lie in one interval of width
     at most ``R = 1/q + 1/(1-q)`` and each is at most ``max(1/q, 1/(1-q))`` (module docstring;
-    proofs in docs/conformal.md#proofs). Release by :func:`privcal.privacy.exponential` with weights
-    ``exp(-epsilon w_j / R)`` (bounded range) or ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``.
-    Output measure: pure ``epsilon``-DP. Public:
-    ``q``, ``epsilon`` and the edges (and ``n`` under ``"substitute"``). Audited as deployed by
-    ``privcal audit private-quantile`` and ``private-quantile-substitute``.
+    proofs in docs/conformal.md#proofs), so the exponential mechanism is pure ``epsilon``-DP with
+    either weighting (``weights``). Public: ``q``, ``epsilon`` and the edges (and ``n`` under
+    ``"substitute"``). Audited as deployed by ``privcal audit private-quantile`` and
+    ``private-quantile-substitute``.
 
     Notes
     -----

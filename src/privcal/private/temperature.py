@@ -354,19 +354,16 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     Privacy
     -------
     Neighbouring relation: add/remove one example of one source. Each query is a Laplace
-    mechanism with its derived sensitivity (:class:`DataSource`; 2 for the accuracy-gap curve,
-    ``B + min(B, log C)`` for the clipped-NLL increments) at
-    ``epsilon / q`` for the ``q`` queries of the plan (``q = 1`` for the curve); basic
-    composition gives ``epsilon`` per source, and the sources hold disjoint data, so the fit
-    is ``epsilon``-DP for every example (parallel composition). The search itself is
-    post-processing of the answers, and so is the fallback rule (released values and the
-    noise's public scale only). Public: ``t_range``, the queried temperatures (the curve's
-    grid and anchor, or functions of earlier answers), ``n_bins``, ``nll_bound``. A fit on
-    arrays with ``fallback="identity"`` first refuses fewer than :meth:`informative_rows` rows
-    (a public function of ``epsilon``, the plan and ``C``), before any release: the one bit
-    ``n >= informative_rows(C)`` is read from the data, so the guarantee is stated for
-    neighbours that both have at least that many rows (as the conformal fits treat ``n`` as
-    public). Fits on ``sources=`` never read ``n``.
+    mechanism with its derived sensitivity (:class:`DataSource`) at ``epsilon / q`` for the
+    ``q`` queries of the plan: ``epsilon`` per source (basic composition), and the sources hold
+    disjoint data (parallel composition). The search and the fallback rule are post-processing
+    of the answers. Public: ``t_range``, the queried temperatures (the curve's grid and anchor,
+    or functions of earlier answers), ``n_bins``, ``nll_bound``. A fit on arrays with
+    ``fallback="identity"`` first refuses fewer than :meth:`informative_rows` rows (a public
+    function of ``epsilon``, the plan and ``C``) before any release: it reads the one bit
+    ``n >= informative_rows(C)``, so the guarantee is stated for neighbours that both have that
+    many rows (as the conformal fits treat ``n`` as public). Fits on ``sources=`` never read
+    ``n``.
 
     Examples
     --------
