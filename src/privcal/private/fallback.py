@@ -3,11 +3,8 @@
 :func:`release_check` keeps the fitted ``T`` only when the release itself shows, by at least
 :data:`NOISE_Z` SDs of its own noise, that ``T`` beats ``T = 1``, and otherwise releases ``T =
 1`` (``fallback="identity"``, the default) or keeps ``T`` with a warning (``fallback="none"``,
-seed 000). The evidence per search: Acc-T's released accuracy gap between 1 and ``T``, signed
-by the direction of ``T`` (:func:`gap_evidence`); NLL-T's curve, the released clipped NLL's drop
-from ``T = 1`` to ``T`` (:func:`nll_drop_evidence`); golden section, the drop of the released
-objective from its evaluation next to ``T = 1`` to the one next to ``T``
-(:func:`golden_evidence`). A release with nothing to compare with ``T = 1`` falls back too.
+seed 000). The evidence of each search: :func:`gap_evidence`, :func:`nll_drop_evidence`,
+:func:`golden_evidence`; a release with nothing to compare with ``T = 1`` falls back too.
 
 *Privacy.* Only released values and the noise's public scale (``sensitivity / epsilon`` per
 source) enter, so the rule is a function of the release: post-processing, no budget, no

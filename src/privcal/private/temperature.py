@@ -172,15 +172,9 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         sources: Sequence[DataSource] | None = None,
         input: str = "logits",
     ) -> Any:
-        """Fit on one private dataset (``logits, labels``) or on ``sources=[DataSource, ...]``.
-
-        With arrays, they are wrapped in one :class:`DataSource` with budget ``epsilon`` and the
-        estimator's ``noise``; with ``ledger=`` the whole fit is first charged to the ledger as
-        one step (``epsilon``, the RDP curve of its queries), and a fit the ledger refuses
-        raises :class:`~privcal.privacy.BudgetExceededError` before any release. With sources,
-        each source pays ``epsilon`` from its own budget (its own ledger) and draws from its own
-        noise; ``ledger=`` is refused there. ``privacy_report_`` lists every release of this fit.
-        """
+        """Fit on one private dataset (``logits, labels``: one :class:`DataSource` of budget
+        ``epsilon`` and the estimator's ``noise``, charged to ``ledger=`` first) or on
+        ``sources=[DataSource, ...]`` (each pays ``epsilon`` from its own budget and noise)."""
         owner = type(self).__name__
         self._validate_params()
         public = self._public_terms
