@@ -56,6 +56,7 @@ from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Relea
 from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.mechanisms import exponential, exponential_log_weights
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
+from privcal.private.queries import _increasing
 
 __all__ = [
     "GRIDS",
@@ -134,17 +135,10 @@ def bin_edges(n_bins: Any, owner: str = "private_quantile", grid: str = "uniform
         return np.linspace(0.0, 1.0, m + 1) if grid == "uniform" else _logit_edges(m)
     allowed = "an int >= 2 or increasing bin edges from 0 to 1 (at least 3)"
     try:
-        e = np.asarray(n_bins, dtype=np.float64)
+        e, ok = _increasing(n_bins, 3)
     except (TypeError, ValueError):
-        e = None
-    if (
-        e is None
-        or e.ndim != 1
-        or e.size < 3
-        or e[0] != 0.0
-        or e[-1] != 1.0
-        or not np.all(np.diff(e) > 0)
-    ):
+        ok = False
+    if not ok or e[0] != 0.0 or e[-1] != 1.0:
         shown = n_bins if np.size(n_bins) <= 10 else f"array of shape {np.shape(n_bins)}"
         raise ValueError(
             f"The 'n_bins' parameter of {owner} must be {allowed}. Got {shown!r} instead."
