@@ -7,12 +7,10 @@
 * :func:`private_quantile`: the epsilon-DP quantile (exponential mechanism over bin edges, with
   the sensitivity ``max(1/q, 1/(1-q))``); :func:`private_quantile_report` also returns its
   privacy report.
-* :class:`PrivateConformal`: private prediction sets; by default (``method="rank"``) an
-  exponential mechanism with a rank penalty on a public logit grid around the target rank
-  ``rank_target``, from ``n = LOCALIZE_MIN_N`` localised first on a ``LOCALIZE_FRACTION`` of the
-  calibration set (Theorem L, :mod:`~privcal.conformal.localize`); ``method="bounded-range"``
-  (``bounded_range_level``) and ``method="angelopoulos2022"`` (seed 002: ``adjusted_level``
-  Eq. 3, ``optimal_gamma`` Eq. 9-10, ``optimal_bins`` Algorithm 5) are kept.
+* :class:`PrivateConformal`: private prediction sets, three mechanisms
+  (:mod:`~privcal.conformal.private`): ``"rank"`` (the default, localised first from ``n =
+  LOCALIZE_MIN_N``: :mod:`~privcal.conformal.localize`), ``"bounded-range"`` and seed 002's
+  ``"angelopoulos2022"``.
 * :class:`RiskControl` and :class:`PrivateRiskControl`: conformal risk control (Angelopoulos et
   al. 2024) on the risk curve :func:`risk_curve` over a public grid of ``lambda``; the private
   one releases ``lambda`` by a sparse-vector search (:mod:`~privcal.conformal.private.risk`).

@@ -130,10 +130,9 @@ def localization(
     """The two-stage plan for validated arguments, or ``None`` for one stage.
 
     ``"auto"``: :data:`LOCALIZE_FRACTION` when ``method == "rank"`` and ``n >=``
-    :data:`LOCALIZE_MIN_N`, else one stage; the other conditions of ``"auto"`` need Theorem R's
-    guard and are applied by :func:`privcal.conformal.private.localized.plan_localization`, which
-    the estimator and the simulator call. A fraction ``f`` given by hand must lie in ``(0, 0.5]``
-    and leave at least 100 points in each part.
+    :data:`LOCALIZE_MIN_N` (the conditions that need Theorem R's guard:
+    :func:`privcal.conformal.private.localized.plan_localization`). A fraction given by hand
+    must leave at least 100 points in each part.
     """
     f = check_localize(localize, method, owner)
     if f is None or method != "rank":

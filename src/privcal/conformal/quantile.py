@@ -56,6 +56,7 @@ from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Relea
 from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.mechanisms import exponential, exponential_log_weights
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
+from privcal.private.queries import _increasing
 
 __all__ = [
     "GRIDS",
@@ -134,17 +135,10 @@ def bin_edges(n_bins: Any, owner: str = "private_quantile", grid: str = "uniform
         return np.linspace(0.0, 1.0, m + 1) if grid == "uniform" else _logit_edges(m)
     allowed = "an int >= 2 or increasing bin edges from 0 to 1 (at least 3)"
     try:
-        e = np.asarray(n_bins, dtype=np.float64)
+        e, ok = _increasing(n_bins, 3)
     except (TypeError, ValueError):
-        e = None
-    if (
-        e is None
-        or e.ndim != 1
-        or e.size < 3
-        or e[0] != 0.0
-        or e[-1] != 1.0
-        or not np.all(np.diff(e) > 0)
-    ):
+        ok = False
+    if not ok or e[0] != 0.0 or e[-1] != 1.0:
         shown = n_bins if np.size(n_bins) <= 10 else f"array of shape {np.shape(n_bins)}"
         raise ValueError(
             f"The 'n_bins' parameter of {owner} must be {allowed}. Got {shown!r} instead."
@@ -270,11 +264,8 @@ def _private_quantile(
     weights: str = "bounded-range",
     grid: str = "uniform",
 ) -> tuple[float, Guarantee, float]:
-    """The release, its guarantee and the scale ``r(q)``; ``noise`` is already resolved.
-
-    Both weightings are epsilon-DP under both relations (module docstring); ``r(q)`` is what the
-    report records as the sensitivity of the release (the range width ``R`` for bounded range).
-    """
+    """The release, its guarantee (epsilon-DP under both relations: module docstring) and the
+    scale ``r(q)`` the report records as its sensitivity; ``noise`` is already resolved."""
     q = check_probability(q, "q", owner)
     eps = EPSILON.check(epsilon, "epsilon", owner)
     check_option(weights, "weights", owner, WEIGHTS)
@@ -282,9 +273,7 @@ def _private_quantile(
     s = _check_unit_scores(scores, owner)
     w = quantile_utilities(quantile_counts(s, edges), q)
     scale = quantile_scale(q, weights)
-    # exp(eps u / scale): the "monotonic" form of exponential() with sensitivity = scale
-    j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)
-    # the guarantee holds for both relations (module docstring); label the one the caller claims
+    j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)  # exp(eps u / scale)
     claimed = Guarantee(guarantee.epsilon, guarantee.delta, "example", relation)
     return float(edges[j + 1]), claimed, scale
 
@@ -515,13 +504,12 @@ def private_quantile(
     Privacy
     -------
     Unit: one score. Neighbouring relation: add/remove one score, or substitute one score with
-    ``n`` public; under both the differences ``w_j(D') - w_j(D)`` lie in one interval of width
+    ``n`` public: under both, the differences ``w_j(D') - w_j(D)`` lie in one interval of width
     at most ``R = 1/q + 1/(1-q)`` and each is at most ``max(1/q, 1/(1-q))`` (module docstring;
-    proofs in docs/conformal.md#proofs). Release by :func:`privcal.privacy.exponential` with weights
-    ``exp(-epsilon w_j / R)`` (bounded range) or ``exp(-epsilon w_j / (2 max(1/q, 1/(1-q))))``.
-    Output measure: pure ``epsilon``-DP. Public:
-    ``q``, ``epsilon`` and the edges (and ``n`` under ``"substitute"``). Audited as deployed by
-    ``privcal audit private-quantile`` and ``private-quantile-substitute``.
+    proofs in docs/conformal.md#proofs), so the exponential mechanism is pure ``epsilon``-DP with
+    either weighting (``weights``). Public: ``q``, ``epsilon`` and the edges (and ``n`` under
+    ``"substitute"``). Audited as deployed by ``privcal audit private-quantile`` and
+    ``private-quantile-substitute``.
 
     Notes
     -----
@@ -550,12 +538,10 @@ def private_quantile(
             DeprecationWarning,
             stacklevel=2,
         )
-        return _quantile_with_report(
-            scores, q, epsilon, n_bins, noise, relation, weights, grid, owner
-        )
-    check_option(relation, "relation", owner, RELATIONS)
-    src = resolve_noise(noise, owner)
-    return _private_quantile(scores, q, epsilon, n_bins, src, relation, owner, weights, grid)[0]
+    result = _quantile_with_report(
+        scores, q, epsilon, n_bins, noise, relation, weights, grid, owner
+    )
+    return result if return_report else result[0]
 
 
 @renamed(old="bins", new="n_bins", owner="private_quantile_report")

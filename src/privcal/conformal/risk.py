@@ -13,12 +13,9 @@ increasing grid ``lambda_1 < ... < lambda_m``. The one statistic is the empirica
 
 (``lambda_m`` when no grid point passes). **Theorem 1** of the paper: if the ``n + 1`` loss
 functions are exchangeable, non-increasing in ``lambda`` and ``L_{n+1}(lambda_m) <= alpha``,
-then ``E[L_{n+1}(lambda_hat)] <= alpha``. (Proof sketch: ``lambda'`` defined from all ``n + 1``
-rows, ``min{lambda : (1/(n+1)) sum_{i<=n+1} L_i(lambda) <= alpha}``, is a symmetric function of
-the rows with ``lambda' <= lambda_hat`` since ``L_{n+1} <= B``; by exchangeability
-``E[L_{n+1}(lambda')] = E[(1/(n+1)) sum L_i(lambda')] <= alpha``, and monotonicity gives
-``L_{n+1}(lambda_hat) <= L_{n+1}(lambda')``.) The rule needs ``B / (n + 1) <= alpha`` to pass at
-any grid point; below that ``n`` the fit is refused (:func:`min_risk_rows`).
+then ``E[L_{n+1}(lambda_hat)] <= alpha`` (proof sketch: docs/conformal.md#conformal-risk-control).
+The rule needs ``B / (n + 1) <= alpha`` to pass at any grid point; below that ``n`` the fit is
+refused (:func:`min_risk_rows`).
 
 Losses (:data:`LOSSES`), with the set ``C_lambda(x) = {k : p_k >= 1 - lambda}``:
 

@@ -51,14 +51,12 @@ def readable_bins(
     The released accuracy is ``v = c / t`` with ``t = c + i`` (clipped noisy counts, each
     coordinate with noise variance ``variance``); to first order its noise SD is
     ``sqrt((1 - v)^2 + v^2) sqrt(variance) / t`` (``dv/dc = (1 - v) / t``, ``dv/di = -v / t``),
-    evaluated at the released values. The uncalibrated model predicts each row's own
-    confidence, which for a bin whose accuracy lies inside it is off by at most the width
-    ``w`` (``w / 2`` on average over a bin filled evenly); a binned value whose own noise error
-    is larger can only help by chance. So a bin is kept when its SD is at most ``w / 2`` and
-    otherwise falls back to the input confidence, as an empty bin does. Only released values
-    and the public noise scale enter: post-processing, no privacy cost. On the real networks
-    this keeps every default at least as good as no calibration (MNIST at epsilon 0.5 was
-    0.07 points of ECE worse without it; ``docs/private.md``).
+    evaluated at the released values. The uncalibrated model's own confidence is off by at most
+    the width ``w`` (``w / 2`` on average over a bin filled evenly) for a bin whose accuracy
+    lies inside it, so a bin whose value has a larger noise error can only help by chance: it
+    is kept when its SD is at most ``w / 2``, and otherwise falls back to the input confidence,
+    as an empty bin does. Post-processing (released values and the public noise scale only).
+    Measured: every default at least as good as no calibration (``docs/private.md``).
     """
     v = np.asarray(values, dtype=np.float64)
     c = np.maximum(np.asarray(correct, dtype=np.float64), 0.0)
@@ -114,10 +112,8 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     ``(correct_m, incorrect_m)_{m=1..M}`` with Laplace noise of scale ``1/epsilon`` per cell: one
     example adds 1 to one cell, so L1 sensitivity 1 and ``epsilon``-DP per source; parallel
     composition across sources. Everything after is post-processing, the fallback rule
-    included. Public: ``n_bins`` (edges). A fit on arrays with ``fallback="identity"`` first
-    refuses fewer than :meth:`informative_rows` rows before any release, so the one bit
-    ``n >= informative_rows()`` is read from the data and the guarantee is stated for
-    neighbours that both have that many rows (see :class:`PrivateTemperatureScaling`).
+    included. Public: ``n_bins`` (edges), and on arrays with ``fallback="identity"`` the one
+    bit ``n >= informative_rows()`` (as in :class:`PrivateTemperatureScaling`).
 
     Examples
     --------
@@ -133,6 +129,7 @@ class PrivateHistogramBinning(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("bin_values_", "n_sources_")
+    _public_terms = ("n_bins (bin edges)",)
     _parameter_constraints = Constraints(
         epsilon=EPSILON, n_bins=Int(1), fallback=Options(*FALLBACKS)
     )
@@ -204,9 +201,6 @@ class PrivateHistogramBinning(_PrivateCalibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         return (float(self.epsilon),)
-
-    def _public_terms(self) -> tuple[str, ...]:
-        return ("n_bins (bin edges)",)
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
         hb = HistogramBinning(mode="top", n_bins=int(self.n_bins))

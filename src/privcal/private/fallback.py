@@ -3,11 +3,8 @@
 :func:`release_check` keeps the fitted ``T`` only when the release itself shows, by at least
 :data:`NOISE_Z` SDs of its own noise, that ``T`` beats ``T = 1``, and otherwise releases ``T =
 1`` (``fallback="identity"``, the default) or keeps ``T`` with a warning (``fallback="none"``,
-seed 000). The evidence per search: Acc-T's released accuracy gap between 1 and ``T``, signed
-by the direction of ``T`` (:func:`gap_evidence`); NLL-T's curve, the released clipped NLL's drop
-from ``T = 1`` to ``T`` (:func:`nll_drop_evidence`); golden section, the drop of the released
-objective from its evaluation next to ``T = 1`` to the one next to ``T``
-(:func:`golden_evidence`). A release with nothing to compare with ``T = 1`` falls back too.
+seed 000). The evidence of each search: :func:`gap_evidence`, :func:`nll_drop_evidence`,
+:func:`golden_evidence`; a release with nothing to compare with ``T = 1`` falls back too.
 
 *Privacy.* Only released values and the noise's public scale (``sensitivity / epsilon`` per
 source) enter, so the rule is a function of the release: post-processing, no budget, no
@@ -49,14 +46,8 @@ FALLBACKS = ("identity", "none")
 
 
 class NoiseDominatedWarning(FitWarning):
-    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration).
-
-    Raised by every private temperature search from the release alone (post-processing, no
-    privacy cost, :func:`release_check`): the temperature was fitted to noise, and the calibrated
-    probabilities may be worse than the uncalibrated ones. With ``fallback="identity"`` (the
-    default) the fit then releases ``T = 1`` and the warning says so; with ``fallback="none"``
-    it keeps the fitted temperature. More data (or sources) or a larger epsilon helps.
-    """
+    """The released statistic cannot tell the fitted temperature from ``T = 1`` (no calibration):
+    the temperature was fitted to noise (:func:`release_check`, which says what follows)."""
 
 
 #: A release's evidence that its temperature beats ``T = 1``: ``(z in noise SDs, what was
@@ -197,8 +188,7 @@ def release_check(t: float, evidence: Evidence, fallback: str = "identity") -> d
     A fit at ``T = 1`` (within :data:`AT_ONE` in ``log T``, below the 4 digits a report shows)
     already has nothing to fall back from.
 
-    Privacy: ``z`` is a function of released values and of the noise's public scale, so the
-    rule is post-processing: the guarantee is unchanged and no budget is spent.
+    Privacy: post-processing (``z`` reads released values and the noise's public scale only).
 
     What it gets: under pure noise ``z`` is about ``N(0, 1)`` in the direction the noise chose,
     so a noise-fitted temperature is kept in about ``P(|noise| > 2 SD)`` of fits (4.6 % for

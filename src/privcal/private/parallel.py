@@ -1,16 +1,11 @@
 """Several private data sources in one fit: the rounds that ask them all, and the checks that
 make their guarantees compose in parallel.
 
-A fit over ``K`` sources states the guarantee of each source for its own examples: parallel
-composition (the ``max`` over sources), which holds only when no example lies in two sources.
-:func:`check_sources` refuses a list that could break it (the same object twice, a shared ledger
-file, the same data, any shared row: :func:`check_disjoint`, by the row digests of
-:mod:`privcal.private.rows`), or that mixes class counts. Before any budget is spent,
+A fit over ``K`` sources states each source's guarantee for its own examples (parallel
+composition, the ``max`` over sources), which holds only when no example lies in two sources:
+:func:`check_sources` refuses any list that could break it. Before any budget is spent,
 :func:`check_budgets` and :func:`check_share_rows` refuse a fit some source cannot pay for or
-cannot join by secure sum. :func:`answer_all` and :func:`share_all` send one query to every
-source (together, when the sources are of one kind: one round over a transport);
-:func:`split_budget` splits a budget into parts that compose to it exactly, and
-:func:`sources_report` is the report of the whole fit.
+cannot join by secure sum.
 """
 
 from __future__ import annotations

@@ -3,14 +3,9 @@
 One :class:`~privcal.privacy.measurement.Measurement` per query: the statistic, the Laplace
 mechanism, the L1 sensitivity under add/remove one example (a number, or a function of the clip
 bound ``B`` and the public class count ``C``), and the query method whose docstring derives it.
-:data:`QUERIES`, :func:`query_sensitivity`, every statistic a source computes
-(:class:`Statistic`), the ledger rows, ``privcal audit --list`` and the
-table of ``docs/private.md`` all read these objects.
-
-A query's exact answer travels as a :class:`Statistic` (its value, measurement and
-post-processing); the curve queries release a curve as its anchor value and increments
-(:func:`curve_release`), and a secure sum of a statistic is decoded with the public
-:func:`share_plan`, which reads only the statistic's public fields.
+:data:`QUERIES`, :func:`query_sensitivity`, the ledger rows, ``privcal audit --list`` and the
+table of ``docs/private.md`` all read these objects. A query's exact answer travels as a
+:class:`Statistic`; a secure sum of it is decoded with the public :func:`share_plan`.
 """
 
 from __future__ import annotations

@@ -2,38 +2,26 @@
 
 A :class:`DataSource` holds one party's logits and labels and a
 :class:`~privcal.privacy.PrivacyOdometer`. A calibrator (seed 000, Sec. 3.2) never sees the rows:
-it sends queries from the vocabulary below, and the source answers each with the Laplace
-mechanism after recording the spend.
+it sends queries of the vocabulary (:data:`privcal.private.queries.QUERY_MEASUREMENTS`: one
+:class:`~privcal.privacy.measurement.Measurement` per query, its statistic a shared function of
+:mod:`privcal.metrics.statistics`, its L1 sensitivity derived in the query method's docstring;
+the table of ``docs/private.md`` is generated from them).
 
-Query vocabulary
-----------------
-``accuracy_gap_sum(T)``, ``accuracy_gap_curve(Ts)``, ``clipped_nll_sum(T, B)``,
-``clipped_nll_increments(Ts, B)``, ``bin_gaps(T, M)``, ``bin_counts(T, M)`` and ``count()``. Each
-query is one :class:`~privcal.privacy.measurement.Measurement`
-(:data:`privcal.private.queries.QUERY_MEASUREMENTS`): its statistic (a shared function of
-:mod:`privcal.metrics.statistics`), the Laplace mechanism and its L1 sensitivity, derived in the
-query method's docstring. The table of ``docs/private.md`` is generated from those objects.
-
-Neighbouring relation: add or remove one example (one row of logits and its label). Under it the
-number of rows ``n`` is itself private, so the source publishes only ``n_classes`` and its name;
-none of the calibrators needs ``n`` (they compare sums, see :mod:`privcal.private.temperature`),
-and :meth:`DataSource.count` sells a noisy ``n`` for those who do.
+Neighbouring relation: add or remove one example. ``n`` is then private, so the source publishes
+only ``n_classes`` and its name; the calibrators compare sums and need no ``n``
+(:mod:`privcal.private.temperature`), and :meth:`DataSource.count` sells a noisy one.
 
 Every answer follows one path: the query's private method (``_accuracy_gap_sum`` ...) validates
-the arguments and computes the exact statistic with the shared function, then
-:meth:`DataSource._release` **spends on the odometer** (durable when there is a ledger) and only
-then draws the noise with :func:`privcal.privacy.laplace` from the source's noise. A query that
-would exceed the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
+the arguments and computes the exact statistic, then :meth:`DataSource._release` **spends on the
+odometer** (durable with a ledger) and only then draws the Laplace noise. A query that would
+exceed the budget raises :class:`~privcal.privacy.BudgetExceededError` and spends nothing.
 :meth:`DataSource.share` answers the same statistic as an upload to a secure sum with a
-distributed noise share instead (``aggregation="distributed"``; :mod:`privcal.privacy.distributed`).
+distributed noise share (``aggregation="distributed"``; :mod:`privcal.privacy.distributed`).
 
-Disjointness is checked, not assumed
-------------------------------------
-Parallel composition across sources (the calibrators' ``privacy_report_``) holds only when no
-example lies in two sources. Every source keeps a digest of each row and a fingerprint of its
-data (:mod:`privcal.private.rows`); :func:`~privcal.private.parallel.check_sources` refuses
-sources that share a ledger, the data or any row, and a ledger binds the fingerprint of the
-data it was first opened with, so one ledger keeps the budget of exactly one data set.
+Disjointness is checked, not assumed: parallel composition across sources needs each example in
+one source only, so every source keeps a digest of each row and a fingerprint of its data
+(:mod:`privcal.private.rows`, refused together by :func:`~privcal.private.parallel.check_sources`),
+and a ledger binds the fingerprint it was first opened with (one ledger, one data set).
 """
 
 from __future__ import annotations
@@ -200,12 +188,8 @@ class DataSource:
         self._split_spent: dict[tuple[int, float], dict[int, float]] = {}
 
     def privacy_report(self) -> PrivacyReport:
-        """Every answer this object released, as a report (add/remove one example; n private).
-
-        Public: the class count, the source's name and the query parameters (temperatures, bin
-        counts, clip bounds), which the caller chose. ``noise`` records whether the answers drew
-        secure or seeded noise.
-        """
+        """Every answer this object released (add/remove one example; public:
+        :data:`SOURCE_PUBLIC`; ``noise``: secure or seeded)."""
         noise = noise_kind(self.noise)
         return PrivacyReport(
             self.history, "example", "add/remove", public=SOURCE_PUBLIC, noise=noise
@@ -236,9 +220,6 @@ class DataSource:
         )
 
     # ------------------------------------------------------------------ the one answering path
-    def _epsilon(self, epsilon: Any, query: str) -> float:
-        return EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
-
     def _charge(self, release: Release, part: RowPart | None = None) -> None:
         """Spend ``release`` on the odometer (durable with a ledger), then keep it.
 
@@ -256,6 +237,11 @@ class DataSource:
         if spent > 0:
             self.odometer.spend_release(replace(release, epsilon=spent))
         self.history.append(release)
+
+    def _answer(self, query: str, epsilon: Any, *args: Any) -> Any:
+        """``epsilon`` checked, then the exact statistic of ``_<query>(*args)`` released."""
+        eps = EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
+        return self._release(getattr(self, f"_{query}")(*args), eps)
 
     def _release(self, stat: Statistic, epsilon: float) -> Any:
         """The query's measurement: charged (recorded before anything leaves), then
@@ -324,7 +310,7 @@ class DataSource:
         holds at most that many rows; it bounds the sum for the modulus).
         """
         query_measurement(query)  # a name of the vocabulary
-        eps = self._epsilon(epsilon, query)
+        eps = EPSILON.check(epsilon, "epsilon", f"DataSource.{query}")
         if self._z.shape[0] > max_rows:
             raise ValueError(
                 f"DataSource {self.name!r} holds more than {max_rows} rows, the public bound its "
@@ -364,8 +350,7 @@ class DataSource:
         adding or removing one example changes the sum by at most 1: sensitivity 1. Laplace
         scale ``1 / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "accuracy_gap_sum")
-        return self._release(self._accuracy_gap_sum(temperature), eps)
+        return self._answer("accuracy_gap_sum", epsilon, temperature)
 
     def _accuracy_gap_sum(self, temperature: Any) -> Statistic:
         t = self._temperature(temperature, "accuracy_gap_sum")
@@ -411,8 +396,7 @@ class DataSource:
         whatever ``k``: sensitivity 2. Laplace scale ``2 / epsilon`` per coordinate; pure
         ``epsilon``-DP. (Releasing the ``k`` values themselves would have sensitivity ``k``.)
         """
-        eps = self._epsilon(epsilon, "accuracy_gap_curve")
-        return self._release(self._accuracy_gap_curve(temperatures, anchor), eps)
+        return self._answer("accuracy_gap_curve", epsilon, temperatures, anchor)
 
     def _accuracy_gap_curve(self, temperatures: Any, anchor: Any = 0) -> Statistic:
         owner = "DataSource.accuracy_gap_curve"
@@ -458,8 +442,7 @@ class DataSource:
         limit as ``p_y -> 0``), so no finite noise would make the sum private. Laplace scale
         ``B / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "clipped_nll_sum")
-        return self._release(self._clipped_nll_sum(temperature, bound), eps)
+        return self._answer("clipped_nll_sum", epsilon, temperature, bound)
 
     def _clipped_nll_sum(self, temperature: Any, bound: Any = 10.0) -> Statistic:
         t = self._temperature(temperature, "clipped_nll_sum")
@@ -522,8 +505,7 @@ class DataSource:
         which covers floating-point rounding of the computed terms. Laplace scale
         ``(B + min(B, log C)) / epsilon`` per coordinate; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "clipped_nll_increments")
-        return self._release(self._clipped_nll_increments(temperatures, bound), eps)
+        return self._answer("clipped_nll_increments", epsilon, temperatures, bound)
 
     def _clipped_nll_increments(self, temperatures: Any, bound: Any = 10.0) -> Statistic:
         owner = "DataSource.clipped_nll_increments"
@@ -568,8 +550,7 @@ class DataSource:
         in absolute value; the other bins are unchanged: L1 sensitivity 1 whatever ``n_bins``.
         Independent Laplace noise of scale ``1 / epsilon`` per bin; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "bin_gaps")
-        return self._release(self._bin_gaps(temperature, n_bins), eps)
+        return self._answer("bin_gaps", epsilon, temperature, n_bins)
 
     def _bin_gaps(self, temperature: Any, n_bins: Any = 15) -> Statistic:
         t = self._temperature(temperature, "bin_gaps")
@@ -602,8 +583,7 @@ class DataSource:
         incorrect``), but ours needs half the noise scale. Laplace scale ``1 / epsilon`` per
         cell; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "bin_counts")
-        return self._release(self._bin_counts(n_bins, temperature), eps)
+        return self._answer("bin_counts", epsilon, n_bins, temperature)
 
     def _bin_counts(self, n_bins: Any = 15, temperature: Any = 1.0) -> Statistic:
         m = self._n_bins(n_bins, "bin_counts")
@@ -625,8 +605,7 @@ class DataSource:
         Adding or removing one example changes ``n`` by 1: sensitivity 1, Laplace scale
         ``1 / epsilon``; pure ``epsilon``-DP.
         """
-        eps = self._epsilon(epsilon, "count")
-        return self._release(self._count(), eps)
+        return self._answer("count", epsilon)
 
     def _count(self) -> Statistic:
         return _statistic("count", "count", float(self._z.shape[0]), 1, 1.0, to_scalar)
@@ -653,8 +632,7 @@ class DataSource:
         key compose in parallel: the source's ledger is charged the larger side's total. By
         predicted class, an example lies in one class's one bin: sensitivity 1 still.
         """
-        eps = self._epsilon(epsilon, "score_histogram")
-        return self._release(self._score_histogram(edges, score, part, by), eps)
+        return self._answer("score_histogram", epsilon, edges, score, part, by)
 
     def _score_histogram(
         self, edges: Any, score: Any = "lac", part: Any = None, by: Any = None

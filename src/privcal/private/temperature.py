@@ -40,6 +40,7 @@ average; counting queries) and docs/private.md#searches-and-the-default-temperat
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -122,42 +123,31 @@ class _Protocol:
         self.variances: list[float] = []
 
     def ask(self, method: str, **kwargs: Any) -> Any:
+        """One query to every source (through :func:`share_all` when distributed: in process or
+        one SecAgg+ round); returns the summed, or decoded, answer."""
         eps = next(self.budgets)
+        first, before = len(self.releases), [len(src.history) for src in self.sources]
+        variance = None
         if self.aggregation == "distributed":
-            return self._secure_ask(method, eps, kwargs)
-        total: Any = 0.0
-        before_all = len(self.releases)
-        before = [len(src.history) for src in self.sources]
-        for answer in answer_all(self.sources, method, epsilon=eps, **kwargs):
-            total = total + answer
+            k, t = len(self.sources), int(self.threshold or len(self.sources))
+            view, plan, finish = share_all(self.sources, method, eps, t, **kwargs)
+            self.views.append(view)
+            variance = plan.law.variance(k) / plan.encoding.scale**2
+            total = finish(plan.release(view))
+        else:
+            total = sum(answer_all(self.sources, method, epsilon=eps, **kwargs), 0.0)
         for src, label, b in zip(self.sources, self.labels, before, strict=True):
-            self.record(src, label, b)
-        self.variances.append(_coordinate_variance(self.releases[before_all:]))
+            self.releases.extend(r.for_source(label) for r in src.history[b:])
+        if variance is None:
+            variance = _coordinate_variance(self.releases[first:])
+        self.variances.append(variance)
         return total
-
-    def _secure_ask(self, method: str, eps: float, kwargs: dict[str, Any]) -> Any:
-        """One query answered through the secure sum (:func:`share_all`: in process, or one
-        SecAgg+ round for sources held by Flower nodes); returns the query's decoded total."""
-        k, t = len(self.sources), int(self.threshold or len(self.sources))
-        before = [len(src.history) for src in self.sources]
-        view, plan, finish = share_all(self.sources, method, eps, t, **kwargs)
-        for src, label, b in zip(self.sources, self.labels, before, strict=True):
-            self.record(src, label, b)
-        self.views.append(view)
-        self.variances.append(plan.law.variance(k) / plan.encoding.scale**2)
-        return finish(plan.release(view))
-
-    def record(self, src: DataSource, label: str, before: int) -> None:
-        """Copy the releases ``src`` made since ``before`` into the report, under ``label``."""
-        self.releases.extend(r.for_source(label) for r in src.history[before:])
 
 
 def source_labels(sources: Sequence[DataSource]) -> list[str]:
     """Distinct report labels: a source's name, or ``source<i>`` (``name#i`` when repeated)."""
     names = [s.name or f"source{i}" for i, s in enumerate(sources)]
-    seen: dict[str, int] = {}
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
+    seen = Counter(names)
     return [n if seen[n] == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
 
@@ -165,6 +155,8 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
     """Shared fit plumbing: arrays -> one DataSource, or the list of sources given."""
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
+    #: What the fit's report lists as public besides the sources' own terms.
+    _public_terms: ClassVar[tuple[str, ...]]
 
     epsilon: float
     noise: NoiseSource | None
@@ -180,18 +172,12 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         sources: Sequence[DataSource] | None = None,
         input: str = "logits",
     ) -> Any:
-        """Fit on one private dataset (``logits, labels``) or on ``sources=[DataSource, ...]``.
-
-        With arrays, they are wrapped in one :class:`DataSource` with budget ``epsilon`` and the
-        estimator's ``noise``; with ``ledger=`` the whole fit is first charged to the ledger as
-        one step (``epsilon``, the RDP curve of its queries), and a fit the ledger refuses
-        raises :class:`~privcal.privacy.BudgetExceededError` before any release. With sources,
-        each source pays ``epsilon`` from its own budget (its own ledger) and draws from its own
-        noise; ``ledger=`` is refused there. ``privacy_report_`` lists every release of this fit.
-        """
+        """Fit on one private dataset (``logits, labels``: one :class:`DataSource` of budget
+        ``epsilon`` and the estimator's ``noise``, charged to ``ledger=`` first) or on
+        ``sources=[DataSource, ...]`` (each pays ``epsilon`` from its own budget and noise)."""
         owner = type(self).__name__
         self._validate_params()
-        public = self._public_terms()
+        public = self._public_terms
         odometer = as_odometer(self.ledger, owner)
         if sources is not None and odometer is not None:
             raise ValueError(
@@ -204,10 +190,9 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                 raise ValueError(
                     f"{owner}.fit needs either logits and labels or sources=[DataSource, ...]."
                 )
-            src = DataSource(
-                logits, labels, self.epsilon, noise=self.noise, name="data", input=input
-            )
-            srcs = [src]
+            srcs = [
+                DataSource(logits, labels, self.epsilon, noise=self.noise, name="data", input=input)
+            ]
             public += self._check_rows(int(np.shape(logits)[0]), srcs[0].n_classes)
         else:
             if logits is not None or labels is not None:
@@ -221,17 +206,15 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
         if aggregation == "distributed":
             check_share_rows(srcs, owner)
         check_budgets(srcs, float(self.epsilon))
-        labels_ = source_labels(srcs)
         if odometer is not None:
-            epsilons = self._query_epsilons()
             odometer.spend(
                 f"{owner}.fit",
                 float(self.epsilon),
                 mechanism="laplace",
-                rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in epsilons),
+                rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in self._query_epsilons()),
             )
         with self._recording_fit_warnings():
-            proto = self._fit_sources(srcs, labels_, aggregation, threshold)
+            proto = self._fit_sources(srcs, source_labels(srcs), aggregation, threshold)
         survivors = min((len(srcs) - len(v.dropped) for v in proto.views), default=None)
         transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
         alone = "no guarantee is claimed for one discrete Laplace share alone"
@@ -274,9 +257,6 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         """The budget of each query of one source's fit (their ``fsum`` is ``epsilon``)."""
-        raise NotImplementedError
-
-    def _public_terms(self) -> tuple[str, ...]:
         raise NotImplementedError
 
     def _jsonable_params(self) -> dict[str, Any]:
@@ -368,19 +348,16 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     Privacy
     -------
     Neighbouring relation: add/remove one example of one source. Each query is a Laplace
-    mechanism with its derived sensitivity (:class:`DataSource`; 2 for the accuracy-gap curve,
-    ``B + min(B, log C)`` for the clipped-NLL increments) at
-    ``epsilon / q`` for the ``q`` queries of the plan (``q = 1`` for the curve); basic
-    composition gives ``epsilon`` per source, and the sources hold disjoint data, so the fit
-    is ``epsilon``-DP for every example (parallel composition). The search itself is
-    post-processing of the answers, and so is the fallback rule (released values and the
-    noise's public scale only). Public: ``t_range``, the queried temperatures (the curve's
-    grid and anchor, or functions of earlier answers), ``n_bins``, ``nll_bound``. A fit on
-    arrays with ``fallback="identity"`` first refuses fewer than :meth:`informative_rows` rows
-    (a public function of ``epsilon``, the plan and ``C``), before any release: the one bit
-    ``n >= informative_rows(C)`` is read from the data, so the guarantee is stated for
-    neighbours that both have at least that many rows (as the conformal fits treat ``n`` as
-    public). Fits on ``sources=`` never read ``n``.
+    mechanism with its derived sensitivity (:class:`DataSource`) at ``epsilon / q`` for the
+    ``q`` queries of the plan: ``epsilon`` per source (basic composition), and the sources hold
+    disjoint data (parallel composition). The search and the fallback rule are post-processing
+    of the answers. Public: ``t_range``, the queried temperatures (the curve's grid and anchor,
+    or functions of earlier answers), ``n_bins``, ``nll_bound``. A fit on arrays with
+    ``fallback="identity"`` first refuses fewer than :meth:`informative_rows` rows (a public
+    function of ``epsilon``, the plan and ``C``) before any release: it reads the one bit
+    ``n >= informative_rows(C)``, so the guarantee is stated for neighbours that both have that
+    many rows (as the conformal fits treat ``n`` as public). Fits on ``sources=`` never read
+    ``n``.
 
     Examples
     --------
@@ -396,6 +373,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
     """
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ("temperature_", "t_range_", "n_sources_")
+    _public_terms = (
+        "t_range and the search plan (number of queries, the curve's grid and anchor)",
+    )
     #: Checked after the search plan's (objective, epsilon, iterations, t_range, search).
     _parameter_constraints = Constraints(
         fallback=Options(*FALLBACKS), n_bins=Int(1), nll_bound=POSITIVE
@@ -524,9 +504,6 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
     def _query_epsilons(self) -> tuple[float, ...]:
         return self.plan().epsilons
-
-    def _public_terms(self) -> tuple[str, ...]:
-        return ("t_range and the search plan (number of queries, the curve's grid and anchor)",)
 
     def _curve_search(self, plan: SearchPlan, proto: _Protocol) -> tuple[float, Evidence]:
         """One query per source on the public grid, then post-processing of the sum; returns

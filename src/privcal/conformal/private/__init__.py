@@ -14,34 +14,23 @@ behind one interface (:class:`ThresholdMechanism`, registered by ``method=`` in
 ``"angelopoulos2022"``  uniform, m*    ``exp(-eps w_j/(2 Delta))``  ``q~`` of Eq. 3 (seed 002)
 ====================== ============== ============================ ==============================
 
-* :mod:`~privcal.conformal.private.mechanism`: the interface, :class:`Plan`, the registry,
-  :func:`conformal_plan` and :func:`coverage_upper_bound`;
-* :mod:`~privcal.conformal.private.rank` (Theorem R), :mod:`~privcal.conformal.private.
-  bounded_range` (Theorem BR), :mod:`~privcal.conformal.private.angelopoulos2022` (seed 002),
-  the last two sharing :mod:`~privcal.conformal.private.level`;
-* :mod:`~privcal.conformal.private.localized`: Theorem L (:mod:`privcal.conformal.localize`) on
-  the rank mechanism; :mod:`~privcal.conformal.private.sample_size`:
-  :func:`min_calibration_size`; :mod:`~privcal.conformal.private.estimator`: the estimator.
-
-From ``n = 4000`` (at moderate epsilon), ``"rank"`` first localises the threshold on a quarter
-of the calibration set and runs Theorem R on the rest with only the grid's edges near it.
-Measured on the shared networks (``docs/conformal.md``, epsilon = 1, n = 5000, alpha = 0.1, 100
-splits): ``"rank"`` sets are 0-1.8% larger than split conformal's (one stage: 0-2.4%),
-``"angelopoulos2022"`` sets are the full label set for APS on every network. Notation: ``c_j =
-#{i : s_i <= e_j}`` (``c_0 = 0``, ``c_m = n``) and ``[s]`` the right edge of the bin of ``s``,
-so ``s <= e_j`` iff ``[s] <= e_j``.
-
-The logit grid (:func:`~privcal.conformal.quantile.logit_edges`, the default of ``"rank"`` and
-``"bounded-range"``) depends on ``m`` alone, so it is public; it resolves ``1 - s`` to 1.8% of
-itself everywhere, where an equal-width grid puts the 0.9-quantile of confident networks' scores
-in its last bin (the full label set).
+The interface, :class:`Plan`, the registry, :func:`conformal_plan` and
+:func:`coverage_upper_bound` are in :mod:`~privcal.conformal.private.mechanism`; Theorem L
+(localisation, :mod:`privcal.conformal.localize`) on the rank mechanism in
+:mod:`~privcal.conformal.private.localized`. From ``n = 4000`` (at moderate epsilon), ``"rank"``
+first localises the threshold on a quarter of the calibration set. Measured on the shared
+networks (``docs/conformal.md``, epsilon = 1, n = 5000, alpha = 0.1, 100 splits): ``"rank"`` sets
+are 0-1.8% larger than split conformal's (one stage: 0-2.4%), ``"angelopoulos2022"`` sets are
+the full label set for APS on every network. The logit grid
+(:func:`~privcal.conformal.quantile.logit_edges`) depends on ``m`` alone, so it is public; it
+resolves ``1 - s`` to 1.8% of itself everywhere, where an equal-width grid puts the 0.9-quantile
+of confident networks' scores in its last bin (the full label set).
 
 Neighbouring relation: **substitute one calibration example, ``n`` public.** The target ``k``,
-``q~``, ``m*``, ``gamma*`` and the full-set branch are deterministic functions of ``n`` (and of
-the public ``alpha`` and ``epsilon``; e.g. ``n = 95`` gives full sets and ``n = 96`` a finite
-threshold by default), so under add/remove these jumps alone would reveal one example; with
-``n`` fixed every quantity but the release is a constant, and each mechanism's release is pure
-epsilon-DP. Proofs: docs/conformal.md#proofs.
+``q~``, ``m*``, ``gamma*`` and the full-set branch are deterministic functions of ``n`` (``n =
+95`` gives full sets and ``n = 96`` a finite threshold by default), so under add/remove these
+jumps alone would reveal one example; with ``n`` fixed only the release sees the data, and each
+mechanism's release is pure epsilon-DP. Proofs: docs/conformal.md#proofs.
 """
 
 # The mechanisms register in this order: METHODS and the error messages list them so.

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import EPSILON, check_int, check_option, check_probability, renamed
+from privcal._params import EPSILON, check_int, check_probability, renamed
 from privcal.conformal.private.level import LevelMechanism
-from privcal.conformal.private.mechanism import Plan, Tuning, bin_count, register_mechanism
+from privcal.conformal.private.mechanism import Plan, Tuning, auto_or, bin_count, register_mechanism
 
 __all__ = ["BOUNDED_RANGE", "BoundedRangeMechanism", "bounded_range_level"]
 
@@ -80,10 +80,8 @@ def bounded_range_level(
     a = check_probability(alpha, "alpha", owner)
     eps = EPSILON.check(epsilon, "epsilon", owner)
     m = bin_count(n_bins, owner)
-    if isinstance(gamma, str):
-        check_option(gamma, "gamma", owner, ("auto",))
-        return _level_br(n, a, eps, m, _gamma_br(n, a, eps, m))
-    return _level_br(n, a, eps, m, check_probability(gamma, "gamma", owner))
+    g = auto_or(gamma, "gamma", owner, check_probability)
+    return _level_br(n, a, eps, m, _gamma_br(n, a, eps, m) if g is None else g)
 
 
 class BoundedRangeMechanism(LevelMechanism):

@@ -1,12 +1,9 @@
 """The estimator :class:`PrivateConformal`: one private threshold, then the prediction sets.
 
-It validates the arguments before reading the data, computes the public plan of the chosen
-mechanism (:func:`~privcal.conformal.private.get_mechanism`: one registered
-:class:`~privcal.conformal.private.ThresholdMechanism` per ``method=``), localises the
-threshold first where Theorem L pays (``method="rank"``,
-:mod:`~privcal.conformal.private.localized`), draws the release and writes the privacy report.
-Guarantee: pure ``epsilon``-DP for the threshold and every set, substitute one calibration
-example, ``n`` public (class docstring, "Privacy"; proofs: docs/conformal.md#proofs).
+It validates the arguments before reading the data, plans the chosen mechanism
+(:func:`~privcal.conformal.private.get_mechanism`) from public quantities, localises the
+threshold where Theorem L pays, draws the release and writes the privacy report (guarantee and
+proofs: the class docstring, "Privacy"; docs/conformal.md#proofs).
 """
 
 from __future__ import annotations
@@ -120,10 +117,8 @@ class PrivateConformal(ConformalBase):
         ``"rank"`` only: spend this fraction of the calibration set on localising the threshold
         (Theorem L, :mod:`privcal.conformal.localize`): two releases find a window of the grid
         around the ``(1 - alpha)``-quantile, and Theorem R runs on the other points with only
-        the window's edges. ``"auto"``: 0.25 where it pays (``n >= 4000``, one stage's guard at
-        least 3 ranks, ``epsilon n_1 >= 1000``: :func:`plan_localization`), else one stage;
-        ``None``: always one stage. Same epsilon (the parts are disjoint), same coverage
-        guarantee.
+        the window's edges. ``"auto"``: 0.25 where it pays (:func:`plan_localization`), else one
+        stage; ``None``: one stage. Same epsilon, same coverage guarantee.
 
     Attributes
     ----------
@@ -149,12 +144,9 @@ class PrivateConformal(ConformalBase):
     n_classes_ : int
     privacy_report_ : PrivacyReport
         ``unit="example"``, ``relation="substitute"``, ``public`` listing ``n`` and every
-        quantity derived from it, ``noise`` (``"secure"`` or ``"seeded"``). One release (the
-        exponential mechanism, its scale, shown in the ``sensitivity`` column as the range
-        ``1 + slope`` for ``"rank"``, and ``epsilon``); localised, three: the window's two at
-        ``epsilon/2`` on the localisation part and the threshold on the threshold part, composed
-        in parallel. No release when there is no valid threshold (nothing data-dependent was
-        released), but the relation and the public ``n`` are still stated.
+        quantity derived from it. One release (its scale in the ``sensitivity`` column: the
+        range ``1 + slope`` for ``"rank"``), three when localised ("Privacy"), none when there
+        is no valid threshold.
 
     Privacy
     -------
@@ -391,18 +383,16 @@ class PrivateConformal(ConformalBase):
         grids, stages, thresholds, windows = staged_thresholds(
             query, [edges] * (c if groups else 1), a, fine, part
         )
-        pooled = stages[-1]
+        pooled, m = stages[-1], grids[0].size - 1
         self.n_classes_, self.n_sources_ = c, len(srcs)
-        self.n_bins_, self.rank_, self.window_ = grids[0].size - 1, 0, windows[0]
+        self.n_bins_, self.rank_, self.window_ = m, 0, windows[0]
         self.gamma_ = self.slope_ = self.level_ = math.nan
         self.localize_n_ = 0
         self.n_noisy_ = float(pooled.counts.sum())
-        self.margin_ = noise_margin(grids[0].size - 1, pooled.variance)
+        self.margin_ = noise_margin(m, pooled.variance)
         self.counts_, self.edges_ = pooled.counts, grids[0] if not groups else grids
         self.stage_counts_ = [stage.counts for stage in stages]
-        self.coverage_slack_ = coverage_slack(
-            max(self.n_noisy_, 0.0), a, grids[0].size - 1, pooled.variance
-        )
+        self.coverage_slack_ = coverage_slack(max(self.n_noisy_, 0.0), a, m, pooled.variance)
         self.aggregator_views_ = [v for stage in stages for v in stage.views]
         self.thresholds_ = dict(enumerate(thresholds)) if groups else None
         self.group_by_ = groups
@@ -411,7 +401,7 @@ class PrivateConformal(ConformalBase):
         transport = "secagg+" if all(s.transport == "secagg+" for s in srcs) else "in-process"
         grid = (
             f"stage 1: m = {edges.size - 1} logit-spaced bins on side 0 of a random row split "
-            f"({fraction:g} of each source's rows); stage 2: {grids[0].size - 1} bins around the "
+            f"({fraction:g} of each source's rows); stage 2: {m} bins around the "
             "stage-1 window on side 1"
             if two_stage
             else f"the grid: m = {edges.size - 1} logit-spaced bins (fixed before the data)"

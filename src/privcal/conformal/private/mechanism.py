@@ -3,17 +3,10 @@
 A *threshold mechanism* releases one edge ``e_J`` of a public grid ``0 = e_0 < ... < e_m = 1``
 by an exponential mechanism over the calibration scores. Every mechanism is an instance of
 :class:`ThresholdMechanism` registered under its ``method=`` string
-(:func:`register_mechanism`), and offers the same five things:
-
-* :meth:`~ThresholdMechanism.plan`: the public quantities (grid, target, level) from ``n``,
-  ``alpha``, ``epsilon`` and the validated tuning, as a :class:`Plan`;
-* :meth:`~ThresholdMechanism.release`: the DP draw of the threshold and its
-  :class:`~privcal.privacy.Release` record (through the registered measurements of
-  :mod:`privcal.conformal.quantile`);
-* :meth:`~ThresholdMechanism.penalties`: the penalty of each edge from its counts (the
-  vectorised law the simulator draws from);
-* :meth:`~ThresholdMechanism.public_terms`: what the privacy report lists as public;
-* :meth:`~ThresholdMechanism.coverage_bound`: the upper bound on the coverage.
+(:func:`register_mechanism`): its public :meth:`~ThresholdMechanism.plan`, the DP
+:meth:`~ThresholdMechanism.release` (through the measurements of :mod:`privcal.conformal.quantile`),
+the vectorised :meth:`~ThresholdMechanism.penalties` the simulator draws from, the report's
+:meth:`~ThresholdMechanism.public_terms` and the :meth:`~ThresholdMechanism.coverage_bound`.
 
 :func:`conformal_plan` and :func:`coverage_upper_bound` look the mechanism up by ``method``, so
 :class:`~privcal.conformal.PrivateConformal` and
@@ -78,12 +71,17 @@ def bin_count(n_bins: Any, owner: str) -> int:
     return int(bin_edges(n_bins, owner).size - 1)
 
 
+def auto_or(value: Any, name: str, owner: str, check: Callable[[Any, str, str], Any]) -> Any:
+    """``None`` for ``"auto"`` (another string is refused), else ``check(value, name, owner)``."""
+    if isinstance(value, str):
+        check_option(value, name, owner, ("auto",))
+        return None
+    return check(value, name, owner)
+
+
 def check_slope(slope: Any, owner: str) -> float | None:
     """``None`` for "auto", else the validated positive slope."""
-    if isinstance(slope, str):
-        check_option(slope, "slope", owner, ("auto",))
-        return None
-    return POSITIVE.check(slope, "slope", owner)
+    return auto_or(slope, "slope", owner, POSITIVE.check)
 
 
 @dataclass(frozen=True)
@@ -254,15 +252,8 @@ def check_tuning(
     mechanism: ThresholdMechanism, n_bins: Any, gamma: Any, slope: Any, owner: str
 ) -> Tuning:
     """Validate ``n_bins``, ``gamma`` and ``slope`` for ``mechanism``; ``None`` means "auto"."""
-    if isinstance(n_bins, str):
-        check_option(n_bins, "n_bins", owner, ("auto",))
-    else:
-        bin_edges(n_bins, owner)
-    g: float | None = None
-    if not isinstance(gamma, str):
-        g = check_probability(gamma, "gamma", owner)
-    else:
-        check_option(gamma, "gamma", owner, ("auto",))
+    auto_or(n_bins, "n_bins", owner, lambda edges, _, who: bin_edges(edges, who))
+    g = auto_or(gamma, "gamma", owner, check_probability)
     r = check_slope(slope, owner)
     method = mechanism.name
     if "gamma" not in mechanism.tuning and g is not None:

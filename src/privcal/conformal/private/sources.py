@@ -22,26 +22,7 @@ sum of its shares: all are). Then ``P(S_{n+1} <= e_J) >= 1 - alpha - r_n``, with
 ``P(S_{n+1} <= e_J) >= 1 - alpha - alpha^3 / 8`` for every ``n`` (``1.25e-4`` at
 ``alpha = 0.1``): the same form as the single-party theorem.
 
-*Proof.* Write ``S_j = sum_{i > j} eta_i`` (``S_m = 0``), so ``U~_j = U_j + S_j`` and
-``N~ = n + S_0``. Add the test score to the pooled counts (bin ``b``): every ``U~_j`` grows by
-at most 1 and ``N~`` by exactly 1, so every ``j`` the rule accepts on the ``n`` scores satisfies
-``U~+_j <= alpha N~+ - t`` on the ``n + 1``; hence ``J'' <= J`` for ``J''``, the smallest ``j``
-with that property (``m`` if none). ``J''`` is a function of the multiset of the ``n + 1`` scores
-and of the noise, so by exchangeability ``P(S_{n+1} > e_{J''}) = E[U+_{J''}] / (n + 1)`` with
-``U+_j`` the number of the ``n + 1`` scores above ``e_j``, and ``e_J >= e_{J''}`` gives
-``P(S_{n+1} > e_J) <= E[U+_{J''}] / (n + 1)``. When the rule accepts ``J''``,
-``U+_{J''} = U~+_{J''} - S_{J''} <= alpha (n + 1 + S_0) - t + max_j (-S_j)``; when it accepts
-none, ``J'' = m`` and ``U+_m = 0``. By Lévy's inequality for the symmetric walk ``-S_j``,
-``E[max_j (-S_j)^+] <= 2 E[(-S_0)^+] = E|S_0| <= sqrt(m v) = t``, and ``E[S_0] = 0``; the
-case with no accepted index adds at most ``E[(t - alpha (n + 1) - alpha S_0)^+] <=
-alpha^2 m v / (4 (alpha (n + 1) - t))`` (as ``(z - c)^+ <= z^2 / (4 c)``). Dividing by ``n + 1``
-gives ``r_n``. The guard ``N~ >= 3 t / alpha`` only adds full sets, which keeps every step
-(``J'' <= J`` still holds: the test score adds exactly 1 to ``N~``). Write
-``alpha (n + 1) = a t``; ``m v = t^2`` gives ``r_n = alpha^3 / (4 a (a - 1))``, at most
-``alpha^3 / 8`` for ``a >= 2``; for ``a < 2`` a set other than the full one needs
-``S_0 > t / alpha``, of probability at most ``alpha^2 < alpha`` (Chebyshev), whatever the
-data. The single-party theorem has the same form (target ``alpha (n + 1) - 1``) with no noise;
-here the noise of one release (``K`` releases for ``"local"``) costs ``t`` ranks.
+Proof: docs/conformal.md#proof-of-theorem-s.
 
 **Privacy.** Each source's answer is ``epsilon``-DP for add/remove one of its examples
 (:meth:`~privcal.private.DataSource.score_histogram`: L1 sensitivity 1; with ``"distributed"``,
