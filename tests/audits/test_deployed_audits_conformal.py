@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import privcal.audits.conformal as conformal_audits
-from privcal.audits._registry import _AUDITS, AuditReport
+from privcal.audits._registry import AuditReport, available_audits, get_audit
 from privcal.conformal import (
     FullSetWarning,
     PrivateConformal,
@@ -46,8 +46,8 @@ pytestmark = [
 
 
 def _run(name: str, runs: int | None = None) -> AuditReport:
-    """Run a registered audit (importing ``privcal.audits.conformal`` registered them)."""
-    report = _AUDITS[name].run(runs=runs)
+    """Run a registered audit (``get_audit`` imports every area that registers one)."""
+    report = get_audit(name).run(runs=runs)
     print(report)
     return report
 
@@ -77,8 +77,8 @@ def test_conformal_audits_are_registered() -> None:
         "private-quantile-substitute",
         "private-risk-control",
     }
-    assert names <= set(_AUDITS)
-    assert _AUDITS["private-conformal"].slow and _AUDITS["private-conformal"].extra is None
+    assert names <= set(available_audits())
+    assert get_audit("private-conformal").slow and get_audit("private-conformal").extra is None
 
 
 @pytest.mark.slow
@@ -131,7 +131,7 @@ def test_planted_add_remove_claim_compares_a_threshold_with_full_sets() -> None:
     assert np.isfinite(PrivateConformal().fit(*d).threshold_)
     with pytest.warns(FullSetWarning):
         assert PrivateConformal().fit(*d2).threshold_ == np.inf
-    with _AUDITS["private-conformal"].plants["add-remove-claim"].patch():
+    with get_audit("private-conformal").plants["add-remove-claim"].patch():
         assert PrivateConformal().fit(*d).privacy_report_.relation == "add/remove"
 
 
@@ -187,7 +187,7 @@ def test_reused_seed_plants_use_a_seed_that_separates_the_neighbours() -> None:
             == seed
         )
     summaries = [
-        _AUDITS[n].plants["reused-seed"].summary
+        get_audit(n).plants["reused-seed"].summary
         for n in (
             "private-conformal",
             "private-conformal-localized",
@@ -233,7 +233,7 @@ def test_risk_neighbours_sit_on_the_threshold() -> None:
     q = [x[0].shape[0] * (a - risk_curve("fnr", *x)) for x in (d, d2)]
     assert 0 <= q[0][60] - threshold < sens and q[0][59] < threshold
     assert np.all(q[1][:100] < threshold) and q[1][100] >= threshold
-    with _AUDITS["private-risk-control"].plants["curve-without-noise"].patch():
+    with get_audit("private-risk-control").plants["curve-without-noise"].patch():
         assert [PrivateRiskControl().fit(*x).lambda_ for x in (d, d2)] == [0.6, 1.0]
     assert (
         _first_distinguishing_seed(
@@ -241,7 +241,7 @@ def test_risk_neighbours_sit_on_the_threshold() -> None:
         )
         == 0
     )
-    assert "SeededNoise(0)" in _AUDITS["private-risk-control"].plants["reused-seed"].summary
+    assert "SeededNoise(0)" in get_audit("private-risk-control").plants["reused-seed"].summary
 
 
 @pytest.mark.slow
