@@ -119,6 +119,22 @@ class PrivateConformal(ConformalBase):
         around the ``(1 - alpha)``-quantile, and Theorem R runs on the other points with only
         the window's edges. ``"auto"``: 0.25 where it pays (:func:`plan_localization`), else one
         stage; ``None``: one stage. Same epsilon, same coverage guarantee.
+    ledger : PrivacyOdometer, str, Path or None, default=None
+        A pipeline ledger charged ``epsilon`` (pure DP) before a fit on arrays releases
+        anything (once for a fit with ``groups``: the groups' releases compose in parallel).
+        A fit over ``sources`` refuses it: each source charges its own ledger.
+    aggregation : {"local", "distributed"}, default="local"
+        Fits over ``sources=[DataSource, ...]`` only (Theorem S, docs/conformal.md): each source
+        noises its own score histogram (``"local"``: Laplace), or the sources' histograms are
+        summed with discrete Laplace shares sized for ``threshold`` survivors
+        (``"distributed"``: the noise of one release; :meth:`DataSource.share`).
+    threshold : int or None, default=None
+        ``t`` for ``"distributed"`` (``None``: all sources).
+    small_groups : {"refuse", "pool"}, default="refuse"
+        A fit with ``groups`` whose group has fewer rows than a private threshold needs
+        (:func:`min_calibration_size`): ``"refuse"`` raises before anything is released;
+        ``"pool"`` gives such groups one shared threshold (coverage over their union), with a
+        warning.
 
     Attributes
     ----------
