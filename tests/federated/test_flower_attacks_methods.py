@@ -10,6 +10,8 @@ its ledger records at least what its answers cost.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,36 @@ def test_a_non_finite_payload_is_sent_as_zeros(tmp_path: Path, aggregation: str)
     z, y = task.load_client_data(_site(tmp_path, "s.npz", 400))
     payload = task.client_payload(fm, _matrix_state(), z, y, cfg)
     assert payload.shape == fm.payload_shape(C) and not payload.any()
+
+
+_LONG_PARAMS = """
+import numpy as np
+from privcal.federated.flower import task
+cfg = {**task.DEFAULTS, "method": "fedcal", "epsilon": 1.0, "local-iters": 3}
+fm = task.method_from_config(cfg)
+x = np.tile(fm.init(3)["params"], 2)
+rng = np.random.default_rng(0)
+for n in (1, 5, 50):
+    try:
+        task.client_payload(fm, {"params": x}, rng.normal(size=(n, 3)), rng.integers(0, 3, n), cfg)
+        print("answered")
+    except ValueError as err:
+        print("refused:", err)
+"""
+
+
+def test_a_state_of_another_shape_is_refused_before_any_step() -> None:
+    """FedCal's local fit hands the server's parameters to SciPy's L-BFGS-B with a gradient of
+    the MLP's own size. Before the fix parameters twice as long were taken as they came: the
+    solver wrote past its buffers and the client process died of heap corruption ("double
+    free or corruption"), its payload made of memory it does not own. Run in a process of
+    its own, as such a client would be."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LONG_PARAMS], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and all("is not the method's own" in line for line in lines)
 
 
 # --- the ledger across runs: a run id names one run -----------------------------------------

@@ -316,11 +316,24 @@ def client_payload(
 ) -> np.ndarray:
     """One client's reply: the method's client step, clipped under DP (the server adds noise).
 
-    Under DP a payload with a NaN or infinite entry (a step the method cannot compute at the
-    server's ``state``, on some data only) is sent as zeros: inside every clip bound, so the
-    release keeps its sensitivity, where a refusal or an error would tell the server, with no
-    noise, something of the client's data.
+    A ``state`` (the server's) whose entries are not of the shapes the method's own
+    ``init(c)`` gives, or whose ``params`` are not finite, is a ``ValueError`` before any step:
+    it depends on the server's message and the model's width only, and a native solver must
+    never see arrays of other sizes than it was sized for (FedCal's L-BFGS-B, given parameters
+    longer than the MLP, wrote past its buffers). Under DP a payload with a NaN or infinite
+    entry (a step the method cannot compute at the server's ``state``, on some data only) is
+    sent as zeros: inside every clip bound, so the release keeps its sensitivity, where a
+    refusal or an error would tell the server, with no noise, something of the client's data.
     """
+    own = fm.init(z.shape[1])
+    for key in (k for k in own if k in state):
+        if np.shape(state[key]) != own[key].shape or (
+            key == "params" and not np.isfinite(state[key]).all()
+        ):
+            raise ValueError(
+                f"The server's state entry {key!r} for {fm.name} is not the method's own (shape "
+                f"{own[key].shape}{', finite' if key == 'params' else ''}); nothing was sent."
+            )
     dp = dp_from_config(cfg, SecureNoise())  # the client only clips; it never draws noise
     with np.errstate(all="ignore"):  # an overflow's warning is no reply's business either
         payload = np.asarray(fm.client_step(state, z, y), dtype=np.float64)
