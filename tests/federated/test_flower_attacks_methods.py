@@ -177,6 +177,72 @@ def test_a_state_of_another_shape_is_refused_before_any_step() -> None:
     assert len(lines) == 3 and all("is not the method's own" in line for line in lines)
 
 
+def _setup(**ranges: float) -> Message:
+    """SecAgg+'s setup message to node 7 for SECAGG_RUN, with the quantisation ``ranges``."""
+    from flwr.app import Metadata
+    from flwr.common.secure_aggregation.secaggplus_constants import (
+        RECORD_KEY_CONFIGS,
+        Key,
+        Stage,
+    )
+
+    clipping, target, modulus = secagg.ring_ranges(task.RING_BITS)
+    values = {"clipping": clipping, "target": target, "modulus": modulus, "weight": 1.0}
+    values.update(ranges)
+    config = {
+        Key.STAGE: Stage.SETUP,
+        Key.SAMPLE_NUMBER: 5,
+        Key.SHARE_NUMBER: 5,
+        Key.THRESHOLD: 4,
+        Key.CLIPPING_RANGE: float(values["clipping"]),
+        Key.TARGET_RANGE: int(values["target"]),
+        Key.MOD_RANGE: int(values["modulus"]),
+        Key.MAX_WEIGHT: float(values["weight"]),
+    }
+    meta = Metadata(
+        run_id=1,
+        message_id="setup-7",
+        src_node_id=0,
+        dst_node_id=7,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=0.0,
+        ttl=3600.0,
+        message_type="train",
+    )
+    content = RecordDict({RECORD_KEY_CONFIGS: ConfigRecord(config)})
+    return Message(content, metadata=meta)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        {"weight": 1e12},  # this client's upload multiplied by 0: the sum is the others' alone
+        {"clipping": 1.0},  # its residue clipped to [-1, 1] before it is masked
+        {"target": 2**20},
+    ],
+)
+def test_a_secagg_setup_must_carry_the_shares_exactly(tmp_path: Path, ranges: Any) -> None:
+    """The server sends SecAgg+'s quantisation to each client on its own. Before the fix a
+    client took any: with ``max_weight`` huge for every client but one, the masked sum is that
+    client's upload alone (plus known constants), whose noise is one share, ``1 / t`` of the
+    release's variance: at (1, 1e-5) and t = 4 of 5 the run's epsilon for that client is the
+    report's fallback (2.14 instead of 1; 12.1 at t = 80 of 100), with no colluding client."""
+    node = {"data": _site(tmp_path, "s.npz", 40), "status": str(tmp_path / "status")}
+    ctx = _context(node, SECAGG_RUN)
+    passed: list[Message] = []
+
+    def call_next(msg: Message, context: Context) -> Message:
+        passed.append(msg)
+        return msg
+
+    secagg.policy_mod(_setup(), ctx, call_next)  # the honest setup goes on to SecAgg+
+    assert len(passed) == 1
+    reply = secagg.policy_mod(_setup(**ranges), ctx, call_next)
+    assert len(passed) == 1 and reply.has_error()
+    assert "is not the exact ring of the run's noise shares" in reply.error.reason
+
+
 # --- the ledger across runs: a run id names one run -----------------------------------------
 
 
