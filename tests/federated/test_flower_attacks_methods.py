@@ -243,6 +243,20 @@ def test_a_secagg_setup_must_carry_the_shares_exactly(tmp_path: Path, ranges: An
     assert "is not the exact ring of the run's noise shares" in reply.error.reason
 
 
+def test_a_deployed_node_with_a_partition_id_keeps_its_own_policy(tmp_path: Path) -> None:
+    """Flower's own deployment examples start SuperNodes with ``--node-config
+    "partition-id=0 num-partitions=2"``. Before the fix such a node took the Simulation
+    Engine's permissive policy even with its own ``data``: a run without DP had its exact
+    payload (a run with seeded noise, noise the server can subtract) where its own default
+    policy refuses both."""
+    node = {"data": _site(tmp_path, "s.npz", 40), "partition-id": 0, "num-partitions": 2}
+    for change in ({"epsilon": 0.0}, {"noise": "seeded"}):
+        run = {**task.DEFAULTS, "method": "fedbin", "n-classes": C, "epsilon": 1.0, **change}
+        reply = client_app.query(_message({**run, "round": 1}), _context(node, run))
+        assert "arrays" not in reply.content
+        assert "this client's policy" in str(dict(reply.content["info"])["refused"])
+
+
 # --- the ledger across runs: a run id names one run -----------------------------------------
 
 

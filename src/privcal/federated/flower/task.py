@@ -556,13 +556,15 @@ def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -
     operator who writes the run config runs every client, so it takes the permissive policy;
     with a ``ledgers`` folder, partition ``k`` keeps its ledger there (``client-k.sqlite``,
     budgets ``ledger-budget`` and ``ledger-delta-budget``) and charges it as a deployed client
-    does (:func:`charge_round`).
+    does (:func:`charge_round`). A node that names its own ``data`` is deployed,
+    ``partition-id`` or not: its rows are not the run configuration's, nor its policy or ledger.
     """
     node = dict(node_config)
-    if "partition-id" in node:
+    simulated = "partition-id" in node and not node.get("data")
+    if simulated:  # the operator runs every client: its run config is their policy
         node = {**ClientPolicy.permissive().to_node(), **node}
     folder = str(run_config.get("ledgers", ""))
-    if folder and "partition-id" in node and not node.get("ledger"):
+    if folder and simulated and not node.get("ledger"):
         k = int(node["partition-id"])
         node["ledger"] = str(Path(folder) / f"client-{k}.sqlite")
         node["budget"] = float(run_config.get("ledger-budget", DEFAULTS["ledger-budget"]))
