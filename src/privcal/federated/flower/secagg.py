@@ -166,6 +166,13 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     :class:`~privcal.federated.policy.ClientPolicy` refuses, or a setup whose reconstruction
     threshold is not the run's noise threshold ``t``
     (:meth:`~privcal.federated.policy.ClientPolicy.secagg_refusal`).
+
+    In a distributed run it also refuses a setup whose quantisation is not the exact ring the
+    shares travel in (:func:`ring_ranges` and ``max_weight = 1``). The server sets these per
+    client: with ``max_weight`` large for every client but one, the others' uploads are
+    multiplied by 0 before they are masked, and the "sum" is that one client's upload alone,
+    which carries ``1 / t`` of the noise variance (the report's fallback epsilon, with no
+    colluding client at all).
     """
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, context)
@@ -177,6 +184,14 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     policy = ClientPolicy.from_node(node)
     setup = [configs[k] for k in (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)]
     reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(str(v)) for v in setup))
+    keys = (Key.CLIPPING_RANGE, Key.TARGET_RANGE, Key.MOD_RANGE, Key.MAX_WEIGHT)
+    got, exact = [float(str(configs.get(k))) for k in keys], [*ring_ranges(RING_BITS), 1.0]
+    if reason is None and cfg["aggregation"] == "distributed" and got != exact:
+        reason = (
+            f"SecAgg+'s quantisation (clipping, target and modulus ranges, max weight: "
+            f"{', '.join(f'{v:g}' for v in got)}) is not the exact ring of the run's noise "
+            f"shares ({', '.join(f'{v:g}' for v in exact)}): it would not sum them as sent"
+        )
     if reason is None:
         return call_next(msg, context)
     write_status(node, f"round setup: refused ({reason})")

@@ -314,11 +314,31 @@ def dp_from_config(cfg: dict[str, Any], noise: NoiseSource) -> DPConfig | None:
 def client_payload(
     fm: FedMethod, state: dict[str, np.ndarray], z: np.ndarray, y: np.ndarray, cfg: dict[str, Any]
 ) -> np.ndarray:
-    """One client's reply: the method's client step, clipped under DP (the server adds noise)."""
-    payload = fm.client_step(state, z, y)
+    """One client's reply: the method's client step, clipped under DP (the server adds noise).
+
+    A ``state`` (the server's) whose entries are not of the shapes the method's own
+    ``init(c)`` gives, or whose ``params`` are not finite, is a ``ValueError`` before any step:
+    it depends on the server's message and the model's width only, and a native solver must
+    never see arrays of other sizes than it was sized for (FedCal's L-BFGS-B, given parameters
+    longer than the MLP, wrote past its buffers). Under DP a payload with a NaN or infinite
+    entry (a step the method cannot compute at the server's ``state``, on some data only) is
+    sent as zeros: inside every clip bound, so the release keeps its sensitivity, where a
+    refusal or an error would tell the server, with no noise, something of the client's data.
+    """
+    own = fm.init(z.shape[1])
+    for key in (k for k in own if k in state):
+        if np.shape(state[key]) != own[key].shape or (
+            key == "params" and not np.isfinite(state[key]).all()
+        ):
+            raise ValueError(
+                f"The server's state entry {key!r} for {fm.name} is not the method's own (shape "
+                f"{own[key].shape}{', finite' if key == 'params' else ''}); nothing was sent."
+            )
     dp = dp_from_config(cfg, SecureNoise())  # the client only clips; it never draws noise
-    if dp is not None:
-        payload = fm.clip(payload, dp)
+    with np.errstate(all="ignore"):  # an overflow's warning is no reply's business either
+        payload = np.asarray(fm.client_step(state, z, y), dtype=np.float64)
+        if dp is not None:
+            payload = fm.clip(np.where(np.isfinite(payload).all(), payload, 0.0), dp)
     return np.asarray(payload, dtype=np.float64)
 
 
@@ -362,7 +382,9 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     ``(epsilon, delta)`` exactly. Nothing is charged and the round refused when the ledger
     cannot pay the *rest of the run* (as :func:`join_answer` checks in round 0: a client never
     goes on with a run it would have to leave half-way), for a round outside ``1..T`` or one
-    answered before. The charge is left in ``node["charged"]``. A client without a ledger
+    answered before, or for a run id whose earlier charges are not this run's (other terms:
+    :func:`_same_run`; a server that reuses a run id cannot have a new run's rounds charged as
+    the rest of an old one). The charge is left in ``node["charged"]``. A client without a ledger
     keeps no budget of its own and always replies (the server's report accounts for every
     round).
     """
@@ -384,6 +406,16 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             "be a release its ledger did not plan for"
         )
     charged = math.fsum(r.epsilon for r in before)
+    mechanism = (
+        "discrete gaussian shares (distributed, zCDP composed over rounds)"
+        if cfg.get("aggregation") == "distributed"
+        else "gaussian (server-side, rounds composed exactly as one Gaussian)"
+    )
+    if before and not _same_run(before, label, cfg, charged, mechanism):
+        return (
+            f"this client's ledger holds charges of run {run_id} under other terms (epsilon "
+            f"{charged:.4g} so far); a run id names one run, whose terms cannot change"
+        )
     delta = 0.0 if before else float(cfg["delta"])
     if not odo.can_spend(max(eps - charged, 1e-300), delta):
         # the rest of the run must fit, as in round 0 (join_answer): never leave a run half-way
@@ -397,19 +429,30 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     charge = target - charged  # > 0: composed_epsilon increases with r
     try:
         odo.spend(
-            f"{label}round {cfg['round']} of {cfg['rounds']} ({cfg['method']})",
-            charge,
-            delta,
-            mechanism=(
-                "discrete gaussian shares (distributed, zCDP composed over rounds)"
-                if cfg.get("aggregation") == "distributed"
-                else "gaussian (server-side, rounds composed exactly as one Gaussian)"
-            ),
+            f"{label}round {rnd} of {t} ({cfg['method']})", charge, delta, mechanism=mechanism
         )
     except BudgetExceededError as err:
         return str(err)
     node["charged"] = charge
     return None
+
+
+def _same_run(
+    before: list[Any], label: str, cfg: Mapping[str, Any], charged: float, mechanism: str
+) -> bool:
+    """Whether a ledger's earlier charges under a run id are this run's: the same rounds ``T``,
+    method and mechanism, the run's ``delta`` first, and, in all, what :func:`charge_round`
+    charges up to the last round answered (the run's ``epsilon`` at ``T``, else
+    :func:`composed_epsilon`). Charged as the continuation of another run, a run's rounds would
+    be recorded at a fraction of their cost (and its delta not at all)."""
+    t, suffix = int(cfg["rounds"]), f" of {int(cfg['rounds'])} ({cfg['method']})"
+    if any(not r.query.endswith(suffix) or r.mechanism != mechanism for r in before):
+        return False
+    last = max(int(r.query[len(label) :].split()[1]) for r in before)
+    expected = float(cfg["epsilon"]) if last == t else composed_epsilon(dict(cfg), last)
+    return math.isclose(charged, expected, rel_tol=1e-9) and math.isclose(
+        before[0].delta, float(cfg["delta"]), rel_tol=1e-9
+    )
 
 
 def join_answer(
@@ -513,13 +556,15 @@ def client_node(node_config: Mapping[str, Any], run_config: Mapping[str, Any]) -
     operator who writes the run config runs every client, so it takes the permissive policy;
     with a ``ledgers`` folder, partition ``k`` keeps its ledger there (``client-k.sqlite``,
     budgets ``ledger-budget`` and ``ledger-delta-budget``) and charges it as a deployed client
-    does (:func:`charge_round`).
+    does (:func:`charge_round`). A node that names its own ``data`` is deployed,
+    ``partition-id`` or not: its rows are not the run configuration's, nor its policy or ledger.
     """
     node = dict(node_config)
-    if "partition-id" in node:
+    simulated = "partition-id" in node and not node.get("data")
+    if simulated:  # the operator runs every client: its run config is their policy
         node = {**ClientPolicy.permissive().to_node(), **node}
     folder = str(run_config.get("ledgers", ""))
-    if folder and "partition-id" in node and not node.get("ledger"):
+    if folder and simulated and not node.get("ledger"):
         k = int(node["partition-id"])
         node["ledger"] = str(Path(folder) / f"client-{k}.sqlite")
         node["budget"] = float(run_config.get("ledger-budget", DEFAULTS["ledger-budget"]))

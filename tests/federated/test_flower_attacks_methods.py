@@ -1,0 +1,302 @@
+"""A malicious server against the federated methods' clients (beyond seed 000's sources).
+
+Each test calls the real client code as Flower does (the plain ClientApp's query handler, the
+SecAgg+ client's ``fit`` and its end mod) with the run configuration every node of the run gets
+and a message the server crafts. What must hold: nothing a client sends depends on its data
+except through the noise its ledger was charged for (no data-dependent error or dropout), and
+its ledger records at least what its answers cost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+
+from privcal.audits.federated import _instruction
+from privcal.calibrators import VectorScaling
+from privcal.federated.flower import client_app, secagg, task
+from privcal.privacy import PrivacyOdometer
+
+pytestmark = pytest.mark.integration
+
+C = 5
+
+
+def _site(tmp_path: Path, name: str, rows: int, big_logit: bool = False) -> str:
+    """A client's score file; ``big_logit``: one row's class-0 logit is 3 (all others within 1)."""
+    rng = np.random.default_rng(rows)
+    y = rng.integers(0, C, rows)
+    z = np.clip(rng.normal(size=(rows, C)), -1.0, 1.0)
+    if big_logit:
+        z[0, 0] = 3.0
+    np.savez(tmp_path / name, logits=z, labels=y)
+    return str(tmp_path / name)
+
+
+def _context(node: dict[str, Any], run_config: dict[str, Any], run_id: int = 1) -> Context:
+    return Context(
+        run_id=run_id, node_id=7, node_config=node, state=RecordDict(), run_config=run_config
+    )
+
+
+def _message(cfg: dict[str, Any], state: dict[str, np.ndarray] | None = None) -> Message:
+    if state is None:
+        state = task.method_from_config({**task.DEFAULTS, **cfg}).init(C)
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    return _instruction(RecordDict({"config": ConfigRecord(cfg), "state": arrays}), 7)
+
+
+def _spent(ledger: Path, budget: float = 1.0, delta: float = 1e-5) -> tuple[float, float]:
+    odo = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta)
+    return odo.spent, odo.delta_spent
+
+
+# --- the end of a run: the client's check on its own data must not answer the server -------
+
+
+def _overflowing_calibrator() -> str:
+    """Vector scaling whose class-0 scale overflows the calibrated logit of any row whose class-0
+    logit is above about 1.8: its probabilities are NaN on such a row, finite elsewhere."""
+    cal = VectorScaling()
+    cal.coef_, cal.intercept_, cal.n_classes_ = np.array([1e308, 1, 1, 1, 1.0]), np.zeros(C), C
+    return json.dumps(cal.to_dict())
+
+
+def _end(app: str, node: dict[str, Any], run: dict[str, Any], calibrator: str) -> Message:
+    msg = _instruction(
+        RecordDict({"config": ConfigRecord({"task": "end", "calibrator": calibrator})}), 7
+    )
+    if app == "plain":
+        return client_app.query(msg, _context(node, run))
+    return secagg.end_mod(msg, _context(node, run), lambda m, c: pytest.fail("not an end"))
+
+
+@pytest.mark.parametrize("app", ["plain", "secagg"])
+def test_the_end_check_answers_the_same_whatever_the_data(tmp_path: Path, app: str) -> None:
+    """The server sends "end" with a calibrator of its choosing, as often as it likes (nothing
+    is charged for it). Before the fix the client's check raised on the rows the calibrator
+    overflows, and Flower sent the error, "'probs' contains 1 non-finite values, first in row
+    0", to the server: one bit of the client's logits and a row index per message, unbounded.
+    """
+    run = {**task.DEFAULTS, "method": "fedvector", "n-classes": C, "epsilon": 1.0}
+    replies = []
+    for name, big in (("a.npz", False), ("b.npz", True)):
+        status = tmp_path / f"{name}.status"
+        node = {"data": _site(tmp_path, name, 40, big), "status": str(status)}
+        reply = _end(app, node, run, _overflowing_calibrator())
+        assert not reply.has_error(), reply.error.reason
+        replies.append(dict(reply.content["info"]))
+        assert "end: the run is over" in status.read_text()  # the client's own console
+    assert replies[0] == replies[1] == {"ok": True}
+
+
+# --- a server state that makes the payload non-finite on some data only ---------------------
+
+
+def _matrix_state() -> dict[str, np.ndarray]:
+    """FedMatrix at the identity but for one off-diagonal weight of 1e307: its penalty gradient
+    ``2 * 0.1 * 1e307 * n`` overflows once the client keeps about 90 rows, so the client's
+    payload is finite or not according to its (private) number of rows."""
+    fm = task.method_from_config({**task.DEFAULTS, "method": "fedmatrix"})
+    state = fm.init(C)
+    state["params"][1] = 1e307
+    return state
+
+
+SECAGG_RUN = {
+    **task.DEFAULTS,
+    "method": "fedmatrix",
+    "n-classes": C,
+    "epsilon": 1.0,
+    "rounds": 2,
+    "num-nodes": 5,
+    "secagg": True,
+    "aggregation": "distributed",
+    "threshold": 4,
+}
+
+
+def test_a_secagg_client_uploads_whatever_its_data_at_any_server_state(tmp_path: Path) -> None:
+    """Over SecAgg+ with distributed noise, a client whose upload cannot be formed raises and
+    SecAgg+ sees it drop out. Before the fix a non-finite payload (here: a client with more
+    than about 90 rows) raised in the share step, so the server learnt a bit of the client's
+    data with no noise at all: one exact bit per round, whatever epsilon it was charged."""
+    params = _matrix_state()["params"]
+    for rows in (40, 400):
+        node = {"data": _site(tmp_path, f"s{rows}.npz", rows), "budget": 1.0}
+        client = secagg._PrivcalClient(_context(node, SECAGG_RUN))
+        wire, examples, _ = client.fit([params], {"round": 1})
+        assert examples == 1 and np.isfinite(np.asarray(wire[0])).all()
+
+
+@pytest.mark.parametrize("aggregation", ["trusted", "distributed"])
+def test_a_non_finite_payload_is_sent_as_zeros(tmp_path: Path, aggregation: str) -> None:
+    """Under DP a payload the method cannot compute at the server's state contributes nothing
+    (zeros are inside every clip bound, so the release keeps its sensitivity)."""
+    fm = task.method_from_config({**task.DEFAULTS, "method": "fedmatrix"})
+    cfg = {**SECAGG_RUN, "aggregation": aggregation}
+    z, y = task.load_client_data(_site(tmp_path, "s.npz", 400))
+    payload = task.client_payload(fm, _matrix_state(), z, y, cfg)
+    assert payload.shape == fm.payload_shape(C) and not payload.any()
+
+
+_LONG_PARAMS = """
+import numpy as np
+from privcal.federated.flower import task
+cfg = {**task.DEFAULTS, "method": "fedcal", "epsilon": 1.0, "local-iters": 3}
+fm = task.method_from_config(cfg)
+x = np.tile(fm.init(3)["params"], 2)
+rng = np.random.default_rng(0)
+for n in (1, 5, 50):
+    try:
+        task.client_payload(fm, {"params": x}, rng.normal(size=(n, 3)), rng.integers(0, 3, n), cfg)
+        print("answered")
+    except ValueError as err:
+        print("refused:", err)
+"""
+
+
+def test_a_state_of_another_shape_is_refused_before_any_step() -> None:
+    """FedCal's local fit hands the server's parameters to SciPy's L-BFGS-B with a gradient of
+    the MLP's own size. Before the fix parameters twice as long were taken as they came: the
+    solver wrote past its buffers and the client process died of heap corruption ("double
+    free or corruption"), its payload made of memory it does not own. Run in a process of
+    its own, as such a client would be."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LONG_PARAMS], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and all("is not the method's own" in line for line in lines)
+
+
+def _setup(**ranges: float) -> Message:
+    """SecAgg+'s setup message to node 7 for SECAGG_RUN, with the quantisation ``ranges``."""
+    from flwr.app import Metadata
+    from flwr.common.secure_aggregation.secaggplus_constants import (
+        RECORD_KEY_CONFIGS,
+        Key,
+        Stage,
+    )
+
+    clipping, target, modulus = secagg.ring_ranges(task.RING_BITS)
+    values = {"clipping": clipping, "target": target, "modulus": modulus, "weight": 1.0}
+    values.update(ranges)
+    config = {
+        Key.STAGE: Stage.SETUP,
+        Key.SAMPLE_NUMBER: 5,
+        Key.SHARE_NUMBER: 5,
+        Key.THRESHOLD: 4,
+        Key.CLIPPING_RANGE: float(values["clipping"]),
+        Key.TARGET_RANGE: int(values["target"]),
+        Key.MOD_RANGE: int(values["modulus"]),
+        Key.MAX_WEIGHT: float(values["weight"]),
+    }
+    meta = Metadata(
+        run_id=1,
+        message_id="setup-7",
+        src_node_id=0,
+        dst_node_id=7,
+        reply_to_message_id="",
+        group_id="1",
+        created_at=0.0,
+        ttl=3600.0,
+        message_type="train",
+    )
+    content = RecordDict({RECORD_KEY_CONFIGS: ConfigRecord(config)})
+    return Message(content, metadata=meta)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        {"weight": 1e12},  # this client's upload multiplied by 0: the sum is the others' alone
+        {"clipping": 1.0},  # its residue clipped to [-1, 1] before it is masked
+        {"target": 2**20},
+    ],
+)
+def test_a_secagg_setup_must_carry_the_shares_exactly(tmp_path: Path, ranges: Any) -> None:
+    """The server sends SecAgg+'s quantisation to each client on its own. Before the fix a
+    client took any: with ``max_weight`` huge for every client but one, the masked sum is that
+    client's upload alone (plus known constants), whose noise is one share, ``1 / t`` of the
+    release's variance: at (1, 1e-5) and t = 4 of 5 the run's epsilon for that client is the
+    report's fallback (2.14 instead of 1; 12.1 at t = 80 of 100), with no colluding client."""
+    node = {"data": _site(tmp_path, "s.npz", 40), "status": str(tmp_path / "status")}
+    ctx = _context(node, SECAGG_RUN)
+    passed: list[Message] = []
+
+    def call_next(msg: Message, context: Context) -> Message:
+        passed.append(msg)
+        return msg
+
+    secagg.policy_mod(_setup(), ctx, call_next)  # the honest setup goes on to SecAgg+
+    assert len(passed) == 1
+    reply = secagg.policy_mod(_setup(**ranges), ctx, call_next)
+    assert len(passed) == 1 and reply.has_error()
+    assert "is not the exact ring of the run's noise shares" in reply.error.reason
+
+
+def test_a_deployed_node_with_a_partition_id_keeps_its_own_policy(tmp_path: Path) -> None:
+    """Flower's own deployment examples start SuperNodes with ``--node-config
+    "partition-id=0 num-partitions=2"``. Before the fix such a node took the Simulation
+    Engine's permissive policy even with its own ``data``: a run without DP had its exact
+    payload (a run with seeded noise, noise the server can subtract) where its own default
+    policy refuses both."""
+    node = {"data": _site(tmp_path, "s.npz", 40), "partition-id": 0, "num-partitions": 2}
+    for change in ({"epsilon": 0.0}, {"noise": "seeded"}):
+        run = {**task.DEFAULTS, "method": "fedbin", "n-classes": C, "epsilon": 1.0, **change}
+        reply = client_app.query(_message({**run, "round": 1}), _context(node, run))
+        assert "arrays" not in reply.content
+        assert "this client's policy" in str(dict(reply.content["info"])["refused"])
+
+
+# --- the ledger across runs: a run id names one run -----------------------------------------
+
+
+def test_a_reused_run_id_with_other_terms_is_refused(tmp_path: Path) -> None:
+    """A client's ledger finds a run's earlier charges by its run id (Flower's, which the
+    SuperLink assigns). Before the fix a second run under the same id was charged as the rest
+    of the first: after rounds 1 and 2 of run A (epsilon 1, T = 2), round 3 of run B (epsilon
+    1.01, T = 3) was charged epsilon 0.01 and delta 0, where that round alone is epsilon 0.55
+    at delta 1e-5 (A and it, composed exactly: 1.17, not the 1.01 recorded). Each further
+    reuse (T = 4, 5, ..., epsilon up by 1e-9) adds a round of rho / T for nothing: the true
+    loss grows like log(reuses) while the ledger stays at 1."""
+    ledger = tmp_path / "l.sqlite"
+    node = {"data": _site(tmp_path, "s.npz", 100), "ledger": str(ledger), "budget": 3.0}
+    node.update({"delta-budget": 2e-5, "max-epsilon": 2.0, "max-delta": 1e-5})
+    run_a = {**task.DEFAULTS, "method": "fedbin", "n-classes": C, "epsilon": 1.0, "rounds": 2}
+    ctx = _context(node, run_a)
+    for rnd in (1, 2):
+        assert "arrays" in client_app.query(_message({**run_a, "round": rnd}), ctx).content
+    spent = _spent(ledger, 3.0, 2e-5)
+    assert spent == pytest.approx((1.0, 1e-5))
+    run_b = {**run_a, "epsilon": 1.01, "rounds": 3}
+    reply = client_app.query(_message({**run_b, "round": 3}), _context(node, run_b))
+    assert "arrays" not in reply.content
+    assert "under other terms" in str(dict(reply.content["info"])["refused"])
+    assert _spent(ledger, 3.0, 2e-5) == spent
+    # the same run under a fresh id is charged in full
+    ctx = _context(node, run_b, run_id=2)
+    for rnd in (1, 2, 3):
+        assert "arrays" in client_app.query(_message({**run_b, "round": rnd}), ctx).content
+    assert _spent(ledger, 3.0, 2e-5) == pytest.approx((2.01, 2e-5))
+
+
+def test_a_run_resumed_under_its_own_id_and_terms_is_charged_as_one(tmp_path: Path) -> None:
+    """A client restarted mid-run (its node state lost, its ledger kept) goes on with the
+    same run: the rounds left are charged up to the run's epsilon, the delta once."""
+    ledger = tmp_path / "l.sqlite"
+    node = {"data": _site(tmp_path, "s.npz", 100), "ledger": str(ledger), "budget": 1.0}
+    run = {**task.DEFAULTS, "method": "fedtemp", "n-classes": C, "epsilon": 1.0, "rounds": 3}
+    assert "arrays" in client_app.query(_message({**run, "round": 1}), _context(node, run)).content
+    ctx = _context(node, run)  # the restart: a fresh node state
+    for rnd in (2, 3):
+        assert "arrays" in client_app.query(_message({**run, "round": rnd}), ctx).content
+    assert _spent(ledger) == pytest.approx((1.0, 1e-5))
