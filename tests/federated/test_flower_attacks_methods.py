@@ -300,3 +300,45 @@ def test_a_run_resumed_under_its_own_id_and_terms_is_charged_as_one(tmp_path: Pa
     for rnd in (2, 3):
         assert "arrays" in client_app.query(_message({**run, "round": rnd}), ctx).content
     assert _spent(ledger) == pytest.approx((1.0, 1e-5))
+
+
+# --- a bad term or state costs the client nothing ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"clip-pos": -1.0}, "'clip_pos' parameter of DPConfig"),
+        ({"num-nodes": 0}, "'n_clients' parameter of DPConfig"),
+        ({"params": "long"}, "is not the method's own"),
+    ],
+)
+@pytest.mark.parametrize("app", ["plain", "secagg"])
+def test_a_bad_term_or_state_is_refused_before_the_ledger_is_charged(
+    tmp_path: Path, app: str, change: dict[str, Any], why: str
+) -> None:
+    """Before the fix the run's privacy terms and the server's state were checked after the
+    round was charged: a server could burn a client's budget with releases that never took
+    place. Now they are refused with nothing charged, and the round is not used up."""
+    ledger = tmp_path / "l.sqlite"
+    node = {"data": _site(tmp_path, "s.npz", 100), "ledger": str(ledger), "budget": 1.0}
+    node["status"] = str(tmp_path / "status")
+    run = {**task.DEFAULTS, "method": "fedvector", "n-classes": C, "epsilon": 1.0, "rounds": 2}
+    if app == "secagg":
+        run = {**SECAGG_RUN, "method": "fedvector"}
+    params = task.method_from_config(run).init(C)["params"]
+    if change.get("params") == "long":
+        params = np.tile(params, 2)
+    else:
+        run.update(change)
+    ctx = _context(node, run)
+    if app == "plain":
+        info = dict(
+            client_app.query(_message({**run, "round": 1}, {"params": params}), ctx).content
+        )
+        assert "arrays" not in info and why in str(dict(info["info"])["refused"])
+    else:
+        with pytest.raises(RuntimeError, match="refused the round"):
+            secagg._PrivcalClient(ctx).fit([params], {"round": 1})
+        assert why in (tmp_path / "status").read_text()
+    assert _spent(ledger) == (0.0, 0.0)

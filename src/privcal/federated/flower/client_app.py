@@ -54,6 +54,7 @@ from privcal.federated.flower.task import (
     method_from_config,
     round_refusal,
     run_terms,
+    server_state,
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
@@ -112,15 +113,21 @@ def query(msg: Message, context: Context) -> Message:
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
         raise RuntimeError(f"die-at-round={die_at}: this client crashes in round {die_at}")
-    # before the data is read: a round of this run, once; the policy; the ledger
-    refusal = round_refusal(context, cfg) or charge_round(node, cfg, int(context.run_id))
+    # before the data is read: the round's terms and state; a round of this run, once; the
+    # policy; the ledger
+    sent = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
+    try:
+        fm = method_from_config(cfg, context)  # a conformal method: this client's row seed
+        state = server_state(fm, sent, int(cfg["n-classes"]), cfg)
+    except (ValueError, TypeError) as err:
+        refusal = str(err)
+    else:
+        refusal = round_refusal(context, cfg) or charge_round(node, cfg, int(context.run_id))
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
     if refusal is not None:
         write_status(node, f"{rnd}: refused ({refusal})")
         return _info_reply(msg, {"refused": refusal})
     z, y = client_data(node, context.run_config)
-    state = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
-    fm = method_from_config(cfg, context)  # a conformal method: this client's own row seed
     reply = _payload_reply(msg, client_payload(fm, state, z, y, cfg))
     write_status(node, answered_line(node, cfg))
     return reply

@@ -106,6 +106,7 @@ from privcal.federated.flower.task import (
     round_refusal,
     run_terms,
     server_noise,
+    server_state,
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
@@ -221,6 +222,13 @@ class _PrivcalClient(NumPyClient):
         cfg, refusal = run_terms(config, self.run_config)
         if refusal is None and "query" in config:  # seed 000: a data source's share of a query
             return self._source_share(cfg)
+        if refusal is None:  # the round's terms and state first: a bad one costs nothing
+            try:
+                fm = method_from_config(cfg, self.context)
+                sent = {"params": np.asarray(parameters[0])} if fm.kind == "scaling" else {}
+                state = server_state(fm, sent, int(cfg["n-classes"]), cfg)
+            except (ValueError, TypeError, IndexError) as err:
+                refusal = str(err)
         if refusal is None:
             refusal = round_refusal(self.context, cfg) or charge_round(self.node, cfg, self.run_id)
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
@@ -231,11 +239,7 @@ class _PrivcalClient(NumPyClient):
             )
             write_status(self.node, f"{what}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
-        fm = method_from_config(cfg, self.context)
         z, y = client_data(self.node, self.run_config)
-        state = fm.init(z.shape[1])
-        if fm.kind == "scaling":
-            state["params"] = np.asarray(parameters[0], dtype=np.float64)
         payload = client_payload(fm, state, z, y, cfg)
         write_status(self.node, answered_line(self.node, cfg))
         owner = "the privcal SecAgg+ ClientApp"

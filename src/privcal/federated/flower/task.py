@@ -311,29 +311,44 @@ def dp_from_config(cfg: dict[str, Any], noise: NoiseSource) -> DPConfig | None:
     )
 
 
-def client_payload(
-    fm: FedMethod, state: dict[str, np.ndarray], z: np.ndarray, y: np.ndarray, cfg: dict[str, Any]
-) -> np.ndarray:
-    """One client's reply: the method's client step, clipped under DP (the server adds noise).
+def server_state(
+    fm: FedMethod, sent: dict[str, np.ndarray], c: int, cfg: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    """The round's state, from the method's own ``init(c)`` and what the server ``sent``,
+    once every term of the round is checked: a ``ValueError`` before the ledger is charged or
+    the data read (a bad term must cost the client nothing).
 
-    A ``state`` (the server's) whose entries are not of the shapes the method's own
-    ``init(c)`` gives, or whose ``params`` are not finite, is a ``ValueError`` before any step:
-    it depends on the server's message and the model's width only, and a native solver must
-    never see arrays of other sizes than it was sized for (FedCal's L-BFGS-B, given parameters
-    longer than the MLP, wrote past its buffers). Under DP a payload with a NaN or infinite
-    entry (a step the method cannot compute at the server's ``state``, on some data only) is
-    sent as zeros: inside every clip bound, so the release keeps its sensitivity, where a
-    refusal or an error would tell the server, with no noise, something of the client's data.
+    The run's privacy terms must make a :class:`DPConfig` (:func:`dp_from_config`: the clip,
+    the number of clients, ...). A state entry of another shape than ``init(c)``'s, or
+    ``params`` that are not finite, is refused: it depends on the server's message and the
+    model's width only, and a native solver must never see arrays of other sizes than it was
+    sized for (FedCal's L-BFGS-B, given parameters longer than the MLP, wrote past its buffers).
     """
-    own = fm.init(z.shape[1])
-    for key in (k for k in own if k in state):
-        if np.shape(state[key]) != own[key].shape or (
-            key == "params" and not np.isfinite(state[key]).all()
+    dp_from_config(cfg, SecureNoise())
+    own = fm.init(c)
+    for key in (k for k in own if k in sent):
+        if np.shape(sent[key]) != own[key].shape or (
+            key == "params" and not np.isfinite(sent[key]).all()
         ):
             raise ValueError(
                 f"The server's state entry {key!r} for {fm.name} is not the method's own (shape "
                 f"{own[key].shape}{', finite' if key == 'params' else ''}); nothing was sent."
             )
+    return {**own, **sent}
+
+
+def client_payload(
+    fm: FedMethod, state: dict[str, np.ndarray], z: np.ndarray, y: np.ndarray, cfg: dict[str, Any]
+) -> np.ndarray:
+    """One client's reply: the method's client step, clipped under DP (the server adds noise).
+
+    ``state`` is checked against this client's logits' width (:func:`server_state`). Under DP
+    a payload with a NaN or infinite entry (a step the method cannot compute at the server's
+    ``state``, on some data only) is sent as zeros: inside every clip bound, so the release
+    keeps its sensitivity, where a refusal or an error would tell the server, with no noise,
+    something of the client's data.
+    """
+    state = server_state(fm, state, z.shape[1], cfg)
     dp = dp_from_config(cfg, SecureNoise())  # the client only clips; it never draws noise
     with np.errstate(all="ignore"):  # an overflow's warning is no reply's business either
         payload = np.asarray(fm.client_step(state, z, y), dtype=np.float64)
