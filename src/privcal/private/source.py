@@ -26,6 +26,7 @@ and a ledger binds the fingerprint it was first opened with (one ledger, one dat
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -186,14 +187,22 @@ class DataSource:
             _bind_data(self.odometer.ledger, self.fingerprint, self.n_classes)
         self.history: list[Release] = []
         self._split_spent: dict[tuple[int, float], dict[int, float]] = {}
+        self._charge_lock = threading.Lock()
 
     def privacy_report(self) -> PrivacyReport:
         """Every answer this object released (add/remove one example; public:
-        :data:`SOURCE_PUBLIC`; ``noise``: secure or seeded)."""
+        :data:`SOURCE_PUBLIC`; ``noise``: secure or seeded).
+
+        The two sides of one row split keep their labels (disjoint rows: parallel composition)
+        only while they are all the source released; sides of several splits, or a side and
+        the whole data, share rows, so then every answer is labelled with the source's name
+        (basic composition: an upper bound on what the ledger charged)."""
         noise = noise_kind(self.noise)
-        return PrivacyReport(
-            self.history, "example", "add/remove", public=SOURCE_PUBLIC, noise=noise
-        )
+        releases = self.history
+        splits = sum(1 for sides in self._split_spent.values() if sides)
+        if splits > 1 or (splits and any(r.source == self.name for r in releases)):
+            releases = [r.for_source(self.name) for r in releases]
+        return PrivacyReport(releases, "example", "add/remove", public=SOURCE_PUBLIC, noise=noise)
 
     # ------------------------------------------------------------------ public metadata
     @property
@@ -225,18 +234,24 @@ class DataSource:
 
         A release on one side of a row split (``part``) is charged only what it adds to the
         largest side's total of that split (parallel composition: the sides' rows are disjoint).
+        A side's total grows only once the ledger has taken the charge: a refused release adds
+        nothing, so it cannot pay for the other side's later ones.
         """
-        spent = release.epsilon
-        if part is not None:
-            # a split is its key and its fraction: the two sides of one (key, fraction) are
-            # disjoint, sides of different fractions overlap and compose by basic composition
-            sides = self._split_spent.setdefault((part.key, part.fraction), {})
-            before = max(sides.values(), default=0.0)
-            sides[part.side] = sides.get(part.side, 0.0) + release.epsilon
-            spent = max(sides.values()) - before
-        if spent > 0:
-            self.odometer.spend_release(replace(release, epsilon=spent))
-        self.history.append(release)
+        spent, total = release.epsilon, 0.0
+        sides: dict[int, float] = {}
+        with self._charge_lock:
+            if part is not None:
+                # a split is its key and its fraction: the two sides of one (key, fraction) are
+                # disjoint, sides of different fractions overlap and compose by basic composition
+                sides = self._split_spent.setdefault((part.key, part.fraction), {})
+                before = max(sides.values(), default=0.0)
+                total = sides.get(part.side, 0.0) + release.epsilon
+                spent = max(before, total) - before
+            if spent > 0:
+                self.odometer.spend_release(replace(release, epsilon=spent))
+            if part is not None:
+                sides[part.side] = total
+            self.history.append(release)
 
     def _answer(self, query: str, epsilon: Any, *args: Any) -> Any:
         """``epsilon`` checked, then the exact statistic of ``_<query>(*args)`` released."""
