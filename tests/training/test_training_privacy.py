@@ -102,6 +102,7 @@ def test_dp_trainers_default_to_secure_noise(blobs: tuple[np.ndarray, np.ndarray
         rep = tr.privacy_report_
         assert rep.status == "private" and rep.relation == "add/remove"
         assert "steps per epoch ceil(n / batch_size) = 3" in rep.public
+        assert "n_classes = 3, read from the labels (max + 1)" in " ".join(rep.public)
     assert not np.allclose(a.predict_logits(X), b.predict_logits(X))  # fresh noise and init
 
 
@@ -148,3 +149,15 @@ def test_pipeline_report_and_default_key(blobs: tuple[np.ndarray, np.ndarray]) -
     assert rep is not None and rep.relation == "add/remove" and rep.status == "private"
     assert any("keyed hash" in p for p in rep.public)
     assert rep.epsilon == max(g.epsilon for g in rep.per_source().values())
+    assert any(p.startswith("n_classes = 3, read from the labels") for p in rep.public)
+    assert "n_classes = 3" not in rep.public  # the trainer's width came from the labels
+
+
+def test_declared_classes_are_reported_as_declared(blobs: tuple[np.ndarray, np.ndarray]) -> None:
+    X, y = blobs
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="opacus")
+        tr = DPSGDTrainer("logistic", epsilon=2.0, epochs=1, batch_size=100, n_classes=3)
+        rep = tr.fit(X, y).privacy_report_
+    assert "n_classes = 3" in rep.public
+    assert not any("read from the labels" in p for p in rep.public)

@@ -135,7 +135,8 @@ class DPRecalibration:
         self._split(Xa, ya, ratio)
         trainer = copy.deepcopy(self.trainer)
         n_classes = int(ya.max()) + 1
-        if getattr(trainer, "n_classes", 0) is None:
+        inferred = getattr(trainer, "n_classes", 0) is None
+        if inferred:  # all the labels' classes, which the training split may lack
             trainer.n_classes = n_classes
         trainer.fit(Xa[self.train_index_], ya[self.train_index_])
         logits = trainer.predict_logits(Xa[self.recal_index_])
@@ -153,7 +154,7 @@ class DPRecalibration:
         ]
         self.privacy_report_: PrivacyReport | None = None
         if len(reports) == 2:
-            self.privacy_report_ = _parallel_report(reports)
+            self.privacy_report_ = _parallel_report(reports, n_classes if inferred else 0)
         return self
 
     def predict_logits(self, X: Any) -> np.ndarray:
@@ -165,8 +166,9 @@ class DPRecalibration:
         return np.asarray(self.calibrator_.predict_proba(self.predict_logits(X)))
 
 
-def _parallel_report(reports: list[PrivacyReport]) -> PrivacyReport:
-    """One report over both stages: parallel composition by source, add/remove only."""
+def _parallel_report(reports: list[PrivacyReport], inferred_classes: int = 0) -> PrivacyReport:
+    """One report over both stages: parallel composition by source, add/remove only
+    (``inferred_classes``: the trainer's number of classes, read from the labels)."""
     for r in reports:
         if r.relation != "add/remove":
             raise ValueError(
@@ -174,7 +176,11 @@ def _parallel_report(reports: list[PrivacyReport]) -> PrivacyReport:
                 f"claims {r.relation!r}. Use a trainer and calibrator whose privacy reports "
                 "claim add/remove (e.g. DPSGDTrainer and DPTemperatureScaling)."
             )
-    public = dict.fromkeys(p for r in reports for p in r.public)
+    from privcal.training.trainers import classes_public
+
+    declared = classes_public(inferred_classes, declared=True) if inferred_classes else None
+    said = classes_public(inferred_classes, declared=False)
+    public = dict.fromkeys(said if p == declared else p for r in reports for p in r.public)
     public["split rule: keyed hash of each example (key independent of the data)"] = None
     return PrivacyReport(
         [rel for r in reports for rel in r.releases],

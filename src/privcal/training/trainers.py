@@ -56,6 +56,7 @@ __all__ = [
     "SGDTrainer",
     "check_device",
     "check_dp_compatible",
+    "classes_public",
     "noise_generator",
     "os_seed",
     "poisson_loader",
@@ -69,6 +70,20 @@ PUBLIC_QUANTITIES = (
     "hyperparameters (epsilon, delta, epochs, lr, batch_size, max_grad_norm, schedule)",
     "number of classes and features",
 )
+
+
+def classes_public(c: int, declared: bool) -> str:
+    """The public line of a model's number of classes: declared (``n_classes``) or read from
+    the labels as ``max + 1``, which is public only where every class is known to occur (a
+    class whose one example is removed would otherwise change the model's width)."""
+    if declared:
+        return f"n_classes = {c}"
+    return (
+        f"n_classes = {c}, read from the labels (max + 1): public only where every class is "
+        "known to occur; pass n_classes to declare it"
+    )
+
+
 #: Learning-rate schedules: ``lr_t = lr``, ``lr (1 - t/T)``, ``lr exp(-decay e)`` (``e`` = epoch).
 LR_SCHEDULES = ("constant", "linear", "exponential")
 
@@ -547,6 +562,7 @@ class DPSGDTrainer(SGDTrainer):
             public=(
                 *PUBLIC_QUANTITIES,
                 f"steps per epoch ceil(n / batch_size) = {self.steps_per_epoch_}",
+                classes_public(self.n_classes_, declared=self.n_classes is not None),
             ),
             noise="secure" if self.seed is None else "seeded",
         )
