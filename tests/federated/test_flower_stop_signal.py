@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flwr.common.constant import ErrorCode
 
 from privcal.federated.flower.local import _identity
 from privcal.federated.flower.server_app import stop_on_signal
@@ -29,18 +30,19 @@ def _run_identity() -> Any:
 
 
 class _Reply:
-    def __init__(self, to: str, error: bool) -> None:
-        self._error = error
+    def __init__(self, to: str, error: int | None) -> None:
+        self.error = None if error is None else type("E", (), {"code": error, "reason": "x"})()
         self.metadata = type("M", (), {"reply_to_message_id": to, "src_node_id": 0})()
 
     def has_error(self) -> bool:
-        return self._error
+        return self.error is not None
 
 
 class _Grid:
-    """Records each push (whole or cut short) and answers every message it pushed."""
+    """Records each push (whole or cut short) and answers every message it pushed: ``answer``
+    ``"ok"``, ``"none"`` (a client that never took it: no reply) or an error code."""
 
-    def __init__(self, signal_in_push: int | None, answer: bool = True) -> None:
+    def __init__(self, signal_in_push: int | None, answer: str | int = "ok") -> None:
         self.signal_in_push = signal_in_push
         self.answer = answer
         self.pushes: list[tuple[str, bool]] = []
@@ -64,7 +66,9 @@ class _Grid:
         return ids
 
     def pull_messages(self, ids: Any) -> list[_Reply]:
-        return [_Reply(i, error=False) for i in ids] if self.answer else []
+        if self.answer == "none":
+            return []
+        return [_Reply(i, None if self.answer == "ok" else int(self.answer)) for i in ids]
 
 
 def _round(grid: _Grid) -> None:
@@ -85,12 +89,22 @@ def test_a_signal_during_a_push_stops_the_run_after_the_push(sig: int, tmp_path:
     assert signal.getsignal(sig) == before  # the handlers are restored
 
 
-def test_clients_that_do_not_take_the_stop_are_not_called_told(tmp_path: Path) -> None:
-    grid = _Grid(signal_in_push=signal.SIGINT, answer=False)
+@pytest.mark.parametrize(
+    ("answer", "told"),
+    [
+        ("none", False),  # a live client that never took the stop: it waits for the server
+        (int(ErrorCode.CLIENT_APP_RAISED_EXCEPTION), False),
+        (int(ErrorCode.NODE_UNAVAILABLE), True),  # took it and exited before its answer left
+    ],
+)
+def test_clients_told_means_no_client_is_left_waiting(
+    tmp_path: Path, answer: int | str, told: bool
+) -> None:
+    grid = _Grid(signal_in_push=signal.SIGINT, answer=answer)
     with pytest.raises(RuntimeError, match="stopped by its operator"):
         with stop_on_signal(grid, {"out-dir": str(tmp_path)}):  # type: ignore[arg-type]
             _round(grid)
-    assert json.loads((tmp_path / "interrupted.json").read_text()) == {"clients_told": False}
+    assert json.loads((tmp_path / "interrupted.json").read_text()) == {"clients_told": told}
 
 
 def test_the_grid_is_left_as_it_was() -> None:

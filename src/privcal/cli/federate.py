@@ -262,7 +262,7 @@ def _run_server(
         except Stopped as stop:
             # the ServerApp tells the clients the run stopped; then every process goes
             marker = out / "interrupted.json"  # the ServerApp writes it once told
-            told = fp.stop_serverapp(wait_s=6.0, done=marker.exists) and marker.exists()
+            told = fp.stop_serverapp(wait_s=8.0, done=marker.exists) and marker.exists()
             _write_interrupted(out, stop.signum, told)
             raise
         finally:

@@ -464,7 +464,8 @@ def _interrupted(o: Output) -> list[dict[str, Any]]:
     d, folder = o.data, o.path
     rounds = len(d["history"])
     told = "every client was told and stopped" if d.get("clients_told") else (
-        "the clients were not told (they stop when they lose the server)"
+        "not every client took the stop message (one that did not stops when it loses the "
+        "server, after its --retry-s)"
     )  # fmt: skip
     files = sorted(p.name for p in folder.iterdir() if p.is_file())
     blocks = [

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid, ServerApp
 
 from privcal.calibrators import Calibrator
@@ -404,18 +405,27 @@ def end_run(
 
 def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> bool:
     """Tell every connected node that the server stopped the run before its release; whether
-    every one of them took the message (answered it within ``wait_s``).
+    no node is left waiting for the server (each answered within ``wait_s``, or left).
 
     Each client shows ``reason`` and exits (:func:`~privcal.federated.flower.client_app.
-    end_locally`) instead of waiting ``--retry-s`` for a server that is gone.
+    end_locally`) instead of waiting ``--retry-s`` for a server that is gone. A client may exit
+    before its answer is pushed (the SuperLink then answers for it that the node is
+    unavailable: it stopped sending heartbeats); a live client that never took the message
+    keeps its heartbeat and is counted as waiting.
     """
     content = {"task": "end", "round": 0, "stopped": reason}
     nodes = sorted(grid.get_node_ids())
     replies = _query(grid, nodes, {}, content, wait_s)
-    took = sum(not r.has_error() for r in replies)
-    if took < len(nodes):
-        print(f"privcal: {took} of {len(nodes)} clients took the stop message", flush=True)
-    return took == len(nodes)
+    gone = ErrorCode.NODE_UNAVAILABLE
+    done = sum(not r.has_error() or r.error.code == gone for r in replies)
+    if done < len(nodes):
+        waiting = len(nodes) - done
+        print(
+            f"privcal: {waiting} of {len(nodes)} clients did not take the stop message within "
+            f"{wait_s:g} s (each stops when it loses the server)",
+            flush=True,
+        )
+    return done == len(nodes)
 
 
 def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
@@ -516,7 +526,9 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
             signal.signal(s, signal.SIG_IGN)  # one stop message, whatever else arrives
         grid.push_messages = push  # type: ignore[method-assign]
         print(f"privcal: interrupted: the server's operator stopped the run ({stop})", flush=True)
-        told = stop_run(grid, cfg, "the server's operator stopped the run before its release")
+        # 5 s: an idle SuperNode polls its SuperLink every 3 s, a busy one after its reply
+        reason = "the server's operator stopped the run before its release"
+        told = stop_run(grid, cfg, reason, wait_s=5.0)
         if cfg.get("out-dir"):
             dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": told})
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
