@@ -34,6 +34,7 @@ def _stderr_lines(*args: str) -> list[str]:
     return proc.stderr.splitlines()
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 def test_audit_prints_one_line_per_warning_kind() -> None:
     """Each of the audit's runs warns (noise-dominated fits): hundreds of warnings, one line."""
     lines = _stderr_lines("audit", "private-temperature-acc", "--runs", "200")

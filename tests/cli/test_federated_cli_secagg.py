@@ -198,6 +198,7 @@ def test_secaggplus_ring_round_trip_is_exact() -> None:
     assert wire_to_residues(mean, n, bits).tolist() == expected.tolist()
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 def test_a_client_that_never_reached_the_server_says_where_it_tried(
     apps: typer.Typer, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]

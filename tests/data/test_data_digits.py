@@ -51,6 +51,7 @@ def test_top_label_ece_reference() -> None:
     assert top_label_ece(z, np.array([1, 1])) == pytest.approx(0.55)
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 def test_shapes_and_metadata(full: tuple[DigitsShift, float]) -> None:
     ds, seconds = full
     assert seconds < 30.0, f"full build took {seconds:.1f} s"
@@ -72,6 +73,7 @@ def test_shapes_and_metadata(full: tuple[DigitsShift, float]) -> None:
     assert not logits.flags.writeable
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 def test_pool(full: tuple[DigitsShift, float]) -> None:
     ds, _ = full
     z, y, g = ds.pool(severity=3)
@@ -83,6 +85,7 @@ def test_pool(full: tuple[DigitsShift, float]) -> None:
         ds.pool(severity=6)
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 def test_severity_monotone_on_average(full: tuple[DigitsShift, float]) -> None:
     ds, _ = full
     mean_acc = [np.mean([accuracy(*ds.shifted[(c, s)]) for c in CORRUPTIONS]) for s in SEVERITIES]
@@ -90,6 +93,7 @@ def test_severity_monotone_on_average(full: tuple[DigitsShift, float]) -> None:
     assert all(a > b for a, b in itertools.pairwise(mean_acc)), mean_acc
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
 def test_severity5_really_shifts(full: tuple[DigitsShift, float], corruption: str) -> None:
     ds, _ = full
@@ -100,6 +104,7 @@ def test_severity5_really_shifts(full: tuple[DigitsShift, float], corruption: st
     assert accuracy(*ds.shifted[(corruption, 1)]) > acc  # severity 1 is milder
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 def test_deterministic_and_subset_independent(full: tuple[DigitsShift, float]) -> None:
     ds, _ = full
     a = digits_shift(seed=0, cache=False, **SMALL)  # type: ignore[arg-type]
@@ -109,6 +114,7 @@ def test_deterministic_and_subset_independent(full: tuple[DigitsShift, float]) -
         np.testing.assert_array_equal(y, ds.shifted[key][1])
 
 
+@pytest.mark.slow  # the whole digits_shift build (~10 s per worker)
 def test_different_seeds_differ(full: tuple[DigitsShift, float]) -> None:
     ds, _ = full
     b = digits_shift(seed=1, cache=False, **SMALL)  # type: ignore[arg-type]

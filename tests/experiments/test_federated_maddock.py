@@ -22,6 +22,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 @pytest.mark.skipif(not (DATA / "lenet-5-cifar-10.npz").exists(), reason="shared data absent")
 def test_quick_run_writes_tidy_csv_figure_and_report(tmp_path: Path) -> None:
     config = replace(maddock2025.QUICK, datasets=("CIFAR-10 (LeNet-5)",))

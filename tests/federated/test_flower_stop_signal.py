@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from flwr.common.constant import ErrorCode
 
+from privcal.federated.flower import server_app
 from privcal.federated.flower.local import _identity
 from privcal.federated.flower.server_app import stop_on_signal
 
@@ -98,8 +99,9 @@ def test_a_signal_during_a_push_stops_the_run_after_the_push(sig: int, tmp_path:
     ],
 )
 def test_clients_told_means_no_client_is_left_waiting(
-    tmp_path: Path, answer: int | str, told: bool
+    tmp_path: Path, answer: int | str, told: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(server_app, "STOP_WAIT_S", 0.3)  # a client that never answers
     grid = _Grid(signal_in_push=signal.SIGINT, answer=answer)
     with pytest.raises(RuntimeError, match="stopped by its operator"):
         with stop_on_signal(grid, {"out-dir": str(tmp_path)}):  # type: ignore[arg-type]

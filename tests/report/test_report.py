@@ -272,6 +272,7 @@ def _check_page(html_path: Path, folder: Path, min_figures: int) -> dict[str, An
 
 
 # with test_demo.py's demo_run tests: one xdist worker runs the demo once
+@pytest.mark.slow  # several seconds (tests/README.md)
 @pytest.mark.xdist_group("demo")
 def test_demo_report_html_in_chromium(demo_run: tuple[Path, str]) -> None:
     report, _ = demo_run

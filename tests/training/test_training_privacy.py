@@ -90,6 +90,7 @@ def test_dp_ts_seed_warns_and_is_not_private() -> None:
     assert not ps.privacy_report_.private
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 def test_dp_trainers_default_to_secure_noise(blobs: tuple[np.ndarray, np.ndarray]) -> None:
     X, y = blobs
     with warnings.catch_warnings():
@@ -106,6 +107,7 @@ def test_dp_trainers_default_to_secure_noise(blobs: tuple[np.ndarray, np.ndarray
     assert not np.allclose(a.predict_logits(X), b.predict_logits(X))  # fresh noise and init
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 def test_dp_trainer_seed_warns_reproducible_and_not_private(
     blobs: tuple[np.ndarray, np.ndarray],
 ) -> None:

@@ -32,6 +32,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.slow  # several seconds (tests/README.md)
 def test_sgld_defaults_match_dp_sgd_defaults_on_digits() -> None:
     torch.set_num_threads(1)
     rows = compare_defaults(epsilons=(1.0,), seeds=(0, 1, 2))

@@ -476,6 +476,11 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
     return sorted(joined)
 
 
+#: How long an interrupted ServerApp waits for the clients to take the stop message: an idle
+#: SuperNode polls its SuperLink every 3 s, a busy one after its reply.
+STOP_WAIT_S = 5.0
+
+
 class RunInterrupted(BaseException):
     """SIGTERM or SIGINT reached the ServerApp (a ``BaseException``, like KeyboardInterrupt:
     no ``except Exception`` in a Flower workflow swallows it)."""
@@ -526,9 +531,8 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
             signal.signal(s, signal.SIG_IGN)  # one stop message, whatever else arrives
         grid.push_messages = push  # type: ignore[method-assign]
         print(f"privcal: interrupted: the server's operator stopped the run ({stop})", flush=True)
-        # 5 s: an idle SuperNode polls its SuperLink every 3 s, a busy one after its reply
         reason = "the server's operator stopped the run before its release"
-        told = stop_run(grid, cfg, reason, wait_s=5.0)
+        told = stop_run(grid, cfg, reason, wait_s=STOP_WAIT_S)
         if cfg.get("out-dir"):
             dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": told})
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
