@@ -22,10 +22,10 @@ from flwr.app import (
     ConfigRecord,
     Context,
     Message,
-    Metadata,
     RecordDict,
 )
 
+from privcal.audits.federated import _instruction
 from privcal.federated import FedBBQ, expected_cohort
 from privcal.federated.flower import client_app, secagg, task
 from privcal.federated.flower import server_app as srv
@@ -45,18 +45,7 @@ def node(tmp_path: Path) -> dict[str, object]:
 
 
 def _query(content: RecordDict) -> Message:
-    meta = Metadata(
-        run_id=1,
-        message_id="m1",
-        src_node_id=0,
-        dst_node_id=7,
-        reply_to_message_id="",
-        group_id="1",
-        created_at=0.0,
-        ttl=3600.0,
-        message_type="query",
-    )
-    return Message(content, metadata=meta)
+    return _instruction(content, 7)  # type: ignore[no-any-return]
 
 
 def _context(

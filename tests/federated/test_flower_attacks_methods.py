@@ -179,7 +179,6 @@ def test_a_state_of_another_shape_is_refused_before_any_step() -> None:
 
 def _setup(**ranges: float) -> Message:
     """SecAgg+'s setup message to node 7 for SECAGG_RUN, with the quantisation ``ranges``."""
-    from flwr.app import Metadata
     from flwr.common.secure_aggregation.secaggplus_constants import (
         RECORD_KEY_CONFIGS,
         Key,
@@ -199,19 +198,8 @@ def _setup(**ranges: float) -> Message:
         Key.MOD_RANGE: int(values["modulus"]),
         Key.MAX_WEIGHT: float(values["weight"]),
     }
-    meta = Metadata(
-        run_id=1,
-        message_id="setup-7",
-        src_node_id=0,
-        dst_node_id=7,
-        reply_to_message_id="",
-        group_id="1",
-        created_at=0.0,
-        ttl=3600.0,
-        message_type="train",
-    )
     content = RecordDict({RECORD_KEY_CONFIGS: ConfigRecord(config)})
-    return Message(content, metadata=meta)  # type: ignore[call-overload]
+    return _instruction(content, 7, message_type="train")
 
 
 @pytest.mark.parametrize(

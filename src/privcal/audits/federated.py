@@ -641,8 +641,9 @@ register(
 
 
 # ------------------------------------------------------------------------------- Flower
-def _instruction(content: Any, node_id: int) -> Any:
-    """A ``query`` message from the server to ``node_id``, built without a running SuperLink."""
+def _instruction(content: Any, node_id: int, message_type: str = "query") -> Any:
+    """A message (``query``, or ``train`` as SecAgg+'s stages) from the server to ``node_id``,
+    built without a running SuperLink."""
     from flwr.app import Message, Metadata
 
     meta = Metadata(
@@ -654,7 +655,7 @@ def _instruction(content: Any, node_id: int) -> Any:
         group_id="1",
         created_at=0.0,
         ttl=3600.0,
-        message_type="query",
+        message_type=message_type,
     )
     # Flower builds instruction metadata from the running task's identity; with none running,
     # set it directly (Message's metadata= form, which its typed overloads do not list)
