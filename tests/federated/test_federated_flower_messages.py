@@ -291,3 +291,29 @@ def test_a_signal_while_the_run_timer_starts_leaves_no_thread_holding_the_proces
     assert "flwr-run" not in fp.procs and started[0].poll() is not None  # stopped on the way out
     assert started[0].stdout is not None
     started[0].stdout.close()
+
+
+def test_the_supernode_launcher_runs_flower_without_importing_privcal() -> None:
+    """A SuperNode process runs only Flower: its launcher is started from its file, so none of
+    privcal's packages (scipy, scikit-learn) is imported on its way (half its start-up time)."""
+    import subprocess
+    import sys
+
+    from privcal.federated.flower.deploy import supernode_command
+
+    cmd = supernode_command("127.0.0.1:1", {"data": "x.npz"}, ["--insecure"], 1.0, 1)
+    assert cmd[1] == "-P" and cmd[2].endswith("supernode.py")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{cmd[2]!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({cmd[2]!r}, run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'privcal'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    assert "flower-supernode" in out.stdout  # Flower's own help: the SuperNode ran

@@ -1,4 +1,4 @@
-"""``flower-supernode`` with a shorter idle poll (``python -m privcal.federated.flower.supernode``).
+"""``flower-supernode`` with a shorter idle poll (``python -P .../flower/supernode.py``).
 
 Flower 1.41's SuperNode sleeps 3 s after every poll of the SuperLink that brought no message,
 and 0.5 s between checks for its ClientApp's reply; both are fixed in its main loop
@@ -6,8 +6,13 @@ and 0.5 s between checks for its ClientApp's reply; both are fixed in its main l
 computation, those waits are the round time. This launcher runs the unchanged SuperNode with
 the waits of that one module capped at ``PRIVCAL_SUPERNODE_POLL_S`` seconds (default 0.25): the
 SuperNode then polls the SuperLink 4 times a second while idle, a load the SuperLink serves
-easily for the tens to a few hundred nodes of a calibration federation. Arguments are
-``flower-supernode``'s.
+easily for the tens to a few hundred nodes of a calibration federation. A SuperNode started
+before its SuperLink (as the documented blocks start clients, then the server) retries the
+connection with Flower's exponential backoff, up to 20 s apart; this launcher caps that wait at
+``PRIVCAL_SUPERNODE_RETRY_S`` seconds (default 1), so a node joins within a second of the
+SuperLink's start instead of up to 20 s later. Arguments are
+``flower-supernode``'s. It imports nothing of privcal: deploy.supernode_command runs this file,
+not the module, so no privcal package is imported.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ def _patched_time(cap: float) -> types.SimpleNamespace:
 
 
 def main() -> int:
+    from flwr.supercore.retry import http_retry
     from flwr.supernode import start_client_internal
     from flwr.supernode.cli import flower_supernode
 
     cap = float(os.environ.get("PRIVCAL_SUPERNODE_POLL_S", "0.25"))
     start_client_internal.time = _patched_time(cap)  # type: ignore[assignment]
+    http_retry.MAX_RETRY_DELAY = int(os.environ.get("PRIVCAL_SUPERNODE_RETRY_S", "1"))
     sys.argv[0] = "flower-supernode"
     flower_supernode()
     return 0
