@@ -319,12 +319,18 @@ def server_state(
     the data read (a bad term must cost the client nothing).
 
     The run's privacy terms must make a :class:`DPConfig` (:func:`dp_from_config`: the clip,
-    the number of clients, ...). A state entry of another shape than ``init(c)``'s, or
-    ``params`` that are not finite, is refused: it depends on the server's message and the
-    model's width only, and a native solver must never see arrays of other sizes than it was
-    sized for (FedCal's L-BFGS-B, given parameters longer than the MLP, wrote past its buffers).
+    the number of clients, ...) and, under distributed noise, every noise group's plan (a ring
+    too small for the payload bound, such as a huge ``row-cap``, would otherwise raise only
+    when the client forms its upload, after its ledger took the round). A state entry of
+    another shape than ``init(c)``'s, or ``params`` that are not finite, is refused: it depends
+    on the server's message and the model's width only, and a native solver must never see
+    arrays of other sizes than it was sized for (FedCal's L-BFGS-B, given parameters longer
+    than the MLP, wrote past its buffers).
     """
-    dp_from_config(cfg, SecureNoise())
+    dp = dp_from_config(cfg, SecureNoise())
+    if dp is not None and dp.aggregation == "distributed":
+        for group in fm.noise_groups(dp, fm.payload_shape(c)):
+            dp.plan(group)
     own = fm.init(c)
     for key in (k for k in own if k in sent):
         if np.shape(sent[key]) != own[key].shape or (

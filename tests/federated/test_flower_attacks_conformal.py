@@ -1,0 +1,85 @@
+"""A malicious server against the federated conformal methods' clients (``conformal-lac`` /
+``conformal-aps`` over Flower): the run configuration it writes (row cap, rounds, clients) and
+the messages it sends.
+
+Each test calls the real client code as Flower does (the plain ClientApp's query handler, the
+SecAgg+ client's ``fit``) with the run configuration every node of the run gets. What must
+hold: a round the client cannot answer as planned is refused before its ledger is charged, so
+a server cannot spend a client's budget on releases that never take place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flwr.app import Context, RecordDict
+
+from privcal.federated.flower import secagg, task
+from privcal.privacy import PrivacyOdometer
+
+pytestmark = pytest.mark.integration
+
+C = 5
+BUDGET, DELTA_BUDGET = 10.0, 1e-3
+
+
+def _site(tmp_path: Path, rows: int = 50) -> str:
+    rng = np.random.default_rng(rows)
+    np.savez(tmp_path / "s.npz", logits=rng.normal(size=(rows, C)), labels=rng.integers(0, C, rows))
+    return str(tmp_path / "s.npz")
+
+
+def _node(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "data": _site(tmp_path),
+        "ledger": str(tmp_path / "l.sqlite"),
+        "budget": BUDGET,
+        "delta-budget": DELTA_BUDGET,
+        "max-delta": DELTA_BUDGET,
+        "status": str(tmp_path / "status"),
+    }
+
+
+def _run(**terms: Any) -> dict[str, Any]:
+    return {
+        **task.DEFAULTS,
+        "method": "conformal-lac",
+        "n-classes": C,
+        "epsilon": 1.0,
+        "rounds": 2,
+        "num-nodes": 5,
+        "secagg": True,
+        "aggregation": "distributed",
+        **terms,
+    }
+
+
+def _spent(node: dict[str, Any]) -> tuple[float, float]:
+    odo = PrivacyOdometer(BUDGET, ledger=node["ledger"], delta_budget=DELTA_BUDGET)
+    return odo.spent, odo.delta_spent
+
+
+def test_a_row_cap_too_large_for_the_ring_is_refused_before_the_charge(tmp_path: Path) -> None:
+    """Over SecAgg+ the noise shares live in a ring of 2^31, sized by the payload bound ``r``
+    (the run's row cap). Before the fix a client checked the ring only when it formed its
+    upload, after its ledger took the round: with ``row-cap = 10^8`` every round raised
+    "A modulus of 2^31 is too small", so a server spent a client's whole run, epsilon 1 and
+    delta 1e-5 (two rounds: 0.686 then 0.686 more), on releases that never left the node, run
+    after run. Now the round is refused with nothing charged, and an honest row cap is then
+    answered in the same run."""
+    node = _node(tmp_path)
+    run = _run(**{"row-cap": 10**8})
+    ctx = Context(run_id=3, node_id=7, node_config=node, state=RecordDict(), run_config=run)
+    for rnd in (1, 2):
+        with pytest.raises(RuntimeError, match="refused the round"):
+            secagg._PrivcalClient(ctx).fit([np.zeros(1)], {"round": rnd})
+    assert "too small" in Path(node["status"]).read_text()
+    assert _spent(node) == (0.0, 0.0)
+    honest = _run()
+    ctx = Context(run_id=4, node_id=7, node_config=node, state=RecordDict(), run_config=honest)
+    wire, examples, _ = secagg._PrivcalClient(ctx).fit([np.zeros(1)], {"round": 1})
+    assert examples == 1 and np.asarray(wire[0]).size == 4
+    assert _spent(node)[0] == pytest.approx(task.composed_epsilon(honest, 1))
