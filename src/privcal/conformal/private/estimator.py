@@ -289,15 +289,13 @@ class PrivateConformal(ConformalBase):
             return self._fit_groups(logits, labels, groups, input, a, eps)
         self.thresholds_ = None
         mechanism = get_mechanism(self.method, owner)
-        tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before data
+        check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before the data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
-        edges = mechanism.edges(n, a, eps, self.n_bins, owner)
-        plan = mechanism.plan(n, a, eps, edges, tuning)
-        loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
+        plan, loc = self._planned(n, a, eps)
         if odometer is not None and (loc is not None or plan.valid):
             self._charge(odometer, eps)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
@@ -321,6 +319,14 @@ class PrivateConformal(ConformalBase):
         self.threshold_, release = mechanism.release(s, plan, eps, src, "calibration")
         self.privacy_report_.add(release)
         return self
+
+    def _planned(self, n: int, a: float, eps: float) -> tuple[Plan, Localization | None]:
+        """The plan and localisation of a fit on ``n`` rows, from public quantities only (a
+        refusal raises here); the fit releases something iff ``loc`` or ``plan.valid``."""
+        owner, mechanism = self._owner, get_mechanism(self.method, self._owner)
+        tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)
+        plan = mechanism.plan(n, a, eps, mechanism.edges(n, a, eps, self.n_bins, owner), tuning)
+        return plan, plan_localization(n, a, eps, plan, self.method, self.localize, owner)
 
     def _fit_localized(
         self, s: np.ndarray, a: float, eps: float, plan: Plan, loc: Localization, src: NoiseSource
@@ -477,8 +483,9 @@ class PrivateConformal(ConformalBase):
                 stacklevel=3,
             )
         odometer = as_odometer(self.ledger, owner)
-        if odometer is not None:  # the groups' releases compose in parallel: epsilon once
-            self._charge(odometer, eps)
+        plans = [self._planned(idx.size, a, eps) for idx in parts.values()]  # refusals first
+        if odometer is not None and any(loc is not None or p.valid for p, loc in plans):
+            self._charge(odometer, eps)  # the groups' releases compose in parallel: once
         fits: dict[Any, PrivateConformal] = {}
         for g, idx in parts.items():
             sub = clone(self).set_params(ledger=None)
@@ -493,7 +500,7 @@ class PrivateConformal(ConformalBase):
         self.level_ = self.gamma_ = self.slope_ = math.nan  # per group: fits' own, not kept
         self.privacy_report_ = PrivacyReport(
             [
-                r.for_source(f"group {g!r}")
+                r.for_source(f"group {g!r}: {r.source}")  # a localised fit's parts: disjoint
                 for g, f in fits.items()
                 for r in f.privacy_report_.releases
             ],
