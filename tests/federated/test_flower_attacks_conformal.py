@@ -83,3 +83,39 @@ def test_a_row_cap_too_large_for_the_ring_is_refused_before_the_charge(tmp_path:
     wire, examples, _ = secagg._PrivcalClient(ctx).fit([np.zeros(1)], {"round": 1})
     assert examples == 1 and np.asarray(wire[0]).size == 4
     assert _spent(node)[0] == pytest.approx(task.composed_epsilon(honest, 1))
+
+
+@pytest.mark.parametrize("method", ["fedvector", "fedbin"])
+@pytest.mark.parametrize("app", ["plain", "secagg"])
+def test_a_round_for_another_model_width_is_refused_before_the_charge(
+    tmp_path: Path, method: str, app: str
+) -> None:
+    """Round 0 (``join``) refuses a run whose ``n-classes`` is not the width of the client's
+    logits, but a server may skip it and send round 1 with ``n-classes = 6`` to a 5-class
+    client, and a state sized for 6. Before the fix the round was checked against the run's
+    ``n-classes`` before the charge and against the logits after it: the ledger paid epsilon
+    0.684 (and delta 1e-5) for round 1 of a 2-round run, then the client raised and sent
+    nothing (every method whose state or payload has the model's width: all but conformal)."""
+    node = _node(tmp_path)
+    run = _run(method=method, **{"n-classes": C + 1})
+    if app == "plain":
+        run.update(secagg=False, aggregation="trusted")
+    fm = task.method_from_config(run)
+    state = fm.init(C + 1)
+    ctx = Context(run_id=5, node_id=7, node_config=node, state=RecordDict(), run_config=run)
+    if app == "plain":
+        from flwr.app import Array, ArrayRecord, ConfigRecord
+
+        from privcal.audits.federated import _instruction
+        from privcal.federated.flower import client_app
+
+        arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+        content = RecordDict({"config": ConfigRecord({**run, "round": 1}), "state": arrays})
+        reply = client_app.query(_instruction(content, 7), ctx)
+        assert "n-classes = 6" in str(dict(reply.content["info"])["refused"])
+    else:
+        params = [state["params"]] if "params" in state else [np.zeros(1)]
+        with pytest.raises(RuntimeError, match="refused the round"):
+            secagg._PrivcalClient(ctx).fit(params, {"round": 1})
+        assert "n-classes = 6" in Path(node["status"]).read_text()
+    assert _spent(node) == (0.0, 0.0)
