@@ -119,3 +119,31 @@ def test_a_round_for_another_model_width_is_refused_before_the_charge(
             secagg._PrivcalClient(ctx).fit(params, {"round": 1})
         assert "n-classes = 6" in Path(node["status"]).read_text()
     assert _spent(node) == (0.0, 0.0)
+
+
+def test_a_sources_per_run_policy_counts_the_two_sides_of_a_split_once(tmp_path: Path) -> None:
+    """PrivateConformal over sources asks each node two histograms on the two sides of one row
+    split (disjoint rows: the node's ledger charges the larger side's total). Before the fix
+    the node's per-run policy counted both in full: at max-epsilon 1 it answered stage 1
+    (charged 1) and refused stage 2 (1 + 1 > 1), so a fit at the policy's epsilon could never
+    finish and every node paid epsilon 1 for it. The policy now counts what the ledger is
+    charged: side 1 at 1 is free, a further 0.5 on either side or another split is refused."""
+    import json
+
+    from privcal.federated.flower.sources import answer_source_query
+
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(200, 3)), rng.integers(0, 3, 200)
+    node = {"ledger": str(tmp_path / "l.sqlite"), "budget": 5.0, "max-epsilon": 1.0}
+
+    def ask(eps: float, part: list[Any] | None) -> dict[str, str]:
+        kwargs = {"edges": np.linspace(0.0, 1.0, 5).tolist(), "epsilon": eps, "part": part}
+        cfg = {"query": "score_histogram", "kwargs": json.dumps(kwargs)}
+        return answer_source_query(z, y, node, cfg, run_id=1)
+
+    assert "value" in ask(1.0, [7, 0.25, 0])
+    assert "value" in ask(1.0, [7, 0.25, 1])
+    for eps, part in ((0.5, [7, 0.25, 1]), (0.5, [7, 0.25, 0]), (0.5, [8, 0.25, 1])):
+        assert "policy of at most 1 per run" in ask(eps, part)["refused"]
+    assert "policy of at most 1 per run" in ask(float("nan"), [7, 0.25, 1])["refused"]
+    assert PrivacyOdometer(5.0, ledger=node["ledger"]).spent == pytest.approx(1.0)
