@@ -1,11 +1,13 @@
-"""A malicious server against the federated conformal methods' clients (``conformal-lac`` /
-``conformal-aps`` over Flower): the run configuration it writes (row cap, rounds, clients) and
-the messages it sends.
+"""A malicious server against the clients of prediction sets over Flower: the federated
+conformal methods (``conformal-lac`` / ``conformal-aps``) and the data sources that answer
+``PrivateConformal(...).fit(sources=...)``; the run configuration it writes (row cap, model
+width) and the messages it sends.
 
 Each test calls the real client code as Flower does (the plain ClientApp's query handler, the
-SecAgg+ client's ``fit``) with the run configuration every node of the run gets. What must
-hold: a round the client cannot answer as planned is refused before its ledger is charged, so
-a server cannot spend a client's budget on releases that never take place.
+SecAgg+ client's ``fit``, a source node's query answer) with the run configuration every node
+of the run gets. What must hold: a round the client cannot answer as planned is refused before
+its ledger is charged, so a server cannot spend a client's budget on releases that never take
+place, and a client's per-run policy counts what its ledger is charged.
 """
 
 from __future__ import annotations
