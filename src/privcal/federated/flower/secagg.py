@@ -231,8 +231,9 @@ class _PrivcalClient(NumPyClient):
             except (ValueError, TypeError, IndexError) as err:
                 refusal = str(err)
         if refusal is None:
-            refusal = (
-                width_refusal(self.node, self.run_config, cfg)
+            refusal = (  # the policy before the data is read (width_refusal reads it)
+                ClientPolicy.from_node(self.node).refusal(cfg)
+                or width_refusal(self.node, self.run_config, cfg)
                 or round_refusal(self.context, cfg)
                 or charge_round(self.node, cfg, self.run_id)
             )
