@@ -1,5 +1,5 @@
-"""An analyst who controls a private conformal fit's arguments, against the data owner's ledger:
-what the ledger must be charged, and that it is charged only for what is released.
+"""An analyst who controls a private conformal fit's arguments, against the data owner's ledger
+and the fit's report: what a ledger may be charged for, and what the report must state.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from privcal.conformal import PrivateConformal
-from privcal.conformal.private import min_calibration_size
 from privcal.privacy import PrivacyOdometer
 
 
@@ -20,47 +19,42 @@ def _data(n: int) -> tuple[np.ndarray, np.ndarray]:
     return z, z.argmax(1)
 
 
-def test_groups_that_release_nothing_charge_nothing() -> None:
-    """Every group below the size a threshold needs, pooled (``small_groups="pool"``) and still
-    below it: no threshold is released. Before the fix the ledger was charged epsilon 1 for
-    this fit all the same (its report: epsilon 0, no release), where the same rows fitted
-    without groups charge nothing; an analyst could burn the owner's budget, fit after fit,
-    with nothing released. Once the pooled groups are large enough the fit is charged once."""
-    need = min_calibration_size(0.1, 1.0)
-    z, y = _data(need - 6)
-    groups = np.arange(z.shape[0]) % 2
+def test_a_ledger_is_not_charged_for_groups_its_relation_does_not_cover() -> None:
+    """``fit(logits, labels, groups=g)`` is epsilon-DP for substituting one example *within its
+    group*, the group sizes public: each group's mechanism reads its size, and the report
+    prints them. A pipeline ledger holds one relation, substitute (or add/remove), under which
+    an example may change group. Before the fix such a ledger took the groups fit at epsilon 1:
+    with the predicted class as the group, substituting one example by one of another class
+    moves two group sizes, which the release shows exactly (true epsilon: unbounded), while the
+    ledger stated substitute-DP at 1. Now the ledger is refused before anything is read."""
+    z, y = _data(1000)
+    d2 = z.copy()
+    d2[0] = np.roll(z[0], 1)  # a substitute neighbour whose predicted class differs
+    assert d2[0].argmax() != z[0].argmax()
+    public = [
+        PrivateConformal().fit(w, y, groups=w.argmax(1)).privacy_report_.public[1] for w in (z, d2)
+    ]
+    assert public[0] != public[1]  # the group sizes are released exactly
     odo = PrivacyOdometer(budget=5.0, relation="substitute")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pc = PrivateConformal(ledger=odo, small_groups="pool").fit(z, y, groups=groups)
-    assert all(np.isinf(t) for t in pc.thresholds_.values())
-    assert pc.privacy_report_.releases == []
-    assert odo.spent == 0.0
-    z, y = _data(need + 6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pc = PrivateConformal(ledger=odo, small_groups="pool").fit(z, y, groups=z[:, 0] > 0)
-    assert len(pc.privacy_report_.releases) == 1
+    with pytest.raises(ValueError, match="within its group"):
+        PrivateConformal(ledger=odo).fit(z, y, groups=z.argmax(1))
+    assert odo.spent == 0.0 and odo.releases == []
+    pc = PrivateConformal(ledger=odo).fit(z, y)  # the one-party fit: n public, substitute
     assert odo.spent == pc.privacy_report_.epsilon == 1.0
 
 
-def test_a_group_too_small_for_the_localize_fraction_is_refused_before_the_charge() -> None:
-    """``localize=0.25`` leaves a 300-row group 75 localisation points (each part needs 100).
-    Before the fix that group's fit raised after the whole fit had been charged: epsilon 1 on
-    the ledger, and no threshold returned (the groups fitted before it had drawn theirs). And a
-    localised group's three releases (two windows at epsilon/2 on one part, the threshold at
-    epsilon on the other) were put under one label, so the report composed them to epsilon 2
-    for a ledger charge of 1: it now keeps the parts apart, as the fit without groups does."""
+def test_a_localised_groups_fit_reports_its_parts_in_parallel() -> None:
+    """A localised group's three releases (two windows at epsilon/2 on one part, the threshold
+    at epsilon on the disjoint other) were relabelled under one name, so the report composed
+    them to epsilon 2 for what the fit without groups states as 1; the labels now keep the
+    group and the part."""
     z, y = _data(1000)
-    odo = PrivacyOdometer(budget=5.0, relation="substitute")
-    groups = (np.arange(1000) < 700).astype(int)  # group 0: 300 rows, group 1: 700
-    with pytest.raises(ValueError, match="each part needs at least 100"):
-        PrivateConformal(ledger=odo, localize=0.25).fit(z, y, groups=groups)
-    assert odo.spent == 0.0
+    groups = (np.arange(1000) < 700).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the window of so few points is wide: not the subject
-        pc = PrivateConformal(ledger=odo, localize=0.5).fit(z, y, groups=groups)
-    assert odo.spent == pc.privacy_report_.epsilon == 1.0
+        pc = PrivateConformal(localize=0.5).fit(z, y, groups=groups)
+    assert len(pc.privacy_report_.releases) == 6
+    assert pc.privacy_report_.epsilon == 1.0
 
 
 @pytest.mark.parametrize("by", [None, "predicted"])

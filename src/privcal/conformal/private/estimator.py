@@ -121,8 +121,9 @@ class PrivateConformal(ConformalBase):
         stage; ``None``: one stage. Same epsilon, same coverage guarantee.
     ledger : PrivacyOdometer, str, Path or None, default=None
         A pipeline ledger charged ``epsilon`` (pure DP) before a fit on arrays releases
-        anything (once for a fit with ``groups``: the groups' releases compose in parallel).
-        A fit over ``sources`` refuses it: each source charges its own ledger.
+        anything. A fit with ``groups`` refuses it (its relation, substitute within a group,
+        is neither ledger relation), and so does a fit over ``sources``: each source charges
+        its own ledger.
     aggregation : {"local", "distributed"}, default="local"
         Fits over ``sources=[DataSource, ...]`` only (Theorem S, docs/conformal.md): each source
         noises its own score histogram (``"local"``: Laplace), or the sources' histograms are
@@ -289,13 +290,15 @@ class PrivateConformal(ConformalBase):
             return self._fit_groups(logits, labels, groups, input, a, eps)
         self.thresholds_ = None
         mechanism = get_mechanism(self.method, owner)
-        check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before the data
+        tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)  # before data
         check_localize(self.localize, self.method, owner)
         odometer = as_odometer(self.ledger, owner)
         src = resolve_noise(self.noise, owner)
         s = self._calibration_scores(logits, labels, input)
         n = int(s.size)
-        plan, loc = self._planned(n, a, eps)
+        edges = mechanism.edges(n, a, eps, self.n_bins, owner)
+        plan = mechanism.plan(n, a, eps, edges, tuning)
+        loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         if odometer is not None and (loc is not None or plan.valid):
             self._charge(odometer, eps)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
@@ -319,14 +322,6 @@ class PrivateConformal(ConformalBase):
         self.threshold_, release = mechanism.release(s, plan, eps, src, "calibration")
         self.privacy_report_.add(release)
         return self
-
-    def _planned(self, n: int, a: float, eps: float) -> tuple[Plan, Localization | None]:
-        """The plan and localisation of a fit on ``n`` rows, from public quantities only (a
-        refusal raises here); the fit releases something iff ``loc`` or ``plan.valid``."""
-        owner, mechanism = self._owner, get_mechanism(self.method, self._owner)
-        tuning = check_tuning(mechanism, self.n_bins, self.gamma, self.slope, owner)
-        plan = mechanism.plan(n, a, eps, mechanism.edges(n, a, eps, self.n_bins, owner), tuning)
-        return plan, plan_localization(n, a, eps, plan, self.method, self.localize, owner)
 
     def _fit_localized(
         self, s: np.ndarray, a: float, eps: float, plan: Plan, loc: Localization, src: NoiseSource
@@ -459,6 +454,13 @@ class PrivateConformal(ConformalBase):
     ) -> PrivateConformal:
         """One single-party threshold per group (:mod:`~privcal.conformal.groups`)."""
         owner = self._owner
+        if self.ledger is not None:
+            raise ValueError(
+                f"{owner}.fit(..., groups=g) is epsilon-DP for substituting one example within "
+                "its group, the group sizes public; a ledger holds one relation (substitute or "
+                "add/remove) under which an example may change group, which moves two group "
+                "sizes the fit releases. Fit the groups without ledger=..., or without groups."
+            )
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
         y = check_labels(labels, z.shape[0], z.shape[1])
         rows = group_rows(groups, z.shape[0], owner)
@@ -482,13 +484,9 @@ class PrivateConformal(ConformalBase):
                 PrivcalWarning,
                 stacklevel=3,
             )
-        odometer = as_odometer(self.ledger, owner)
-        plans = [self._planned(idx.size, a, eps) for idx in parts.values()]  # refusals first
-        if odometer is not None and any(loc is not None or p.valid for p, loc in plans):
-            self._charge(odometer, eps)  # the groups' releases compose in parallel: once
         fits: dict[Any, PrivateConformal] = {}
         for g, idx in parts.items():
-            sub = clone(self).set_params(ledger=None)
+            sub = clone(self)
             fits[g] = sub.fit(z[idx], y[idx], "logits")
         thresholds = {g: fits[POOLED if g in small else g].threshold_ for g in rows}
         self.thresholds_ = thresholds
