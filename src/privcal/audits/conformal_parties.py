@@ -8,8 +8,11 @@ are source ``a``'s rows and the same plus one such row (add/remove, the report's
 added row falls on one side of the split, so it adds 1 to the first count of exactly one stage:
 the audit reads the sum of the two stages' first counts, of ``a``'s own answers for ``"local"``
 (what the aggregator receives from ``a``) and of the decoded secure sums for ``"distributed"``
-(the aggregator's view, post-processed). Plants: the side filter dropped while the sides are
-charged in parallel (the row is then counted in both stages), and a share law sized wrongly.
+(the aggregator's view, post-processed). Plant: the histogram (or its share) sized for the
+normalised histogram's sensitivity ``1/n``. A side filter dropped while the sides are charged in
+parallel (the row then counted in both stages) doubles the loss, which no affordable run count
+resolves (``epsilon_lower`` 0.25 at 300 runs); the sides' disjointness is checked exactly instead
+(``tests/conformal/test_conformal_attacks.py``).
 
 ``private-conformal-groups``: ``PrivateConformal().fit(logits, labels, groups=g)`` with two
 groups; the audited group holds the substitute neighbours of ``private-conformal``, the other a

@@ -121,8 +121,9 @@ class PrivateConformal(ConformalBase):
         stage; ``None``: one stage. Same epsilon, same coverage guarantee.
     ledger : PrivacyOdometer, str, Path or None, default=None
         A pipeline ledger charged ``epsilon`` (pure DP) before a fit on arrays releases
-        anything (once for a fit with ``groups``: the groups' releases compose in parallel).
-        A fit over ``sources`` refuses it: each source charges its own ledger.
+        anything. A fit with ``groups`` refuses it (its relation, substitute within a group,
+        is neither ledger relation), and so does a fit over ``sources``: each source charges
+        its own ledger.
     aggregation : {"local", "distributed"}, default="local"
         Fits over ``sources=[DataSource, ...]`` only (Theorem S, docs/conformal.md): each source
         noises its own score histogram (``"local"``: Laplace), or the sources' histograms are
@@ -453,6 +454,13 @@ class PrivateConformal(ConformalBase):
     ) -> PrivateConformal:
         """One single-party threshold per group (:mod:`~privcal.conformal.groups`)."""
         owner = self._owner
+        if self.ledger is not None:
+            raise ValueError(
+                f"{owner}.fit(..., groups=g) is epsilon-DP for substituting one example within "
+                "its group, the group sizes public; a ledger holds one relation (substitute or "
+                "add/remove) under which an example may change group, which moves two group "
+                "sizes the fit releases. Fit the groups without ledger=..., or without groups."
+            )
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
         y = check_labels(labels, z.shape[0], z.shape[1])
         rows = group_rows(groups, z.shape[0], owner)
@@ -476,12 +484,9 @@ class PrivateConformal(ConformalBase):
                 PrivcalWarning,
                 stacklevel=3,
             )
-        odometer = as_odometer(self.ledger, owner)
-        if odometer is not None:  # the groups' releases compose in parallel: epsilon once
-            self._charge(odometer, eps)
         fits: dict[Any, PrivateConformal] = {}
         for g, idx in parts.items():
-            sub = clone(self).set_params(ledger=None)
+            sub = clone(self)
             fits[g] = sub.fit(z[idx], y[idx], "logits")
         thresholds = {g: fits[POOLED if g in small else g].threshold_ for g in rows}
         self.thresholds_ = thresholds
@@ -493,7 +498,7 @@ class PrivateConformal(ConformalBase):
         self.level_ = self.gamma_ = self.slope_ = math.nan  # per group: fits' own, not kept
         self.privacy_report_ = PrivacyReport(
             [
-                r.for_source(f"group {g!r}")
+                r.for_source(f"group {g!r}: {r.source}")  # a localised fit's parts: disjoint
                 for g, f in fits.items()
                 for r in f.privacy_report_.releases
             ],

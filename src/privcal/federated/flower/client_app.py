@@ -16,7 +16,8 @@ What leaves the client (user-level DP, add/remove one client):
   seed (:func:`~privcal.federated.flower.task.client_seed`), so the server cannot pick them.
 * Every ``step`` is first checked against the client's own privacy policy
   (:class:`~privcal.federated.policy.ClientPolicy`): a run it refuses is refused before the
-  data is read, and nothing is charged.
+  data is read, and nothing is charged. Then the width of its logits (the model's output size)
+  is checked against the run's ``n-classes``, before the round is charged.
 * ``task = "count"``: the exact class counts, answered **only** in runs without DP (the server
   needs them for Sec. 4.1 weighting; a DP run weights from the noisy histograms, App. B.5) and
   only by a client whose policy accepts ``"none"``.
@@ -55,6 +56,7 @@ from privcal.federated.flower.task import (
     round_refusal,
     run_terms,
     server_state,
+    width_refusal,
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
@@ -113,8 +115,8 @@ def query(msg: Message, context: Context) -> Message:
     die_at = int(node.get("die-at-round", 0))
     if die_at and int(cfg["round"]) == die_at:  # test hook: a client that crashes mid-round
         raise RuntimeError(f"die-at-round={die_at}: this client crashes in round {die_at}")
-    # before the data is read: the round's terms and state; a round of this run, once; the
-    # policy; the ledger
+    # before the data is read: the round's terms and state; the policy; then the logits' width
+    # (the model's); a round of this run, once; the ledger
     sent = {k: array_of(msg.content["state"], k) for k in msg.content["state"]}
     try:
         fm = method_from_config(cfg, context)  # a conformal method: this client's row seed
@@ -122,7 +124,12 @@ def query(msg: Message, context: Context) -> Message:
     except (ValueError, TypeError) as err:
         refusal = str(err)
     else:
-        refusal = round_refusal(context, cfg) or charge_round(node, cfg, int(context.run_id))
+        refusal = (  # the policy first: a run it refuses is refused before the data is read
+            ClientPolicy.from_node(node).refusal(cfg)
+            or width_refusal(node, context.run_config, cfg)
+            or round_refusal(context, cfg)
+            or charge_round(node, cfg, int(context.run_id))
+        )
     rnd = f"round {cfg['round']}/{cfg['rounds']}"
     if refusal is not None:
         write_status(node, f"{rnd}: refused ({refusal})")

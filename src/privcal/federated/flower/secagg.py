@@ -107,6 +107,7 @@ from privcal.federated.flower.task import (
     run_terms,
     server_noise,
     server_state,
+    width_refusal,
     write_status,
 )
 from privcal.federated.flower.transcript import transcript_mod
@@ -230,7 +231,12 @@ class _PrivcalClient(NumPyClient):
             except (ValueError, TypeError, IndexError) as err:
                 refusal = str(err)
         if refusal is None:
-            refusal = round_refusal(self.context, cfg) or charge_round(self.node, cfg, self.run_id)
+            refusal = (  # the policy before the data is read (width_refusal reads it)
+                ClientPolicy.from_node(self.node).refusal(cfg)
+                or width_refusal(self.node, self.run_config, cfg)
+                or round_refusal(self.context, cfg)
+                or charge_round(self.node, cfg, self.run_id)
+            )
         if refusal is not None:  # SecAgg+ has no refusal message: the client drops out
             what = (
                 f"query {config['query']}"

@@ -35,7 +35,7 @@ from privcal.federated.flower.messaging import send_and_receive
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
-from privcal.private.queries import DISTRIBUTED_LAPLACE
+from privcal.private.queries import DISTRIBUTED_LAPLACE, check_part
 
 __all__ = [
     "QUERIES",
@@ -73,7 +73,8 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
 
     The node's :class:`~privcal.federated.policy.ClientPolicy` bounds what one run may cost it:
     the epsilon this run's queries have spent (the ledger's releases recorded under this run,
-    :func:`run_label`) plus the query's own may not pass ``max_epsilon``. The noise is always
+    :func:`run_label`) plus what the query adds to it (:func:`_cost`: on one side of a row
+    split, only what the ledger charges) may not pass ``max_epsilon``. The noise is always
     the node's own :class:`~privcal.privacy.SecureNoise`, whatever the server asks.
     """
     if not node.get("ledger"):
@@ -84,7 +85,7 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
     if method in ("status", "can_spend"):
         return None
     kwargs = json.loads(str(cfg.get("kwargs", "{}")))
-    requested = float(kwargs.get("epsilon", 0.0))
+    requested = _cost(node, run_id, float(kwargs.get("epsilon", 0.0)), kwargs.get("part"))
     policy = ClientPolicy.from_node(node)
     eps, delta = ledger_budget(node)
     odo = PrivacyOdometer(eps, ledger=str(node["ledger"]), delta_budget=delta)
@@ -96,6 +97,22 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
             f"source's policy of at most {policy.max_epsilon:g} per run"
         )
     return None
+
+
+def _cost(node: dict[str, Any], run_id: int, epsilon: float, part: Any) -> float:
+    """What a query of ``epsilon`` adds to this run's charge: all of it, except on one side of
+    a row split this run's source has answered on, where the ledger is charged only what the
+    side adds to the larger side's total (parallel composition, :meth:`DataSource._charge`)."""
+    src = _NODE_SOURCES.get((str(node["ledger"]), int(run_id)))
+    if part is None or src is None or not (math.isfinite(epsilon) and epsilon > 0):
+        return epsilon
+    try:
+        side = check_part(part, "DataSource.score_histogram")
+    except ValueError:  # the query itself refuses it, before any charge
+        return epsilon
+    totals = src._split_spent.get((side.key, side.fraction), {})
+    before = max(totals.values(), default=0.0)
+    return max(before, totals.get(side.side, 0.0) + epsilon) - before
 
 
 def secagg_source_refusal(cfg: dict[str, Any], t: int, own_rows: int) -> str | None:

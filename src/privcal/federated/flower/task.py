@@ -50,6 +50,7 @@ __all__ = [
     "method_from_config",
     "released_file",
     "server_noise",
+    "width_refusal",
 ]
 
 #: SecAgg+'s ring for distributed noise shares: Flower quantises every upload to an int32 and
@@ -319,12 +320,18 @@ def server_state(
     the data read (a bad term must cost the client nothing).
 
     The run's privacy terms must make a :class:`DPConfig` (:func:`dp_from_config`: the clip,
-    the number of clients, ...). A state entry of another shape than ``init(c)``'s, or
-    ``params`` that are not finite, is refused: it depends on the server's message and the
-    model's width only, and a native solver must never see arrays of other sizes than it was
-    sized for (FedCal's L-BFGS-B, given parameters longer than the MLP, wrote past its buffers).
+    the number of clients, ...) and, under distributed noise, every noise group's plan (a ring
+    too small for the payload bound, such as a huge ``row-cap``, would otherwise raise only
+    when the client forms its upload, after its ledger took the round). A state entry of
+    another shape than ``init(c)``'s, or ``params`` that are not finite, is refused: it depends
+    on the server's message and the model's width only, and a native solver must never see
+    arrays of other sizes than it was sized for (FedCal's L-BFGS-B, given parameters longer
+    than the MLP, wrote past its buffers).
     """
-    dp_from_config(cfg, SecureNoise())
+    dp = dp_from_config(cfg, SecureNoise())
+    if dp is not None and dp.aggregation == "distributed":
+        for group in fm.noise_groups(dp, fm.payload_shape(c)):
+            dp.plan(group)
     own = fm.init(c)
     for key in (k for k in own if k in sent):
         if np.shape(sent[key]) != own[key].shape or (
@@ -470,6 +477,24 @@ def _same_run(
     )
 
 
+def width_refusal(
+    node: Mapping[str, Any], run_config: Mapping[str, Any], cfg: Mapping[str, Any]
+) -> str | None:
+    """Why this client refuses the run's ``n-classes``: not the width of its own logits (the
+    shared model's output size, not a property of its rows), or ``None``. Checked in round 0
+    and again before each round is charged: a server that skips round 0 must not have a round
+    charged that the client then cannot compute (its state and payload have the model's
+    width)."""
+    z, _ = client_data(node, run_config)
+    c = int(cfg["n-classes"])
+    if z.shape[1] == c:
+        return None
+    return (
+        f"this client's logits have {z.shape[1]} classes and the run asks for "
+        f"n-classes = {c} (the server's --n-classes must be the model's output size)"
+    )
+
+
 def join_answer(
     node: dict[str, Any], cfg: dict[str, Any], run_config: Mapping[str, Any], run_id: int = 0
 ) -> dict[str, Any]:
@@ -491,14 +516,7 @@ def join_answer(
     """
     policy = ClientPolicy.from_node(node)
     refusal = policy.refusal(cfg)
-    if refusal is None:
-        z, _ = client_data(node, run_config)
-        c = int(cfg["n-classes"])
-        if z.shape[1] != c:
-            refusal = (
-                f"this client's logits have {z.shape[1]} classes and the run asks for "
-                f"n-classes = {c} (the server's --n-classes must be the model's output size)"
-            )
+    refusal = refusal or width_refusal(node, run_config, cfg)
     cost = ""
     eps, dlt = float(cfg["epsilon"]), float(cfg["delta"])
     if refusal is None and node.get("ledger") and eps > 0:
