@@ -2,9 +2,10 @@
 
 Both take hyperparameters in ``__init__``, learn in ``fit(X, y)`` and expose ``model_``,
 ``predict_logits(X)`` and ``predict_proba(X)``. :class:`DPSGDTrainer` calls Opacus's
-:meth:`~opacus.PrivacyEngine.make_private_with_epsilon` with Poisson sampling, so the noise
-multiplier is the one Opacus's accountant (``"rdp"`` or ``"prv"``) finds for the target
-``(epsilon, delta)`` after ``epochs`` epochs, and the accountant reports the epsilon spent.
+:meth:`~opacus.PrivacyEngine.make_private` with Poisson sampling and the noise multiplier
+Opacus's ``get_noise_multiplier`` (accountant ``"rdp"`` or ``"prv"``) finds for the target
+``(epsilon, delta)`` after the ``epochs x len(loader)`` steps it runs, and the accountant
+reports the epsilon spent.
 
 DP-SGD step (Abadi et al. 2016; seed 001 Eq. 1), for a Poisson batch ``B_t`` (each example in
 it independently with probability ``q = 1 / ceil(n / batch_size)``)::
@@ -41,7 +42,7 @@ from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
 from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
-from privcal.training.dp_sgd import DP_SGD
+from privcal.training.dp_sgd import DP_SGD, noise_multiplier
 
 torch, opacus = require_torch("privcal.training.trainers")
 from opacus.validators import ModuleValidator  # noqa: E402
@@ -354,7 +355,7 @@ def _train_loop(
 
 
 class DPSGDTrainer(SGDTrainer):
-    """DP-SGD on Opacus: ``make_private_with_epsilon``, Poisson sampling, flat clipping at ``C``.
+    """DP-SGD on Opacus: noise for the target epsilon, Poisson sampling, flat clipping at ``C``.
 
     Parameters
     ----------
@@ -490,15 +491,18 @@ class DPSGDTrainer(SGDTrainer):
         """Train with DP-SGD until ``epochs`` epochs of Poisson steps are done."""
         model, engine, loader, c = self._private_setup(X, y)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
+        # sized for the steps run: make_private_with_epsilon sizes it for int(epochs / q),
+        # one step short where the float quotient falls below epochs * len(loader)
+        steps = self.epochs * len(loader)
+        eps, dlt = float(self.epsilon), float(self.delta)
+        sigma = noise_multiplier(eps, dlt, 1.0 / len(loader), steps, str(self.accountant))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=UserWarning, module="opacus")
-            gsm, dp_opt, dp_loader = engine.make_private_with_epsilon(
+            gsm, dp_opt, dp_loader = engine.make_private(
                 module=model,
                 optimizer=opt,
                 data_loader=loader,
-                target_epsilon=self.epsilon,
-                target_delta=self.delta,
-                epochs=self.epochs,
+                noise_multiplier=sigma,
                 max_grad_norm=self.max_grad_norm,
                 poisson_sampling=True,
                 noise_generator=noise_generator(self._noise_seed(), self._device),
