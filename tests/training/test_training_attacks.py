@@ -4,13 +4,15 @@ the trainers must run no more privacy loss than they charge and state.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("opacus")
 
-from privcal.privacy import PrivacyOdometer  # noqa: E402
+from privcal.privacy import BudgetExceededError, PrivacyOdometer  # noqa: E402
 from privcal.training import DPSGDTrainer  # noqa: E402
 
 torch.set_num_threads(1)
@@ -30,3 +32,60 @@ def test_dp_sgd_noise_is_sized_for_the_steps_it_runs() -> None:
     assert trainer.steps_ == 231 and trainer.steps_per_epoch_ == 77
     assert trainer.epsilon_ <= 2.0
     assert trainer.privacy_report_.epsilon <= odo.spent == 2.0
+
+
+# ---------------------------------------------------------------- DPRecalibration and its ledger
+def _pipeline_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    return rng.normal(size=(300, 4)) + 1.5 * np.eye(3, 4)[y], y
+
+
+def _pipeline(trainer_ledger: object, calibrator_ledger: object, eps: float = 3.0) -> object:
+    from privcal.training import DPRecalibration, DPTemperatureScaling
+
+    return DPRecalibration(
+        DPSGDTrainer(epsilon=1.0, delta=1e-6, epochs=1, batch_size=60, ledger=trainer_ledger),
+        DPTemperatureScaling(eps, 1e-6, epochs=2, ledger=calibrator_ledger),
+        validation_ratio=0.2,
+    )
+
+
+def test_a_pipeline_charges_both_stages_to_its_ledger() -> None:
+    """The trainer charges the data's ledger, the calibrator was given none. Before the fix the
+    ledger took the trainer's 1.0 while the pipeline's own report stated epsilon 3 on the same
+    data (the calibrator's stage, never charged): a third of the loss on record."""
+    odo = PrivacyOdometer(10.0, delta_budget=1e-4)
+    pipe = _pipeline(odo, None).fit(*_pipeline_data())
+    assert pipe.privacy_report_.epsilon == pytest.approx(3.0, rel=0.01)
+    assert odo.spent == pytest.approx(4.0)  # both stages (parallel would allow 3; never less)
+    assert pipe.calibrator.ledger is None  # the estimator passed in is left as it was
+
+
+def test_a_refused_pipeline_burns_nothing() -> None:
+    """One ledger of budget 1.5 for a (1 + 1)-epsilon pipeline: before the fix the trainer was
+    charged 1.0 and trained, then the calibrator was refused, so the ledger lost 1.0 and no
+    model came out. Now the whole pipeline is checked before the first stage is charged."""
+    odo = PrivacyOdometer(1.5, delta_budget=1e-4)
+    with pytest.raises(BudgetExceededError):
+        _pipeline(odo, odo, eps=1.0).fit(*_pipeline_data())
+    assert odo.spent == 0.0 and odo.releases == []
+
+
+def test_a_pipeline_with_a_ledger_refuses_an_uncharged_stage(tmp_path: Path) -> None:
+    """A non-private calibrator (or a second ledger) would use the data off the ledger's record."""
+    from privcal.calibrators import TemperatureScaling
+    from privcal.training import DPRecalibration
+
+    odo = PrivacyOdometer(10.0, ledger=tmp_path / "a.sqlite", delta_budget=1e-4)
+    plain = DPRecalibration(DPSGDTrainer(epsilon=1.0, epochs=1, ledger=odo), TemperatureScaling())
+    with pytest.raises(ValueError, match="one ledger"):
+        plain.fit(*_pipeline_data())
+    other = PrivacyOdometer(10.0, ledger=tmp_path / "b.sqlite", delta_budget=1e-4)
+    with pytest.raises(ValueError, match="one ledger"):
+        _pipeline(odo, other).fit(*_pipeline_data())
+    assert odo.spent == other.spent == 0.0
+    # the same file under another spelling is one ledger
+    (tmp_path / "link.sqlite").symlink_to(tmp_path / "a.sqlite")
+    _pipeline(str(tmp_path / "a.sqlite"), tmp_path / "link.sqlite").fit(*_pipeline_data())
+    assert odo.spent == pytest.approx(4.0)
