@@ -89,3 +89,36 @@ def test_a_pipeline_with_a_ledger_refuses_an_uncharged_stage(tmp_path: Path) -> 
     (tmp_path / "link.sqlite").symlink_to(tmp_path / "a.sqlite")
     _pipeline(str(tmp_path / "a.sqlite"), tmp_path / "link.sqlite").fit(*_pipeline_data())
     assert odo.spent == pytest.approx(4.0)
+
+
+# ------------------------------------------------------------- the gradient's public denominator
+@pytest.mark.parametrize("cls_name", ["DPSGDTrainer", "DPSGLDTrainer"])
+def test_the_mean_gradient_divides_by_a_public_number(
+    cls_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """24 and 23 rows at batch 8 both run 3 steps an epoch (declared public), but Opacus divides
+    each noisy sum by int(n q): 8 on one neighbour, 7 on the other. Before the fix that exposed
+    n beyond the declared steps: every step's noise std differed by 1/7 between the neighbours,
+    KL(N(0, 1/8^2) || N(0, 1/7^2)) = 0.0097 nats per coordinate and step on top of the
+    accountant's epsilon (with batch 64, 640 vs 639 rows: 2.4e-4, or 235 nats over a
+    4800-parameter MLP's 200 steps). The denominator is now the public batch size."""
+    from opacus.optimizers import DPOptimizer
+
+    import privcal.training as training
+
+    seen: list[float] = []
+    scale = DPOptimizer.scale_grad
+
+    def spy(self: DPOptimizer) -> None:
+        seen.append(self.expected_batch_size)
+        scale(self)
+
+    monkeypatch.setattr(DPOptimizer, "scale_grad", spy)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(24, 2)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    cls = getattr(training, cls_name)
+    for n in (24, 23):
+        seen.clear()
+        trainer = cls(epsilon=1.0, epochs=1, batch_size=8, n_classes=2).fit(X[:n], y[:n])
+        assert trainer.steps_per_epoch_ == 3 and set(seen) == {8}, (n, seen)
