@@ -135,3 +135,21 @@ def test_an_analyst_cannot_take_seeded_noise_on_an_owners_source(tmp_path: Path)
         src = DataSource.open(opted, noise=SeededNoise(0))
     noisy = src.count(0.5)
     assert noisy - float(SeededNoise(0).laplace(2.0)) == pytest.approx(200.0)  # the leak itself
+
+
+def test_the_seeded_noise_opt_in_cannot_be_added_to_an_existing_ledger(tmp_path: Path) -> None:
+    """The owner keeps its ledger from Python (``DataSource(..., ledger=PATH)``, no source row);
+    the analyst runs ``source init --allow-seeded-noise`` on it to add a source row that opts in,
+    then opens it with its own seed. The opt-in is made only by the call that creates a ledger."""
+    from privcal.data import write_scores
+
+    rng = np.random.default_rng(1)
+    z, y = rng.normal(size=(200, 3)), rng.integers(0, 3, size=200)
+    data = write_scores(tmp_path / "val.npz", z, y)
+    ledger = tmp_path / "owner.sqlite"
+    DataSource(z, y, budget=1.0, ledger=ledger, name="owner")
+    with pytest.raises(ValueError, match="existed before"):
+        DataSource.init_ledger(data, ledger, budget=1.0, allow_seeded_noise=True)
+    with pytest.raises(ValueError, match="accepts secure noise only"):
+        DataSource.open(ledger, noise=SeededNoise(0))
+    assert DataSource.open(ledger).spent == 0.0

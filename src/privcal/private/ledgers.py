@@ -35,7 +35,7 @@ def init_source_ledger(
     allow_seeded_noise: bool = False,
 ) -> _S:
     """:meth:`DataSource.init_ledger`: the source over ``data`` with a new ledger bound to it
-    (an existing ledger keeps the ``seeded_noise`` it was created with)."""
+    (``allow_seeded_noise`` takes effect only when this call creates the ledger file)."""
     if not isinstance(allow_seeded_noise, bool):
         raise ValueError(
             "The 'allow_seeded_noise' parameter of DataSource.init_ledger must be True or "
@@ -49,11 +49,19 @@ def init_source_ledger(
             "logit or probability vectors."
         )
     ledger = Path(ledger)
+    existed = ledger.exists()  # the owner's choice of noise is made when the ledger is created
     src = cls(scores.logits, scores.labels, budget=budget, ledger=ledger, name=name)
     digest = file_sha256(data_path)
     record = {"data": str(data_path), "sha256": digest, "n_classes": src.n_classes}
-    record.update(input=input, created=time.time(), seeded_noise=int(allow_seeded_noise))
+    seeded = allow_seeded_noise and not existed
+    record.update(input=input, created=time.time(), seeded_noise=int(seeded))
     row = store.claim_row(ledger, "source", record, ("data", "sha256"))
+    if row is None and allow_seeded_noise and not seeded:
+        raise ValueError(
+            f"The ledger {str(ledger)!r} existed before: whether a source takes seeded noise is "
+            "its owner's choice, made when the ledger is created, so it accepts secure noise "
+            "only. Create a new ledger with --allow-seeded-noise for a simulation."
+        )
     if row is not None and (row[0] != str(data_path) or row[1] != digest):
         raise ValueError(
             f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
