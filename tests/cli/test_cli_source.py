@@ -50,8 +50,9 @@ def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path
     for i in range(3):
         led = tmp_path / f"s{i}.sqlite"
         r = invoke(
-            cli, "source", "init", "--data", files[f"val{i}"], "--budget", 1.0, "--ledger", led
-        )
+            cli, "source", "init", "--data", files[f"val{i}"], "--budget", 1.0, "--ledger", led,
+            "--allow-seeded-noise",  # the owners opt in to the --seed below (a test)
+        )  # fmt: skip
         assert r.exit_code == 0, r.output
         assert "budget epsilon=1" in r.output
         ledgers.append(led)
@@ -86,6 +87,22 @@ def test_init_status_fit_spend_and_refuse(cli: typer.Typer, files: Any, tmp_path
     r = invoke(cli, *[{0.6: 0.4, "acc-t": "histogram"}.get(a, a) for a in args], "--force")
     assert r.exit_code == 0, r.output
     assert all(DataSource.open(led).remaining == pytest.approx(0.0) for led in ledgers)
+
+
+def test_seed_on_a_source_needs_the_owners_opt_in(
+    cli: typer.Typer, files: Any, tmp_path: Path
+) -> None:
+    """An analyst's --seed on a source whose owner did not opt in is refused before anything is
+    read or spent: seeded noise is reproducible by the analyst, who would subtract it (the exact
+    statistics out, the owner's ledger showing an epsilon-0.6 release)."""
+    led = tmp_path / "owner.sqlite"
+    assert invoke(cli, "source", "init", "--data", files["val0"], "--ledger", led).exit_code == 0
+    out = tmp_path / "c.json"
+    args = ["fit", "--method", "histogram", "--epsilon", 0.6, "--sources", led, "--out", out]
+    r = invoke(cli, *args, "--seed", 0)
+    assert r.exit_code == 2 and not out.exists()
+    assert "accepts secure noise only" in str(r.exception) + r.output
+    assert DataSource.open(led).spent == 0.0
 
 
 def test_fit_on_input_with_epsilon(cli: typer.Typer, files: Any, tmp_path: Path) -> None:

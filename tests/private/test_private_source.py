@@ -168,7 +168,7 @@ def test_check_sources_errors() -> None:
 def test_ledger_roundtrip(tmp_path: Any) -> None:
     data = write_scores(tmp_path / "val.npz", Z, Y)
     ledger = tmp_path / "src.sqlite"
-    src = DataSource.init_ledger(data, ledger, budget=1.0, name="h1")
+    src = DataSource.init_ledger(data, ledger, budget=1.0, name="h1", allow_seeded_noise=True)
     src.noise = ZeroNoise()
     src.accuracy_gap_sum(1.0, 0.4)
     again = DataSource.open(ledger, noise=ZeroNoise())

@@ -106,3 +106,50 @@ def test_splits_of_one_key_at_other_fractions_overlap_and_compose() -> None:
     src.score_histogram(EDGES, 1.0, part=(7, 0.5, 0))
     assert src.spent == pytest.approx(2.0)
     assert src.privacy_report().epsilon == pytest.approx(2.0)
+
+
+# ------------------------------------------------- seeded noise on an owner's source ledger
+def test_an_analyst_cannot_take_seeded_noise_on_an_owners_source(tmp_path: Path) -> None:
+    """The owner made the ledger (budget 1); the analyst opens it with the seed it chose. Before
+    the fix the source answered with ``SeededNoise(0)``: the analyst redraws the noise from the
+    seed and subtracts it, so the exact count came out while the owner's ledger recorded an
+    epsilon-0.5 Laplace release (true epsilon: unbounded). Only the owner opts in."""
+    from privcal.data import write_scores
+
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(200, 3)), rng.integers(0, 3, size=200)
+    data = write_scores(tmp_path / "val.npz", z, y)
+    ledger = tmp_path / "owner.sqlite"
+    DataSource.init_ledger(data, ledger, budget=1.0, name="owner")
+    with pytest.raises(ValueError, match="accepts secure noise only"):
+        DataSource.open(ledger, noise=SeededNoise(0))
+    # re-initialising the owner's ledger cannot add the opt-in either
+    DataSource.init_ledger(data, ledger, budget=1.0, name="owner", allow_seeded_noise=True)
+    with pytest.raises(ValueError, match="accepts secure noise only"):
+        DataSource.open(ledger, noise=SeededNoise(0))
+    assert DataSource.open(ledger).spent == 0.0  # nothing was charged, secure noise still opens
+    # an owner who opts in at creation (tests, simulations) gets the seeded source
+    opted = tmp_path / "sim.sqlite"
+    DataSource.init_ledger(data, opted, budget=1.0, allow_seeded_noise=True)
+    with pytest.warns(UserWarning, match="not private"):
+        src = DataSource.open(opted, noise=SeededNoise(0))
+    noisy = src.count(0.5)
+    assert noisy - float(SeededNoise(0).laplace(2.0)) == pytest.approx(200.0)  # the leak itself
+
+
+def test_the_seeded_noise_opt_in_cannot_be_added_to_an_existing_ledger(tmp_path: Path) -> None:
+    """The owner keeps its ledger from Python (``DataSource(..., ledger=PATH)``, no source row);
+    the analyst runs ``source init --allow-seeded-noise`` on it to add a source row that opts in,
+    then opens it with its own seed. The opt-in is made only by the call that creates a ledger."""
+    from privcal.data import write_scores
+
+    rng = np.random.default_rng(1)
+    z, y = rng.normal(size=(200, 3)), rng.integers(0, 3, size=200)
+    data = write_scores(tmp_path / "val.npz", z, y)
+    ledger = tmp_path / "owner.sqlite"
+    DataSource(z, y, budget=1.0, ledger=ledger, name="owner")
+    with pytest.raises(ValueError, match="existed before"):
+        DataSource.init_ledger(data, ledger, budget=1.0, allow_seeded_noise=True)
+    with pytest.raises(ValueError, match="accepts secure noise only"):
+        DataSource.open(ledger, noise=SeededNoise(0))
+    assert DataSource.open(ledger).spent == 0.0

@@ -1,7 +1,8 @@
 """``privcal source init|status`` and ``privcal bench luo2020``.
 
-* ``privcal source init --data val.npz --budget 1.0 --ledger src.sqlite [--name NAME]`` creates a
-  data source's SQLite ledger (budget, data path and its SHA-256). The data stay where they are.
+* ``privcal source init --data val.npz --budget 1.0 --ledger src.sqlite [--name NAME]
+  [--allow-seeded-noise]`` creates a data source's SQLite ledger (budget, data path and its
+  SHA-256, and whether fits may take ``--seed``: the owner's choice). The data stay where they are.
 * ``privcal source status --ledger src.sqlite`` prints the ledger's path and name, the budget,
   what was spent and every release (its sensitivity, or ``—`` with the reason when none was
   recorded), as a table that fits 100 columns (:func:`privcal._text.format_table`), for any
@@ -28,12 +29,26 @@ def source_init(
     ledger: Annotated[Path, typer.Option("--ledger", help="SQLite ledger to create.")],
     budget: Annotated[float, typer.Option("--budget", help="Epsilon budget of the source.")] = 1.0,
     name: Annotated[str, typer.Option("--name", help="Public name of the source.")] = "",
+    allow_seeded_noise: Annotated[
+        bool,
+        typer.Option(
+            "--allow-seeded-noise",
+            help="Let fits on this source take --seed: seeded noise, reproducible by whoever "
+            "holds the seed (not private; for tests and simulations). Fixed at creation.",
+        ),
+    ] = False,
 ) -> None:
     """Create a private data source: a ledger holding its budget and where its data live."""
     from privcal.private import DataSource
 
     with user_errors():
-        src = DataSource.init_ledger(data, ledger, budget=budget, name=name or ledger.stem)
+        src = DataSource.init_ledger(
+            data,
+            ledger,
+            budget=budget,
+            name=name or ledger.stem,
+            allow_seeded_noise=allow_seeded_noise,
+        )
     console.print(
         f"Source [bold]{src.name}[/bold]: {src.n_classes} classes, budget epsilon={src.budget:g}, "
         f"spent {src.spent:g} -> {ledger}"

@@ -126,7 +126,8 @@ class PrivacyOdometer:
     ----------
     spent, remaining, delta_spent, releases
         Read from the record (the ledger file when there is one, so they include spends by other
-        processes). ``spent`` and ``delta_spent`` are the basic sums.
+        processes). ``spent`` and ``delta_spent`` are the basic sums under the ledger's relation
+        (a ``"substitute"`` ledger counts each add/remove release twice, as its rule does).
     rule : FilterRule
         The admission rule.
 
@@ -427,8 +428,7 @@ class PrivacyOdometer:
             return self._rows(con)
 
     def _read_totals(self) -> tuple[float, float]:
-        rows = self._read_rows()
-        return math.fsum(r.epsilon for r in rows), math.fsum(r.delta for r in rows)
+        return _basic_sums(self._read_rows(), self.relation)
 
     @property
     def spent(self) -> float:
@@ -472,9 +472,10 @@ class PrivacyOdometer:
 
     @property
     def guarantee(self) -> Guarantee:
-        """Basic composition of everything spent: ``Guarantee(spent, delta_spent)``."""
+        """Basic composition of everything spent, under the ledger's relation:
+        ``Guarantee(spent, delta_spent, relation=relation)``."""
         spent, dspent = self._read_totals()
-        return Guarantee(spent, dspent)
+        return Guarantee(spent, dspent, relation=self.relation)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyOdometer:
         """A ledger is shared, never copied: a copy would hold a second budget for the same data.
@@ -575,20 +576,33 @@ class LedgerRecord:
         ]
         return compose_spends(self.rule, rows)
 
+    def _sums(self) -> tuple[float, float]:
+        relations = self.relations or ["add/remove"] * len(self.releases)
+        pairs = zip(self.releases, relations, strict=True)
+        rows = [Spend(r.epsilon, r.delta, None, rel) for r, rel in pairs]
+        return _basic_sums(rows, self.relation)
+
     @property
     def spent(self) -> float:
-        """Epsilon spent (basic composition, :func:`math.fsum`)."""
-        return math.fsum(r.epsilon for r in self.releases)
+        """Epsilon spent (basic composition under the ledger's relation, :func:`math.fsum`)."""
+        return self._sums()[0]
 
     @property
     def delta_spent(self) -> float:
-        """Delta spent."""
-        return math.fsum(r.delta for r in self.releases)
+        """Delta spent (under the ledger's relation)."""
+        return self._sums()[1]
 
     @property
     def remaining(self) -> float:
         """Epsilon left, ``max(0, budget - spent)``."""
         return max(0.0, self.budget - self.spent)
+
+
+def _basic_sums(rows: list[Spend], relation: str) -> tuple[float, float]:
+    """``(sum epsilon, sum delta)`` of ``rows`` as a ledger of ``relation`` counts them (a
+    substitute ledger: each add/remove release by group privacy, :func:`as_relation`)."""
+    terms = [as_relation(r, relation) for r in rows]
+    return math.fsum(t[0] for t in terms), math.fsum(t[1] for t in terms)
 
 
 #: The columns of a ``spends`` row that make its :class:`Release` (:func:`_release`).

@@ -8,7 +8,8 @@ Its tables (:data:`TABLES`, created here and nowhere else):
   filter it admits spends by (:class:`~privcal.privacy.PrivacyOdometer`);
 * ``data``: the fingerprint of the rows the ledger keeps the budget of
   (:class:`~privcal.private.DataSource`);
-* ``source``: the scores file of a ledger-backed source (``privcal source init``).
+* ``source``: the scores file of a ledger-backed source (``privcal source init``) and whether
+  its owner accepts seeded noise (``seeded_noise``; a file without the column: secure only).
 
 Every write runs in one ``BEGIN IMMEDIATE`` transaction on a fresh connection
 (:func:`transaction`): it takes SQLite's single write lock, so a read-check-write of two
@@ -86,7 +87,8 @@ CREATE TABLE IF NOT EXISTS source (
     sha256 TEXT NOT NULL,
     n_classes INTEGER NOT NULL,
     input TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    seeded_noise INTEGER NOT NULL DEFAULT 0
 )""",
 }
 

@@ -26,9 +26,21 @@ _S = TypeVar("_S", bound="DataSource")
 
 
 def init_source_ledger(
-    cls: type[_S], data: str | Path, ledger: str | Path, budget: float, name: str, input: str
+    cls: type[_S],
+    data: str | Path,
+    ledger: str | Path,
+    budget: float,
+    name: str,
+    input: str,
+    allow_seeded_noise: bool = False,
 ) -> _S:
-    """:meth:`DataSource.init_ledger`: the source over ``data`` with a new ledger bound to it."""
+    """:meth:`DataSource.init_ledger`: the source over ``data`` with a new ledger bound to it
+    (``allow_seeded_noise`` takes effect only when this call creates the ledger file)."""
+    if not isinstance(allow_seeded_noise, bool):
+        raise ValueError(
+            "The 'allow_seeded_noise' parameter of DataSource.init_ledger must be True or "
+            f"False. Got {allow_seeded_noise!r} instead."
+        )
     data_path = Path(data).resolve()
     scores = read_scores(data_path, input=input)  # type: ignore[arg-type]
     if scores.logits is None:
@@ -37,12 +49,19 @@ def init_source_ledger(
             "logit or probability vectors."
         )
     ledger = Path(ledger)
+    existed = ledger.exists()  # the owner's choice of noise is made when the ledger is created
     src = cls(scores.logits, scores.labels, budget=budget, ledger=ledger, name=name)
     digest = file_sha256(data_path)
     record = {"data": str(data_path), "sha256": digest, "n_classes": src.n_classes}
-    row = store.claim_row(
-        ledger, "source", {**record, "input": input, "created": time.time()}, ("data", "sha256")
-    )
+    seeded = allow_seeded_noise and not existed
+    record.update(input=input, created=time.time(), seeded_noise=int(seeded))
+    row = store.claim_row(ledger, "source", record, ("data", "sha256"))
+    if row is None and allow_seeded_noise and not seeded:
+        raise ValueError(
+            f"The ledger {str(ledger)!r} existed before: whether a source takes seeded noise is "
+            "its owner's choice, made when the ledger is created, so it accepts secure noise "
+            "only. Create a new ledger with --allow-seeded-noise for a simulation."
+        )
     if row is not None and (row[0] != str(data_path) or row[1] != digest):
         raise ValueError(
             f"The ledger {str(ledger)!r} already belongs to the data {row[0]!r} "
@@ -75,6 +94,16 @@ def open_source_ledger(
             f"The data {data!r} changed since the source ledger {str(path)!r} was created; "
             "its privacy record no longer describes it."
         )
+    if noise is not None and not getattr(noise, "secure", True):
+        (seeded,) = store.single_rows(path, {"source": ("seeded_noise",)})
+        if seeded is None or not seeded[0]:  # a ledger written before the column: secure only
+            raise ValueError(
+                f"The source ledger {str(path)!r} accepts secure noise only: seeded noise "
+                f"({noise!r}, --seed) is reproducible by whoever holds the seed, so its releases "
+                "would not be private while the ledger records them as spent. Its owner opts in "
+                "when creating it ('privcal source init --allow-seeded-noise', for tests and "
+                "simulations); drop --seed to answer with secure noise."
+            )
     scores = read_scores(data_path, input=kind)
     return cls(
         scores.logits,

@@ -686,16 +686,18 @@ class DataSource:
         name: str = "",
         *,
         input: str = "auto",
+        allow_seeded_noise: bool = False,
     ) -> DataSource:
         """Create the ledger of a source over the scores file ``data`` (``privcal source init``).
 
         The ledger (a SQLite file) gets the odometer's tables and a ``source`` row with the
-        absolute data path, its SHA-256, ``n_classes`` and the input kind. The data stay where
-        they are, with the source. Returns the opened source (``SecureNoise``).
+        absolute data path, its SHA-256, ``n_classes``, the input kind and whether :meth:`open`
+        takes seeded noise (``allow_seeded_noise``, the owner's choice, fixed at creation). The
+        data stay where they are, with the source. Returns the opened source (``SecureNoise``).
         """
         from privcal.private.ledgers import init_source_ledger
 
-        return init_source_ledger(cls, data, ledger, budget, name, input)
+        return init_source_ledger(cls, data, ledger, budget, name, input, allow_seeded_noise)
 
     @classmethod
     def open(
@@ -704,7 +706,8 @@ class DataSource:
         """Reopen a source created by :meth:`init_ledger` (``privcal source init``).
 
         Reads the budget and the data path from the ledger, checks the data's SHA-256 (a ledger's
-        record is only meaningful for the data it was spent on) and continues the record.
+        record is only meaningful for the data it was spent on) and continues the record. Seeded
+        ``noise`` is refused unless the ledger was created with ``allow_seeded_noise``.
         """
         from privcal.private.ledgers import open_source_ledger
 

@@ -20,6 +20,7 @@ import numpy as np
 from privcal._params import check_int, check_probability
 from privcal.calibrators.base import Calibrator
 from privcal.privacy import PrivacyReport
+from privcal.privacy.odometer import as_odometer
 
 __all__ = ["DPRecalibration", "recalibration_side", "split_key"]
 
@@ -92,6 +93,12 @@ class DPRecalibration:
     split by a seeded permutation of ``range(n)`` has no such property: adding one example
     reshuffles every other example's side. Both stages must claim add/remove; a stage claiming
     another relation raises ``ValueError``.
+
+    Ledger: when the trainer or the calibrator has a ``ledger=``, both stages charge that one
+    ledger (a stage without one is given it; two ledgers, or a non-private stage, raise
+    ``ValueError``), and the pipeline's ``(eps_1 + eps_2, delta_1 + delta_2)`` is checked against
+    it before the first stage is charged, so a refused calibrator burns nothing. The ledger is
+    charged both stages (basic composition), above the parallel composition stated here.
     """
 
     def __init__(
@@ -134,13 +141,14 @@ class DPRecalibration:
         ya = np.asarray(y)
         self._split(Xa, ya, ratio)
         trainer = copy.deepcopy(self.trainer)
+        calibrator = copy.deepcopy(self.calibrator)
+        _one_ledger(trainer, calibrator)
         n_classes = int(ya.max()) + 1
         inferred = getattr(trainer, "n_classes", 0) is None
         if inferred:  # all the labels' classes, which the training split may lack
             trainer.n_classes = n_classes
         trainer.fit(Xa[self.train_index_], ya[self.train_index_])
         logits = trainer.predict_logits(Xa[self.recal_index_])
-        calibrator = copy.deepcopy(self.calibrator)
         calibrator.fit(logits, ya[self.recal_index_])
         self.trainer_ = trainer
         self.calibrator_ = calibrator
@@ -164,6 +172,39 @@ class DPRecalibration:
     def predict_proba(self, X: Any) -> np.ndarray:
         """Recalibrated probabilities ``g_phi(h_theta(X))``."""
         return np.asarray(self.calibrator_.predict_proba(self.predict_logits(X)))
+
+
+def _one_ledger(trainer: Any, calibrator: Any) -> None:
+    """Make both stages (copies) charge one ledger when either has one, and check the whole
+    pipeline against it before the first stage is charged.
+
+    Both stages read the same data, so both charges belong on its ledger: a stage charged
+    elsewhere, or not private (no ``ledger=``), would use the data off the record, and a
+    calibrator refused after the trainer was charged would burn the trainer's budget for a
+    model never returned. The check is basic composition of the two stages' ``(epsilon,
+    delta)`` (each stage then charges its own releases); the ledger is charged their sum,
+    above the parallel composition the report states.
+    """
+    stages = (trainer, calibrator)
+    given = [getattr(s, "ledger", None) for s in stages]
+    if all(g is None for g in given):
+        return
+    odometers = [o for o in (as_odometer(g, "DPRecalibration") for g in given) if o is not None]
+    where = {id(o) if o.ledger is None else o.ledger.resolve() for o in odometers}
+    if len(where) > 1 or not all(hasattr(s, "ledger") for s in stages):
+        pairs = zip(stages, given, strict=True)
+        names = ", ".join(f"{type(s).__name__}(ledger={g!r})" for s, g in pairs)
+        raise ValueError(
+            f"DPRecalibration: both stages read the same data, so both must charge one ledger "
+            f"(or neither); got {names}. Give the trainer and the calibrator the same ledger, "
+            "and a private calibrator and trainer (they take ledger=)."
+        )
+    odometer = odometers[0]
+    for stage in stages:
+        stage.ledger = odometer
+    epsilon = sum(float(s.epsilon) for s in stages)
+    delta = sum(float(getattr(s, "delta", 0.0)) for s in stages)
+    odometer.check("DPRecalibration.fit (trainer and calibrator)", epsilon, delta)
 
 
 def _parallel_report(reports: list[PrivacyReport], inferred_classes: int = 0) -> PrivacyReport:

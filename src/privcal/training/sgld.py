@@ -4,7 +4,7 @@ One step at learning rate ``lr_t`` on a Poisson batch ``B_t`` (rate ``q``)::
 
     g_hat_i = grad_i + N(0, rho^2 I)                      (pre-noise; rho = "pre-noise scale")
     g_bar_i = g_hat_i / max(1, ||g_hat_i||_2 / C)         (clip at C)
-    g_t     = ( sum_i g_bar_i + N(0, (sqrt(2 lr_t tau) C)^2 I) ) / (q n)
+    g_t     = ( sum_i g_bar_i + N(0, (sqrt(2 lr_t tau) C)^2 I) ) / batch_size   (public)
     theta  <- theta - lr_t g_t
 
 so the step is a DP-SGD step whose noise multiplier is ``sigma_t = sqrt(2 lr_t tau)``
@@ -89,7 +89,8 @@ class DPSGLDOptimizer(DPOptimizer):
     max_grad_norm : float
         Clipping norm ``C``.
     expected_batch_size : int
-        ``q n``, the denominator of the averaged gradient.
+        The denominator of the averaged gradient (:class:`DPSGLDTrainer`: the public
+        ``batch_size``, not ``q n``, which would release ``n``).
     prenoise : float, default=0.0
         Standard deviation ``rho`` of the Gaussian noise added to every per-example gradient
         coordinate *before* clipping.
@@ -491,7 +492,7 @@ class DPSGLDTrainer(DPSGDTrainer):
             dp_opt.original_optimizer,
             temperature=tau,
             max_grad_norm=self.max_grad_norm,
-            expected_batch_size=dp_opt.expected_batch_size,
+            expected_batch_size=self.batch_size,  # public; Opacus's int(n q) reads n
             prenoise=self.prenoise,
             generator=noise_generator(self._noise_seed(), self._device),
         )

@@ -2,14 +2,18 @@
 
 Both take hyperparameters in ``__init__``, learn in ``fit(X, y)`` and expose ``model_``,
 ``predict_logits(X)`` and ``predict_proba(X)``. :class:`DPSGDTrainer` calls Opacus's
-:meth:`~opacus.PrivacyEngine.make_private_with_epsilon` with Poisson sampling, so the noise
-multiplier is the one Opacus's accountant (``"rdp"`` or ``"prv"``) finds for the target
-``(epsilon, delta)`` after ``epochs`` epochs, and the accountant reports the epsilon spent.
+:meth:`~opacus.PrivacyEngine.make_private` with Poisson sampling and the noise multiplier
+Opacus's ``get_noise_multiplier`` (accountant ``"rdp"`` or ``"prv"``) finds for the target
+``(epsilon, delta)`` after the ``epochs x len(loader)`` steps it runs, and the accountant
+reports the epsilon spent.
 
 DP-SGD step (Abadi et al. 2016; seed 001 Eq. 1), for a Poisson batch ``B_t`` (each example in
 it independently with probability ``q = 1 / ceil(n / batch_size)``)::
 
-    theta <- theta - lr_t * ( sum_{i in B_t} clip_C(grad_i) + N(0, sigma^2 C^2 I) ) / (q n)
+    theta <- theta - lr_t * ( sum_{i in B_t} clip_C(grad_i) + N(0, sigma^2 C^2 I) ) / batch_size
+
+The denominator is the public ``batch_size``, not the expected batch ``q n`` (Opacus's
+``int(n q)``), which would release ``n`` beyond the declared steps per epoch.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from privcal.privacy import Guarantee, InsecureNoiseWarning, PrivacyReport
 from privcal.privacy.filter import dpsgd_curve
 from privcal.privacy.odometer import as_odometer
 from privcal.training._torch import require_torch
-from privcal.training.dp_sgd import DP_SGD
+from privcal.training.dp_sgd import DP_SGD, noise_multiplier
 
 torch, opacus = require_torch("privcal.training.trainers")
 from opacus.validators import ModuleValidator  # noqa: E402
@@ -354,7 +358,7 @@ def _train_loop(
 
 
 class DPSGDTrainer(SGDTrainer):
-    """DP-SGD on Opacus: ``make_private_with_epsilon``, Poisson sampling, flat clipping at ``C``.
+    """DP-SGD on Opacus: noise for the target epsilon, Poisson sampling, flat clipping at ``C``.
 
     Parameters
     ----------
@@ -408,7 +412,8 @@ class DPSGDTrainer(SGDTrainer):
     The steps per epoch ``ceil(n / batch_size)`` set ``q``, the step count and ``sigma``, which
     are released as metadata; under add/remove they are a function of the private ``n``, so the
     guarantee holds for a run whose steps per epoch are declared public up front (the report
-    lists them); it does not cover what crossing a multiple of ``batch_size`` reveals.
+    lists them); it does not cover what crossing a multiple of ``batch_size`` reveals. Nothing
+    else reads ``n``: each step's noisy sum is divided by the public ``batch_size``.
 
     Noise: Opacus's ``PrivacyEngine(secure_mode=True)`` needs ``torchcsprng``, which has no
     build for current torch; so by default the generator is a ``torch.Generator`` seeded from the
@@ -492,19 +497,24 @@ class DPSGDTrainer(SGDTrainer):
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=UserWarning, module="opacus")
-            gsm, dp_opt, dp_loader = engine.make_private_with_epsilon(
+            gsm, dp_opt, dp_loader = engine.make_private(
                 module=model,
                 optimizer=opt,
                 data_loader=loader,
-                target_epsilon=self.epsilon,
-                target_delta=self.delta,
-                epochs=self.epochs,
+                noise_multiplier=1.0,  # set below, for the steps and rate accounted
                 max_grad_norm=self.max_grad_norm,
                 poisson_sampling=True,
                 noise_generator=noise_generator(self._noise_seed(), self._device),
             )
         dp_opt.secure_mode = self.seed is None  # Opacus's secure sampling (see Privacy)
+        dp_opt.expected_batch_size = self.batch_size  # public; Opacus's int(n q) reads n
         per_epoch = len(dp_loader)
+        # the noise for the epochs x per_epoch steps run (make_private_with_epsilon sizes it
+        # for int(epochs / q), one step short where that float quotient falls below an integer)
+        eps, dlt, steps = float(self.epsilon), float(self.delta), self.epochs * per_epoch
+        dp_opt.noise_multiplier = noise_multiplier(
+            eps, dlt, 1.0 / per_epoch, steps, str(self.accountant)
+        )
         self._charge_ledger([(float(dp_opt.noise_multiplier), self.epochs * per_epoch)], per_epoch)
 
         def batches() -> Any:
