@@ -76,6 +76,7 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 
 from privcal.federated.dp import DPConfig, expected_cohort
 from privcal.federated.flower.client_app import answered_line, end_locally
+from privcal.federated.flower.messaging import PolledGrid
 from privcal.federated.flower.ring import (
     from_wire,
     residues_to_wire,
@@ -607,6 +608,7 @@ server = ServerApp()
 def _main(grid: Any, context: Context) -> None:
     cfg: dict[str, Any] = {**DEFAULTS, **dict(context.run_config)}
     with stop_on_signal(grid, cfg):
+        grid = PolledGrid(grid)  # SecAgg+'s stages poll for replies as privcal's rounds do
         if cfg["method"] == "acc-t":  # seed 000's data sources, distributed noise over SecAgg+
             _seed000_secagg(grid, context, cfg)
         else:
