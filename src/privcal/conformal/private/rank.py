@@ -67,24 +67,29 @@ __all__ = ["RANK", "RankMechanism", "rank_release", "rank_slope", "rank_target"]
 _SLOPES = np.round(np.arange(0.25, 20.0 + 1e-9, 0.25), 2)
 
 
-def _tail_sum(m: int, lam: float) -> float:
-    """``S = sum_{t >= 1} x_t / (1 + x_t)`` with ``x_t = (m - 1) exp(-lam t)`` (Theorem R).
+def _tail_sum(m: int, lam: Any) -> Any:
+    """``S = sum_{t >= 1} x_t / (1 + x_t)`` with ``x_t = (m - 1) exp(-lam t)`` (Theorem R), for
+    one ``lam`` or an array of them (one sum each).
 
     Summed term by term until ``x_t < 1e-17``; the rest (at most ``sum x_t``, a geometric series)
     is added as its bound, so the returned value is never below the true sum.
     """
+    lam = np.asarray(lam, dtype=np.float64)
     x0 = math.log(max(m - 1, 1))
-    t_max = max(1, math.ceil((x0 + 40.0) / lam))
-    t = np.arange(1, t_max + 1, dtype=np.float64)
-    x = np.exp(x0 - lam * t)
-    rest = math.exp(x0 - lam * (t_max + 1)) / -math.expm1(-lam)
-    return float(np.sum(x / (1.0 + x)) + rest)
+    t_max = np.maximum(1.0, np.ceil((x0 + 40.0) / lam))
+    if lam.size * t_max.max() > 1 << 22:  # tiny epsilon: one sum at a time bounds the memory
+        return np.array([_tail_sum(m, v) for v in lam.ravel()]).reshape(lam.shape)
+    t = np.arange(1.0, t_max.max() + 1.0)
+    x = np.exp(x0 - np.multiply.outer(lam, t))
+    terms = np.where(t <= t_max[..., None], x / (1.0 + x), 0.0)
+    rest = np.exp(x0 - lam * (t_max + 1.0)) / -np.expm1(-lam)
+    return terms.sum(axis=-1) + rest
 
 
 @functools.lru_cache(maxsize=256)
 def _rank_slope(m: int, eps: float) -> float:
     """The slope minimising ``S(r) + 1/(exp(eps/(1+r)) - 1)`` over :data:`_SLOPES`."""
-    cost = [_tail_sum(m, eps * r / (1 + r)) + 1.0 / math.expm1(eps / (1 + r)) for r in _SLOPES]
+    cost = _tail_sum(m, eps * _SLOPES / (1 + _SLOPES)) + 1.0 / np.expm1(eps / (1 + _SLOPES))
     return float(_SLOPES[int(np.argmin(cost))])
 
 
@@ -134,7 +139,7 @@ def _rank_target(n: int, a: float, eps: float, m: int, r: float) -> int:
     """
     lam = eps * r / (1.0 + r)
     need = (n + 1) * (1.0 - a) + 1e-9
-    k_s = math.ceil(need + _tail_sum(m, lam))
+    k_s = math.ceil(need + float(_tail_sum(m, lam)))
     for k in range(max(1, math.ceil(need)), min(k_s, n + 1)):
         if k - _rank_guard(n, k, m, lam) >= need:
             return k
@@ -231,7 +236,7 @@ class RankMechanism(ThresholdMechanism):
         ``y_u = (m-1) exp(-epsilon u/(1+r))`` (one stage; ``gamma`` is ignored)."""
         r = _rank_slope(m, epsilon) if tuning.slope is None else tuning.slope
         k = _rank_target(n, alpha, epsilon, m, r)
-        return (k + _tail_sum(m, epsilon / (1.0 + r))) / (n + 1) + p_max
+        return (k + float(_tail_sum(m, epsilon / (1.0 + r)))) / (n + 1) + p_max
 
 
 #: The registered ``method="rank"``.
