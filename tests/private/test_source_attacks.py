@@ -106,3 +106,28 @@ def test_splits_of_one_key_at_other_fractions_overlap_and_compose() -> None:
     src.score_histogram(EDGES, 1.0, part=(7, 0.5, 0))
     assert src.spent == pytest.approx(2.0)
     assert src.privacy_report().epsilon == pytest.approx(2.0)
+
+
+def test_a_sources_share_records_the_threshold_its_epsilon_rests_on() -> None:
+    """A share carries ``1 / t`` of the noise: its epsilon holds only while ``t`` honest shares
+    reach the sum. ``t`` is the analyst's argument, not the owner's, so the owner's own record
+    (its ledger's release, ``history``) states it: with t=3 of K=3 a ledger that said only
+    'distributed discrete laplace, epsilon 1' stood for a share that, seen alone, has a third
+    of that release's noise variance."""
+    from privcal.private import PrivateHistogramBinning
+
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        srcs = [
+            DataSource(rng.normal(size=(100, 3)), rng.integers(0, 3, 100), budget=1.0,
+                       noise=SeededNoise(k), name=f"s{k}")
+            for k in range(3)
+        ]  # fmt: skip
+        PrivateHistogramBinning(epsilon=1.0, aggregation="distributed", threshold=3).fit(
+            sources=srcs
+        )
+    for src in srcs:
+        assert src.history and all("t=3 of K=3" in r.mechanism for r in src.history)
+        assert all("t=3 of K=3" in r.mechanism for r in src.privacy_report().releases)
+        assert all("t=3 of K=3" in r.mechanism for r in src.odometer.releases)
