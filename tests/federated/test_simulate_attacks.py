@@ -123,3 +123,28 @@ def test_a_ledger_refuses_clients_that_share_rows(overlap: str) -> None:
         warnings.simplefilter("ignore")
         simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-5, ledger=ledger)
     assert ledger.spent == 0.0 and not ledger.releases
+
+
+def test_bad_evaluation_data_is_refused_before_the_ledger() -> None:
+    """The evaluation set was checked after the pipeline ledger was charged: a run refused for
+    its eval_labels had spent 2.14 (epsilon 1, example level) on nothing."""
+    z, y, parts = _data(False)
+    ledger = PrivacyOdometer(budget=100.0, delta_budget=1e-3)
+    with warnings.catch_warnings(), pytest.raises(ValueError):
+        warnings.simplefilter("ignore")
+        simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-5, ledger=ledger,
+                 eval_logits=z[:10], eval_labels=y[:9])  # fmt: skip
+    assert ledger.spent == 0.0 and not ledger.releases
+
+
+def test_a_ledger_refuses_an_evaluation_set_holding_the_clients_rows() -> None:
+    """The history's metrics are exact statistics of the evaluation set, which the report lists
+    as public: evaluated on the clients' own rows, a run charged 2.14 to the ledger would release
+    exact (noise-free: unbounded epsilon) statistics of the rows that ledger protects."""
+    z, y, parts = _data(False)
+    ledger = PrivacyOdometer(budget=100.0, delta_budget=1e-3)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="evaluation set"):
+        warnings.simplefilter("ignore")
+        simulate("fedtemp", z, y, parts, rounds=2, epsilon=1.0, delta=1e-5, ledger=ledger,
+                 eval_logits=z[30:50], eval_labels=y[30:50])  # fmt: skip
+    assert ledger.spent == 0.0 and not ledger.releases

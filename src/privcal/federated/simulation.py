@@ -158,7 +158,8 @@ def simulate(
         before the first round with the whole DP run as one step (:func:`_charge_ledger`);
         refused: ``BudgetExceededError``, nothing recorded, no round run. DP runs only. Clients
         that share a row (an index, or equal logits and label) are refused first
-        (``ValueError``): the example-level charge takes an example to be one client's data.
+        (``ValueError``): the example-level charge takes an example to be one client's data;
+        so is an evaluation set holding a client's row (its metrics are exact).
     **method_params
         Passed to the method's constructor when ``method`` is a name (``update``,
         ``local_iters``, ``client_rows``, ``grad_clip``, ``hess_clip``, ``n_levels``,
@@ -222,14 +223,14 @@ def simulate(
     cohorts = [_sample(rng, k_total, p) for _ in range(t_rounds)]
     if dp is not None and dp.aggregation == "distributed":
         _check_cohorts(cohorts, dp, k_total, p, seed, owner)
-    if ledger is not None:
-        _check_disjoint_clients(z, y, clients, owner)
-        _charge_ledger(ledger, fm, dp, t_rounds, owner)
-    views: list[AggregatorView] = []
     ez = ey = None
     if eval_logits is not None:
         ez = check_scores(eval_logits, input=input)  # type: ignore[arg-type]
         ey = check_labels(eval_labels, ez.shape[0], ez.shape[1])
+    if ledger is not None:
+        _check_disjoint_clients(z, y, clients, owner, ez, ey)
+        _charge_ledger(ledger, fm, dp, t_rounds, owner)
+    views: list[AggregatorView] = []
     state = fm.init(c)
     if fm.kind == "binning" and dp is None:  # the rows some client holds, each once
         held = np.unique(np.concatenate(clients))
@@ -293,14 +294,28 @@ def _check_cohorts(
 
 
 def _check_disjoint_clients(
-    z: np.ndarray, y: np.ndarray, clients: list[np.ndarray], owner: str
+    z: np.ndarray,
+    y: np.ndarray,
+    clients: list[np.ndarray],
+    owner: str,
+    ez: np.ndarray | None = None,
+    ey: np.ndarray | None = None,
 ) -> None:
     """Refuse clients that share a row (the same index, or equal logits and label): the
     ledger's example-level charge (:func:`_charge_ledger`) takes one example to be one client's
-    data; a row held by ``m`` clients is ``m`` users, a group of ``2 m`` (``4 m^2 rho``)."""
+    data; a row held by ``m`` clients is ``m`` users, a group of ``2 m`` (``4 m^2 rho``). Refuse
+    too an evaluation set holding a client's row: its exact metrics are declared public."""
     from privcal.private.rows import row_digests
 
     digests = row_digests(z, y)
+    if ez is not None and ey is not None:
+        shared = np.intersect1d(row_digests(ez, ey), digests[np.concatenate(clients)]).size
+        if shared:
+            raise ValueError(
+                f"The evaluation set of {owner} holds {shared} of the clients' rows (logits and "
+                "label); its metrics are exact and declared public, so the ledger's rows would "
+                "be released without noise. Evaluate on rows no client holds."
+            )
     held = [np.unique(digests[idx]) for idx in clients]
     flat = np.concatenate(held)
     owners = np.repeat(np.arange(len(held)), [h.size for h in held])
