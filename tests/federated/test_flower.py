@@ -23,6 +23,7 @@ from privcal.calibrators import calibrator_from_dict
 from privcal.federated import FedBBQ, dirichlet_partition, simulate
 from privcal.federated.flower.local import run_local
 from privcal.federated.policy import ClientPolicy
+from privcal.private.queries import distributed_laplace
 
 pytestmark = pytest.mark.integration
 
@@ -369,7 +370,7 @@ def test_data_sources_over_secaggplus_answer_with_shares(tmp_path: Path) -> None
     threat = " ".join(report["threat"])
     assert "Flower's SecAgg+" in threat and "threshold t=3 of K=4" in threat
     assert "at most 4096 rows" in " ".join(report["public"])
-    assert {r["mechanism"] for r in report["releases"]} == {"distributed discrete laplace"}
+    assert {r["mechanism"] for r in report["releases"]} == {distributed_laplace(3, 4)}
     for node in nodes:
         assert read_ledger(node["ledger"]).spent == pytest.approx(1.0)
         assert "answered with a distributed share" in Path(node["status"]).read_text()

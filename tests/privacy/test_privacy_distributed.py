@@ -27,6 +27,7 @@ from privcal.privacy.distributed import (
     check_aggregation,
 )
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
+from privcal.private.queries import distributed_laplace
 
 pytestmark = pytest.mark.filterwarnings("ignore::privcal.privacy.InsecureNoiseWarning")
 
@@ -173,7 +174,7 @@ def test_distributed_fit_spends_epsilon_per_source_and_shows_only_the_sum(object
     rep = est.privacy_report_
     assert rep.epsilon == pytest.approx(1.0)
     assert set(rep.per_source()) == {f"s{i}" for i in range(5)}
-    assert all(r.mechanism == "distributed discrete laplace" for r in rep.releases)
+    assert all(r.mechanism == distributed_laplace(5, 5) for r in rep.releases)
     assert any("threshold t=5 of K=5" in line for line in rep.threat)
     assert est.aggregator_views_ and all(
         v.modular_sum.dtype == np.uint64 for v in est.aggregator_views_

@@ -153,3 +153,28 @@ def test_the_seeded_noise_opt_in_cannot_be_added_to_an_existing_ledger(tmp_path:
     with pytest.raises(ValueError, match="accepts secure noise only"):
         DataSource.open(ledger, noise=SeededNoise(0))
     assert DataSource.open(ledger).spent == 0.0
+
+
+def test_a_sources_share_records_the_threshold_its_epsilon_rests_on() -> None:
+    """A share carries ``1 / t`` of the noise: its epsilon holds only while ``t`` honest shares
+    reach the sum. ``t`` is the analyst's argument, not the owner's, so the owner's own record
+    (its ledger's release, ``history``) states it: with t=3 of K=3 a ledger that said only
+    'distributed discrete laplace, epsilon 1' stood for a share that, seen alone, has a third
+    of that release's noise variance."""
+    from privcal.private import PrivateHistogramBinning
+
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        srcs = [
+            DataSource(rng.normal(size=(100, 3)), rng.integers(0, 3, 100), budget=1.0,
+                       noise=SeededNoise(k), name=f"s{k}")
+            for k in range(3)
+        ]  # fmt: skip
+        PrivateHistogramBinning(epsilon=1.0, aggregation="distributed", threshold=3).fit(
+            sources=srcs
+        )
+    for src in srcs:
+        assert src.history and all("t=3 of K=3" in r.mechanism for r in src.history)
+        assert all("t=3 of K=3" in r.mechanism for r in src.privacy_report().releases)
+        assert all("t=3 of K=3" in r.mechanism for r in src.odometer.releases)

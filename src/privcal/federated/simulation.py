@@ -33,7 +33,7 @@ from privcal.federated.dp import (
 )
 from privcal.federated.methods import FedMethod, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
-from privcal.privacy.distributed import AggregatorView, SecureSum
+from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
 from privcal.privacy.noise import NoiseSource, resolve_noise
 
 __all__ = ["evaluate", "simulate"]
@@ -149,12 +149,17 @@ def simulate(
     threshold : int or None, default=None
         ``t`` for ``"distributed"``: the shares are sized so that any ``t`` honest clients make
         up the noise; a round with fewer than ``t`` answering clients raises
-        :class:`~privcal.privacy.distributed.TooFewSurvivorsError` and releases nothing.
+        :class:`~privcal.privacy.distributed.TooFewSurvivorsError` and releases nothing. The
+        cohorts are drawn from ``seed`` before the run, so a run some round of which samples
+        fewer than ``t`` clients is refused so before the ledger is charged or a row is read.
         ``None``: :func:`~privcal.federated.dp.default_threshold` (``K - max(1, K // 5)``).
     ledger : PrivacyOdometer, str, Path or None, default=None
         A pipeline ledger (example level; a path must be an existing ledger file), charged
         before the first round with the whole DP run as one step (:func:`_charge_ledger`);
-        refused: ``BudgetExceededError``, nothing recorded, no round run. DP runs only.
+        refused: ``BudgetExceededError``, nothing recorded, no round run. DP runs only. Clients
+        that share a row (an index, or equal logits and label) are refused first
+        (``ValueError``): the example-level charge takes an example to be one client's data;
+        so is an evaluation set holding a client's row (its metrics are exact).
     **method_params
         Passed to the method's constructor when ``method`` is a name (``update``,
         ``local_iters``, ``client_rows``, ``grad_clip``, ``hess_clip``, ``n_levels``,
@@ -214,14 +219,18 @@ def simulate(
             f"The 'threshold' parameter of {owner} applies to DP runs with "
             "aggregation='distributed'; pass epsilon and delta, or drop it."
         )
-    if ledger is not None:
-        _charge_ledger(ledger, fm, dp, t_rounds, owner)
-    views: list[AggregatorView] = []
+    rng = np.random.default_rng(seed)
+    cohorts = [_sample(rng, k_total, p) for _ in range(t_rounds)]
+    if dp is not None and dp.aggregation == "distributed":
+        _check_cohorts(cohorts, dp, k_total, p, seed, owner)
     ez = ey = None
     if eval_logits is not None:
         ez = check_scores(eval_logits, input=input)  # type: ignore[arg-type]
         ey = check_labels(eval_labels, ez.shape[0], ez.shape[1])
-    rng = np.random.default_rng(seed)
+    if ledger is not None:
+        _check_disjoint_clients(z, y, clients, owner, ez, ey)
+        _charge_ledger(ledger, fm, dp, t_rounds, owner)
+    views: list[AggregatorView] = []
     state = fm.init(c)
     if fm.kind == "binning" and dp is None:  # the rows some client holds, each once
         held = np.unique(np.concatenate(clients))
@@ -233,7 +242,7 @@ def simulate(
     cohort = expected_cohort(p, k_total)
     for t in range(1, t_rounds + 1):
         t0 = time.perf_counter()
-        sampled = np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
+        sampled = cohorts[t - 1]
         if dp is None or dp.aggregation != "distributed":
             sampled = np.array([k for k in sampled if clients[k].size > 0], dtype=np.int64)
         total, n_ok = _round_total(fm, state, z, y, clients, sampled, dp, shape, views)
@@ -260,6 +269,66 @@ def simulate(
         if dp.aggregation == "distributed":
             cal.aggregator_views_ = views
     return cal, history
+
+
+def _sample(rng: np.random.Generator, k_total: int, p: float) -> np.ndarray:
+    """One round's cohort: every client, or each with probability ``p`` (Poisson sampling)."""
+    return np.arange(k_total) if p >= 1.0 else np.flatnonzero(rng.random(k_total) < p)
+
+
+def _check_cohorts(
+    cohorts: list[np.ndarray], dp: DPConfig, k_total: int, p: float, seed: int, owner: str
+) -> None:
+    """Refuse, before any budget is spent, a distributed run some round of which samples fewer
+    than ``t`` clients: that round could not release (every sampled client uploads, so the
+    cohorts, drawn from the public ``seed``, are the survivors)."""
+    t = int(dp.threshold or k_total)
+    for r, cohort in enumerate(cohorts, start=1):
+        if cohort.size < t:
+            raise TooFewSurvivorsError(
+                f"{owner}: round {r} samples {cohort.size} of {k_total} clients "
+                f"(sample_rate={p:g}, seed={seed}), fewer than the threshold t={t} the noise "
+                "shares are sized for: the run could not release, so it is refused before any "
+                "budget is spent. Pass a smaller threshold or a larger sample_rate."
+            )
+
+
+def _check_disjoint_clients(
+    z: np.ndarray,
+    y: np.ndarray,
+    clients: list[np.ndarray],
+    owner: str,
+    ez: np.ndarray | None = None,
+    ey: np.ndarray | None = None,
+) -> None:
+    """Refuse clients that share a row (the same index, or equal logits and label): the
+    ledger's example-level charge (:func:`_charge_ledger`) takes one example to be one client's
+    data; a row held by ``m`` clients is ``m`` users, a group of ``2 m`` (``4 m^2 rho``). Refuse
+    too an evaluation set holding a client's row: its exact metrics are declared public."""
+    from privcal.private.rows import row_digests
+
+    digests = row_digests(z, y)
+    if ez is not None and ey is not None:
+        shared = np.intersect1d(row_digests(ez, ey), digests[np.concatenate(clients)]).size
+        if shared:
+            raise ValueError(
+                f"The evaluation set of {owner} holds {shared} of the clients' rows (logits and "
+                "label); its metrics are exact and declared public, so the ledger's rows would "
+                "be released without noise. Evaluate on rows no client holds."
+            )
+    held = [np.unique(digests[idx]) for idx in clients]
+    flat = np.concatenate(held)
+    owners = np.repeat(np.arange(len(held)), [h.size for h in held])
+    order = np.argsort(flat, kind="stable")
+    clash = np.flatnonzero(flat[order][1:] == flat[order][:-1])
+    if clash.size:
+        i, j = sorted((int(owners[order][clash[0]]), int(owners[order][clash[0] + 1])))
+        shared = np.intersect1d(held[i], held[j]).size
+        raise ValueError(
+            f"The 'parts' parameter of {owner}: clients {i} and {j} share {shared} identical "
+            "rows (logits and label); the ledger charges one example as one client's data, "
+            "which holds only when each example lies in one client. Give each row to one client."
+        )
 
 
 def _charge_ledger(
@@ -305,6 +374,16 @@ def _row(
     return {"round": t, "n_clients": int(n_ok), "seconds": seconds, "epsilon_spent": 0.0, **scores}
 
 
+def _finite_or_zeros(payload: Any) -> Any:
+    """``payload`` as floats, zeros where any entry is NaN or infinite (a ragged or
+    non-numeric payload is returned as it is, for :func:`validate_payload` to refuse)."""
+    try:
+        arr = np.asarray(payload, dtype=np.float64)
+    except (TypeError, ValueError):
+        return payload
+    return arr if np.isfinite(arr).all() else np.zeros_like(arr)
+
+
 def _round_total(
     fm: FedMethod,
     state: dict[str, np.ndarray],
@@ -329,6 +408,10 @@ def _round_total(
     ``(t + 1) / t`` times larger, so the privacy-loss ratio is unbounded in the tails; ``delta``
     is about 6% at ``t = 1`` and ``epsilon = 1``). The audit ``simulate-fedtemp-aggregator``
     compares such neighbours.
+    Under DP a payload with a NaN or infinite entry (a step the method cannot compute on some
+    data only) counts as zeros, as a deployed client sends it (``task.client_payload``):
+    dropping it would name the client in the view, fail a round whose ``t`` counts it and log
+    its index, all from its data and with no noise.
     """
     if dp is not None and dp.aggregation == "distributed":
         groups = fm.noise_groups(dp, shape)
@@ -342,7 +425,7 @@ def _round_total(
             if clients[k].size == 0:  # a zero payload and its share (see the docstring)
                 uploads[int(k)] = dp.client_uploads(np.zeros(shape), groups, ring)
                 continue
-            arr = validate_payload(payloads[int(k)], shape, int(k))
+            arr = validate_payload(_finite_or_zeros(payloads[int(k)]), shape, int(k))
             if arr is not None:
                 uploads[int(k)] = dp.client_uploads(fm.clip(arr, dp), groups, ring)
                 n_ok += 1
@@ -353,6 +436,8 @@ def _round_total(
         rows = np.concatenate([clients[k] for k in sampled])
         return fm.client_step(state, z[rows], y[rows]), int(sampled.size)
     payloads_ = fm.client_steps(state, z, y, [clients[k] for k in sampled])
+    if dp is not None:  # zeros for a non-finite payload, as in the distributed branch
+        payloads_ = [_finite_or_zeros(q) for q in payloads_]
     # a payload of the wrong shape or with NaN counts as a dropout
     accepted = validate_payloads(payloads_, shape, [int(k) for k in sampled])
     if accepted.shape[0] == 0:

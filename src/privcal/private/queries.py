@@ -37,6 +37,7 @@ __all__ = [
     "clip_bound_sensitivity",
     "curve_from_release",
     "curve_release",
+    "distributed_laplace",
     "nll_curve_sensitivity",
     "query_measurement",
     "query_sensitivity",
@@ -46,6 +47,15 @@ __all__ = [
 
 #: The mechanism a source's answer to a secure sum records (its discrete Laplace share).
 DISTRIBUTED_LAPLACE = "distributed discrete laplace"
+
+
+def distributed_laplace(threshold: int, n_parties: int) -> str:
+    """The mechanism of one source's share, with what its epsilon rests on: ``t`` honest
+    shares of ``K`` in the sum (one share alone carries ``1 / t`` of the noise)."""
+    return (
+        f"{DISTRIBUTED_LAPLACE} (shares for t={int(threshold)} of K={int(n_parties)}: the "
+        "epsilon holds while t honest shares reach the sum; none is claimed for one alone)"
+    )
 
 
 def clip_bound_sensitivity(bound: float) -> float:

@@ -57,7 +57,6 @@ from privcal.privacy import (
 )
 from privcal.privacy.distributed import AggregatorView, DistributedPlan, SecureSum
 from privcal.private.queries import (
-    DISTRIBUTED_LAPLACE,
     MAX_ROWS,
     QUERY_MEASUREMENTS,
     BinCounts,
@@ -69,6 +68,7 @@ from privcal.private.queries import (
     check_part,
     curve_from_release,
     curve_release,
+    distributed_laplace,
     query_measurement,
     share_plan,
     to_scalar,
@@ -335,7 +335,7 @@ class DataSource:
         ring = SecureSum() if ring is None else ring
         plan = share_plan(stat, eps, n_parties, threshold, ring.bits, max_rows)
         label = self.name if stat.part is None else stat.part.label(self.name)
-        self._charge(stat.record(eps, label, DISTRIBUTED_LAPLACE), stat.part)
+        self._charge(stat.record(eps, label, distributed_laplace(threshold, n_parties)), stat.part)
         return Share(plan.share(stat.value, self.noise, ring), plan, stat.finish, stat.label)
 
     def _temperature(self, temperature: Any, query: str) -> float:

@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from privcal._params import EPSILON, FRACTION, POSITIVE, check_int, check_option, check_probability
+from privcal.privacy.noise import InsecureNoiseWarning
 
 __all__ = [
     "check_simulation",
@@ -79,6 +81,14 @@ def simulation_config(
     s = check_int(seed, "seed", owner, low=0)
     p = FRACTION.check(sample_rate, "sample_rate", owner)
     check_option(noise, "noise", owner, ("secure", "seeded"))
+    if noise == "seeded" and epsilon is not None:  # the ServerApp warns in its own process
+        warnings.warn(
+            f"{owner} draws the run's noise from SeededNoise(seed + 1): seeded noise is not "
+            "private (reproducible from the seed). Use it to simulate only; leave "
+            "noise='secure'.",
+            InsecureNoiseWarning,
+            stacklevel=2,
+        )
     bud = POSITIVE.check(budget, "budget", owner)
     limit = POSITIVE.check(timeout_s, "timeout_s", owner)
     unknown = sorted(set(run_config) - set(DEFAULTS))

@@ -35,7 +35,7 @@ from privcal.federated.flower.messaging import send_and_receive
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
-from privcal.private.queries import DISTRIBUTED_LAPLACE, check_part
+from privcal.private.queries import check_part, distributed_laplace
 
 __all__ = [
     "QUERIES",
@@ -445,6 +445,7 @@ class SecAggSource(RemoteSource):
         view, plan, stat = remote[0].sums.secure_sum(
             [s.node_id for s in remote], method, epsilon, threshold, remote[0].n_classes, kwargs
         )
+        mechanism = distributed_laplace(threshold, len(remote))
         for s in remote:
-            s.history.append(stat.record(epsilon, s.name, DISTRIBUTED_LAPLACE))
+            s.history.append(stat.record(epsilon, s.name, mechanism))
         return view, plan, stat.finish
