@@ -127,7 +127,8 @@ def _federate_folder(folder: Path, n: int, epsilon: float, seed: int) -> dict[st
     from privcal.calibrators.summary import release_summary
     from privcal.federated import simulate
     from privcal.federated.flower.server_app import report_with_release
-    from privcal.federated.flower.task import compare_uncalibrated, dump_json
+    from privcal.federated.flower.task import dump_json
+    from privcal.metrics.compare import compare_uncalibrated
     from privcal.privacy import InsecureNoiseWarning, SeededNoise
     from privcal.private import NoiseDominatedWarning
 

@@ -238,8 +238,9 @@ def test_round_0_ends_a_run_no_client_can_pay_for(
     """Spent ledgers: every client refuses the run in round 0 with its ledger's figures, the
     server stops with one line naming why, nothing more is charged and no calibrator is
     written."""
+    earlier = f"{task.RUN_LABEL}99, round 1 of 1 (fedtemp)"  # an earlier run's charge
     for node in sites:
-        PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5).spend("earlier", 2.5)
+        PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5).spend(earlier, 2.5)
     cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
     if secagg_run:
         cfg.update(secagg=True, aggregation="distributed", threshold=K - 1)
@@ -252,6 +253,28 @@ def test_round_0_ends_a_run_no_client_can_pay_for(
         assert _spent(node) == 2.5
         first = Path(node["status"]).read_text().splitlines()[0]
         assert first.startswith("end: refused the run (the run costs epsilon 1, delta 1e-05")
+
+
+def test_a_client_ledger_counts_one_unit(sites: list[dict], tmp_path: Path) -> None:
+    """A ledger holding example-level spends (a local fit, a data-source answer) refuses a
+    federated run in round 0, and a ledger holding a federated run refuses a data-source query:
+    user-level and example-level epsilons do not compose in one ledger; nothing is charged."""
+    from privcal.federated.flower.sources import source_refusal
+
+    for node in sites:
+        PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5).spend("a local fit", 0.5)
+    cfg = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 1.0}
+    cfg["out-dir"] = str(tmp_path / "out")
+    with pytest.raises(RuntimeError, match=r"privcal: refused: 0 of 4 clients joined") as err:
+        run_local(cfg, sites)
+    assert "ledger holds example-level spends" in str(err.value)
+    assert all(_spent(node) == 0.5 for node in sites)
+    node = {"ledger": str(tmp_path / "run.sqlite"), "budget": 3.0, "delta-budget": 1e-5}
+    odo = PrivacyOdometer(3.0, ledger=node["ledger"], delta_budget=1e-5)
+    odo.spend(f"{task.RUN_LABEL}5, round 1 of 2 (fedtemp)", 0.4, 1e-5)
+    query = {"query": "count", "kwargs": '{"epsilon": 0.25}'}
+    reason = source_refusal(node, query, run_id=6)
+    assert reason is not None and "ledger holds federated runs (user-level)" in reason
 
 
 def test_round_0_refuses_a_run_for_another_model(sites: list[dict], tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ interval of a change in an error (lower is better) into the words every report u
 than uncalibrated" only when the whole interval is below 0, "worse than uncalibrated" only when
 it is above 0, and otherwise "no better than uncalibrated". :func:`replicate_interval` gives
 the interval from paired differences over replicates (splits, draws, data sets) instead.
+:func:`compare_uncalibrated` and :func:`check_sets` are the end-of-run checks of a federated
+release on a party's own rows (a calibrator against doing nothing; prediction sets' coverage).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BETTER", "NO_BETTER", "WORSE", "paired_bootstrap", "replicate_interval", "verdict"]
+__all__ = [
+    "BETTER",
+    "NO_BETTER",
+    "WORSE",
+    "check_sets",
+    "compare_uncalibrated",
+    "paired_bootstrap",
+    "replicate_interval",
+    "verdict",
+]
 
 BETTER, NO_BETTER, WORSE = (
     "better than uncalibrated",
@@ -99,3 +110,69 @@ def replicate_interval(diffs: Any, z: float = 2.0) -> dict[str, Any]:
     low, high = mean - z * se, mean + z * se
     interval = dict(diff=mean, se=se, low=low, high=high, replicates=int(d.size))
     return interval | {"verdict": verdict(low, high) if np.isfinite(se) else NO_BETTER}
+
+
+def compare_uncalibrated(
+    cal: Any, z: np.ndarray, y: np.ndarray, n_bins: int = 15
+) -> dict[str, Any]:
+    """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``,
+    and both reliability diagrams' per-bin data (``reliability``, for ``privcal report``).
+
+    ``ece_change`` is the change of ECE (equal-width, ``n_bins`` bins) with a paired bootstrap
+    95 % interval over these rows and its verdict (:func:`privcal.metrics.compare.
+    paired_bootstrap`); ``worse`` is true when the whole interval is above 0 (worse beyond the
+    rows' sampling error); ``summary`` is a one-line account (with ``WARNING`` first when
+    worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
+    server's own split, or a client's own console).
+    """
+    from privcal.metrics import accuracy, classwise_ece, ece, reliability
+    from privcal.metrics.statistics import softmax
+
+    before, after = softmax(z), cal.predict_proba(z)
+    out: dict[str, Any] = {"rows": len(y)}
+    for name, fn in (("ece", ece), ("cwece", classwise_ece)):
+        out[name] = [float(fn(before, y, n_bins)), float(fn(after, y, n_bins))]
+    out["accuracy"] = [float(accuracy(before, y)), float(accuracy(after, y))]
+    change = paired_bootstrap(lambda p, t: ece(p, t, n_bins), before, after, y)
+    out["ece_change"] = change
+    out["worse"] = change["verdict"] == WORSE
+    out["reliability"] = {
+        "before": reliability(before, y, n_bins).to_dict(),
+        "after": reliability(after, y, n_bins).to_dict(),
+    }
+    line = (
+        f"ECE {out['ece'][0]:.4f} -> {out['ece'][1]:.4f}, classwise ECE {out['cwece'][0]:.4f} -> "
+        f"{out['cwece'][1]:.4f}, accuracy {out['accuracy'][0]:.4f} -> {out['accuracy'][1]:.4f} "
+        f"(uncalibrated -> calibrated, {out['rows']} rows); ECE change "
+        f"{change['diff']:+.4f}, 95% interval [{change['low']:+.4f}, {change['high']:+.4f}]: "
+        f"{change['verdict']}"
+    )
+    out["summary"] = (
+        f"WARNING: the calibrator is worse than the uncalibrated model: {line}"
+        if out["worse"]
+        else line
+    )
+    return out
+
+
+def check_sets(sets: Any, z: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Empirical coverage and mean set size of prediction ``sets`` on ``(z, y)`` against the
+    target ``1 - alpha``, and ``summary``, a one-line account. Exact statistics of ``(z, y)``:
+    run it only where those rows may be seen (the server's own split, or a client's own
+    console)."""
+    from privcal.metrics.calibration import coverage, set_size
+
+    pred = sets.predict_set(z)
+    out: dict[str, Any] = {
+        "rows": len(y),
+        "coverage": float(coverage(pred, y)),
+        "set_size": float(set_size(pred)),
+        "target": 1.0 - float(sets.alpha),
+        "threshold": float(sets.threshold_),
+    }
+    out["summary"] = (
+        f"coverage {out['coverage']:.4f} (target {out['target']:g}), mean set size "
+        f"{out['set_size']:.3g} of {sets.n_classes_} classes, threshold {out['threshold']:.4g} "
+        f"({out['rows']} rows)"
+    )
+    return out

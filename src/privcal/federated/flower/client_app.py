@@ -160,7 +160,7 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     A run that released a calibrator sends it (``calibrator``): the client checks it against
     its uncalibrated logits on its own data. A run that released prediction sets sends them
     (``sets``): the client checks their coverage and mean size on its own data
-    (:func:`~privcal.federated.flower.task.check_sets`). Nothing of either check is sent. A
+    (:func:`~privcal.metrics.compare.check_sets`). Nothing of either check is sent. A
     run the server stopped before its release (interrupted, or too few clients joined) sends
     ``stopped`` with the reason instead.
 
@@ -176,8 +176,8 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     import json
 
     from privcal.calibrators import calibrator_from_dict
-    from privcal.federated.flower.task import check_sets, compare_uncalibrated
     from privcal.federated.methods.conformal import FederatedConformalSets
+    from privcal.metrics.compare import check_sets, compare_uncalibrated
 
     z, y = client_data(node, run_config)
     try:

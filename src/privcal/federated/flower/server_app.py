@@ -367,9 +367,9 @@ def check_on_server(
 ) -> None:
     """Check the release on the server's validation split ``val`` (run config: a labelled score
     file the server holds, public to it) and write ``check.json``: a calibrator against the
-    uncalibrated model (:func:`~privcal.federated.flower.task.compare_uncalibrated`),
+    uncalibrated model (:func:`~privcal.metrics.compare.compare_uncalibrated`),
     prediction sets (``releases = "sets"``) for their coverage and mean size
-    (:func:`~privcal.federated.flower.task.check_sets`). Without ``val`` the server says so
+    (:func:`~privcal.metrics.compare.check_sets`). Without ``val`` the server says so
     and leaves the check to the clients (each on its own data, nothing of it sent).
     """
     sets = releases == "sets"
@@ -385,7 +385,8 @@ def check_on_server(
             flush=True,
         )
         return
-    from privcal.federated.flower.task import check_sets, compare_uncalibrated, load_client_data
+    from privcal.federated.flower.task import load_client_data
+    from privcal.metrics.compare import check_sets, compare_uncalibrated
 
     z, y = load_client_data(str(cfg["val"]))
     check = check_sets(cal, z, y) if sets else compare_uncalibrated(cal, z, y)

@@ -32,6 +32,7 @@ import numpy as np
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from privcal.federated.flower.messaging import send_and_receive
+from privcal.federated.flower.task import mixed_unit_refusal
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
@@ -89,6 +90,9 @@ def source_refusal(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -
     policy = ClientPolicy.from_node(node)
     eps, delta = ledger_budget(node)
     odo = PrivacyOdometer(eps, ledger=str(node["ledger"]), delta_budget=delta)
+    mixed = mixed_unit_refusal(odo, federated=False)
+    if mixed is not None:
+        return mixed
     label = run_label(node, run_id)
     spent = math.fsum(r.epsilon for r in odo.releases if r.source == label)
     if not spent + requested <= policy.max_epsilon * (1.0 + 1e-12):  # NaN too

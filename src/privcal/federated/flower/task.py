@@ -36,13 +36,11 @@ __all__ = [
     "DEFAULTS",
     "array_of",
     "charge_round",
-    "check_sets",
     "client_data",
     "client_node",
     "client_noise",
     "client_payload",
     "client_seed",
-    "compare_uncalibrated",
     "composed_epsilon",
     "dp_from_config",
     "join_answer",
@@ -389,6 +387,31 @@ def _node_ledger(node: Mapping[str, Any]) -> PrivacyOdometer:
     )
 
 
+#: How a client's ledger names the rounds of a federated run it charged (:func:`charge_round`).
+RUN_LABEL = "federated run "
+
+
+def mixed_unit_refusal(odo: PrivacyOdometer, federated: bool) -> str | None:
+    """Why ``odo`` cannot take a federated run's round (``federated``) or a data-source answer,
+    or ``None``: one ledger counts one unit. A federated run is user-level DP (this client's
+    whole data set), any other spend example-level (one row); summed, the two epsilons state
+    neither guarantee (a row of a user-level run at epsilon costs up to twice it, group
+    privacy; a row-level answer is user-level only at ``n`` times its epsilon)."""
+    other = [r for r in odo.releases if r.query.startswith(RUN_LABEL) != federated]
+    if not other:
+        return None
+    held, asked = (
+        ("example-level spends (data-source answers or local fits)", "a federated run's round")
+        if federated
+        else ("federated runs (user-level)", "a data-source answer (example-level)")
+    )
+    return (
+        f"this client's ledger holds {held}; {asked} is of another neighbouring relation and "
+        "does not compose with them in one ledger: give it a ledger of its own; nothing was "
+        "charged"
+    )
+
+
 def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> str | None:
     """Check the run against this client's policy, then charge its ledger for one round, both
     *before* it reads its data or computes its reply; ``None`` (it may reply) or the reason it
@@ -417,7 +440,10 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
         return None
     eps = float(cfg["epsilon"])  # > 0: a client with a ledger never accepts runs without DP
     odo = _node_ledger(node)
-    label = f"federated run {run_id}, "
+    mixed = mixed_unit_refusal(odo, federated=True)
+    if mixed is not None:
+        return mixed
+    label = f"{RUN_LABEL}{run_id}, "
     before = [r for r in odo.releases if r.query.startswith(label)]
     rnd, t = int(cfg["round"]), int(cfg["rounds"])
     if not 1 <= rnd <= t:
@@ -521,13 +547,14 @@ def join_answer(
     eps, dlt = float(cfg["epsilon"]), float(cfg["delta"])
     if refusal is None and node.get("ledger") and eps > 0:
         odo = _node_ledger(node)
-        if not odo.can_spend(eps, dlt):
+        refusal = mixed_unit_refusal(odo, federated=True)
+        if refusal is None and not odo.can_spend(eps, dlt):
             refusal = (
                 f"the run costs epsilon {eps:g}, delta {dlt:g}; this client's ledger has "
                 f"epsilon {odo.remaining:.4g} of {odo.budget:g} left (delta "
                 f"{odo.delta_spent:.3g} of {odo.delta_budget:g} spent)"
             )
-        else:
+        elif refusal is None:
             cost = (
                 f"; it will charge this client's ledger epsilon {eps:g} over its "
                 f"{int(cfg['rounds'])} rounds ({odo.remaining - eps:.4g} of {odo.budget:g} left "
@@ -705,73 +732,6 @@ def dump_json(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=float))
     tmp.replace(path)
-
-
-def compare_uncalibrated(
-    cal: Any, z: np.ndarray, y: np.ndarray, n_bins: int = 15
-) -> dict[str, Any]:
-    """ECE, classwise ECE and accuracy of ``cal`` beside those of the uncalibrated ``softmax(z)``,
-    and both reliability diagrams' per-bin data (``reliability``, for ``privcal report``).
-
-    ``ece_change`` is the change of ECE (equal-width, ``n_bins`` bins) with a paired bootstrap
-    95 % interval over these rows and its verdict (:func:`privcal.metrics.compare.
-    paired_bootstrap`); ``worse`` is true when the whole interval is above 0 (worse beyond the
-    rows' sampling error); ``summary`` is a one-line account (with ``WARNING`` first when
-    worse). Exact statistics of ``(z, y)``: run it only where those rows may be seen (the
-    server's own split, or a client's own console).
-    """
-    from privcal.metrics import accuracy, classwise_ece, ece, reliability
-    from privcal.metrics.compare import WORSE, paired_bootstrap
-    from privcal.metrics.statistics import softmax
-
-    before, after = softmax(z), cal.predict_proba(z)
-    out: dict[str, Any] = {"rows": len(y)}
-    for name, fn in (("ece", ece), ("cwece", classwise_ece)):
-        out[name] = [float(fn(before, y, n_bins)), float(fn(after, y, n_bins))]
-    out["accuracy"] = [float(accuracy(before, y)), float(accuracy(after, y))]
-    change = paired_bootstrap(lambda p, t: ece(p, t, n_bins), before, after, y)
-    out["ece_change"] = change
-    out["worse"] = change["verdict"] == WORSE
-    out["reliability"] = {
-        "before": reliability(before, y, n_bins).to_dict(),
-        "after": reliability(after, y, n_bins).to_dict(),
-    }
-    line = (
-        f"ECE {out['ece'][0]:.4f} -> {out['ece'][1]:.4f}, classwise ECE {out['cwece'][0]:.4f} -> "
-        f"{out['cwece'][1]:.4f}, accuracy {out['accuracy'][0]:.4f} -> {out['accuracy'][1]:.4f} "
-        f"(uncalibrated -> calibrated, {out['rows']} rows); ECE change "
-        f"{change['diff']:+.4f}, 95% interval [{change['low']:+.4f}, {change['high']:+.4f}]: "
-        f"{change['verdict']}"
-    )
-    out["summary"] = (
-        f"WARNING: the calibrator is worse than the uncalibrated model: {line}"
-        if out["worse"]
-        else line
-    )
-    return out
-
-
-def check_sets(sets: Any, z: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Empirical coverage and mean set size of prediction ``sets`` on ``(z, y)`` against the
-    target ``1 - alpha``, and ``summary``, a one-line account. Exact statistics of ``(z, y)``:
-    run it only where those rows may be seen (the server's own split, or a client's own
-    console)."""
-    from privcal.metrics.calibration import coverage, set_size
-
-    pred = sets.predict_set(z)
-    out: dict[str, Any] = {
-        "rows": len(y),
-        "coverage": float(coverage(pred, y)),
-        "set_size": float(set_size(pred)),
-        "target": 1.0 - float(sets.alpha),
-        "threshold": float(sets.threshold_),
-    }
-    out["summary"] = (
-        f"coverage {out['coverage']:.4f} (target {out['target']:g}), mean set size "
-        f"{out['set_size']:.3g} of {sets.n_classes_} classes, threshold {out['threshold']:.4g} "
-        f"({out['rows']} rows)"
-    )
-    return out
 
 
 def write_status(node: dict[str, Any], text: str) -> None:
