@@ -5,6 +5,7 @@ Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federat
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -258,7 +259,9 @@ def _run_server(
                 f"(privcal federate client --superlink {fp.address} ...)"
             )
             with (out / "run.log").open("w") as log:
-                res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
+                # the ServerApp ends itself when this process is killed outright (server-pid)
+                run_cfg = {**cfg, "server-pid": os.getpid(), "server-work": str(work)}
+                res = fp.run(run_cfg, timeout_s=timeout, on_line=_server_line(log))
         except Stopped as stop:
             # the ServerApp tells the clients the run stopped; then every process goes
             marker = out / "interrupted.json"  # the ServerApp writes it once told

@@ -521,6 +521,7 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # in-process tests
         yield
         return
+    _exit_without(int(cfg.get("server-pid", 0)), cfg)
     push = grid.push_messages
     grid.push_messages = push_whole  # type: ignore[method-assign]
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -540,6 +541,41 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
         grid.push_messages = push  # type: ignore[method-assign]
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _exit_without(pid: int, cfg: dict[str, Any]) -> None:
+    """End this ServerApp process when ``privcal federate server`` (process ``pid``) is gone.
+
+    A server killed outright (SIGKILL, a crash) cannot stop its ServerApp, which Flower starts
+    in a session of its own and whose calls to the SuperLink retry forever: it would outlive its
+    SuperLink and never end. Its ``interrupted.json`` says so (the clients were not told: each
+    stops when it loses the server, after its ``--retry-s``); the server's temporary folder
+    (``server-work``) goes with it.
+    """
+    import os
+    import shutil
+    import sys
+
+    def gone() -> bool:  # no such process, or a zombie that its parent has not yet reaped
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(0.5)
+        print("privcal: interrupted: the privcal federate server process is gone", flush=True)
+        if cfg.get("out-dir"):
+            info = {"interrupted": True, "clients_told": False, "signal": "server process gone"}
+            dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", info)
+        if cfg.get("server-work"):  # the server's temporary folder, which it cannot remove now
+            shutil.rmtree(str(cfg["server-work"]), ignore_errors=True)
+        os._exit(1)
+
+    if pid > 0 and sys.platform.startswith("linux"):
+        threading.Thread(target=watch, daemon=True, name="privcal-server-watch").start()
 
 
 def seed000(
