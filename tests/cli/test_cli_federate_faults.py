@@ -163,3 +163,53 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
         odo = PrivacyOdometer.open(tmp_path / f"{n}.sqlite")
         assert odo.spent == pytest.approx(float(answered[-1]), rel=1e-2), (n, answered)
     assert _existing(client_work) == set()
+
+
+def test_a_secagg_client_killed_mid_run_ends_the_run_within_a_minute(tmp_path: Path) -> None:
+    """SIGKILL to one of four SecAgg+ clients once it has answered round 1. Every later round
+    needs all four (the clients refuse a setup of fewer than K), so the run fails, but at once:
+    the server used to wait in FedAvg's ``sample`` for the fourth client for up to a day (until
+    ``--timeout``, an hour), holding every other client; it also exited 2 (bad input) for a
+    failed run, where the docs say 1, and the clients learnt of it only after ``--retry-s``.
+    No process is left, the clients stop at once with status 1, and each ledger holds the
+    rounds its client answered."""
+    names = [f"site{k}" for k in range(4)]
+    _write(tmp_path, names)
+    port = free_port()
+    ledger = ["--budget", "5", "--ledger"]
+    clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
+    server = _start(
+        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "3", "--num-nodes",
+         "4", "--n-classes", "10", "--epsilon", "5", "--secagg", "--insecure", "--out", "out",
+         "--force"],
+        tmp_path, "server.log",
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "site3.log", "round 1/3: answered", 90)
+        tree = [q for p in [server, *clients] for q in FlowerProcesses._descendants(p.pid)]
+        work = _work_dirs(tree)
+        clients[3].send_signal(signal.SIGKILL)
+        clients[3].wait()
+        assert server.wait(timeout=60) == 1, (tmp_path / "server.log").read_text()
+        for c in clients[:3]:  # told at once that the run failed (not after --retry-s)
+            assert c.wait(timeout=8) == 1
+        time.sleep(1)
+        assert _alive(tree) == []
+        assert _existing(work) == set()
+    finally:
+        for p in [server, *clients]:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    out = (tmp_path / "server.log").read_text()
+    assert "Error: The run failed (" in out and "Traceback" not in out, out
+    assert not (tmp_path / "out" / "privacy_report.json").exists()
+    for n in names[:3]:
+        assert (
+            "Error: The server stopped the run (the run failed: "
+            in (tmp_path / f"{n}.log").read_text()
+        )
+    for n in names:
+        log = (tmp_path / f"{n}.log").read_text()
+        answered = re.findall(r"answered \(charged .* composed epsilon is (\S+) of 5", log)
+        spent = PrivacyOdometer.open(tmp_path / f"{n}.sqlite").spent
+        assert answered and spent == pytest.approx(float(answered[-1]), rel=1e-2), (n, log)

@@ -155,13 +155,14 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
     [
         ("privcal: budget: every client refused round 1 (x)\n", 3, "every client refused"),
         ("BudgetExceededError: Privacy budget of odometer 'h0' exceeded\n", 3, "budget"),
-        ("privcal: round 1 has 0 accepted updates\n", 2, "round 1 has 0 accepted"),
+        ("privcal: round 1 has 0 accepted updates\n", 1, "round 1 has 0 accepted"),
     ],
 )
 def test_server_exit_status_follows_the_run_log(
     tmp_path, capsys, log: str, code: int, msg: str
 ) -> None:  # type: ignore[no-untyped-def]
-    """A budget refusal in the run exits 3, any other failure 2, each with one Error line."""
+    """A budget refusal in the run exits 3, any other failure 1 (docs/cli.md: 2 is bad input),
+    each with one Error line."""
     import subprocess
 
     from privcal.cli.federate import _server_end

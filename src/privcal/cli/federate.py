@@ -418,7 +418,7 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
     release = out / released_file(method)
     text = res.stdout
     if res.returncode == 124:
-        fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.")
+        fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.", code=1)
     if "privcal: budget:" in text or "BudgetExceededError" in text:
         reason = next(
             (ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: budget:" in ln),
@@ -428,7 +428,7 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
     if res.returncode != 0 or not release.exists():
         reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
         last = reason[-1] if reason else "see the log"
-        fail(f"The run failed ({last}); its log is {out / 'run.log'}.")
+        fail(f"The run failed ({last}); its log is {out / 'run.log'}.", code=1)
     console.print(f"Wrote {release} and {out / 'history.json'}")
     _print_report(out / "privacy_report.json", release.stem)
 

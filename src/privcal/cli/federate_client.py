@@ -156,7 +156,7 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
 
     Exit status: 0 when the run ended (released, or stopped by the server: one line says
     which), :data:`EXIT_BUDGET` when this client refused the run (its policy, its ledger, its
-    data's classes), 1 when the server could not be reached or was lost.
+    data's classes), 1 when the run failed, or the server could not be reached or was lost.
     """
     import logging
     import threading
@@ -207,6 +207,8 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     refused, stopped = "end: refused the run (", "end: the server stopped the run ("
     if end.startswith(refused):
         fail(f"This client refused the run: {end[len(refused) : -1]}.", EXIT_BUDGET)
+    if end.startswith(stopped + "the run failed"):
+        fail(f"The server stopped the run ({end[len(stopped) : -1]}).", code=1)
     if end.startswith(stopped):
         console.print(f"The server stopped the run ({end[len(stopped) : -1]}); the client stopped.")
         return

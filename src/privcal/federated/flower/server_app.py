@@ -414,6 +414,7 @@ def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) 
     keeps its heartbeat and is counted as waiting.
     """
     content = {"task": "end", "round": 0, "stopped": reason}
+    cfg["clients-stopped"] = True  # once per run (:func:`stop_on_signal`)
     nodes = sorted(grid.get_node_ids())
     replies = _query(grid, nodes, {}, content, wait_s)
     gone = ErrorCode.NODE_UNAVAILABLE
@@ -498,6 +499,9 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
     A signal that arrives while the grid pushes messages takes effect when the push is done: a
     message pushed without its contents would hold every SuperNode that received it (each
     retries pulling the contents, and never takes the stop message behind it).
+
+    A run that fails (an exception) tells the clients too, unless it already did (a refused
+    join): each exits with status 1 at once instead of after its ``--retry-s``.
     """
     import signal
 
@@ -537,6 +541,10 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
         if cfg.get("out-dir"):
             dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": told})
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
+    except Exception as err:  # a failed run: the clients stop now, not after their --retry-s
+        if not cfg.get("clients-stopped"):
+            stop_run(grid, cfg, f"the run failed: {str(err).removeprefix('privcal: ')}")
+        raise
     finally:
         grid.push_messages = push  # type: ignore[method-assign]
         for s, handler in previous.items():
