@@ -213,3 +213,38 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_a_minute(tmp_path: P
         answered = re.findall(r"answered \(charged .* composed epsilon is (\S+) of 5", log)
         spent = PrivacyOdometer.open(tmp_path / f"{n}.sqlite").spent
         assert answered and spent == pytest.approx(float(answered[-1]), rel=1e-2), (n, log)
+
+
+def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
+    tmp_path: Path,
+) -> None:
+    """A client's ``--data`` file is removed once it has joined: the run goes on without it
+    (dropped each round), its ledger is charged nothing, and it says why on its own console
+    (``round r/T: failed (...)``) and exits 1. It used to show no line for its failed rounds,
+    miss the end of the run (its local check raised) and end, 10 s after the run, with "Lost
+    the server", which was still there."""
+    names = ["site0", "site1", "site2"]
+    _write(tmp_path, names)
+    port = free_port()
+    ledger = ["--budget", "5", "--ledger"]
+    clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
+    server = _start(
+        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "2", "--num-nodes",
+         "3", "--n-classes", "10", "--epsilon", "5", "--insecure", "--out", "out", "--force"],
+        tmp_path, "server.log",
+    )  # fmt: skip
+    try:
+        _wait_for(tmp_path / "site2.log", "joined run", 60)
+        (tmp_path / "site2.npz").unlink()
+        assert server.wait(timeout=60) == 0, (tmp_path / "server.log").read_text()
+        codes = [c.wait(timeout=8) for c in clients]
+    finally:
+        for p in [server, *clients]:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    log = (tmp_path / "site2.log").read_text()
+    assert codes == [0, 0, 1], log
+    assert "round 1/2: failed (ValueError: " in log and "not a readable .npz file" in log, log
+    assert "Error: This client failed 2 round(s) of the run" in log and "Lost the server" not in log
+    assert PrivacyOdometer.open(tmp_path / "site2.sqlite").spent == 0.0
+    assert "round 2/2: 2 replied, 1 dropped" in (tmp_path / "server.log").read_text()
