@@ -425,6 +425,14 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
             "a client's privacy budget is spent",
         )
         fail(f"Refused: {reason}", code=EXIT_BUDGET)
+    joins = [
+        ln.split("privcal: refused: ", 1)[1]
+        for ln in text.splitlines()
+        if "privcal: refused: " in ln
+    ]
+    if joins:  # too few clients joined: each refused by its own policy or ledger (round 0)
+        log = out / "run.log"
+        fail(f"The run was refused (refused: {joins[-1]}); its log is {log}.", EXIT_BUDGET)
     if res.returncode != 0 or not release.exists():
         reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
         last = reason[-1] if reason else "see the log"
