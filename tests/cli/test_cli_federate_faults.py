@@ -27,7 +27,13 @@ pytest.importorskip("flwr")
 from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.privacy import PrivacyOdometer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120)]
+# they time their shutdown: no other test at once under xdist (tests/conftest.py)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.exclusive,
+    pytest.mark.timeout(120),
+]
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
