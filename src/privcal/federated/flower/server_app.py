@@ -543,7 +543,8 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
     except Exception as err:  # a failed run: the clients stop now, not after their --retry-s
         if not cfg.get("clients-stopped"):
-            stop_run(grid, cfg, f"the run failed: {str(err).removeprefix('privcal: ')}")
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                stop_run(grid, cfg, f"the run failed: {str(err).removeprefix('privcal: ')}")
         raise
     finally:
         grid.push_messages = push  # type: ignore[method-assign]
