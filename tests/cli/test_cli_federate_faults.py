@@ -171,9 +171,11 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     assert _existing(client_work) == set()
 
 
-def test_a_secagg_client_killed_mid_run_ends_the_run_within_a_minute(tmp_path: Path) -> None:
+@pytest.mark.timeout(240)
+def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Path) -> None:
     """SIGKILL to one of four SecAgg+ clients once it has answered round 1. Every later round
-    needs all four (the clients refuse a setup of fewer than K), so the run fails, but at once:
+    needs all four (the clients refuse a setup of fewer than K), so the run fails, but at once
+    (after the SecAgg+ stage under way, if any, times out):
     the server used to wait in FedAvg's ``sample`` for the fourth client for up to a day (until
     ``--timeout``, an hour), holding every other client; it also exited 2 (bad input) for a
     failed run, where the docs say 1, and the clients learnt of it only after ``--retry-s``.
@@ -196,7 +198,8 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_a_minute(tmp_path: P
         work = _work_dirs(tree)
         clients[3].send_signal(signal.SIGKILL)
         clients[3].wait()
-        assert server.wait(timeout=60) == 1, (tmp_path / "server.log").read_text()
+        # a kill inside a SecAgg+ stage waits out that stage (round-timeout-s, 60 s) first
+        assert server.wait(timeout=150) == 1, (tmp_path / "server.log").read_text()
         for c in clients[:3]:  # told at once that the run failed (not after --retry-s)
             assert c.wait(timeout=8) == 1
         time.sleep(1)
