@@ -155,13 +155,17 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
     [
         ("privcal: budget: every client refused round 1 (x)\n", 3, "every client refused"),
         ("BudgetExceededError: Privacy budget of odometer 'h0' exceeded\n", 3, "budget"),
-        ("privcal: round 1 has 0 accepted updates\n", 2, "round 1 has 0 accepted"),
+        ("privcal: round 1 has 0 accepted updates\n", 1, "round 1 has 0 accepted"),
+        # round 0: every client refused (docs/cli.md: "3 when a privacy budget refuses (a
+        # client whose ledger is spent, or a run every client refused)"); it exited 2
+        ("RuntimeError: privcal: refused: 0 of 3 clients joined; (x)\n", 3, "0 of 3 clients"),
     ],
 )
 def test_server_exit_status_follows_the_run_log(
     tmp_path, capsys, log: str, code: int, msg: str
 ) -> None:  # type: ignore[no-untyped-def]
-    """A budget refusal in the run exits 3, any other failure 2, each with one Error line."""
+    """A budget refusal in the run (or in round 0) exits 3, any other failure 1 (docs/cli.md:
+    2 is bad input), each with one Error line."""
     import subprocess
 
     from privcal.cli.federate import _server_end

@@ -219,9 +219,11 @@ def test_secagg_clients_refuse_before_any_key_and_charge_nothing(
         lines = Path(node["status"]).read_text().splitlines()
         head = "round setup: refused (" if skip_join else "end: refused the run ("
         assert lines[0].startswith(head) and reason in lines[0]
-        # and, as shipped, the server's stop (the client then exits instead of waiting)
-        assert len(lines) == 1 + (not skip_join)
-        assert skip_join or lines[1].startswith("end: the server stopped the run (0 of 4")
+        # and the server's stop (the client then exits instead of waiting): as shipped from
+        # round 0, else from the failed run
+        assert len(lines) == 2
+        stop = "the run failed: " if skip_join else "0 of 4"
+        assert lines[1].startswith(f"end: the server stopped the run ({stop}"), lines
 
 
 def test_secagg_threshold_is_t_exactly() -> None:

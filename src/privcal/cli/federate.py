@@ -5,6 +5,7 @@ Needs the ``federated`` extra (``pip install privcal[federated]``) for ``federat
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -258,7 +259,9 @@ def _run_server(
                 f"(privcal federate client --superlink {fp.address} ...)"
             )
             with (out / "run.log").open("w") as log:
-                res = fp.run(cfg, timeout_s=timeout, on_line=_server_line(log))
+                # the ServerApp ends itself when this process is killed outright (server-pid)
+                run_cfg = {**cfg, "server-pid": os.getpid(), "server-work": str(work)}
+                res = fp.run(run_cfg, timeout_s=timeout, on_line=_server_line(log))
         except Stopped as stop:
             # the ServerApp tells the clients the run stopped; then every process goes
             marker = out / "interrupted.json"  # the ServerApp writes it once told
@@ -415,17 +418,25 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
     release = out / released_file(method)
     text = res.stdout
     if res.returncode == 124:
-        fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.")
+        fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.", code=1)
     if "privcal: budget:" in text or "BudgetExceededError" in text:
         reason = next(
             (ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: budget:" in ln),
             "a client's privacy budget is spent",
         )
         fail(f"Refused: {reason}", code=EXIT_BUDGET)
+    joins = [
+        ln.split("privcal: refused: ", 1)[1]
+        for ln in text.splitlines()
+        if "privcal: refused: " in ln
+    ]
+    if joins:  # too few clients joined: each refused by its own policy or ledger (round 0)
+        log = out / "run.log"
+        fail(f"The run was refused (refused: {joins[-1]}); its log is {log}.", EXIT_BUDGET)
     if res.returncode != 0 or not release.exists():
         reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
         last = reason[-1] if reason else "see the log"
-        fail(f"The run failed ({last}); its log is {out / 'run.log'}.")
+        fail(f"The run failed ({last}); its log is {out / 'run.log'}.", code=1)
     console.print(f"Wrote {release} and {out / 'history.json'}")
     _print_report(out / "privacy_report.json", release.stem)
 

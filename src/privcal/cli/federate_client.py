@@ -7,6 +7,7 @@ status lines as its ClientApp writes them.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -156,7 +157,7 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
 
     Exit status: 0 when the run ended (released, or stopped by the server: one line says
     which), :data:`EXIT_BUDGET` when this client refused the run (its policy, its ledger, its
-    data's classes), 1 when the server could not be reached or was lost.
+    data's classes), 1 when the run failed, or the server could not be reached or was lost.
     """
     import logging
     import threading
@@ -169,6 +170,7 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     logging.getLogger("flwr").setLevel(logging.CRITICAL)
     stop = threading.Event()
     threads: list[threading.Thread] = []
+    work_status: list[str] | None = None
     with service() as work:
         node["status"] = str(work / "status.log")
         fp = FlowerProcesses(work, die_with_parent=True)
@@ -183,6 +185,8 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             )
             end = _follow(work / "status.log", work / "supernode.log", proc)
             reached = _reached_server(work / "supernode.log")
+            status = work / "status.log"
+            work_status = status.read_text().splitlines() if status.exists() else []
         finally:
             # the executor threads first (each ends its task, if any, within a poll), then the
             # SuperNode: a thread must not talk to a SuperNode that is gone (a long
@@ -204,12 +208,21 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             "the client stopped.",
             code=1,
         )
+    failed = [ln for ln in (work_status or []) if re.match(r"round \S+: failed \(", ln)]
     refused, stopped = "end: refused the run (", "end: the server stopped the run ("
     if end.startswith(refused):
         fail(f"This client refused the run: {end[len(refused) : -1]}.", EXIT_BUDGET)
+    if end.startswith(stopped + "the run failed"):
+        fail(f"The server stopped the run ({end[len(stopped) : -1]}).", code=1)
     if end.startswith(stopped):
         console.print(f"The server stopped the run ({end[len(stopped) : -1]}); the client stopped.")
         return
+    if failed:
+        fail(
+            f"This client failed {len(failed)} round(s) of the run ({failed[0]}); the run went on "
+            "without its answers.",
+            code=1,
+        )
     console.print("The run is over; the client stopped.")
 
 

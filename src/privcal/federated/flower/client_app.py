@@ -75,7 +75,6 @@ def _info_reply(msg: Message, info: dict[str, Any]) -> Message:
     return Message(RecordDict({"info": ConfigRecord(info)}), reply_to=msg)
 
 
-@app.query()
 def query(msg: Message, context: Context) -> Message:
     cfg, refusal = run_terms(dict(msg.content["config"]), context.run_config)
     node = client_node(context.node_config, context.run_config)
@@ -140,6 +139,28 @@ def query(msg: Message, context: Context) -> Message:
     return reply
 
 
+def _failed_round(fn: Any) -> Any:
+    """``fn`` (:func:`query`), with a round that raises (this client's data file gone or
+    damaged mid-run) shown on this client's console as ``round r/T: failed (why)`` before the
+    error goes to the server as a failed reply (the client ends with status 1)."""
+
+    def run(msg: Message, context: Context) -> Message:
+        try:
+            return fn(msg, context)
+        except Exception as err:
+            cfg: dict[str, Any] = dict(msg.content["config"]) if "config" in msg.content else {}
+            if "round" in cfg and str(cfg.get("task", "step")) == "step":
+                node = client_node(context.node_config, context.run_config)
+                rnd = f"round {int(cfg['round'])}/{int(cfg.get('rounds', 0))}"
+                write_status(node, f"{rnd}: failed ({type(err).__name__}: {err})")
+            raise
+
+    return run
+
+
+app.query()(_failed_round(query))
+
+
 def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
     """A client's status line for a round it answered; with a ledger, what it was charged
     (``node["charged"]``, set by :func:`~privcal.federated.flower.task.charge_round`) and the
@@ -179,8 +200,8 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     from privcal.federated.methods.conformal import FederatedConformalSets
     from privcal.metrics.compare import check_sets, compare_uncalibrated
 
-    z, y = client_data(node, run_config)
     try:
+        z, y = client_data(node, run_config)
         if cfg.get("sets"):
             sets = FederatedConformalSets.from_dict(json.loads(str(cfg["sets"])))
             summary = check_sets(sets, z, y)["summary"]

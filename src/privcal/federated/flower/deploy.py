@@ -200,7 +200,7 @@ class FlowerProcesses:
 
     def _spawn(self, name: str, args: Sequence[str], piped: bool = False) -> subprocess.Popen[Any]:
         """Start ``args`` as process ``name``: its output to ``name.log``, or ``piped`` (text)
-        to the caller (a piped process does not die with its parent: :meth:`run` stops it)."""
+        to the caller; with ``die_with_parent`` either ends with the thread that started it."""
         out = subprocess.PIPE if piped else open(self.workdir / f"{name}.log", "wb")
         proc = subprocess.Popen(
             list(args),
@@ -210,7 +210,7 @@ class FlowerProcesses:
             env=self.env,
             cwd=self.workdir,  # Flower writes its state files into the working directory
             start_new_session=True,
-            preexec_fn=_die_with_parent if self.die_with_parent and not piped else None,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
         self.procs[name] = proc
         return proc

@@ -22,11 +22,12 @@ import sys
 import threading
 from typing import Any
 
+import httpx
 from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode, SubStatus
-from flwr.proto.runtime_pb2 import AcquireTaskRequest
+from flwr.proto.runtime_pb2 import AcquireTaskRequest, SendTaskHeartbeatRequest
 from flwr.supercore.constant import TaskType
-from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
+from flwr.supercore.heartbeat import HeartbeatSender
 from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor
 from flwr.supercore.retry import make_simple_http_retry_invoker
 from flwr.supercore.runtime import RuntimeHttpClient
@@ -53,6 +54,9 @@ def _client(address: str, token: str | None = None) -> RuntimeHttpClient:
     interceptors = [] if token is None else [RuntimeTokenHttpInterceptor(token)]
     retry = make_simple_http_retry_invoker()
     retry.max_tries = 3  # a local SuperNode that does not answer is gone: do not back off for long
+    flower_giveup = retry.should_giveup
+    assert flower_giveup is not None
+    retry.should_giveup = lambda e: _unauthorized(e) or flower_giveup(e)
     return RuntimeHttpClient.from_server_address(
         server_address=address,
         insecure=True,
@@ -60,6 +64,29 @@ def _client(address: str, token: str | None = None) -> RuntimeHttpClient:
         interceptors=interceptors,
         retry_invoker=retry,
     )
+
+
+def _unauthorized(err: Exception) -> bool:
+    """A 401 from the SuperNode: the task's token is no longer valid (its run ended or the
+    SuperLink was lost). Flower's invoker answers it with SIGINT to its own process, which is
+    ``flwr-clientapp`` there but ``privcal federate client`` here: give up on the task instead."""
+    return isinstance(err, httpx.HTTPStatusError) and err.response.status_code == 401
+
+
+def _heartbeat_fn(client: RuntimeHttpClient) -> Any:
+    """Flower's task heartbeat (``make_task_heartbeat_fn_http``) without its SIGINT to this
+    process when the SuperNode no longer runs the task: the task's next call fails instead, and
+    :func:`serve` goes on polling."""
+    req = SendTaskHeartbeatRequest()
+
+    def fn() -> bool:
+        try:
+            client.SendTaskHeartbeat(req)
+        except (httpx.TransportError, httpx.HTTPStatusError):
+            return False
+        return True
+
+    return fn
 
 
 def _app_for(run_config: dict[str, Any]) -> Any:
@@ -77,7 +104,7 @@ def run_task(address: str, token: str) -> None:
     client = _client(address, token)
     context = None
     status, details = SubStatus.FAILED, "privcal executor: task failed"
-    heartbeat = HeartbeatSender(make_task_heartbeat_fn_http(client))  # as flwr-clientapp does
+    heartbeat = HeartbeatSender(_heartbeat_fn(client))  # as flwr-clientapp does
     heartbeat.start()
     try:
         message, context, run, _fab = pull_task_input(client)

@@ -381,6 +381,14 @@ class _Strategy(FedAvg):
     def _params(self) -> np.ndarray:
         return np.asarray(self.state.get("params", np.zeros(1)), dtype=np.float64)
 
+    def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
+        """Every client connected now. (FedAvg's ``sample`` waits up to a day for all
+        ``num-nodes``: a client that left between rounds held the run, and every surviving
+        client, until ``--timeout``.) A client gone is a dropout: SecAgg+ and the threshold
+        ``t`` decide whether the round still releases."""
+        fit = FitIns(parameters, {"round": server_round})
+        return [(proxy, fit) for proxy in client_manager.all().values()]
+
     def _distributed_total(self, mean: np.ndarray, n: int) -> np.ndarray:
         """The released round total from the secure sum of the clients' shares (no server
         noise): one :class:`AggregatorView` per noise group, lifted and decoded by its plan."""

@@ -415,6 +415,7 @@ def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) 
     keeps its heartbeat and is counted as waiting.
     """
     content = {"task": "end", "round": 0, "stopped": reason}
+    cfg["clients-stopped"] = True  # once per run (:func:`stop_on_signal`)
     nodes = sorted(grid.get_node_ids())
     replies = _query(grid, nodes, {}, content, wait_s)
     gone = ErrorCode.NODE_UNAVAILABLE
@@ -499,6 +500,9 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
     A signal that arrives while the grid pushes messages takes effect when the push is done: a
     message pushed without its contents would hold every SuperNode that received it (each
     retries pulling the contents, and never takes the stop message behind it).
+
+    A run that fails (an exception) tells the clients too, unless it already did (a refused
+    join): each exits with status 1 at once instead of after its ``--retry-s``.
     """
     import signal
 
@@ -522,6 +526,7 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # in-process tests
         yield
         return
+    _exit_without(int(cfg.get("server-pid", 0)), cfg)
     push = grid.push_messages
     grid.push_messages = push_whole  # type: ignore[method-assign]
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -537,10 +542,50 @@ def stop_on_signal(grid: Grid, cfg: dict[str, Any]) -> Iterator[None]:
         if cfg.get("out-dir"):
             dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", {"clients_told": told})
         raise RuntimeError("privcal: interrupted: the run was stopped by its operator") from None
+    except Exception as err:  # a failed run: the clients stop now, not after their --retry-s
+        if not cfg.get("clients-stopped"):
+            with contextlib.suppress(Exception):  # the run's own error is the one to report
+                stop_run(grid, cfg, f"the run failed: {str(err).removeprefix('privcal: ')}")
+        raise
     finally:
         grid.push_messages = push  # type: ignore[method-assign]
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _exit_without(pid: int, cfg: dict[str, Any]) -> None:
+    """End this ServerApp process when ``privcal federate server`` (process ``pid``) is gone.
+
+    A server killed outright (SIGKILL, a crash) cannot stop its ServerApp, which Flower starts
+    in a session of its own and whose calls to the SuperLink retry forever: it would outlive its
+    SuperLink and never end. Its ``interrupted.json`` says so (the clients were not told: each
+    stops when it loses the server, after its ``--retry-s``); the server's temporary folder
+    (``server-work``) goes with it.
+    """
+    import os
+    import shutil
+    import sys
+
+    def gone() -> bool:  # no such process, or a zombie that its parent has not yet reaped
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(0.5)
+        print("privcal: interrupted: the privcal federate server process is gone", flush=True)
+        if cfg.get("out-dir"):
+            info = {"interrupted": True, "clients_told": False, "signal": "server process gone"}
+            dump_json(Path(str(cfg["out-dir"])) / "interrupted.json", info)
+        if cfg.get("server-work"):  # the server's temporary folder, which it cannot remove now
+            shutil.rmtree(str(cfg["server-work"]), ignore_errors=True)
+        os._exit(1)
+
+    if pid > 0 and sys.platform.startswith("linux"):
+        threading.Thread(target=watch, daemon=True, name="privcal-server-watch").start()
 
 
 def seed000(

@@ -18,6 +18,7 @@ not the module, so no privcal package is imported.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import types
@@ -29,7 +30,19 @@ def _patched_time(cap: float) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{**names, "sleep": lambda s: time.sleep(min(s, cap))})
 
 
+def _remove_orphaned_work(parent: int) -> None:
+    """Exit handler: remove this SuperNode's working folder (``privcal-flwr-*``, the client's
+    temporary folder) when the client that started it is gone: a client killed outright
+    (SIGKILL) cannot remove it, and its SuperNode ends with it (``PR_SET_PDEATHSIG``)."""
+    work = os.getcwd()
+    if os.getppid() != parent and os.path.basename(work).startswith("privcal-flwr-"):
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
+    from flwr.supercore.exit import add_exit_handler
     from flwr.supercore.retry import http_retry
     from flwr.supernode import start_client_internal
     from flwr.supernode.cli import flower_supernode
@@ -37,6 +50,15 @@ def main() -> int:
     cap = float(os.environ.get("PRIVCAL_SUPERNODE_POLL_S", "0.25"))
     start_client_internal.time = _patched_time(cap)  # type: ignore[assignment]
     http_retry.MAX_RETRY_DELAY = int(os.environ.get("PRIVCAL_SUPERNODE_RETRY_S", "1"))
+    parent = os.getppid()
+
+    def on_sigterm(signum: int, _frame: object) -> None:  # until Flower's handler replaces it
+        _remove_orphaned_work(parent)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    add_exit_handler(lambda: _remove_orphaned_work(parent), run_before_force_exit=True)
     sys.argv[0] = "flower-supernode"
     flower_supernode()
     return 0
