@@ -160,6 +160,10 @@ def test_client_crashing_mid_round_is_dropped(federation, capsys) -> None:  # ty
     assert cal_dict["class"] == "TemperatureScaling"
     out = capsys.readouterr().out
     assert f"round 1/1: {N_CLIENTS} replied, 1 dropped, 0 refused; no DP" in out
+    # the server learns that the round failed, not why (the error's text stays on the client)
+    from privcal.federated.flower.client_app import FAILED_ROUND
+
+    assert FAILED_ROUND in out and "crashes in round" not in out
 
 
 def _round_one_secrets(z: np.ndarray, y: np.ndarray, parts: list, cfg: dict) -> list[np.ndarray]:

@@ -139,10 +139,15 @@ def query(msg: Message, context: Context) -> Message:
     return reply
 
 
+#: What the server learns of a round that failed on a client: this text, whatever the error.
+FAILED_ROUND = "the round failed on this client; why is on its own console only"
+
+
 def _failed_round(fn: Any) -> Any:
     """``fn`` (:func:`query`), with a round that raises (this client's data file gone or
-    damaged mid-run) shown on this client's console as ``round r/T: failed (why)`` before the
-    error goes to the server as a failed reply (the client ends with status 1)."""
+    damaged mid-run) shown on this client's console as ``round r/T: failed (why)``; the server
+    gets a failed reply whose text is :data:`FAILED_ROUND` (the client ends with status 1).
+    The error's own text may carry the client's paths or values of its data: it stays here."""
 
     def run(msg: Message, context: Context) -> Message:
         try:
@@ -153,7 +158,7 @@ def _failed_round(fn: Any) -> Any:
                 node = client_node(context.node_config, context.run_config)
                 rnd = f"round {int(cfg['round'])}/{int(cfg.get('rounds', 0))}"
                 write_status(node, f"{rnd}: failed ({type(err).__name__}: {err})")
-            raise
+            raise RuntimeError(FAILED_ROUND) from None
 
     return run
 

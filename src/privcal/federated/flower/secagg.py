@@ -75,7 +75,7 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from privcal.federated.dp import DPConfig, expected_cohort
-from privcal.federated.flower.client_app import answered_line, end_locally
+from privcal.federated.flower.client_app import FAILED_ROUND, answered_line, end_locally
 from privcal.federated.flower.messaging import PolledGrid
 from privcal.federated.flower.ring import (
     from_wire,
@@ -246,6 +246,16 @@ class _PrivcalClient(NumPyClient):
             )
             write_status(self.node, f"{what}: refused ({refusal})")
             raise RuntimeError(f"privcal client refused the round: {refusal}")
+        try:  # from here the errors may depend on the data: their text stays on this node
+            return self._upload(fm, state, cfg)
+        except Exception as err:
+            rnd = f"round {cfg['round']}/{cfg['rounds']}"
+            write_status(self.node, f"{rnd}: failed ({type(err).__name__}: {err})")
+            raise RuntimeError(FAILED_ROUND) from None
+
+    def _upload(self, fm: FedMethod, state: dict[str, np.ndarray], cfg: dict[str, Any]) -> Any:
+        """This client's SecAgg+ input for a round its ledger charged: its payload, with its
+        noise share in a distributed run, on the wire."""
         z, y = client_data(self.node, self.run_config)
         payload = client_payload(fm, state, z, y, cfg)
         write_status(self.node, answered_line(self.node, cfg))
