@@ -109,8 +109,9 @@ class PrivateRiskControl(RiskControl):
 
     Attributes
     ----------
-    lambda_, lambda_index_, risk_bound_ (= ``alpha``), bound_, n_ : as :class:`RiskControl`
-        (no ``risk_curve_``: the curve without noise is not released)
+    lambda_, lambda_index_, risk_bound_ (= ``alpha``), bound_ : as :class:`RiskControl`
+        (no ``risk_curve_``: the curve without noise is not released; no ``n_``: under
+        add/remove the number of rows is private, and only ``n >= n_min`` is public)
     margin_ : float
         ``t``.
     target_ : float
@@ -207,7 +208,7 @@ class PrivateRiskControl(RiskControl):
             odometer.spend_release(release, rdp=pure_dp_curve(eps, odometer.rule.orders))
         queries = n * (a - curve)
         j = first_crossing(queries, rule.bound - a + t, eps, d, src)
-        self._set(rule, lam, None, n, j, alpha)  # the curve itself is not released
+        self._set(rule, lam, None, None, j, alpha)  # neither the curve nor n is released
         self.margin_, self.target_ = t, a
         self.privacy_report_ = self._report(rule, lam, alpha, eps, a, t, src, release)
         return self
