@@ -26,6 +26,7 @@ Details: docs/integrations.md (scikit-learn).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -42,6 +43,7 @@ from privcal.conformal import RiskControl, SplitConformal
 from privcal.conformal.risk import get_loss
 from privcal.data.validation import check_scores
 from privcal.metrics.statistics import softmax
+from privcal.privacy.odometer import UnaccountedFitWarning, warn_unaccounted
 
 __all__ = [
     "NOT_APPLICABLE_CHECKS",
@@ -180,6 +182,17 @@ def _encode(classes: np.ndarray, y: Any, owner: str, where: str = "fit") -> np.n
     return idx.astype(np.int64)
 
 
+def _fit_template(wrapper: Any, template: Any) -> Any:
+    """A clone of ``template`` for one fit of ``wrapper``: that fit is one release, but a
+    wrapper fitted before with a private template and no ledger warns
+    (:func:`~privcal.privacy.odometer.warn_unaccounted`)."""
+    if hasattr(wrapper, "privacy_report_"):
+        warn_unaccounted(template, f"is fitted again by {wrapper._owner}.fit", stacklevel=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnaccountedFitWarning)
+        return clone(template, safe=False)
+
+
 def _short(values: np.ndarray) -> str:
     items = values.tolist()
     if len(items) <= 8:
@@ -309,7 +322,7 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
         """A clone of ``template`` (``default()`` for None) fitted on the logits of ``X`` and the
         labels ``y`` (and ``fit_params``); its privacy report, if any, becomes the wrapper's."""
         z, y_enc = self._prepare(X, y)
-        fitted = default() if template is None else clone(template, safe=False)
+        fitted = default() if template is None else _fit_template(self, template)
         fitted.fit(z, y_enc, **fit_params)
         self._adopt_report(fitted)
         return fitted
@@ -600,7 +613,7 @@ class RiskControlClassifier(_Frozen):
                 self._owner, "method", "a RiskControl or PrivateRiskControl, or None", self.method
             )
         _check_base(self.estimator, self._owner)
-        method = RiskControl() if self.method is None else clone(self.method, safe=False)
+        method = RiskControl() if self.method is None else _fit_template(self, self.method)
         p = _label_probs(self.estimator, X, self._owner)
         if get_loss(method.loss, self._owner).name == "miscoverage":
             classes = getattr(self.estimator, "classes_", None)

@@ -12,13 +12,21 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, cross_val_score
 
-from privcal.conformal import PrivateRiskControl
+from privcal.conformal import PrivateConformal, PrivateRiskControl
 from privcal.data.synthetic import multilabel
+from privcal.privacy import BudgetExceededError, PrivacyOdometer, UnaccountedFitWarning
+from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.report.summaries import risk_summary_data
-from privcal.sklearn import RiskControlClassifier
+from privcal.sklearn import CalibratedClassifier, ConformalClassifier, RiskControlClassifier
+from privcal.training import DPPlattScaling, DPTemperatureScaling
+
+# sparse bins and weak temperature fits fall back (NoiseDominatedWarning): not the subject here
+pytestmark = pytest.mark.filterwarnings("ignore::privcal.private.NoiseDominatedWarning")
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +67,90 @@ class _FixedProbs:
 
     def predict_proba(self, X: Any) -> np.ndarray:
         return np.asarray(X, dtype=np.float64)
+
+
+PRIVATE = [
+    PrivateTemperatureScaling,
+    PrivateHistogramBinning,
+    PrivateConformal,
+    PrivateRiskControl,
+    DPTemperatureScaling,
+    DPPlattScaling,
+]
+
+
+def test_a_grid_search_without_a_ledger_warns_that_its_fits_compose(digits: Any) -> None:
+    """2 candidates x 3 folds + the refit: every calibration row is in 2 * 2 + 1 = 5 private
+    fits (epsilon 5 by basic composition), and best_estimator_.privacy_report_ says 1. Before
+    the fix nothing said so; now each clone without a ledger warns."""
+    model, X, y = digits
+    grid = {"calibrator__objective": ["acc", "nll"]}
+    search = GridSearchCV(
+        CalibratedClassifier(model, PrivateTemperatureScaling(epsilon=1.0)),
+        grid,
+        cv=3,
+        scoring="neg_log_loss",
+    )
+    with pytest.warns(UnaccountedFitWarning, match=r"\(k - 1\) c \+ 1 times epsilon"):
+        search.fit(X, y)
+    assert search.best_estimator_.privacy_report_.epsilon == pytest.approx(1.0)
+
+
+def test_a_grid_search_with_a_ledger_charges_every_fit(digits: Any) -> None:
+    """The clones share the ledger: 2 x 3 folds and the refit charge 7, and nothing warns."""
+    model, X, y = digits
+    ledger = PrivacyOdometer(budget=100.0)
+    cal = PrivateTemperatureScaling(epsilon=1.0, ledger=ledger)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnaccountedFitWarning)
+        GridSearchCV(
+            CalibratedClassifier(model, cal),
+            {"calibrator__objective": ["acc", "nll"]},
+            cv=3,
+            scoring="neg_log_loss",
+        ).fit(X, y)
+    assert ledger.spent == pytest.approx(7.0)
+    small = PrivateTemperatureScaling(epsilon=1.0, ledger=PrivacyOdometer(budget=2.5))
+    with pytest.raises(BudgetExceededError):  # the third fold is refused
+        cross_val_score(CalibratedClassifier(model, small), X, y, cv=3, error_score="raise")
+
+
+@pytest.mark.parametrize("estimator", PRIVATE, ids=lambda e: e.__name__)
+def test_cloning_a_private_estimator_without_a_ledger_warns(estimator: type) -> None:
+    with pytest.warns(UnaccountedFitWarning, match=f"{estimator.__name__}.*cloned"):
+        clone(estimator())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnaccountedFitWarning)
+        assert clone(estimator(ledger=PrivacyOdometer(budget=1.0))).ledger is not None
+
+
+def test_cross_val_score_of_a_bare_private_calibrator_warns(digits: Any) -> None:
+    model, X, y = digits
+    z = model.decision_function(X)
+    with pytest.warns(UnaccountedFitWarning):
+        cross_val_score(PrivateTemperatureScaling(), z, y, cv=3, scoring="neg_log_loss")
+
+
+def test_fitting_again_without_a_ledger_warns_and_with_one_charges(digits: Any) -> None:
+    """A second fit replaces privacy_report_ (epsilon 1) after two releases (epsilon 2)."""
+    model, X, y = digits
+    z = model.decision_function(X)
+    p, labels = multilabel(3000, seed=0)
+    fits: list[tuple[Any, tuple[Any, ...]]] = [
+        (PrivateTemperatureScaling(), (z, y)),
+        (PrivateHistogramBinning(), (z, y)),
+        (PrivateConformal(epsilon=5.0), (z, y)),
+        (PrivateRiskControl(), (p, labels)),
+        (CalibratedClassifier(model, PrivateTemperatureScaling()), (X, y)),
+        (ConformalClassifier(model, PrivateConformal(epsilon=5.0)), (X, y)),
+        (RiskControlClassifier(_FixedProbs(), PrivateRiskControl()), (p, labels)),
+    ]
+    for est, data in fits:
+        est.fit(*data)  # the first fit: no warning (the suite turns it into an error)
+        with pytest.warns(UnaccountedFitWarning, match="fitted again"):
+            est.fit(*data)
+    ledger = PrivacyOdometer(budget=10.0)
+    est = PrivateTemperatureScaling(ledger=ledger)
+    est.fit(z, y)
+    est.fit(z, y)
+    assert ledger.spent == pytest.approx(2.0)

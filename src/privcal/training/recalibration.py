@@ -35,7 +35,7 @@ from privcal.privacy import (
     resolve_noise,
 )
 from privcal.privacy.filter import dpsgd_curve
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, as_odometer
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training._torch import require_torch
 from privcal.training.dp_sgd import (
@@ -132,7 +132,7 @@ def _project(kind: str, params: Any) -> None:
         p.data.clamp_(lo, hi)
 
 
-class _DPScaling(ReportsPrivacy, Calibrator):
+class _DPScaling(LedgerClone, ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
     _kind: ClassVar[str] = "temperature"
@@ -191,6 +191,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         torch, _ = require_torch(type(self).__name__)
         from opacus.accountants import create_accountant
 
+        self._warn_refit(stacklevel=5)
         owner = type(self).__name__
         odometer = as_odometer(self.ledger, owner)
         noise, kind_of_noise = self._noise()

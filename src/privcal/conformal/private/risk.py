@@ -19,7 +19,7 @@ from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, as_odometer
 
 __all__ = [
     "RISK_SPARSE_VECTOR",
@@ -86,7 +86,7 @@ def first_crossing(
     return int(hit.argmax()) if hit.any() else queries.size - 1
 
 
-class PrivateRiskControl(RiskControl):
+class PrivateRiskControl(LedgerClone, RiskControl):
     """Epsilon-DP conformal risk control: ``E[L(C_lambda_(x), y)] <= alpha``.
 
     Parameters
@@ -194,6 +194,7 @@ class PrivateRiskControl(RiskControl):
     def fit(self, inputs: Any, labels: Any, input: str = "probs") -> PrivateRiskControl:
         """Check everything, charge the ledger, then release ``lambda_`` (class docstring)."""
         owner = self._owner
+        self._warn_refit()
         rule, alpha, lam = self._check()
         eps, a, d, t = self._plan(rule, alpha, lam.size)
         odometer = as_odometer(self.ledger, owner)
