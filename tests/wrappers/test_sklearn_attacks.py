@@ -17,7 +17,8 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
-from privcal.conformal import PrivateConformal, PrivateRiskControl
+from privcal.calibrators import TemperatureScaling
+from privcal.conformal import PrivateConformal, PrivateRiskControl, SplitConformal
 from privcal.data.synthetic import multilabel
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, UnaccountedFitWarning
 from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
@@ -154,3 +155,16 @@ def test_fitting_again_without_a_ledger_warns_and_with_one_charges(digits: Any) 
     est.fit(z, y)
     est.fit(z, y)
     assert ledger.spent == pytest.approx(2.0)
+
+
+def test_a_conformal_method_keeps_its_fitted_calibrator_through_clone(digits: Any) -> None:
+    """ConformalClassifier (and PrivateConformal's per-group fits) clone the method; the clone
+    used to hold an unfitted copy of the fitted calibrator, so every such fit raised."""
+    model, X, y = digits
+    ts = TemperatureScaling().fit(model.decision_function(X[:300]), y[:300])
+    for method in (SplitConformal(calibrator=ts), PrivateConformal(calibrator=ts, epsilon=5.0)):
+        cc = ConformalClassifier(model, method).fit(X[300:], y[300:])
+        assert cc.method_.calibrator is ts
+    z = model.decision_function(X[300:])
+    pc = PrivateConformal(calibrator=ts, epsilon=5.0).fit(z, y[300:], groups=y[300:] % 2)
+    assert pc.predict_set(z, groups=y[300:] % 2).shape == z.shape
