@@ -12,8 +12,9 @@ over ``calibrator__...`` (or ``method__...``) parameters.
 * *Logits* (``response_method="auto"``, the first the estimator has; ``response_method_`` says
   which): ``decision_function`` margins as they are (a binary ``(n,)`` margin ``m`` becomes
   ``[0, m]``, so :math:`\\sigma(m)` is the probability of ``classes_[1]``); else
-  ``predict_log_proba`` (read from ``predict_proba`` if it holds ``-inf``); else ``log`` of
-  ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an exact zero warns).
+  ``predict_log_proba`` (a row holding ``-inf`` is read from ``predict_proba``, that row
+  only); else ``log`` of ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an
+  exact zero warns).
 * *Labels*: the base's ``classes_`` (``0, ..., C-1`` when it has none) map to ``0, ..., C-1`` and
   back; a calibration label the base never saw raises a ``ValueError`` naming it.
 * *Frozen base*: ``fit`` never calls the base's ``fit``; ``clone`` keeps the same fitted base
@@ -146,9 +147,15 @@ def _logits(estimator: Any, method: str, X: Any, owner: str) -> np.ndarray:
     if method == "predict_log_proba":
         with np.errstate(divide="ignore"):  # log(0) inside estimators that log predict_proba
             out = np.asarray(estimator.predict_log_proba(X))
-        if not np.isneginf(out).any():
+        bad = np.isneginf(out).any(axis=-1)
+        if not bad.any():
             return check_scores(out, input="logits", name=name)
-        method, name = "predict_proba", f"{owner}: estimator.predict_proba(X)"
+        # only the rows holding -inf are read from predict_proba: a row's logits never depend
+        # on whether another row has -inf (the calibration rows enter one row each)
+        probs = np.asarray(estimator.predict_proba(X))[bad]
+        out = np.array(out, dtype=np.float64)
+        out[bad] = check_scores(probs, input="probs", name=f"{owner}: estimator.predict_proba(X)")
+        return check_scores(out, input="logits", name=name)
     if method == "predict_proba":
         return check_scores(estimator.predict_proba(X), input="probs", name=name)
     return check_scores(estimator.decision_function(X), input="logits", name=name)

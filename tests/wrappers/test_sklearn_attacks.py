@@ -20,6 +20,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from privcal.calibrators import TemperatureScaling
 from privcal.conformal import PrivateConformal, PrivateRiskControl, SplitConformal
 from privcal.data.synthetic import multilabel
+from privcal.exceptions import PrivcalWarning
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, UnaccountedFitWarning
 from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.report.summaries import risk_summary_data
@@ -168,3 +169,44 @@ def test_a_conformal_method_keeps_its_fitted_calibrator_through_clone(digits: An
     z = model.decision_function(X[300:])
     pc = PrivateConformal(calibrator=ts, epsilon=5.0).fit(z, y[300:], groups=y[300:] % 2)
     assert pc.predict_set(z, groups=y[300:] % 2).shape == z.shape
+
+
+class _LogProbs:
+    """A 'classifier' whose inputs are its log-probabilities (some -inf, some far below the
+    log of the smallest float), whose predict_proba underflows those to exactly 0."""
+
+    classes_ = np.arange(3)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        return np.asarray(X, dtype=np.float64)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        return np.exp(self.predict_log_proba(X))
+
+
+class _Spy:
+    """A calibrator that keeps the logits it was fitted on."""
+
+    def fit(self, z: np.ndarray, y: np.ndarray) -> _Spy:
+        self.z_ = np.array(z)
+        return self
+
+    def predict_proba(self, z: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(z), 1.0 / np.shape(z)[1])
+
+
+def test_one_rows_minus_infinity_does_not_change_the_other_rows_logits() -> None:
+    """A calibration row whose predict_log_proba holds -inf switched how **every** row was read
+    (log of predict_proba, zeros at log(tiny) = -744 instead of the true -800): adding one row
+    moved all the others' logits, so a private calibrator's sensitivity (one row changes one
+    row's logits) did not hold. Now only that row is read from predict_proba."""
+    rows = np.array([[0.0, -800.0, -800.0], [-900.0, 0.0, -900.0], [0.0, -np.inf, -800.0]])
+    y = np.array([0, 1, 0])
+    seen = []
+    for n in (2, 3):
+        cc = CalibratedClassifier(_LogProbs(), _Spy(), response_method="predict_log_proba")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivcalWarning)  # zeros read at log(tiny)
+            seen.append(cc.fit(rows[:n], y[:n]).calibrator_.z_)
+    np.testing.assert_array_equal(seen[1][:2], seen[0])
+    assert seen[1][2, 1] == pytest.approx(np.log(np.finfo(float).tiny))
