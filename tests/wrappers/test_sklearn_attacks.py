@@ -7,7 +7,9 @@ that it cannot (a warning or a refusal); no fitted attribute may release more th
 
 from __future__ import annotations
 
+import pickle
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -210,3 +212,19 @@ def test_one_rows_minus_infinity_does_not_change_the_other_rows_logits() -> None
             seen.append(cc.fit(rows[:n], y[:n]).calibrator_.z_)
     np.testing.assert_array_equal(seen[1][:2], seen[0])
     assert seen[1][2, 1] == pytest.approx(np.log(np.finfo(float).tiny))
+
+
+def test_a_ledger_crosses_processes_only_as_its_file(digits: Any, tmp_path: Path) -> None:
+    """cross_val_score(..., n_jobs=2) pickles the estimator, ledger included: an in-memory
+    ledger refuses with a message that says why (it failed on a lock before), and a file ledger
+    is the same file in every worker, so each fold is charged there."""
+    with pytest.raises(TypeError, match="second budget"):
+        pickle.dumps(PrivacyOdometer(budget=1.0))
+    model, X, y = digits
+    ledger = PrivacyOdometer(budget=10.0, ledger=tmp_path / "l.sqlite")
+    cal = PrivateTemperatureScaling(epsilon=1.0, ledger=ledger)
+    cross_val_score(CalibratedClassifier(model, cal), X, y, cv=3, n_jobs=2)
+    assert ledger.spent == pytest.approx(3.0)
+    twin = pickle.loads(pickle.dumps(ledger))
+    twin.spend("x", 1.0)
+    assert ledger.spent == pytest.approx(4.0) and twin.budget == ledger.budget

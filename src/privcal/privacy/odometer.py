@@ -489,6 +489,20 @@ class PrivacyOdometer:
         """
         return self
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A file ledger pickles as the same file reopened (another process, e.g. a
+        ``cross_val_score(..., n_jobs=2)`` worker, charges the same budget); an in-memory one
+        refuses: its copy would hold a second budget, whose charges never come back."""
+        if self.ledger is None:
+            raise TypeError(
+                "An in-memory PrivacyOdometer cannot be pickled or sent to another process (a "
+                "joblib or multiprocessing worker): the copy would hold a second budget for the "
+                "same data, and its charges would never reach this one. Use a ledger file, "
+                "PrivacyOdometer(..., ledger=PATH), which every process charges, or n_jobs=1."
+            )
+        args = (self.budget, str(self.ledger), self.delta_budget, self.name, self.renyi_delta)
+        return (type(self), (*args, self.relation))
+
     def __repr__(self) -> str:
         where = "memory" if self.ledger is None else str(self.ledger)
         return (
