@@ -552,11 +552,12 @@ def warn_unaccounted(est: Any, why: str, stacklevel: int) -> None:
         return
     eps = getattr(est, "epsilon", None)
     warnings.warn(
-        f"{type(est).__name__}(epsilon={eps}, ledger=None) {why}: each fit is its own release "
-        f"of epsilon = {eps}, and fits on the same rows compose (k-fold cross-validation over c "
-        "candidates and a refit spend (k - 1) c + 1 times epsilon on a row), but each "
-        "privacy_report_ states its own fit and no ledger adds them up. Pass "
-        "ledger=PrivacyOdometer(budget=...) (every clone shares it) to charge and cap them all.",
+        f"{type(est).__name__}(epsilon={eps}, ledger=None) {why}: each fit on arrays is its own "
+        f"release of epsilon = {eps}, and fits on the same rows compose (k-fold "
+        "cross-validation over c candidates and a refit spend (k - 1) c + 1 times epsilon on a "
+        "row), but each privacy_report_ states its own fit and no ledger adds them up. Pass "
+        "ledger=PrivacyOdometer(budget=...) (every clone shares it) to charge and cap them all "
+        "(a fit over sources=[DataSource, ...] is charged to each source's own budget).",
         UnaccountedFitWarning,
         stacklevel=stacklevel,
     )
