@@ -250,10 +250,17 @@ class _Frozen(MetaEstimatorMixin, BaseEstimator):
                 setattr(self, attr, getattr(self.estimator, attr))
 
     def _adopt_report(self, fitted: Any) -> None:
-        """``fitted``'s privacy report, if any, becomes the wrapper's (an earlier one goes)."""
+        """``fitted``'s privacy report, if any, becomes the wrapper's (an earlier one goes),
+        stating the base estimator it treats as public."""
         self.__dict__.pop("privacy_report_", None)
         report = getattr(fitted, "privacy_report_", None)
         if report is not None:
+            method = getattr(self, "response_method_", "predict_proba")
+            report.public = (
+                *report.public,
+                f"the base estimator ({type(self.estimator).__name__}, fitted before "
+                f"calibration; its training data is not protected here) and its {method}",
+            )
             self.privacy_report_ = report
 
 

@@ -228,3 +228,13 @@ def test_a_ledger_crosses_processes_only_as_its_file(digits: Any, tmp_path: Path
     twin = pickle.loads(pickle.dumps(ledger))
     twin.spend("x", 1.0)
     assert ledger.spent == pytest.approx(4.0) and twin.budget == ledger.budget
+
+
+def test_a_wrappers_report_states_the_base_estimator_as_public(digits: Any) -> None:
+    """The wrappers treat the base estimator (and its training data) as public; the private
+    calibrators' reports on arrays did not say so."""
+    model, X, y = digits
+    for cal in (PrivateTemperatureScaling(), PrivateHistogramBinning()):
+        rep = CalibratedClassifier(model, cal).fit(X, y).privacy_report_
+        assert rep.public[-1].startswith("the base estimator (LogisticRegression, fitted before")
+        assert rep.public[-1].endswith("its decision_function")
