@@ -7,6 +7,7 @@ that it cannot (a warning or a refusal); no fitted attribute may release more th
 
 from __future__ import annotations
 
+import copy
 import pickle
 import warnings
 from pathlib import Path
@@ -225,6 +226,7 @@ def test_a_ledger_crosses_processes_only_as_its_file(digits: Any, tmp_path: Path
     cal = PrivateTemperatureScaling(epsilon=1.0, ledger=ledger)
     cross_val_score(CalibratedClassifier(model, cal), X, y, cv=3, n_jobs=2)
     assert ledger.spent == pytest.approx(3.0)
+    assert copy.copy(ledger) is ledger and copy.deepcopy(ledger) is ledger  # shared in process
     twin = pickle.loads(pickle.dumps(ledger))
     twin.spend("x", 1.0)
     assert ledger.spent == pytest.approx(4.0) and twin.budget == ledger.budget

@@ -489,6 +489,10 @@ class PrivacyOdometer:
         """
         return self
 
+    def __copy__(self) -> PrivacyOdometer:
+        """The same ledger (see :meth:`__deepcopy__`)."""
+        return self
+
     def __reduce__(self) -> tuple[Any, ...]:
         """A file ledger pickles as the same file reopened (another process, e.g. a
         ``cross_val_score(..., n_jobs=2)`` worker, charges the same budget); an in-memory one
