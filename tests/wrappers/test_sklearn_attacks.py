@@ -240,3 +240,16 @@ def test_a_wrappers_report_states_the_base_estimator_as_public(digits: Any) -> N
         rep = CalibratedClassifier(model, cal).fit(X, y).privacy_report_
         assert rep.public[-1].startswith("the base estimator (LogisticRegression, fitted before")
         assert rep.public[-1].endswith("its decision_function")
+
+
+def test_a_dp_sgd_fit_that_cannot_be_planned_charges_nothing() -> None:
+    """DPTemperatureScaling charged and drew its count (2% of epsilon) and only then found that
+    no noise multiplier reaches the rest ('The privacy budget is too low.'): budget spent on a
+    fit that released nothing. With the default full batch the plan is public: checked first."""
+    pytest.importorskip("opacus")
+    rng = np.random.default_rng(0)
+    z = 3 * rng.normal(size=(300, 3))
+    ledger = PrivacyOdometer(budget=1.0, delta_budget=1e-3)
+    with pytest.raises(ValueError, match="Nothing was released or charged"):
+        DPTemperatureScaling(epsilon=1e-3, ledger=ledger).fit(z, z.argmax(1))
+    assert ledger.spent == 0.0 and ledger.releases == []

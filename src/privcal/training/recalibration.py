@@ -199,6 +199,16 @@ class _DPScaling(LedgerClone, ReportsPrivacy, Calibrator):
         zb = bounded_logits(z, float(self.logit_bound))
         eps_count = COUNT_SHARE * float(self.epsilon)
         eps_sgd = float(self.epsilon) - eps_count
+        if self.batch_size is None:  # full batch: q = 1, steps = epochs, public, so checked now
+            try:
+                noise_multiplier(eps_sgd, float(self.delta), 1.0, int(self.epochs), self.accountant)
+            except ValueError as err:
+                raise ValueError(
+                    f"{owner}(epsilon={float(self.epsilon):g}, delta={float(self.delta):g}, "
+                    f"epochs={self.epochs}): no noise multiplier reaches the DP-SGD share of "
+                    f"epsilon ({eps_sgd:g}) (Opacus: {err}). Nothing was released or charged. "
+                    "Use a larger epsilon or delta, or fewer epochs."
+                ) from None
         if odometer is not None:
             # the DP-SGD plan (so its RDP curve) is read from the count: check the whole fit by
             # basic composition first, then charge each release before it is drawn
