@@ -27,5 +27,6 @@ class PrivcalWarning(UserWarning):
     :class:`~privcal.data.validation.ZeroProbabilityWarning`,
     :class:`~privcal.data.validation.RoundedProbabilityWarning`,
     :class:`~privcal.privacy.InsecureNoiseWarning`,
+    :class:`~privcal.privacy.UnaccountedFitWarning`,
     :class:`~privcal.calibrators.binning.UnnormalisableRowsWarning`.
     """

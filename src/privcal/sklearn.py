@@ -12,8 +12,9 @@ over ``calibrator__...`` (or ``method__...``) parameters.
 * *Logits* (``response_method="auto"``, the first the estimator has; ``response_method_`` says
   which): ``decision_function`` margins as they are (a binary ``(n,)`` margin ``m`` becomes
   ``[0, m]``, so :math:`\\sigma(m)` is the probability of ``classes_[1]``); else
-  ``predict_log_proba`` (read from ``predict_proba`` if it holds ``-inf``); else ``log`` of
-  ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an exact zero warns).
+  ``predict_log_proba`` (a row holding ``-inf`` is read from ``predict_proba``, that row
+  only); else ``log`` of ``predict_proba`` (:func:`privcal.data.validation.check_scores`: an
+  exact zero warns).
 * *Labels*: the base's ``classes_`` (``0, ..., C-1`` when it has none) map to ``0, ..., C-1`` and
   back; a calibration label the base never saw raises a ``ValueError`` naming it.
 * *Frozen base*: ``fit`` never calls the base's ``fit``; ``clone`` keeps the same fitted base
@@ -26,6 +27,7 @@ Details: docs/integrations.md (scikit-learn).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -42,6 +44,7 @@ from privcal.conformal import RiskControl, SplitConformal
 from privcal.conformal.risk import get_loss
 from privcal.data.validation import check_scores
 from privcal.metrics.statistics import softmax
+from privcal.privacy.odometer import UnaccountedFitWarning, warn_unaccounted
 
 __all__ = [
     "NOT_APPLICABLE_CHECKS",
@@ -144,9 +147,15 @@ def _logits(estimator: Any, method: str, X: Any, owner: str) -> np.ndarray:
     if method == "predict_log_proba":
         with np.errstate(divide="ignore"):  # log(0) inside estimators that log predict_proba
             out = np.asarray(estimator.predict_log_proba(X))
-        if not np.isneginf(out).any():
+        bad = np.isneginf(out).any(axis=-1)
+        if not bad.any():
             return check_scores(out, input="logits", name=name)
-        method, name = "predict_proba", f"{owner}: estimator.predict_proba(X)"
+        # only the rows holding -inf are read from predict_proba: a row's logits never depend
+        # on whether another row has -inf (the calibration rows enter one row each)
+        probs = np.asarray(estimator.predict_proba(X))[bad]
+        out = np.array(out, dtype=np.float64)
+        out[bad] = check_scores(probs, input="probs", name=f"{owner}: estimator.predict_proba(X)")
+        return check_scores(out, input="logits", name=name)
     if method == "predict_proba":
         return check_scores(estimator.predict_proba(X), input="probs", name=name)
     return check_scores(estimator.decision_function(X), input="logits", name=name)
@@ -178,6 +187,17 @@ def _encode(classes: np.ndarray, y: Any, owner: str, where: str = "fit") -> np.n
             f"trained on, or retrain the estimator with every class."
         )
     return idx.astype(np.int64)
+
+
+def _fit_template(wrapper: Any, template: Any) -> Any:
+    """A clone of ``template`` for one fit of ``wrapper``: that fit is one release, but a
+    wrapper fitted before with a private template and no ledger warns
+    (:func:`~privcal.privacy.odometer.warn_unaccounted`)."""
+    if hasattr(wrapper, "privacy_report_"):
+        warn_unaccounted(template, f"is fitted again by {wrapper._owner}.fit", stacklevel=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnaccountedFitWarning)
+        return clone(template, safe=False)
 
 
 def _short(values: np.ndarray) -> str:
@@ -230,10 +250,17 @@ class _Frozen(MetaEstimatorMixin, BaseEstimator):
                 setattr(self, attr, getattr(self.estimator, attr))
 
     def _adopt_report(self, fitted: Any) -> None:
-        """``fitted``'s privacy report, if any, becomes the wrapper's (an earlier one goes)."""
+        """``fitted``'s privacy report, if any, becomes the wrapper's (an earlier one goes),
+        stating the base estimator it treats as public."""
         self.__dict__.pop("privacy_report_", None)
         report = getattr(fitted, "privacy_report_", None)
         if report is not None:
+            method = getattr(self, "response_method_", "predict_proba")
+            report.public = (
+                *report.public,
+                f"the base estimator ({type(self.estimator).__name__}, fitted before "
+                f"calibration; its training data is not protected here) and its {method}",
+            )
             self.privacy_report_ = report
 
 
@@ -309,7 +336,7 @@ class _FrozenBaseMeta(ClassifierMixin, _Frozen):
         """A clone of ``template`` (``default()`` for None) fitted on the logits of ``X`` and the
         labels ``y`` (and ``fit_params``); its privacy report, if any, becomes the wrapper's."""
         z, y_enc = self._prepare(X, y)
-        fitted = default() if template is None else clone(template, safe=False)
+        fitted = default() if template is None else _fit_template(self, template)
         fitted.fit(z, y_enc, **fit_params)
         self._adopt_report(fitted)
         return fitted
@@ -600,7 +627,7 @@ class RiskControlClassifier(_Frozen):
                 self._owner, "method", "a RiskControl or PrivateRiskControl, or None", self.method
             )
         _check_base(self.estimator, self._owner)
-        method = RiskControl() if self.method is None else clone(self.method, safe=False)
+        method = RiskControl() if self.method is None else _fit_template(self, self.method)
         p = _label_probs(self.estimator, X, self._owner)
         if get_loss(method.loss, self._owner).name == "miscoverage":
             classes = getattr(self.estimator, "classes_", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 from privcal._params import (
     PROBABILITY,
@@ -54,6 +54,13 @@ class ConformalBase(ValidatedParams, BaseEstimator):
     threshold_: float
     thresholds_: dict[Any, float] | None
     n_classes_: int
+
+    def __sklearn_clone__(self) -> Any:
+        """An unfitted copy that keeps the **same** ``calibrator``: it was fitted on other data
+        before calibration (a clone of it would be unfitted), as ``FrozenEstimator`` keeps one."""
+        params = self.get_params(deep=False)
+        kept = {k: v if k == "calibrator" else clone(v, safe=False) for k, v in params.items()}
+        return type(self)(**kept)
 
     def set_params(self, **params: Any) -> Any:
         """scikit-learn's ``set_params``; a deprecated name warns and sets the new one."""

@@ -350,9 +350,12 @@ class RiskControl(BaseEstimator):
         self._set(rule, lam, curve, n, j, a)
         return self
 
-    def _set(self, rule: RiskLoss, lam: np.ndarray, curve: Any, n: int, j: int, bnd: float) -> None:
+    def _set(
+        self, rule: RiskLoss, lam: np.ndarray, curve: Any, n: int | None, j: int, bnd: float
+    ) -> None:
         self.loss_, self.bound_, self.lambdas_ = rule, float(rule.bound), lam
-        self.n_ = n
+        if n is not None:  # None: a private fit, where n is not released
+            self.n_ = n
         if curve is not None:
             self.risk_curve_ = curve
         self.lambda_index_, self.lambda_ = j, float(lam[j])

@@ -26,7 +26,7 @@ from privcal.privacy.noise import (
     noise_kind,
     resolve_noise,
 )
-from privcal.privacy.odometer import BudgetExceededError, PrivacyOdometer
+from privcal.privacy.odometer import BudgetExceededError, PrivacyOdometer, UnaccountedFitWarning
 
 __all__ = [
     "NOT_PRIVATE",
@@ -39,6 +39,7 @@ __all__ = [
     "Release",
     "SecureNoise",
     "SeededNoise",
+    "UnaccountedFitWarning",
     "analytic_gaussian_sigma",
     "basic_composition",
     "exponential",

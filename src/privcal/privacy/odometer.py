@@ -25,6 +25,7 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ import numpy as np
 
 import privcal.privacy.store as store
 from privcal._params import EPSILON, NON_NEGATIVE, POSITIVE, check_option, check_real
+from privcal.exceptions import PrivcalWarning
 from privcal.privacy.filter import (
     ORDERS,
     Composition,
@@ -47,10 +49,13 @@ from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Relea
 __all__ = [
     "REL_TOL",
     "BudgetExceededError",
+    "LedgerClone",
     "LedgerRecord",
     "PrivacyOdometer",
+    "UnaccountedFitWarning",
     "as_odometer",
     "read_ledger",
+    "warn_unaccounted",
 ]
 
 #: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
@@ -484,6 +489,24 @@ class PrivacyOdometer:
         """
         return self
 
+    def __copy__(self) -> PrivacyOdometer:
+        """The same ledger (see :meth:`__deepcopy__`)."""
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A file ledger pickles as the same file reopened (another process, e.g. a
+        ``cross_val_score(..., n_jobs=2)`` worker, charges the same budget); an in-memory one
+        refuses: its copy would hold a second budget, whose charges never come back."""
+        if self.ledger is None:
+            raise TypeError(
+                "An in-memory PrivacyOdometer cannot be pickled or sent to another process (a "
+                "joblib or multiprocessing worker): the copy would hold a second budget for the "
+                "same data, and its charges would never reach this one. Use a ledger file, "
+                "PrivacyOdometer(..., ledger=PATH), which every process charges, or n_jobs=1."
+            )
+        args = (self.budget, str(self.ledger), self.delta_budget, self.name, self.renyi_delta)
+        return (type(self), (*args, self.relation))
+
     def __repr__(self) -> str:
         where = "memory" if self.ledger is None else str(self.ledger)
         return (
@@ -518,6 +541,44 @@ def as_odometer(ledger: Any, owner: str) -> PrivacyOdometer | None:
         f"The 'ledger' parameter of {owner} must be None, a PrivacyOdometer or the path of a "
         f"ledger file. Got {ledger!r} instead."
     )
+
+
+class UnaccountedFitWarning(PrivcalWarning):
+    """A private estimator with no ledger is fitted again, or cloned (to be fitted again):
+    every fit is its own release, fits on the same rows compose, and nothing adds them up."""
+
+
+def warn_unaccounted(est: Any, why: str, stacklevel: int) -> None:
+    """Warn :class:`UnaccountedFitWarning` that ``est`` (with ``ledger=None``) ``why``."""
+    if not hasattr(est, "ledger") or est.ledger is not None:  # not private, or charged
+        return
+    if not getattr(getattr(est, "noise", None), "secure", True):  # seeded: not private anyway
+        return
+    eps = getattr(est, "epsilon", None)
+    warnings.warn(
+        f"{type(est).__name__}(epsilon={eps}, ledger=None) {why}: each fit on arrays is its own "
+        f"release of epsilon = {eps}, and fits on the same rows compose (k-fold "
+        "cross-validation over c candidates and a refit spend (k - 1) c + 1 times epsilon on a "
+        "row), but each privacy_report_ states its own fit and no ledger adds them up. Pass "
+        "ledger=PrivacyOdometer(budget=...) (every clone shares it) to charge and cap them all "
+        "(a fit over sources=[DataSource, ...] is charged to each source's own budget).",
+        UnaccountedFitWarning,
+        stacklevel=stacklevel,
+    )
+
+
+class LedgerClone:
+    """Mixin of the private estimators (before ``BaseEstimator`` in the bases): scikit-learn's
+    ``clone`` (cross-validation, grid search) warns :func:`warn_unaccounted` without a ledger."""
+
+    def __sklearn_clone__(self) -> Any:
+        warn_unaccounted(self, "is cloned by scikit-learn (to fit again)", stacklevel=4)
+        return super().__sklearn_clone__()  # type: ignore[misc]
+
+    def _warn_refit(self, stacklevel: int = 4) -> None:
+        """Warn before a fit on arrays of an estimator already fitted (its report replaced)."""
+        if hasattr(self, "privacy_report_"):
+            warn_unaccounted(self, "is fitted again", stacklevel=stacklevel)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ from privcal.privacy.distributed import (
     threat_model,
 )
 from privcal.privacy.filter import pure_dp_curve
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, as_odometer
 from privcal.private.fallback import (
     FALLBACKS,
     NOISE_Z,
@@ -151,7 +151,7 @@ def source_labels(sources: Sequence[DataSource]) -> list[str]:
     return [n if seen[n] == 1 else f"{n}#{i}" for i, n in enumerate(names)]
 
 
-class _PrivateCalibrator(ReportsPrivacy, Calibrator):
+class _PrivateCalibrator(LedgerClone, ReportsPrivacy, Calibrator):
     """Shared fit plumbing: arrays -> one DataSource, or the list of sources given."""
 
     _fitted_attributes: ClassVar[tuple[str, ...]] = ()
@@ -190,6 +190,7 @@ class _PrivateCalibrator(ReportsPrivacy, Calibrator):
                 raise ValueError(
                     f"{owner}.fit needs either logits and labels or sources=[DataSource, ...]."
                 )
+            self._warn_refit()
             srcs = [
                 DataSource(logits, labels, self.epsilon, noise=self.noise, name="data", input=input)
             ]

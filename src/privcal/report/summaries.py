@@ -242,7 +242,6 @@ def risk_summary_data(
         "loss": loss,
         "lambda": float(est.lambda_),
         "lambdas": np.asarray(est.lambdas_, dtype=np.float64),
-        "n_cal": int(est.n_),
         "n_test": int(sets.shape[0]),
         "mean_size": float(sets.sum(1).mean()),
         "risk_bound": float(est.risk_bound_),
@@ -250,6 +249,8 @@ def risk_summary_data(
         "cal": cal_file,
         "test": test_file,
     }
+    if hasattr(est, "n_"):  # a private fit (add/remove) does not release n
+        out["n_cal"] = int(est.n_)
     if test_curve is not None:
         out["test_curve"] = np.asarray(test_curve, dtype=np.float64)
         out["test_risk"] = float(test_curve[est.lambda_index_])

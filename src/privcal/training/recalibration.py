@@ -35,7 +35,7 @@ from privcal.privacy import (
     resolve_noise,
 )
 from privcal.privacy.filter import dpsgd_curve
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, as_odometer
 from privcal.private.queries import QUERY_MEASUREMENTS
 from privcal.training._torch import require_torch
 from privcal.training.dp_sgd import (
@@ -132,7 +132,7 @@ def _project(kind: str, params: Any) -> None:
         p.data.clamp_(lo, hi)
 
 
-class _DPScaling(ReportsPrivacy, Calibrator):
+class _DPScaling(LedgerClone, ReportsPrivacy, Calibrator):
     """DP-SGD fit of a recalibration map on validation logits (shared by DP-TS and DP-PS)."""
 
     _kind: ClassVar[str] = "temperature"
@@ -191,6 +191,7 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         torch, _ = require_torch(type(self).__name__)
         from opacus.accountants import create_accountant
 
+        self._warn_refit(stacklevel=5)
         owner = type(self).__name__
         odometer = as_odometer(self.ledger, owner)
         noise, kind_of_noise = self._noise()
@@ -198,6 +199,16 @@ class _DPScaling(ReportsPrivacy, Calibrator):
         zb = bounded_logits(z, float(self.logit_bound))
         eps_count = COUNT_SHARE * float(self.epsilon)
         eps_sgd = float(self.epsilon) - eps_count
+        if self.batch_size is None:  # full batch: q = 1, steps = epochs, public, so checked now
+            try:
+                noise_multiplier(eps_sgd, float(self.delta), 1.0, int(self.epochs), self.accountant)
+            except ValueError as err:
+                raise ValueError(
+                    f"{owner}(epsilon={float(self.epsilon):g}, delta={float(self.delta):g}, "
+                    f"epochs={self.epochs}): no noise multiplier reaches the DP-SGD share of "
+                    f"epsilon ({eps_sgd:g}) (Opacus: {err}). Nothing was released or charged. "
+                    "Use a larger epsilon or delta, or fewer epochs."
+                ) from None
         if odometer is not None:
             # the DP-SGD plan (so its RDP curve) is read from the count: check the whole fit by
             # basic composition first, then charge each release before it is drawn

@@ -63,7 +63,7 @@ from privcal.privacy.distributed import check_aggregation, threat_model
 from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, UnaccountedFitWarning, as_odometer
 from privcal.private.parallel import check_budgets, check_share_rows, check_sources, sources_report
 from privcal.private.source import DataSource
 from privcal.private.temperature import source_labels
@@ -74,7 +74,7 @@ __all__ = ["PrivateConformal"]
 POOLED = "<pooled small groups>"
 
 
-class PrivateConformal(ConformalBase):
+class PrivateConformal(LedgerClone, ConformalBase):
     """Epsilon-DP split conformal prediction sets (seed 002, with a sharper default mechanism).
 
     Parameters
@@ -280,6 +280,7 @@ class PrivateConformal(ConformalBase):
             return self._fit_sources(list(sources), a, eps, groups)
         if logits is None or labels is None:
             raise ValueError(f"{owner}.fit needs logits and labels, or sources=[DataSource, ...].")
+        self._warn_refit()
         if self.aggregation != "local" or self.threshold is not None:
             raise ValueError(
                 f"The 'aggregation' and 'threshold' parameters of {owner} apply to fits over "
@@ -486,7 +487,9 @@ class PrivateConformal(ConformalBase):
             )
         fits: dict[Any, PrivateConformal] = {}
         for g, idx in parts.items():
-            sub = clone(self)
+            with warnings.catch_warnings():  # the groups' rows are disjoint: parallel
+                warnings.simplefilter("ignore", UnaccountedFitWarning)
+                sub = clone(self)
             fits[g] = sub.fit(z[idx], y[idx], "logits")
         thresholds = {g: fits[POOLED if g in small else g].threshold_ for g in rows}
         self.thresholds_ = thresholds

@@ -19,7 +19,7 @@ from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport, Release
 from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
-from privcal.privacy.odometer import as_odometer
+from privcal.privacy.odometer import LedgerClone, as_odometer
 
 __all__ = [
     "RISK_SPARSE_VECTOR",
@@ -86,7 +86,7 @@ def first_crossing(
     return int(hit.argmax()) if hit.any() else queries.size - 1
 
 
-class PrivateRiskControl(RiskControl):
+class PrivateRiskControl(LedgerClone, RiskControl):
     """Epsilon-DP conformal risk control: ``E[L(C_lambda_(x), y)] <= alpha``.
 
     Parameters
@@ -109,8 +109,9 @@ class PrivateRiskControl(RiskControl):
 
     Attributes
     ----------
-    lambda_, lambda_index_, risk_bound_ (= ``alpha``), bound_, n_ : as :class:`RiskControl`
-        (no ``risk_curve_``: the curve without noise is not released)
+    lambda_, lambda_index_, risk_bound_ (= ``alpha``), bound_ : as :class:`RiskControl`
+        (no ``risk_curve_``: the curve without noise is not released; no ``n_``: under
+        add/remove the number of rows is private, and only ``n >= n_min`` is public)
     margin_ : float
         ``t``.
     target_ : float
@@ -193,6 +194,7 @@ class PrivateRiskControl(RiskControl):
     def fit(self, inputs: Any, labels: Any, input: str = "probs") -> PrivateRiskControl:
         """Check everything, charge the ledger, then release ``lambda_`` (class docstring)."""
         owner = self._owner
+        self._warn_refit()
         rule, alpha, lam = self._check()
         eps, a, d, t = self._plan(rule, alpha, lam.size)
         odometer = as_odometer(self.ledger, owner)
@@ -207,7 +209,7 @@ class PrivateRiskControl(RiskControl):
             odometer.spend_release(release, rdp=pure_dp_curve(eps, odometer.rule.orders))
         queries = n * (a - curve)
         j = first_crossing(queries, rule.bound - a + t, eps, d, src)
-        self._set(rule, lam, None, n, j, alpha)  # the curve itself is not released
+        self._set(rule, lam, None, None, j, alpha)  # neither the curve nor n is released
         self.margin_, self.target_ = t, a
         self.privacy_report_ = self._report(rule, lam, alpha, eps, a, t, src, release)
         return self
