@@ -175,7 +175,7 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
 def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Path) -> None:
     """SIGKILL to one of four SecAgg+ clients once it has answered round 1. Every later round
     needs all four (the clients refuse a setup of fewer than K), so the run fails, but at once
-    (after the SecAgg+ stage under way, if any, times out):
+    (after the SecAgg+ stage under way, if any, times out: ``--round-timeout``):
     the server used to wait in FedAvg's ``sample`` for the fourth client for up to a day (until
     ``--timeout``, an hour), holding every other client; it also exited 2 (bad input) for a
     failed run, where the docs say 1, and the clients learnt of it only after ``--retry-s``.
@@ -189,7 +189,7 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Pa
     server = _start(
         ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "3", "--num-nodes",
          "4", "--n-classes", "10", "--epsilon", "5", "--secagg", "--insecure", "--out", "out",
-         "--force"],
+         "--force", "--round-timeout", "15"],
         tmp_path, "server.log",
     )  # fmt: skip
     try:
@@ -198,7 +198,7 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Pa
         work = _work_dirs(tree)
         clients[3].send_signal(signal.SIGKILL)
         clients[3].wait()
-        # a kill inside a SecAgg+ stage waits out that stage (round-timeout-s, 60 s) first
+        # a kill inside a SecAgg+ stage waits out that stage (--round-timeout, 15 s here) first
         assert server.wait(timeout=150) == 1, (tmp_path / "server.log").read_text()
         for c in clients[:3]:  # told at once that the run failed (not after --retry-s)
             assert c.wait(timeout=8) == 1

@@ -37,6 +37,7 @@ def test_commands_are_registered(apps: typer.Typer) -> None:
         (["--aggregation", "distributed", "--epsilon", "1", "--num-nodes", "4"], "needs --secagg"),
         (["--aggregation", "distributed", "--secagg", "--num-nodes", "4"], "needs a DP run"),
         (["--aggregation", "local", "--num-nodes", "4"], "'distributed' or 'trusted'"),
+        (["--round-timeout", "0"], "--round-timeout"),
         (["--threshold", "3", "--epsilon", "1", "--num-nodes", "4"], "--threshold sizes"),
         (["--secagg", "--epsilon", "1", "--num-nodes", "4", "--threshold", "5"], "in [2,"),
         # t = K: SecAgg+ cannot enforce it (it would unmask K - 1 shares): refused at once

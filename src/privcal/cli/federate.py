@@ -143,6 +143,12 @@ def server(
         help="Seconds to wait for --num-nodes clients to connect; then the run goes on with "
         "those connected if at least --min-clients, else ends (nothing is spent).",
     ),
+    round_timeout: float = typer.Option(
+        60.0,
+        "--round-timeout",
+        help="Seconds a round (each SecAgg+ stage) waits for its clients' replies; a client "
+        "that has not replied by then counts as dropped.",
+    ),
     val: ValOption = None,
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
@@ -167,6 +173,7 @@ def server(
                 "aggregation": aggregation,
                 "threshold": threshold,
                 "wait-nodes-s": wait_clients,
+                "round-timeout-s": round_timeout,
                 "alpha": alpha,
                 "row-cap": row_cap,
             },
@@ -204,6 +211,7 @@ def _server_config(cfg: dict[str, Any], timeout: float) -> dict[str, Any]:
         reject_if(cfg[name] < 1, f"--{name}", ">= 1", cfg[name])
     _check_federation(cfg, timeout)
     reject_if(not cfg["wait-nodes-s"] > 0, "--wait-clients", "> 0", cfg["wait-nodes-s"])
+    reject_if(not cfg["round-timeout-s"] > 0, "--round-timeout", "> 0", cfg["round-timeout-s"])
     aggregation = _check_aggregation(cfg)
     if method == "acc-t" and secagg and aggregation != "distributed":
         raise ValueError(
