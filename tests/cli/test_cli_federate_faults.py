@@ -27,13 +27,9 @@ pytest.importorskip("flwr")
 from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.privacy import PrivacyOdometer
 
-# they time their shutdown: no other test at once under xdist (tests/conftest.py)
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slow,
-    pytest.mark.exclusive,
-    pytest.mark.timeout(120),
-]
+# the two that time their shutdown run with no other test at once under xdist (exclusive,
+# tests/conftest.py); the data-file test times nothing closer than the documented runs do
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120)]
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
@@ -114,6 +110,7 @@ def _client(wd: Path, name: str, port: int, *extra: str) -> subprocess.Popen[byt
     return _start(["client", *args, "--retry-s", "10", *extra], wd, f"{name}.log")
 
 
+@pytest.mark.exclusive
 def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     tmp_path: Path,
 ) -> None:
@@ -171,6 +168,7 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     assert _existing(client_work) == set()
 
 
+@pytest.mark.exclusive
 @pytest.mark.timeout(240)
 def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Path) -> None:
     """SIGKILL to one of four SecAgg+ clients once it has answered round 1. Every later round
