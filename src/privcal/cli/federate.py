@@ -71,6 +71,12 @@ def _tls(insecure: bool, certs: str | None) -> tuple[str, str, str] | None:
     return parts
 
 
+_ROUND_TIMEOUT_HELP = (
+    "Seconds a round (each SecAgg+ stage) waits for its clients' replies; a client that has not "
+    "replied by then counts as dropped."
+)
+
+
 @federate_app.command("server")
 def server(
     method: str = typer.Option(
@@ -143,12 +149,7 @@ def server(
         help="Seconds to wait for --num-nodes clients to connect; then the run goes on with "
         "those connected if at least --min-clients, else ends (nothing is spent).",
     ),
-    round_timeout: float = typer.Option(
-        60.0,
-        "--round-timeout",
-        help="Seconds a round (each SecAgg+ stage) waits for its clients' replies; a client "
-        "that has not replied by then counts as dropped.",
-    ),
+    round_timeout: float = typer.Option(60.0, "--round-timeout", help=_ROUND_TIMEOUT_HELP),
     val: ValOption = None,
 ) -> None:
     """Start a SuperLink, submit the privcal ServerApp with `flwr run`, wait, write the result.
