@@ -425,8 +425,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
         * Acc-T's curve: the gap at ``T = 1``, ``|i - anchor| + 1`` draws of the curve's noise;
           ``b = 1`` (``1[c] - conf`` lies in ``[-1, 1]`` but ``g`` is compared with 0, so the
           sum is at most ``n``);
-        * NLL-T's curve: the drop from ``T = 1`` to the nearest grid point (its coefficients,
-          :func:`drop_coefficients`); ``b = B`` (a clipped NLL lies in ``[0, B]``);
+        * NLL-T's curve: the drop from ``T = 1`` to a neighbouring grid point, one increment
+          (the spline interpolates at the grid points, so :func:`drop_coefficients` there is
+          ``|i - j|`` ones); ``b = B`` (a clipped NLL lies in ``[0, B]``);
         * bisection: one evaluation of the gap, ``b = 1``;
         * golden section: a difference of two evaluations (``|g|`` with ``b = 1``, ECE-T's sum
           over ``M`` bins with variance bound ``M v`` and ``b = 1``, the clipped NLL with
@@ -434,7 +435,7 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
 
         A function of public quantities only (``epsilon``, the plan, ``C``, ``B``, ``M``).
         """
-        from privcal.private.fallback import drop_coefficients, identity_index
+        from privcal.private.fallback import identity_index
         from privcal.private.queries import query_sensitivity
 
         plan = self.plan()
@@ -453,12 +454,9 @@ class PrivateTemperatureScaling(_PrivateCalibrator):
                 v = var("accuracy_gap_curve", plan.epsilons[0])
                 return NOISE_Z * float(np.sqrt((abs(i - plan.anchor) + 1) * v))
             v = var("clipped_nll_increments", plan.epsilons[0], bound=bound, n_classes=c)
-            norm = min(
-                float(np.linalg.norm(drop_coefficients(grid, i, float(t))))
-                for j, t in enumerate(grid)
-                if j != i
-            )
-            return NOISE_Z * norm * float(np.sqrt(v)) / bound
+            # the spline interpolates at the grid: F(T_i) - S(T_j) = F_i - F_j sums |i - j|
+            # increments, coefficients of norm sqrt(|i - j|), smallest (1) at a neighbour
+            return NOISE_Z * float(np.sqrt(v)) / bound
         eps = plan.epsilons[-1]
         if plan.search == "bisect":
             return NOISE_Z * float(np.sqrt(var("accuracy_gap_sum", eps)))
