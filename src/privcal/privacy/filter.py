@@ -89,6 +89,7 @@ __all__ = [
     "Composition",
     "FilterRule",
     "Spend",
+    "SpendRecord",
     "as_relation",
     "compose_spends",
     "dpsgd_curve",
@@ -309,20 +310,51 @@ def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
     ValueError
         If a row is a substitute release and the rule is add/remove.
     """
-    terms = [as_relation(r, rule.relation) for r in rows]
-    eps = [e for e, _, _ in terms]
-    dlt = [d for _, d, _ in terms]
-    if rule.renyi_delta <= 0.0:
-        return rule.compose(eps, dlt, np.zeros(len(rule.orders)))
-    total = np.zeros(len(rule.orders))
-    for e, d, c in terms:
+    return SpendRecord.of(rule, rows).composition()
+
+
+class SpendRecord:
+    """The terms of a record's spends under ``rule``, kept as spends arrive, so that checking
+    one more spend (:meth:`with_row`) costs no pass over the earlier ones in Python (an
+    in-memory ledger that answers thousands of queries; :func:`compose_spends` is one pass)."""
+
+    def __init__(self, rule: FilterRule) -> None:
+        self.rule = rule
+        self.epsilons: list[float] = []
+        self.deltas: list[float] = []
+        self.curve = np.zeros(len(rule.orders))
+
+    @classmethod
+    def of(cls, rule: FilterRule, rows: list[Spend]) -> SpendRecord:
+        """The record of ``rows`` under ``rule``."""
+        record = cls(rule)
+        for row in rows:
+            record.add(row)
+        return record
+
+    def _term(self, row: Spend) -> tuple[float, float, Any]:
+        e, d, c = as_relation(row, self.rule.relation)
+        if self.rule.renyi_delta <= 0.0:
+            return e, d, 0.0
         if c is not None:
-            total = total + c
-        elif d == 0.0:
-            total = total + pure_dp_curve(e, rule.orders)
-        else:
-            total = total + np.inf
-    return rule.compose(eps, dlt, total)
+            return e, d, c
+        return e, d, pure_dp_curve(e, self.rule.orders) if d == 0.0 else np.inf
+
+    def with_row(self, row: Spend) -> Composition:
+        """The composition of the record with ``row`` added (the record is unchanged)."""
+        e, d, c = self._term(row)
+        return self.rule.compose([*self.epsilons, e], [*self.deltas, d], self.curve + c)
+
+    def add(self, row: Spend) -> None:
+        """Add ``row`` to the record."""
+        e, d, c = self._term(row)
+        self.epsilons.append(e)
+        self.deltas.append(d)
+        self.curve = self.curve + c
+
+    def composition(self) -> Composition:
+        """The composition of the record."""
+        return self.rule.compose(self.epsilons, self.deltas, self.curve)
 
 
 def as_relation(row: Spend, relation: str) -> tuple[float, float, np.ndarray | None]:

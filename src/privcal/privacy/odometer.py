@@ -41,6 +41,7 @@ from privcal.privacy.filter import (
     Composition,
     FilterRule,
     Spend,
+    SpendRecord,
     as_relation,
     compose_spends,
 )
@@ -101,7 +102,35 @@ class BudgetExceededError(RuntimeError):
         super().__init__(msg + (f"; {note}" if note else "") + ". Nothing was recorded.")
 
 
-class PrivacyOdometer:
+class _BasicTotals:
+    """``spent``, ``delta_spent`` and ``remaining`` of a record whose ``_sums()`` gives the
+    basic sums ``(epsilon, delta)`` under its relation (a substitute ledger counts each
+    add/remove release by group privacy, :func:`~privcal.privacy.filter.as_relation`) and that
+    has a ``budget``."""
+
+    budget: float
+
+    def _sums(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent (basic composition under the ledger's relation, :func:`math.fsum`;
+        a ledger file's record includes spends by other processes)."""
+        return self._sums()[0]
+
+    @property
+    def delta_spent(self) -> float:
+        """Delta spent (under the ledger's relation)."""
+        return self._sums()[1]
+
+    @property
+    def remaining(self) -> float:
+        """Epsilon left, ``max(0, budget - spent)``."""
+        return max(0.0, self.budget - self.spent)
+
+
+class PrivacyOdometer(_BasicTotals):
     """Budget and ledger of one data source or one pipeline (a privacy filter).
 
     Parameters
@@ -182,6 +211,7 @@ class PrivacyOdometer:
         self.ledger = None if ledger is None else Path(ledger)
         self._lock = threading.Lock()
         self._memory: list[tuple[Release, Spend]] = []
+        self._record = SpendRecord(self.rule)  # the in-memory record's composed terms
         if self.ledger is not None:
             self.ledger.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -306,11 +336,12 @@ class PrivacyOdometer:
         release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
         if self.ledger is None:
             with self._lock:
-                self._check(query, [m[1] for m in self._memory], row)
+                self._check(query, self._record, row)
                 self._memory.append((release, row))
+                self._record.add(row)
             return
         with store.transaction(self.ledger) as con:
-            self._check(query, self._rows(con), row)
+            self._check(query, SpendRecord.of(self.rule, self._rows(con)), row)
             stored = (release.query, release.mechanism, None if math.isnan(sens) else sens)
             curve = None if row.curve is None else json.dumps(row.curve.tolist())
             con.execute(
@@ -354,7 +385,7 @@ class PrivacyOdometer:
         step up front, then :meth:`spend` each part before it releases.
         """
         row = self._spend_row("PrivacyOdometer.check", epsilon, delta, rdp, relation)
-        self._check(query, self._read_rows(), row)
+        self._check(query, self._current(), row)
 
     def _spend_row(self, owner: str, epsilon: Any, delta: Any, rdp: Any, relation: Any) -> Spend:
         """The checked arguments of a spend (``epsilon > 0``, ``delta`` in ``[0, 1)``, the RDP
@@ -379,33 +410,18 @@ class PrivacyOdometer:
 
     @contextlib.contextmanager
     def charge(
-        self,
-        query: str,
-        epsilon: float,
-        delta: float = 0.0,
-        *,
-        mechanism: str = "",
-        sensitivity: float = float("nan"),
-        rdp: Any = None,
-        relation: str = "add/remove",
+        self, query: str, epsilon: float, delta: float = 0.0, **how: Any
     ) -> Iterator[Guarantee]:
-        """Context manager form of :meth:`spend`: spends on entry, yields the Guarantee.
+        """Context manager form of :meth:`spend` (the same arguments; ``how`` holds its
+        keyword-only ones): spends on entry, yields the Guarantee.
 
         The spend stays recorded even if the block raises (the answer may already be out).
         """
-        self.spend(
-            query,
-            epsilon,
-            delta,
-            mechanism=mechanism,
-            sensitivity=sensitivity,
-            rdp=rdp,
-            relation=relation,
-        )
-        yield Guarantee(float(epsilon), float(delta), relation=relation)
+        self.spend(query, epsilon, delta, **how)
+        yield Guarantee(float(epsilon), float(delta), relation=how.get("relation", "add/remove"))
 
-    def _check(self, query: str, rows: list[Spend], row: Spend) -> None:
-        with_it = compose_spends(self.rule, [*rows, row])
+    def _check(self, query: str, record: SpendRecord, row: Spend) -> None:
+        with_it = record.with_row(row)
         if self.rule.admits(with_it):
             return
         eps, dlt, _ = as_relation(row, self.relation)  # substitution doubles add/remove ones
@@ -425,37 +441,24 @@ class PrivacyOdometer:
             self.name, str(query), self.budget, spent, eps, self.rule.basic_delta, dspent, dlt, note
         )
 
-    def _read_rows(self) -> list[Spend]:
+    def _current(self) -> SpendRecord:
+        """The record now: the in-memory one, or the ledger file's (every process's spends)."""
         if self.ledger is None:
             with self._lock:
-                return [row for _, row in self._memory]
+                return self._record
         with contextlib.closing(store.connect(self.ledger)) as con:
-            return self._rows(con)
+            return SpendRecord.of(self.rule, self._rows(con))
 
-    def _read_totals(self) -> tuple[float, float]:
-        return _basic_sums(self._read_rows(), self.relation)
-
-    @property
-    def spent(self) -> float:
-        """Epsilon spent so far (all processes sharing the ledger)."""
-        return self._read_totals()[0]
-
-    @property
-    def delta_spent(self) -> float:
-        """Delta spent so far."""
-        return self._read_totals()[1]
-
-    @property
-    def remaining(self) -> float:
-        """``max(budget - spent, 0)``."""
-        return max(self.budget - self.spent, 0.0)
+    def _sums(self) -> tuple[float, float]:
+        record = self._current()
+        return math.fsum(record.epsilons), math.fsum(record.deltas)
 
     def can_spend(
         self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
     ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
         row = self._spend_row("PrivacyOdometer.can_spend", epsilon, delta, rdp, relation)
-        return self.rule.admits(compose_spends(self.rule, [*self._read_rows(), row]))
+        return self.rule.admits(self._current().with_row(row))
 
     @property
     def releases(self) -> list[Release]:
@@ -473,13 +476,13 @@ class PrivacyOdometer:
 
     def composition(self) -> Composition:
         """What the record composes to: basic sums, the Rényi figure, and which one is stated."""
-        return compose_spends(self.rule, self._read_rows())
+        return self._current().composition()
 
     @property
     def guarantee(self) -> Guarantee:
         """Basic composition of everything spent, under the ledger's relation:
         ``Guarantee(spent, delta_spent, relation=relation)``."""
-        spent, dspent = self._read_totals()
+        spent, dspent = self._sums()
         return Guarantee(spent, dspent, relation=self.relation)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyOdometer:
@@ -582,7 +585,7 @@ class LedgerClone:
 
 
 @dataclass(frozen=True)
-class LedgerRecord:
+class LedgerRecord(_BasicTotals):
     """What a ledger holds, read without writing to it (:func:`read_ledger`).
 
     Attributes
@@ -638,32 +641,8 @@ class LedgerRecord:
         return compose_spends(self.rule, rows)
 
     def _sums(self) -> tuple[float, float]:
-        relations = self.relations or ["add/remove"] * len(self.releases)
-        pairs = zip(self.releases, relations, strict=True)
-        rows = [Spend(r.epsilon, r.delta, None, rel) for r, rel in pairs]
-        return _basic_sums(rows, self.relation)
-
-    @property
-    def spent(self) -> float:
-        """Epsilon spent (basic composition under the ledger's relation, :func:`math.fsum`)."""
-        return self._sums()[0]
-
-    @property
-    def delta_spent(self) -> float:
-        """Delta spent (under the ledger's relation)."""
-        return self._sums()[1]
-
-    @property
-    def remaining(self) -> float:
-        """Epsilon left, ``max(0, budget - spent)``."""
-        return max(0.0, self.budget - self.spent)
-
-
-def _basic_sums(rows: list[Spend], relation: str) -> tuple[float, float]:
-    """``(sum epsilon, sum delta)`` of ``rows`` as a ledger of ``relation`` counts them (a
-    substitute ledger: each add/remove release by group privacy, :func:`as_relation`)."""
-    terms = [as_relation(r, relation) for r in rows]
-    return math.fsum(t[0] for t in terms), math.fsum(t[1] for t in terms)
+        comp = self.composition()
+        return comp.basic_epsilon, comp.basic_delta
 
 
 #: The columns of a ``spends`` row that make its :class:`Release` (:func:`_release`).
