@@ -27,6 +27,7 @@ module-level imports still only point down.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable
@@ -129,7 +130,7 @@ class Measurement:
         if not callable(self.sensitivity):
             POSITIVE.check(self.sensitivity, "sensitivity", owner)
 
-    @property
+    @functools.cached_property
     def parameters(self) -> tuple[str, ...]:
         """The public parameters the sensitivity reads (none for a constant one)."""
         if not callable(self.sensitivity):
