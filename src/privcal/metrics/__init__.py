@@ -1,33 +1,7 @@
 """Calibration metrics and the shared statistics behind them."""
 
-from privcal.metrics.calibration import (
-    Reliability,
-    accuracy,
-    adaptive_ece,
-    brier,
-    classwise_ece,
-    coverage,
-    ece,
-    mce,
-    nll,
-    reliability,
-    set_size,
-)
+from privcal.metrics import calibration
+from privcal.metrics.calibration import *  # noqa: F403 -- every metric is this package's API
 from privcal.metrics.statistics import BinStats, calibration_bins, softmax
 
-__all__ = [
-    "BinStats",
-    "Reliability",
-    "accuracy",
-    "adaptive_ece",
-    "brier",
-    "calibration_bins",
-    "classwise_ece",
-    "coverage",
-    "ece",
-    "mce",
-    "nll",
-    "reliability",
-    "set_size",
-    "softmax",
-]
+__all__ = [*calibration.__all__, "BinStats", "calibration_bins", "softmax"]

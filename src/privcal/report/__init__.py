@@ -20,17 +20,8 @@ One job per module, each importing only those above it in this list (and nothing
   (:func:`render_html`, :func:`write_html`).
 """
 
-from privcal.report.blocks import (
-    ECE_UNIT_NOTE,
-    Report,
-    bar_figure,
-    column,
-    privacy_block,
-    reliability_figure,
-    table,
-    takeaway,
-    text,
-)
+from privcal.report import blocks
+from privcal.report.blocks import *  # noqa: F403 -- every block is part of this package's API
 from privcal.report.figures import draw
 from privcal.report.formatting import UNITS, format_value, jsonable, write_json
 from privcal.report.html_page import render_html, write_html
@@ -47,15 +38,12 @@ from privcal.report.summaries import (
 )
 
 __all__ = [
-    "ECE_UNIT_NOTE",
+    *blocks.__all__,
     "RESULTS_FILE",
     "UNITS",
     "Output",
-    "Report",
     "Section",
-    "bar_figure",
     "build",
-    "column",
     "conformal_summary_data",
     "draw",
     "evaluate_summary",
@@ -64,15 +52,10 @@ __all__ = [
     "format_value",
     "jsonable",
     "markdown_table",
-    "privacy_block",
-    "reliability_figure",
     "render_html",
     "risk_summary_data",
     "run_metadata",
     "summary_path",
-    "table",
-    "takeaway",
-    "text",
     "to_markdown",
     "write_html",
     "write_json",
