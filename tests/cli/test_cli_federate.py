@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 BIN = Path(sys.executable).parent
+
+#: The ``client_files`` fixture (tests/cli/conftest.py): writes each client's data file.
+ClientFiles = Callable[[Path, list[str]], None]
 
 
 def _blocks() -> list[str]:
@@ -61,16 +65,6 @@ def _on_free_port(block: str) -> str:
     assert server in block and client in block, block
     block = block.replace(server, f"{server}--port {port} ")
     return block.replace(client, f"{client}--superlink 127.0.0.1:{port} ")
-
-
-def _write_clients(wd: Path, names: list[str]) -> None:
-    """Over-confident 10-class logits (temperature scaling should soften them)."""
-    rng = np.random.default_rng(0)
-    for name in names:
-        y = rng.integers(0, 10, 400)
-        z = rng.normal(size=(400, 10))
-        z[np.arange(400), y] += 1.5
-        np.savez(wd / f"{name}.npz", logits=10.0 * z, labels=y)
 
 
 def _start(block: str, wd: Path) -> subprocess.Popen[str]:
@@ -186,13 +180,15 @@ def _run_block(block: str, wd: Path, k: int, out: str, epsilon: float | None) ->
     return output
 
 
-def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
+def test_documented_commands_two_then_five_clients(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     two, five = _blocks()[:2]
     wd2, wd5 = tmp_path / "two", tmp_path / "five"
     wd2.mkdir()
     wd5.mkdir()
-    _write_clients(wd2, ["client0", "client1"])
-    _write_clients(wd5, [f"site{k}" for k in range(5)])
+    client_files(wd2, ["client0", "client1"])
+    client_files(wd5, [f"site{k}" for k in range(5)])
     assert "--epsilon" not in two and "--ledger" not in two  # two clients: no DP
     _run_block(two, wd2, 2, "federated-out", None)
     epsilon = float(re.findall(r"--epsilon (\S+)", five)[0])
@@ -224,7 +220,9 @@ def test_documented_commands_two_then_five_clients(tmp_path: Path) -> None:
     assert len(errors) == 6 and "Traceback" not in output, output
 
 
-def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
+def test_documented_secagg_run_sends_no_noiseless_value(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     """The documented SecAgg+ block with distributed noise, as written: the run ends like the
     others (progress, ledgers, every client's end, nothing left behind), the report says the
     server saw only the secure sum, and no reply in any client's transcript (every SecAgg+
@@ -242,7 +240,7 @@ def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
     block = _blocks()[2]
     assert "--secagg" in block and "--transcript" in block
     names = [f"site{k}" for k in range(5)]
-    _write_clients(tmp_path, names)
+    client_files(tmp_path, names)
     epsilon = float(re.findall(r"--epsilon (\S+)", block)[0])
     _run_block(block, tmp_path, 5, "federated-secagg", epsilon)
     out = tmp_path / "federated-secagg"
@@ -265,9 +263,11 @@ def test_documented_secagg_run_sends_no_noiseless_value(tmp_path: Path) -> None:
 
 
 @pytest.mark.exclusive
-def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Path) -> None:
+def test_sigterm_stops_every_process_and_removes_temporary_folders(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     two = _blocks()[0]
-    _write_clients(tmp_path, ["client0", "client1"])
+    client_files(tmp_path, ["client0", "client1"])
     before = _tmp_dirs()
     proc = _start(two, tmp_path)
     assert proc.stdout is not None
@@ -301,7 +301,9 @@ def test_sigterm_stops_every_process_and_removes_temporary_folders(tmp_path: Pat
 
 
 @pytest.mark.exclusive
-def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> None:
+def test_sigint_to_the_server_in_round_1_ends_every_process(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     """Ctrl-C to the server of the documented five-client SecAgg+ block in round 1: within
     10 s no process privcal started remains (checked by PID), every client exits 0 with one
     line saying the server stopped the run, the port is free, and the output folder says the
@@ -310,7 +312,7 @@ def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> N
 
     block = _blocks()[2]
     port = int(re.findall(r"--port (\d+)", block)[0])
-    _write_clients(tmp_path, [f"site{k}" for k in range(5)])
+    client_files(tmp_path, [f"site{k}" for k in range(5)])
     proc = _start(block, tmp_path)
     assert proc.stdout is not None
     lines = []
@@ -342,7 +344,9 @@ def test_sigint_to_the_server_in_round_1_ends_every_process(tmp_path: Path) -> N
     assert info["signal"] == "SIGINT" and info["clients_told"] is True
 
 
-def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path) -> None:
+def test_documented_sources_over_secagg_send_no_noiseless_answer(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     """Seed 000's data-source protocol over SecAgg+, as docs/cli.md gives it: three sources as
     separate processes answer DP Acc-T's query with distributed shares; each ledger is charged
     the fit's epsilon once; the report names SecAgg+ as the transport; and no reply in any
@@ -358,7 +362,7 @@ def test_documented_sources_over_secagg_send_no_noiseless_answer(tmp_path: Path)
     block = _blocks()[3]
     assert "--method acc-t" in block and "--secagg" in block
     names = [f"hospital{k}" for k in range(3)]
-    _write_clients(tmp_path, names)
+    client_files(tmp_path, names)
     before = _tmp_dirs()
     proc = _start(block, tmp_path)
     seen: list[int] = []

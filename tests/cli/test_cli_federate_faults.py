@@ -17,9 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("flwr")
@@ -34,14 +34,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
 
-
-def _write(wd: Path, names: list[str]) -> None:
-    rng = np.random.default_rng(0)
-    for name in names:
-        y = rng.integers(0, 10, 400)
-        z = rng.normal(size=(400, 10))
-        z[np.arange(400), y] += 1.5
-        np.savez(wd / f"{name}.npz", logits=10.0 * z, labels=y)
+#: The ``client_files`` fixture (tests/cli/conftest.py): writes each client's data file.
+ClientFiles = Callable[[Path, list[str]], None]
 
 
 def _start(args: list[str], wd: Path, log: str) -> subprocess.Popen[bytes]:
@@ -112,7 +106,7 @@ def _client(wd: Path, name: str, port: int, *extra: str) -> subprocess.Popen[byt
 
 @pytest.mark.exclusive
 def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
-    tmp_path: Path,
+    tmp_path: Path, client_files: ClientFiles
 ) -> None:
     """SIGKILL to ``privcal federate server`` after round 1 of 3 (it cannot clean up): within
     15 s no process it started remains (its ServerApp, whose calls retry forever, used to
@@ -123,7 +117,7 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     rounds it answered (the server's history holds round 1; a client whose round-2 reply left
     before the kill holds round 2 as well)."""
     names = ["site0", "site1", "site2"]
-    _write(tmp_path, names)
+    client_files(tmp_path, names)
     port = free_port()
     ledger = ["--budget", "5", "--ledger"]
     clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
@@ -170,7 +164,9 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
 
 @pytest.mark.exclusive
 @pytest.mark.timeout(240)
-def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Path) -> None:
+def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(
+    tmp_path: Path, client_files: ClientFiles
+) -> None:
     """SIGKILL to one of four SecAgg+ clients once it has answered round 1. Every later round
     needs all four (the clients refuse a setup of fewer than K), so the run fails, but at once
     (after the SecAgg+ stage under way, if any, times out: ``--round-timeout``):
@@ -180,7 +176,7 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Pa
     No process is left, the clients stop at once with status 1, and each ledger holds the
     rounds its client answered."""
     names = [f"site{k}" for k in range(4)]
-    _write(tmp_path, names)
+    client_files(tmp_path, names)
     port = free_port()
     ledger = ["--budget", "5", "--ledger"]
     clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
@@ -223,7 +219,7 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(tmp_path: Pa
 
 
 def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
-    tmp_path: Path,
+    tmp_path: Path, client_files: ClientFiles
 ) -> None:
     """A client's ``--data`` file is removed once it has joined: the run goes on without it
     (dropped each round), its ledger is charged nothing, and it says why on its own console
@@ -231,7 +227,7 @@ def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
     miss the end of the run (its local check raised) and end, 10 s after the run, with "Lost
     the server", which was still there."""
     names = ["site0", "site1", "site2"]
-    _write(tmp_path, names)
+    client_files(tmp_path, names)
     port = free_port()
     ledger = ["--budget", "5", "--ledger"]
     clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
