@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import os
+import pickle
 import warnings
 
 import numpy as np
@@ -17,6 +20,26 @@ def test_secure_flags() -> None:
     assert SecureNoise.secure is True and SecureNoise().secure
     assert SeededNoise.secure is False
     assert isinstance(SecureNoise(), NoiseSource) and isinstance(SeededNoise(), NoiseSource)
+
+
+def test_secure_share_stream_is_never_shared() -> None:
+    """The integer shares' ChaCha20 stream is keyed once per instance and process: a copy, an
+    unpickled copy and a forked child each draw their own stream, never the parent's next
+    draws (a shared stream would give two clients the same noise share)."""
+    noise = SecureNoise()
+    noise.uniform(1)  # the parent's stream exists before the copies and the fork
+    for other in (copy.deepcopy(noise), pickle.loads(pickle.dumps(noise))):
+        assert not np.array_equal(other.uniform(8), noise.uniform(8))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next 8 uniforms, then exit without pytest's teardown
+        os.write(write, noise.uniform(8).tobytes())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = np.frombuffer(pipe.read(), dtype=np.float64)
+    os.waitpid(pid, 0)
+    assert child.size == 8 and not np.array_equal(child, noise.uniform(8))
 
 
 def test_secure_noise_is_warning_free() -> None:
