@@ -15,7 +15,8 @@ serial run (:func:`pytest_configure`): xdist's workers inherit ``COLUMNS=80`` an
 which would set the width of the CLI's Rich output, and each worker gets its own ``TMPDIR``, so a
 test that checks for temporary folders its run left behind (``privcal-flwr-*``) sees only its
 own worker's. A test marked ``exclusive`` (the federations of a dozen processes whose tests time
-their rounds and their shutdown) runs with no other test at once (:class:`_RunAlone`).
+their rounds and their shutdown) runs with no other test at once (:class:`_RunAlone`); the tests
+marked ``compiled`` (numba kernels) run on one worker (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,16 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TMPDIR"] = folder
     tempfile.tempdir = folder
     config.stash[_RUN_ALONE] = _RunAlone(os.path.dirname(str(config.option.basetemp)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``compiled`` join one xdist group, so one worker compiles each numba kernel
+    (a first compilation takes 5 to 20 s; two workers each compiled them); before xdist's own
+    hook reads the groups."""
+    for item in items:
+        if item.get_closest_marker("compiled") is not None:
+            item.add_marker(pytest.mark.xdist_group("numba"))
 
 
 @pytest.hookimpl(wrapper=True)

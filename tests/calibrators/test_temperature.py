@@ -172,6 +172,7 @@ def test_float32_logits_fit_like_float64(overconfident: Any, objective: str) -> 
     assert t32 == pytest.approx(t64, rel=1e-9)
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_temperature_terms_are_the_shared_nll_statistic(
@@ -224,6 +225,7 @@ def _nll_at_beta(z: np.ndarray, y: np.ndarray, beta: float) -> float:
     return float(clipped_nll_sum(z, y, 1.0 / beta, None))
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("name", ["wideresnet-16-4-cifar-100", "20news", "synthetic"])
 def test_compiled_temperature_fit_is_the_numpy_fit(
     shared_data: Any, name: str, monkeypatch: Any

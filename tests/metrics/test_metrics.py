@@ -329,6 +329,7 @@ def test_metrics_validate_probs() -> None:
         nll(np.array([[0.5, np.nan]]), [0], input="logits")
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_one_pass_ece_equals_the_general_path_and_rejects_what_it_rejects(
     monkeypatch: pytest.MonkeyPatch, dtype: type

@@ -185,6 +185,7 @@ def test_bin_edges() -> None:
     assert mass_bin_edges(np.array([0.3]), 3).shape == (4,)
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("n", [50_000, 50_001, 1001])
 def test_compiled_top_label_bins_equal_numpy_path(monkeypatch, n: int) -> None:
     """The compiled kernel and the NumPy blocks compute the same statistic: same counts, sums
@@ -210,6 +211,7 @@ def test_compiled_top_label_bins_equal_numpy_path(monkeypatch, n: int) -> None:
     np.testing.assert_allclose(got.sum_confidence, ref.sum_confidence, rtol=1e-12)
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(
     ("n", "n_chunks"), [(256 * 9 + 37, 1), (256 * 9 + 37, 8), (255, 8), (5, 8)]
@@ -261,6 +263,7 @@ def _temperature_case(seed: int, dtype: type) -> tuple[np.ndarray, np.ndarray, n
     return z.astype(dtype), y, rng.random(n) < 0.66
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_compiled_temperature_terms_equal_numpy_path(monkeypatch, dtype: type) -> None:  # type: ignore[no-untyped-def]
     """The compiled kernel and the NumPy blocks compute the same statistic: per-row NLL (equal
