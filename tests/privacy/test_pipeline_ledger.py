@@ -16,11 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from privcal.cli.main import app
-from privcal.conformal import PrivateConformal
+from privcal.conformal import PrivateConformal, PrivateRiskControl
 from privcal.data import write_scores
+from privcal.federated import iid_partition, simulate
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, SeededNoise
 from privcal.privacy.odometer import read_ledger
-from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
+from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 
 pytestmark = [
     pytest.mark.integration,
@@ -121,6 +122,8 @@ def test_cli_ledger_init_fit_conformal_show(rows, tmp_path: Path) -> None:
         "basic composition: epsilon=2.5",  # 2 x 1 (add/remove under substitution) + 0.5
         "Rényi filter: epsilon=",
         "stated: epsilon=",
+        "(not private: seeded noise)",  # both steps ran with --seed
+        "WARNING: 2 of 2 releases drew seeded noise",
     ):
         assert text in out, (text, out)
     # --ledger with --sources, and without --epsilon, are refused naming the option
@@ -144,3 +147,80 @@ def test_cli_ledger_bad_input(rows, tmp_path: Path) -> None:
     val = write_scores(tmp_path / "val.npz", *rows)
     r = runner.invoke(app, [*fit, "-i", str(val), "--ledger", missing])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def _risk_rows() -> tuple[np.ndarray, np.ndarray]:
+    """Multi-label scores and boolean labels (3000 x 5) for ``PrivateRiskControl``'s FNR."""
+    rng = np.random.default_rng(1)
+    y = rng.random((3000, 5)) < 0.3
+    return np.clip(0.6 * y + 0.4 * rng.random((3000, 5)), 0.0, 1.0), y
+
+
+#: Every private entry point that charges a pipeline ledger, with seeded noise: ``f(ledger,
+#: noise, rows)`` fits once.
+SEEDED_FITS = {
+    "PrivateTemperatureScaling": lambda led, noise, r: PrivateTemperatureScaling(
+        "nll", epsilon=1.0, noise=noise, ledger=led
+    ).fit(*r),
+    "PrivateConformal": lambda led, noise, r: PrivateConformal(
+        alpha=0.1, epsilon=1.0, noise=noise, ledger=led
+    ).fit(*r),
+    "PrivateRiskControl": lambda led, noise, r: PrivateRiskControl(
+        epsilon=1.0, noise=noise, ledger=led
+    ).fit(*_risk_rows()),
+    "simulate": lambda led, noise, r: simulate(
+        "fedtemp", r[0], r[1], iid_partition(len(r[1]), 4), 2, 1.0, 1e-5, noise=noise, ledger=led
+    ),
+    "DataSource": lambda led, noise, r: DataSource.open(led, noise=noise).count(epsilon=0.5),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(SEEDED_FITS))
+@pytest.mark.filterwarnings("ignore::privcal.private.fallback.NoiseDominatedWarning")
+def test_seeded_noise_is_recorded_not_private(rows, tmp_path: Path, entry: str) -> None:
+    """A release that drew seeded noise is marked ``(not private: seeded noise)`` on the ledger
+    it charged, its report says so, and ``privcal ledger show`` (or ``privcal source status``)
+    warns that its budget bounds nothing; the same fit with secure noise is not marked."""
+    marked = "(not private: seeded noise)"
+    for noise, path in ((SeededNoise(0), "seeded.sqlite"), (None, "secure.sqlite")):
+        if entry == "DataSource":  # a source's ledger takes seeded noise only if its owner says
+            data = write_scores(tmp_path / "source.npz", *rows)
+            DataSource.init_ledger(data, tmp_path / path, 2.0, allow_seeded_noise=True)
+            led: object = tmp_path / path
+        else:
+            led = PrivacyOdometer(20.0, ledger=tmp_path / path, delta_budget=1e-4,
+                                  relation="substitute")  # fmt: skip
+        SEEDED_FITS[entry](led, noise, rows)
+        record = read_ledger(tmp_path / path)
+        assert record.releases
+        seeded = noise is not None
+        assert all(r.mechanism.endswith(marked) == seeded for r in record.releases), entry
+        assert PrivacyOdometer.open(tmp_path / path).report().noise == (
+            "seeded" if seeded else "secure"
+        )
+        command = ["source", "status", "--ledger"] if entry == "DataSource" else ["ledger", "show"]
+        out = " ".join(runner.invoke(app, [*command, str(tmp_path / path)]).output.split())
+        n = len(record.releases)
+        assert (f"WARNING: {n} of {n} releases drew seeded noise" in out) == seeded, out
+
+
+def test_spend_names_a_bad_noise_kind() -> None:
+    with pytest.raises(ValueError, match=r"'noise' parameter of PrivacyOdometer\.spend"):
+        PrivacyOdometer(1.0).spend("q", 0.1, noise="random")
+
+
+def test_a_seeded_federated_run_is_marked_on_the_client_ledger(tmp_path: Path) -> None:
+    """A Flower client's ledger (charged as the ClientApp charges it) marks each round of a
+    seeded run, and takes the run's later rounds as the same run (their recorded mechanism)."""
+    pytest.importorskip("flwr")
+    from privcal.federated.flower.task import charge_round
+
+    led = tmp_path / "client0.sqlite"
+    node = {"ledger": str(led), "budget": 1.0, "delta-budget": 1e-5, "name": "client0"}
+    node["allow-seeded-noise"] = True  # the client's own policy opts in (tests only)
+    for rnd in (1, 2):
+        cfg = {"epsilon": 1.0, "delta": 1e-5, "rounds": 4, "round": rnd, "method": "fedtemp"}
+        assert charge_round(node, {**cfg, "noise": "seeded"}, run_id=7) is None
+    releases = read_ledger(led).releases
+    assert len(releases) == 2
+    assert all(r.mechanism.endswith("(not private: seeded noise)") for r in releases)

@@ -77,7 +77,7 @@ def ledger_show(
     path: Annotated[Path, typer.Argument(help="A privcal ledger file.")],
 ) -> None:
     """Print a ledger's releases and its composed guarantee (reads it only)."""
-    from privcal.privacy.odometer import read_ledger
+    from privcal.privacy.odometer import read_ledger, seeded_warning
 
     with user_errors():
         record = read_ledger(path)
@@ -121,6 +121,9 @@ def ledger_show(
         f"stated: epsilon={comp.epsilon:.6g}, delta={comp.delta:.3g} ({comp.stated}: {why}; "
         f"{comp.relation}{group})"
     )
+    warning = seeded_warning(record.releases)
+    if warning is not None:
+        out.append(warning)
     console.print(
         "\n".join(x for line in out for x in wrap(line, width)), markup=False, highlight=False
     )

@@ -67,7 +67,7 @@ def source_status(
 ) -> None:
     """Print a ledger's budget, what it has spent and every release (reads it only)."""
     from privcal._text import NO_SENSITIVITY, format_table, number, wrap
-    from privcal.privacy.odometer import read_ledger
+    from privcal.privacy.odometer import read_ledger, seeded_warning
 
     with user_errors():
         record = read_ledger(ledger)
@@ -82,6 +82,9 @@ def source_status(
     lines.append(format_table(header, rows, width) if rows else "no release")
     if any(math.isnan(r.sensitivity) for r in record.releases):
         lines.extend(wrap(NO_SENSITIVITY, width))
+    warning = seeded_warning(record.releases)
+    if warning is not None:
+        lines.extend(wrap(warning, width))
     delta = (
         f"  delta budget={record.delta_budget:g}  delta spent={record.delta_spent:.6g}"
         if record.delta_budget > 0

@@ -34,7 +34,7 @@ from privcal.federated.dp import (
 from privcal.federated.methods import FedMethod, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
 from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
-from privcal.privacy.noise import NoiseSource, resolve_noise
+from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
 __all__ = ["evaluate", "simulate"]
 
@@ -361,6 +361,7 @@ def _charge_ledger(
         dp.delta,
         mechanism="gaussian (zCDP)",
         rdp=zcdp_curve(rho, odometer.rule.orders),
+        noise=noise_kind(dp.noise),
     )
 
 

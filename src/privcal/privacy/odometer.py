@@ -45,7 +45,14 @@ from privcal.privacy.filter import (
     as_relation,
     compose_spends,
 )
-from privcal.privacy.guarantee import RELATIONS, Guarantee, PrivacyReport, Release
+from privcal.privacy.guarantee import (
+    NOISE_KINDS,
+    NOT_PRIVATE,
+    RELATIONS,
+    Guarantee,
+    PrivacyReport,
+    Release,
+)
 
 __all__ = [
     "REL_TOL",
@@ -56,12 +63,39 @@ __all__ = [
     "UnaccountedFitWarning",
     "as_odometer",
     "read_ledger",
+    "recorded_mechanism",
+    "seeded_releases",
+    "seeded_warning",
     "warn_unaccounted",
 ]
 
 #: Relative tolerance of the budget check: ``spent + eps > budget * (1 + REL_TOL)`` is refused,
 #: so that ``K`` spends of ``budget / K`` use the budget exactly despite rounding.
 REL_TOL = 1e-12
+
+
+def recorded_mechanism(mechanism: str, noise: str) -> str:
+    """How a ledger records a release's ``mechanism``: marked ``(not private: seeded noise)``
+    when its ``noise`` (:func:`~privcal.privacy.noise.noise_kind`) is ``"seeded"``."""
+    return f"{mechanism} ({NOT_PRIVATE})" if noise == "seeded" else mechanism
+
+
+def seeded_releases(releases: list[Release]) -> list[Release]:
+    """The releases of a record that drew seeded noise (``spend(noise="seeded")`` marks their
+    mechanism ``(not private: seeded noise)``)."""
+    return [r for r in releases if r.mechanism.endswith(f"({NOT_PRIVATE})")]
+
+
+def seeded_warning(releases: list[Release]) -> str | None:
+    """The line a ledger's display adds when some of its releases drew seeded noise."""
+    seeded = len(seeded_releases(releases))
+    if not seeded:
+        return None
+    return (
+        f"WARNING: {seeded} of {len(releases)} releases drew seeded noise ({NOT_PRIVATE}): "
+        "reproducible from the seed, they are not private, and the budget they spent bounds "
+        "nothing about them."
+    )
 
 
 class BudgetExceededError(RuntimeError):
@@ -301,6 +335,7 @@ class PrivacyOdometer(_BasicTotals):
         sensitivity: float = float("nan"),
         rdp: Any = None,
         relation: str = "add/remove",
+        noise: str = "secure",
     ) -> None:
         """Record a spend of ``(epsilon, delta)``, or raise and record nothing.
 
@@ -324,16 +359,23 @@ class PrivacyOdometer(_BasicTotals):
             The neighbouring relation of the release's guarantee. A ``"substitute"`` ledger
             counts an add/remove release twice; an ``"add/remove"`` ledger refuses a
             substitute one (``ValueError``, nothing recorded).
+        noise : {"secure", "seeded"}, default="secure"
+            The kind of noise the release draws (:func:`~privcal.privacy.noise.noise_kind`).
+            A seeded release is recorded with its mechanism marked ``(not private: seeded
+            noise)``: it is reproducible from the seed, so the budget it spends bounds nothing,
+            and ``privcal ledger show`` and :meth:`report` say so.
 
         Raises
         ------
         BudgetExceededError
             If neither basic composition nor the Rényi filter admits the spend.
         """
-        row = self._spend_row("PrivacyOdometer.spend", epsilon, delta, rdp, relation)
+        owner = "PrivacyOdometer.spend"
+        row = self._spend_row(owner, epsilon, delta, rdp, relation)
         eps, dlt = row.epsilon, row.delta
         sens = float(sensitivity)
-        release = Release(str(query), str(mechanism), sens, eps, dlt, self.name)
+        how = recorded_mechanism(str(mechanism), check_option(noise, "noise", owner, NOISE_KINDS))
+        release = Release(str(query), how, sens, eps, dlt, self.name)
         if self.ledger is None:
             with self._lock:
                 self._check(query, self._record, row)
@@ -351,7 +393,12 @@ class PrivacyOdometer(_BasicTotals):
             )
 
     def spend_release(
-        self, release: Release, *, rdp: Any = None, relation: str = "add/remove"
+        self,
+        release: Release,
+        *,
+        rdp: Any = None,
+        relation: str = "add/remove",
+        noise: str = "secure",
     ) -> None:
         """:meth:`spend` the budget of ``release`` (the record of a
         :class:`~privcal.privacy.measurement.Measurement`) with its query, mechanism and
@@ -368,6 +415,7 @@ class PrivacyOdometer(_BasicTotals):
             sensitivity=release.sensitivity,
             rdp=rdp,
             relation=relation,
+            noise=noise,
         )
 
     def check(
@@ -471,8 +519,10 @@ class PrivacyOdometer(_BasicTotals):
         return [_release(row) for row in rows]
 
     def report(self) -> PrivacyReport:
-        """A :class:`PrivacyReport` of the recorded releases."""
-        return PrivacyReport(self.releases)
+        """A :class:`PrivacyReport` of the recorded releases (``noise="seeded"`` when any drew
+        seeded noise)."""
+        releases = self.releases
+        return PrivacyReport(releases, noise="seeded" if seeded_releases(releases) else "secure")
 
     def composition(self) -> Composition:
         """What the record composes to: basic sums, the Rényi figure, and which one is stated."""

@@ -248,7 +248,9 @@ class DataSource:
                 total = sides.get(part.side, 0.0) + release.epsilon
                 spent = max(before, total) - before
             if spent > 0:
-                self.odometer.spend_release(replace(release, epsilon=spent))
+                self.odometer.spend_release(
+                    replace(release, epsilon=spent), noise=noise_kind(self.noise)
+                )
             if part is not None:
                 sides[part.side] = total
             self.history.append(release)

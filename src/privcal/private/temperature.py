@@ -62,6 +62,7 @@ from privcal.privacy.distributed import (
     threat_model,
 )
 from privcal.privacy.filter import pure_dp_curve
+from privcal.privacy.noise import noise_kind
 from privcal.privacy.odometer import LedgerClone, as_odometer
 from privcal.private.fallback import (
     FALLBACKS,
@@ -213,6 +214,7 @@ class _PrivateCalibrator(LedgerClone, ReportsPrivacy, Calibrator):
                 float(self.epsilon),
                 mechanism="laplace",
                 rdp=sum(pure_dp_curve(e, odometer.rule.orders) for e in self._query_epsilons()),
+                noise=noise_kind(srcs[0].noise),
             )
         with self._recording_fit_warnings():
             proto = self._fit_sources(srcs, source_labels(srcs), aggregation, threshold)

@@ -218,6 +218,7 @@ class _DPScaling(LedgerClone, ReportsPrivacy, Calibrator):
                 eps_count,
                 mechanism="laplace",
                 sensitivity=QUERY_MEASUREMENTS["count"].sensitivity_at(),
+                noise=noise_kind(noise),
             )
         n_estimate, count_release = QUERY_MEASUREMENTS["count"].release(
             float(z.shape[0]),
@@ -242,6 +243,7 @@ class _DPScaling(LedgerClone, ReportsPrivacy, Calibrator):
                 mechanism="subsampled gaussian",
                 sensitivity=clip,
                 rdp=dpsgd_curve(sigma, q, total, odometer.rule.orders),
+                noise=kind_of_noise,
             )
         rng = np.random.default_rng(self.seed)  # Poisson sampling: OS entropy when seed is None
         params = initial_params(kind, z.shape[1])

@@ -541,6 +541,7 @@ class DPSGDTrainer(SGDTrainer):
             mechanism="subsampled gaussian",
             sensitivity=float(self.max_grad_norm),
             rdp=curve,
+            noise="secure" if self.seed is None else "seeded",
         )
 
     def _finish(

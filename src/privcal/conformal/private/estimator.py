@@ -301,7 +301,7 @@ class PrivateConformal(LedgerClone, ConformalBase):
         plan = mechanism.plan(n, a, eps, edges, tuning)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
         if odometer is not None and (loc is not None or plan.valid):
-            self._charge(odometer, eps)
+            self._charge(odometer, eps, src)
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
@@ -518,7 +518,7 @@ class PrivateConformal(LedgerClone, ConformalBase):
         )
         return self
 
-    def _charge(self, odometer: Any, eps: float) -> None:
+    def _charge(self, odometer: Any, eps: float, src: NoiseSource) -> None:
         """Charge the fit to ``ledger=``: one exponential-mechanism release of ``eps``."""
         odometer.spend(
             f"{self._owner}.fit",
@@ -526,6 +526,7 @@ class PrivateConformal(LedgerClone, ConformalBase):
             mechanism="exponential",
             rdp=pure_dp_curve(eps, odometer.rule.orders),
             relation="substitute",
+            noise=noise_kind(src),
         )
 
     @staticmethod

@@ -31,6 +31,7 @@ from privcal.privacy import (
     SeededNoise,
     resolve_noise,
 )
+from privcal.privacy.odometer import recorded_mechanism
 
 __all__ = [
     "DEFAULTS",
@@ -454,12 +455,13 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
             "be a release its ledger did not plan for"
         )
     charged = math.fsum(r.epsilon for r in before)
+    noise = "seeded" if cfg.get("noise") == "seeded" else "secure"
     mechanism = (
         "discrete gaussian shares (distributed, zCDP composed over rounds)"
         if cfg.get("aggregation") == "distributed"
         else "gaussian (server-side, rounds composed exactly as one Gaussian)"
     )
-    if before and not _same_run(before, label, cfg, charged, mechanism):
+    if before and not _same_run(before, label, cfg, charged, recorded_mechanism(mechanism, noise)):
         return (
             f"this client's ledger holds charges of run {run_id} under other terms (epsilon "
             f"{charged:.4g} so far); a run id names one run, whose terms cannot change"
@@ -477,7 +479,11 @@ def charge_round(node: dict[str, Any], cfg: dict[str, Any], run_id: int = 0) -> 
     charge = target - charged  # > 0: composed_epsilon increases with r
     try:
         odo.spend(
-            f"{label}round {rnd} of {t} ({cfg['method']})", charge, delta, mechanism=mechanism
+            f"{label}round {rnd} of {t} ({cfg['method']})",
+            charge,
+            delta,
+            mechanism=mechanism,
+            noise=noise,
         )
     except BudgetExceededError as err:
         return str(err)
