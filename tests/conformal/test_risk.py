@@ -123,6 +123,17 @@ def test_private_calls_the_same_statistic(data: Any, monkeypatch: pytest.MonkeyP
     assert PrivateRiskControl(noise=SeededNoise(0)).fit(p, y).lambda_ == 1.0
 
 
+def test_a_ledger_changes_what_is_charged_not_what_is_released(data: Any) -> None:
+    """The same fit with and without ``ledger=`` (same seeded noise) releases the same lambda:
+    charging the ledger must not touch the statistic (a name clash once fed the ledger's RDP
+    curve to the sparse vector, releasing lambda = 0.15 whatever the data)."""
+    p, y = data[0][:3000], data[1][:3000]
+    alone = PrivateRiskControl(epsilon=1.0, noise=SeededNoise(5)).fit(p, y)
+    ledger = PrivacyOdometer(budget=2.0)
+    charged = PrivateRiskControl(epsilon=1.0, noise=SeededNoise(5), ledger=ledger).fit(p, y)
+    assert charged.lambda_ == alone.lambda_ and ledger.spent == pytest.approx(1.0)
+
+
 def test_private_report_and_ledger(data: Any) -> None:
     ledger = PrivacyOdometer(budget=1.5)
     est = PrivateRiskControl(epsilon=1.0, ledger=ledger).fit(data[0][:3000], data[1][:3000])

@@ -206,8 +206,8 @@ class PrivateRiskControl(LedgerClone, RiskControl):
             f"risk_control(loss={rule.name}, m={lam.size})", eps, target=a, bound=rule.bound
         )
         if odometer is not None:
-            curve = pure_dp_curve(eps, odometer.rule.orders)
-            odometer.spend_release(release, rdp=curve, noise=noise_kind(src))
+            rdp = pure_dp_curve(eps, odometer.rule.orders)
+            odometer.spend_release(release, rdp=rdp, noise=noise_kind(src))
         queries = n * (a - curve)
         j = first_crossing(queries, rule.bound - a + t, eps, d, src)
         self._set(rule, lam, None, None, j, alpha)  # neither the curve nor n is released
