@@ -176,3 +176,60 @@ def test_bad_arguments(tmp_path: Path) -> None:
         as_odometer(tmp_path / "missing.sqlite", "Est")
     with pytest.raises(ValueError, match="must be None, a PrivacyOdometer or the path"):
         as_odometer(3.0, "Est")
+
+
+def _spend_sequence() -> list[dict]:
+    """Spends of every kind a ledger composes: pure, (epsilon, delta) without a curve, with a
+    zCDP curve, substitute; seeded so the sequence passes the budget part-way."""
+    rng = np.random.default_rng(7)
+    out = []
+    for k in range(60):
+        kind = k % 4
+        eps = float(rng.uniform(0.02, 0.2))
+        if kind == 0:
+            out.append({"epsilon": eps})
+        elif kind == 1:
+            out.append({"epsilon": eps, "delta": 1e-8})
+        elif kind == 2:
+            out.append({"epsilon": zcdp_epsilon(RHO, 1e-7), "delta": 1e-7, "rdp": zcdp_curve(RHO)})
+        else:
+            out.append({"epsilon": eps, "relation": "substitute"})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("relation", "renyi_delta"),
+    [("add/remove", 0.0), ("add/remove", 5e-6), ("substitute", 0.0), ("substitute", 5e-6)],
+)
+def test_memory_and_file_ledgers_admit_the_same_spends(
+    tmp_path: Path, relation: str, renyi_delta: float
+) -> None:
+    """An in-memory ledger keeps its composed terms as spends arrive (SpendRecord); a file
+    ledger composes its rows afresh on every spend. Both must refuse the same spends (a
+    substitute release on an add/remove ledger, and past the budget), state the same figures at
+    every step, and agree with the composition of the rows read back."""
+    kw = {"delta_budget": 1e-5, "renyi_delta": renyi_delta, "relation": relation}
+    memory = PrivacyOdometer(3.0, **kw)
+    disk = PrivacyOdometer(3.0, ledger=tmp_path / "l.sqlite", **kw)
+    refused = []
+    for i, spend in enumerate(_spend_sequence()):
+        outcomes = []
+        for odo in (memory, disk):
+            try:
+                odo.spend(f"q{i}", **spend)
+                outcomes.append("ok")
+            except (BudgetExceededError, ValueError) as err:
+                outcomes.append(type(err).__name__)
+        assert outcomes[0] == outcomes[1], (i, spend, outcomes)
+        refused.append(outcomes[0] != "ok")
+        a, b = memory.composition(), disk.composition()
+        assert (a.basic_epsilon, a.basic_delta, a.renyi_epsilon) == pytest.approx(
+            (b.basic_epsilon, b.basic_delta, b.renyi_epsilon), rel=1e-12
+        )
+        assert (memory.spent, memory.delta_spent) == pytest.approx(
+            (disk.spent, disk.delta_spent), rel=1e-12
+        )
+    assert any(refused) and not all(refused)  # the sequence reaches the budget
+    record = read_ledger(tmp_path / "l.sqlite")
+    assert record.spent == pytest.approx(memory.spent, rel=1e-12)
+    assert len(record.releases) == len(memory.releases) == refused.count(False)

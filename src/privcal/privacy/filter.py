@@ -314,43 +314,47 @@ def compose_spends(rule: FilterRule, rows: list[Spend]) -> Composition:
 
 
 class SpendRecord:
-    """The terms of a record's spends under ``rule``, kept as spends arrive, so that checking
-    one more spend (:meth:`with_row`) costs no pass over the earlier ones in Python (an
-    in-memory ledger that answers thousands of queries; :func:`compose_spends` is one pass)."""
+    """The composed terms of a record's spends under ``rule`` (immutable: :meth:`added` returns
+    a new record), so that checking one more spend costs no Python pass over the earlier ones
+    (an in-memory ledger that answers thousands of queries; :func:`compose_spends` is one pass).
 
-    def __init__(self, rule: FilterRule) -> None:
+    ``epsilons`` and ``deltas`` are each spend's terms under the rule's relation
+    (:func:`as_relation`); ``curve`` is the sum of their RDP curves on ``rule.orders`` (zeros
+    when the rule has no Rényi branch, which never reads it).
+    """
+
+    __slots__ = ("curve", "deltas", "epsilons", "rule")
+
+    def __init__(
+        self,
+        rule: FilterRule,
+        epsilons: tuple[float, ...] = (),
+        deltas: tuple[float, ...] = (),
+        curve: np.ndarray | None = None,
+    ) -> None:
         self.rule = rule
-        self.epsilons: list[float] = []
-        self.deltas: list[float] = []
-        self.curve = np.zeros(len(rule.orders))
+        self.epsilons = epsilons
+        self.deltas = deltas
+        self.curve = np.zeros(len(rule.orders)) if curve is None else curve
 
     @classmethod
     def of(cls, rule: FilterRule, rows: list[Spend]) -> SpendRecord:
         """The record of ``rows`` under ``rule``."""
         record = cls(rule)
         for row in rows:
-            record.add(row)
+            record = record.added(row)
         return record
 
-    def _term(self, row: Spend) -> tuple[float, float, Any]:
+    def added(self, row: Spend) -> SpendRecord:
+        """The record with ``row`` added (this record is unchanged)."""
         e, d, c = as_relation(row, self.rule.relation)
         if self.rule.renyi_delta <= 0.0:
-            return e, d, 0.0
-        if c is not None:
-            return e, d, c
-        return e, d, pure_dp_curve(e, self.rule.orders) if d == 0.0 else np.inf
-
-    def with_row(self, row: Spend) -> Composition:
-        """The composition of the record with ``row`` added (the record is unchanged)."""
-        e, d, c = self._term(row)
-        return self.rule.compose([*self.epsilons, e], [*self.deltas, d], self.curve + c)
-
-    def add(self, row: Spend) -> None:
-        """Add ``row`` to the record."""
-        e, d, c = self._term(row)
-        self.epsilons.append(e)
-        self.deltas.append(d)
-        self.curve = self.curve + c
+            curve = self.curve
+        elif c is not None:
+            curve = self.curve + c
+        else:
+            curve = self.curve + (pure_dp_curve(e, self.rule.orders) if d == 0.0 else np.inf)
+        return SpendRecord(self.rule, (*self.epsilons, e), (*self.deltas, d), curve)
 
     def composition(self) -> Composition:
         """The composition of the record."""

@@ -378,12 +378,13 @@ class PrivacyOdometer(_BasicTotals):
         release = Release(str(query), how, sens, eps, dlt, self.name)
         if self.ledger is None:
             with self._lock:
-                self._check(query, self._record, row)
+                with_it = self._record.added(row)
+                self._check(query, with_it, row)
+                self._record = with_it
                 self._memory.append((release, row))
-                self._record.add(row)
             return
         with store.transaction(self.ledger) as con:
-            self._check(query, SpendRecord.of(self.rule, self._rows(con)), row)
+            self._check(query, SpendRecord.of(self.rule, [*self._rows(con), row]), row)
             stored = (release.query, release.mechanism, None if math.isnan(sens) else sens)
             curve = None if row.curve is None else json.dumps(row.curve.tolist())
             con.execute(
@@ -433,7 +434,7 @@ class PrivacyOdometer(_BasicTotals):
         step up front, then :meth:`spend` each part before it releases.
         """
         row = self._spend_row("PrivacyOdometer.check", epsilon, delta, rdp, relation)
-        self._check(query, self._current(), row)
+        self._check(query, self._current().added(row), row)
 
     def _spend_row(self, owner: str, epsilon: Any, delta: Any, rdp: Any, relation: Any) -> Spend:
         """The checked arguments of a spend (``epsilon > 0``, ``delta`` in ``[0, 1)``, the RDP
@@ -469,7 +470,9 @@ class PrivacyOdometer(_BasicTotals):
         yield Guarantee(float(epsilon), float(delta), relation=how.get("relation", "add/remove"))
 
     def _check(self, query: str, record: SpendRecord, row: Spend) -> None:
-        with_it = record.with_row(row)
+        """Raise :class:`BudgetExceededError` unless ``record`` (the record with ``row`` added)
+        is admitted."""
+        with_it = record.composition()
         if self.rule.admits(with_it):
             return
         eps, dlt, _ = as_relation(row, self.relation)  # substitution doubles add/remove ones
@@ -489,24 +492,33 @@ class PrivacyOdometer(_BasicTotals):
             self.name, str(query), self.budget, spent, eps, self.rule.basic_delta, dspent, dlt, note
         )
 
+    def _read_rows(self) -> list[Spend]:
+        if self.ledger is None:
+            with self._lock:
+                return [row for _, row in self._memory]
+        with contextlib.closing(store.connect(self.ledger)) as con:
+            return self._rows(con)
+
     def _current(self) -> SpendRecord:
-        """The record now: the in-memory one, or the ledger file's (every process's spends)."""
+        """The record now (immutable): the in-memory one, or the ledger file's (every
+        process's spends)."""
         if self.ledger is None:
             with self._lock:
                 return self._record
-        with contextlib.closing(store.connect(self.ledger)) as con:
-            return SpendRecord.of(self.rule, self._rows(con))
+        return SpendRecord.of(self.rule, self._read_rows())
 
     def _sums(self) -> tuple[float, float]:
-        record = self._current()
-        return math.fsum(record.epsilons), math.fsum(record.deltas)
+        if self.ledger is None:
+            record = self._current()
+            return math.fsum(record.epsilons), math.fsum(record.deltas)
+        return _basic_sums(self._read_rows(), self.relation)
 
     def can_spend(
         self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
     ) -> bool:
         """Whether a spend of ``(epsilon, delta)`` would be accepted now (advisory only)."""
         row = self._spend_row("PrivacyOdometer.can_spend", epsilon, delta, rdp, relation)
-        return self.rule.admits(self._current().with_row(row))
+        return self.rule.admits(self._current().added(row).composition())
 
     @property
     def releases(self) -> list[Release]:
@@ -691,8 +703,19 @@ class LedgerRecord(_BasicTotals):
         return compose_spends(self.rule, rows)
 
     def _sums(self) -> tuple[float, float]:
-        comp = self.composition()
-        return comp.basic_epsilon, comp.basic_delta
+        relations = self.relations or ["add/remove"] * len(self.releases)
+        pairs = zip(self.releases, relations, strict=True)
+        return _basic_sums(
+            [Spend(r.epsilon, r.delta, None, rel) for r, rel in pairs], self.relation
+        )
+
+
+def _basic_sums(rows: list[Spend], relation: str) -> tuple[float, float]:
+    """``(sum epsilon, sum delta)`` of ``rows`` as a ledger of ``relation`` counts them (a
+    substitute ledger: each add/remove release by group privacy, :func:`as_relation`), without
+    the RDP curves the Rényi branch needs."""
+    terms = [as_relation(r, relation) for r in rows]
+    return math.fsum(t[0] for t in terms), math.fsum(t[1] for t in terms)
 
 
 #: The columns of a ``spends`` row that make its :class:`Release` (:func:`_release`).
