@@ -23,9 +23,9 @@ def test_secure_flags() -> None:
 
 
 def test_secure_share_stream_is_never_shared() -> None:
-    """The integer shares' ChaCha20 stream is keyed once per instance and process: a copy, an
-    unpickled copy and a forked child each draw their own stream, never the parent's next
-    draws (a shared stream would give two clients the same noise share)."""
+    """The integer shares' ChaCha20 generator is re-keyed from ``secrets`` on every call: a
+    copy, an unpickled copy and a forked child each draw their own stream, never the parent's
+    next draws (a shared stream would give two clients the same noise share)."""
     noise = SecureNoise()
     noise.uniform(1)  # the parent's stream exists before the copies and the fork
     for other in (copy.deepcopy(noise), pickle.loads(pickle.dumps(noise))):
@@ -33,8 +33,10 @@ def test_secure_share_stream_is_never_shared() -> None:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next 8 uniforms, then exit without pytest's teardown
-        os.write(write, noise.uniform(8).tobytes())
-        os._exit(0)
+        try:
+            os.write(write, noise.uniform(8).tobytes())
+        finally:
+            os._exit(0)  # on an error too: the parent then reads no bytes and fails
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
         child = np.frombuffer(pipe.read(), dtype=np.float64)
