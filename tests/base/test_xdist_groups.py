@@ -11,7 +11,6 @@ def test_compiled_tests_share_one_worker(request: pytest.FixtureRequest) -> None
     (tests/conftest.py), which xdist shows as the suffix ``@numba`` of its node id; pytest 9.2
     made xdist drop the suffix silently (pytest-dev/pytest-xdist#1386), so every group ran on
     both workers (the demo twice, each numba kernel compiled twice). Serial runs have no groups."""
-    if request.config.getoption("dist", "no") != "no" or getattr(
-        request.config.option, "loadgroup", False
-    ):
+    worker = hasattr(request.config, "workerinput")  # an xdist worker, not the controller
+    if worker and getattr(request.config.option, "loadgroup", False):
         assert request.node.nodeid.endswith("@numba"), request.node.nodeid

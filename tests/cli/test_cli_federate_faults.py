@@ -27,8 +27,9 @@ pytest.importorskip("flwr")
 from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.privacy import PrivacyOdometer
 
-# they share the machine with the other xdist worker's tests: each bound on a shutdown is a
-# deadline polled for (15 s, 10 s), many times what an idle machine takes
+# the SIGKILL and data-file runs share the machine with the other xdist worker's tests (each
+# bound on a shutdown is a deadline polled for, many times what an idle machine takes); the
+# SecAgg+ client kill runs alone (exclusive, tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120)]
 
 BIN = Path(sys.executable).parent
@@ -104,6 +105,7 @@ def _client(wd: Path, name: str, port: int, *extra: str) -> subprocess.Popen[byt
     return _start(["client", *args, "--retry-s", "10", *extra], wd, f"{name}.log")
 
 
+@pytest.mark.timeout(240)  # the sum of its waits (60 + 15 + 3 x 40 s)
 def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     tmp_path: Path, client_files: ClientFiles
 ) -> None:
@@ -161,7 +163,8 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     assert _existing(client_work) == set()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.exclusive  # beside other tests one run's server stayed in round 1 for 150 s
+@pytest.mark.timeout(330)  # the sum of its waits (90 + 150 + 3 x 15 + 10 s), should all run long
 def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(
     tmp_path: Path, client_files: ClientFiles
 ) -> None:
