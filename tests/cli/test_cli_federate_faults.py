@@ -105,6 +105,33 @@ def _client(wd: Path, name: str, port: int, *extra: str) -> subprocess.Popen[byt
     return _start(["client", *args, "--retry-s", "10", *extra], wd, f"{name}.log")
 
 
+def _federation(
+    wd: Path,
+    client_files: ClientFiles,
+    k: int,
+    rounds: int,
+    server_extra: tuple[str, ...] = (),
+    client_extra: tuple[str, ...] = (),
+) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
+    """``k`` clients ``site0..`` (each with a ledger of budget 5) and a FedTemp server at
+    epsilon 5 over ``rounds`` rounds (``--force``: the plan is not the point), as processes:
+    ``(server, clients)``."""
+    names = [f"site{j}" for j in range(k)]
+    client_files(wd, names)
+    port = free_port()
+    clients = [
+        _client(wd, n, port, "--budget", "5", "--ledger", f"{n}.sqlite", *client_extra)
+        for n in names
+    ]
+    server = _start(
+        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", str(rounds),
+         "--num-nodes", str(k), "--n-classes", "10", "--epsilon", "5", "--insecure", "--out",
+         "out", "--force", *server_extra],
+        wd, "server.log",
+    )  # fmt: skip
+    return server, clients
+
+
 @pytest.mark.timeout(240)  # the sum of its waits (60 + 15 + 3 x 40 s)
 def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     tmp_path: Path, client_files: ClientFiles
@@ -118,15 +145,8 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     rounds it answered (the server's history holds round 1; a client whose round-2 reply left
     before the kill holds round 2 as well)."""
     names = ["site0", "site1", "site2"]
-    client_files(tmp_path, names)
-    port = free_port()
-    ledger = ["--budget", "5", "--ledger"]
-    clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
-    server = _start(
-        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "3", "--num-nodes",
-         "3", "--n-classes", "10", "--epsilon", "5", "--insecure", "--out", "out", "--force"],
-        tmp_path, "server.log",
-    )  # fmt: skip
+    server, clients = _federation(tmp_path, client_files, 3, 3)
+    port = int(server.args[server.args.index("--port") + 1])
     try:
         _wait_for(tmp_path / "server.log", "round 1/3", 60)
         tree = FlowerProcesses._descendants(server.pid)
@@ -177,19 +197,11 @@ def test_a_secagg_client_killed_mid_run_ends_the_run_within_minutes(
     No process is left, the clients stop at once with status 1, and each ledger holds the
     rounds its client answered."""
     names = [f"site{k}" for k in range(4)]
-    client_files(tmp_path, names)
-    port = free_port()
-    ledger = ["--budget", "5", "--ledger"]
     # --retry-s 30: a client told of the failure ends within seconds, one left to find out
     # ends only after 30 s
-    retry = ["--retry-s", "30"]
-    clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite", *retry) for n in names]
-    server = _start(
-        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "3", "--num-nodes",
-         "4", "--n-classes", "10", "--epsilon", "5", "--secagg", "--insecure", "--out", "out",
-         "--force", "--round-timeout", "15"],
-        tmp_path, "server.log",
-    )  # fmt: skip
+    server, clients = _federation(
+        tmp_path, client_files, 4, 3, ("--secagg", "--round-timeout", "15"), ("--retry-s", "30")
+    )
     try:
         _wait_for(tmp_path / "site3.log", "round 1/3: answered", 90)
         tree = [q for p in [server, *clients] for q in FlowerProcesses._descendants(p.pid)]
@@ -232,16 +244,7 @@ def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
     (``round r/T: failed (...)``) and exits 1. It used to show no line for its failed rounds,
     miss the end of the run (its local check raised) and end, 10 s after the run, with "Lost
     the server", which was still there."""
-    names = ["site0", "site1", "site2"]
-    client_files(tmp_path, names)
-    port = free_port()
-    ledger = ["--budget", "5", "--ledger"]
-    clients = [_client(tmp_path, n, port, *ledger, f"{n}.sqlite") for n in names]
-    server = _start(
-        ["server", "--port", str(port), "--method", "fedtemp", "--rounds", "2", "--num-nodes",
-         "3", "--n-classes", "10", "--epsilon", "5", "--insecure", "--out", "out", "--force"],
-        tmp_path, "server.log",
-    )  # fmt: skip
+    server, clients = _federation(tmp_path, client_files, 3, 2)
     try:
         _wait_for(tmp_path / "site2.log", "joined run", 60)
         (tmp_path / "site2.npz").unlink()
