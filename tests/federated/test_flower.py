@@ -92,6 +92,53 @@ def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[n
     assert np.abs(plain).sum() > 100  # the comparison is not vacuous
 
 
+def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation) -> None:  # type: ignore[no-untyped-def]
+    """Two of five SecAgg+ clients die (stop answering, as if killed) at round 1's
+    masked-vectors stage, after sharing their keys: in round 1 they are dropouts whose masks
+    the server removes, and in round 2 they miss the setup. Both rounds release the sum of the
+    three survivors (reconstruction threshold 3), within the quantisation error.
+
+    With Flower 1.41's workflow alone, round 2 asked every survivor for the key share of
+    clients that never shared a key: each failed the unmask stage with ``KeyError`` and the run
+    halted."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+
+    from privcal.federated.flower.local import LocalGrid
+
+    dead = {2, 3}  # LocalGrid's node ids are 2, 3, ... (parts[0], parts[1])
+
+    class KilledAtMaskedVectors(LocalGrid):
+        def _deliver(self, msg):  # type: ignore[no-untyped-def]
+            nid = msg.metadata.dst_node_id
+            configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
+            stage = configs.get(Key.STAGE) if configs is not None else None
+            if nid in dead and stage == Stage.COLLECT_MASKED_VECTORS:
+                self.contexts[nid].node_config["killed"] = True
+            if self.contexts[nid].node_config.get("killed"):
+                return None  # no reply, ever again
+            return super()._deliver(msg)
+
+        def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
+            return [m for m in super().pull_messages(message_ids) if m is not None]
+
+    nodes, wd, z, y, parts = federation
+    bound, q = 600.0, 4194304
+    out = wd / "fedbbq" / "killed"
+    conf = {"method": "fedbbq", "weighting": "none", "rounds": 2, "n-classes": 4,
+            "min-clients": 2, "out-dir": str(out), "secagg": True, "round-timeout-s": 0.5,
+            "n-levels": 3, "secagg-bound": bound, "secagg-quantization-range": q}  # fmt: skip
+    run_local(conf, [dict(n) for n in nodes], grid_class=KilledAtMaskedVectors)
+    history = json.loads((out / "history.json").read_text())
+    assert [(h["n_clients"], h["failures"]) for h in history] == [(3, 2), (3, 2)]
+    state = json.loads((out / "state.json").read_text())
+    fm = FedBBQ(n_levels=3, weighting=None)
+    survivors = [parts[k] for k in range(N_CLIENTS) if k + 2 not in dead]
+    plain = sum(fm.client_step(fm.init(4), z[i], y[i]) for i in survivors)
+    err = np.abs(np.array(state["hist"]) - 2 * plain).max()  # the two rounds' totals
+    assert err <= 2 * 2 * len(survivors) * bound / q + 1e-9
+    assert np.abs(plain).sum() > 100  # the comparison is not vacuous
+
+
 def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: ignore[no-untyped-def]
     """A DP run (SecureNoise): per-round history without client counts or timings, and a
     privacy report that names the unit, relation and the declared federation size."""

@@ -66,3 +66,42 @@ def test_polled_grid_gives_up_at_its_timeout_and_is_the_grid_otherwise() -> None
     assert polled.send_and_receive(_messages(2), timeout=0.3) == []
     assert 0.3 <= time.monotonic() - t0 < 2.0
     assert polled.get_node_ids() == [3, 4]  # every other attribute is the grid's own
+
+
+class _StalledUploadGrid(_SlowGrid):
+    """A reply that the SuperLink has, whose objects never arrive (its node was killed during
+    the upload): pulled as Flower's ``HttpGrid.pull_messages`` pulls one, through the
+    ``pull_objects`` of Flower's module, whose ``ObjectPullError`` becomes an error reply."""
+
+    def pull_messages(self, ids: Any) -> list[Any]:
+        from flwr.supercore.inflatable.inflatable_utils import (
+            ObjectPullError,
+            ObjectUnavailableError,
+        )
+        from flwr.superlink.grid import http_grid
+
+        def never(object_id: str) -> bytes:
+            self.pulls += 1
+            raise ObjectUnavailableError(object_id)
+
+        try:
+            http_grid.pull_objects(["object"], never)
+        except ObjectPullError:
+            return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i)) for i in ids]
+        raise AssertionError("an object that never arrived was pulled")
+
+
+@pytest.mark.timeout(30)
+def test_a_reply_whose_upload_never_completes_ends_the_exchange_at_its_deadline() -> None:
+    """Flower retries such an object for 180 s or more (up to 2 h, backing off to 10 s); the
+    exchange's deadline bounds it: one error reply for the message within a second or so of
+    the timeout (the backoff, at most PULL_BACKOFF_CAP_S)."""
+    from privcal.federated.flower.messaging import PULL_BACKOFF_CAP_S
+
+    grid = _StalledUploadGrid(answer_on=1)
+    t0 = time.monotonic()
+    replies = PolledGrid(grid).send_and_receive(_messages(1), timeout=0.5)  # type: ignore[arg-type]
+    elapsed = time.monotonic() - t0
+    assert [r.metadata.reply_to_message_id for r in replies] == ["m0"]
+    assert grid.pulls >= 2  # retried until the deadline, then given up
+    assert 0.5 <= elapsed < 0.5 + 1.2 * PULL_BACKOFF_CAP_S + 1.0

@@ -144,6 +144,7 @@ class LocalGrid(Grid):
 def run_local(
     config: Mapping[str, Any],
     node_configs: Sequence[Mapping[str, Any]],
+    grid_class: type[LocalGrid] = LocalGrid,
 ) -> float:
     """Run privcal's Flower ServerApp over in-process nodes; return the wall-clock seconds.
 
@@ -154,6 +155,8 @@ def run_local(
         selects the SecAgg+ apps). ``num-nodes`` defaults to ``len(node_configs)``.
     node_configs : sequence of mapping
         One node configuration per client (``data`` and optionally ``ledger``, ``budget``).
+    grid_class : LocalGrid subclass, default LocalGrid
+        The grid the run goes over (tests pass one whose nodes stop answering mid-run).
 
     Returns
     -------
@@ -166,7 +169,7 @@ def run_local(
     else:
         from privcal.federated.flower.client_app import app as client
         from privcal.federated.flower.server_app import app as server
-    grid = LocalGrid(client, node_configs, cfg)
+    grid = grid_class(client, node_configs, cfg)
     ctx = Context(
         run_id=1, node_id=SUPERLINK_NODE_ID, node_config={}, state=RecordDict(), run_config=cfg
     )

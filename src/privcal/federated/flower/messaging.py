@@ -2,23 +2,64 @@
 
 One module that both the ServerApp (:mod:`~privcal.federated.flower.server_app`) and the remote
 data sources (:mod:`~privcal.federated.flower.sources`) import, so neither imports the other.
+
+A reply whose upload never completed ends the exchange at its deadline, not minutes later.
+Flower (1.41) stores a reply's message when the node pushes it and the message's objects as
+they arrive; a node killed between the two leaves a reply whose objects never come. The
+ServerApp's ``Grid.pull_messages`` hands such a reply to Flower's ``pull_objects``, which
+retries the missing object for up to 500 tries or 2 hours, backing off to 10 s; the SuperLink
+gives up on the upload only after its object-push session expires (180 s). A SecAgg+ client
+killed as it answered held its server in that round for three minutes. :func:`exchange`
+therefore bounds ``pull_objects`` by its own deadline (:func:`bounded_pull_objects`, installed
+into Flower's ``HttpGrid`` on import: it has no parameter for it), so such a reply arrives as
+Flower's ``MESSAGE_UNAVAILABLE`` error within about a second of the round's timeout, and the
+node counts as a dropout.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flwr.app import Message
 from flwr.serverapp import Grid
+from flwr.supercore.inflatable.inflatable_utils import pull_objects as _flower_pull_objects
+from flwr.superlink.grid import http_grid
 
-__all__ = ["POLL_S", "PolledGrid", "exchange", "send_and_receive"]
+__all__ = ["POLL_S", "PolledGrid", "bounded_pull_objects", "exchange", "send_and_receive"]
 
 #: Seconds between the server's polls for replies (Flower's ``Grid.send_and_receive`` waits
 #: 3 s between polls, which would dominate a round).
 POLL_S = 0.05
+
+#: The deadline (``time.monotonic()``) of the exchange running in this context; ``inf`` outside.
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("deadline", default=math.inf)
+
+#: Longest wait between two tries of an object inside an exchange (Flower's default: 10 s).
+PULL_BACKOFF_CAP_S = 1.0
+
+
+def bounded_pull_objects(
+    object_ids: list[str], pull_object_fn: Callable[[str], bytes], **kwargs: Any
+) -> dict[str, bytes]:
+    """Flower's ``pull_objects``, giving up at the running exchange's deadline.
+
+    Inside :func:`exchange`, ``max_time`` is the time left to its deadline (0: one try) and the
+    backoff between tries is at most :data:`PULL_BACKOFF_CAP_S`; an object still missing then
+    raises Flower's ``ObjectPullError``, which ``HttpGrid.pull_messages`` turns into an error
+    reply. Outside an exchange it is Flower's own function, unchanged.
+    """
+    left = _DEADLINE.get() - time.monotonic()
+    if math.isfinite(left):
+        kwargs.setdefault("max_time", max(left, 0.0))
+        kwargs.setdefault("backoff_cap", PULL_BACKOFF_CAP_S)
+    return _flower_pull_objects(object_ids, pull_object_fn, **kwargs)
+
+
+http_grid.pull_objects = bounded_pull_objects  # module docstring: no parameter sets this bound
 
 
 def send_and_receive(grid: Grid, msgs: list[Message], timeout: float) -> list[Message]:
@@ -27,7 +68,8 @@ def send_and_receive(grid: Grid, msgs: list[Message], timeout: float) -> list[Me
     Polls every :data:`POLL_S` seconds, or, when a poll itself takes long (a pull checks every
     outstanding message: with thousands of clients in Flower's Simulation Engine it costs tens
     of milliseconds and holds the link state's lock), waits twice the last poll's duration, so
-    that polling takes at most a third of the round.
+    that polling takes at most a third of the round. A reply whose upload is still incomplete at
+    the deadline comes back as Flower's ``MESSAGE_UNAVAILABLE`` error reply (module docstring).
     """
     return exchange(grid, msgs, timeout)[1]
 
@@ -46,14 +88,18 @@ def exchange(
     ids = set(dst)
     deadline = time.monotonic() + timeout
     replies: list[Message] = []
-    while ids:
-        t0 = time.monotonic()
-        got = list(grid.pull_messages(ids))
-        replies += got
-        ids -= {m.metadata.reply_to_message_id for m in got}
-        if not ids or time.monotonic() > deadline:
-            break
-        time.sleep(max(POLL_S, 2.0 * (time.monotonic() - t0)))
+    token = _DEADLINE.set(deadline)
+    try:
+        while ids:
+            t0 = time.monotonic()
+            got = list(grid.pull_messages(ids))
+            replies += got
+            ids -= {m.metadata.reply_to_message_id for m in got}
+            if not ids or time.monotonic() > deadline:
+                break
+            time.sleep(max(POLL_S, 2.0 * (time.monotonic() - t0)))
+    finally:
+        _DEADLINE.reset(token)
     return dst, replies
 
 

@@ -491,7 +491,10 @@ class _HaltingSecAggPlus(SecAggPlusWorkflow):
             self.collect_masked_vectors_stage,
             self.unmask_stage,
         ):
-            if not step(grid, context, state):
+            ok = step(grid, context, state)
+            if ok and step == self.share_keys_stage:
+                _only_key_holders(state)
+            if not ok:
                 reasons = sorted({_failure_reason(f) for f in state.failures})
                 detail = "; ".join(reasons) if reasons else "too few clients answered"
                 raise RuntimeError(
@@ -500,6 +503,18 @@ class _HaltingSecAggPlus(SecAggPlusWorkflow):
                     f"{len(state.active_node_ids)} active clients): {detail}. Nothing of this "
                     "round was released."
                 )
+
+
+def _only_key_holders(state: WorkflowState) -> None:
+    """After the share-keys stage: the round's clients are those that shared their keys.
+
+    Flower 1.41's unmask stage counts as dropped every client sent the setup that did not
+    upload a masked vector (``sampled - active``), and asks the survivors for its key share. A
+    client that left before the share-keys stage (a node killed during the previous round, still
+    listed until its heartbeat lapses) never sent one, so every survivor failed the stage with
+    ``KeyError`` and the round halted, although no upload was masked against it.
+    """
+    state.sampled_node_ids = set(state.active_node_ids)
 
 
 def _failure_reason(failure: BaseException) -> str:
