@@ -255,19 +255,30 @@ def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
     (dropped each round), its ledger is charged nothing, and it says why on its own console
     (``round r/T: failed (...)``) and exits 1. It used to show no line for its failed rounds,
     miss the end of the run (its local check raised) and end, 10 s after the run, with "Lost
-    the server", which was still there."""
+    the server", which was still there.
+
+    A fourth client that connects once the run has begun (the server has its three) answers
+    nothing and is charged nothing; it exits 1 saying that the run ended without it (it used
+    to exit 0 with "The run is over")."""
     server, clients = _federation(tmp_path, client_files, 3, 2)
+    client_files(tmp_path, ["late"])
+    port = int(server.args[server.args.index("--port") + 1])
     try:
         _wait_for(tmp_path / "site2.log", "joined run", 60)
         (tmp_path / "site2.npz").unlink()
+        late = _client(tmp_path, "late", port, "--budget", "5", "--ledger", "late.sqlite")
+        clients.append(late)
         assert server.wait(timeout=60) == 0, (tmp_path / "server.log").read_text()
         codes = [c.wait(timeout=8) for c in clients]
     finally:
         for p in [server, *clients]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
+    late_log = (tmp_path / "late.log").read_text()
+    assert codes[3] == 1 and "Error: The run ended without this client" in late_log, late_log
+    assert PrivacyOdometer.open(tmp_path / "late.sqlite").spent == 0.0
     log = (tmp_path / "site2.log").read_text()
-    assert codes == [0, 0, 1], log
+    assert codes[:3] == [0, 0, 1], log
     assert "round 1/2: failed (ValueError: " in log and "not a readable .npz file" in log, log
     assert "Error: This client failed 2 round(s) of the run" in log and "Lost the server" not in log
     assert PrivacyOdometer.open(tmp_path / "site2.sqlite").spent == 0.0

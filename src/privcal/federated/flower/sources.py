@@ -32,7 +32,7 @@ import numpy as np
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from privcal.federated.flower.messaging import send_and_receive
-from privcal.federated.flower.task import mixed_unit_refusal
+from privcal.federated.flower.task import mixed_unit_refusal, write_status
 from privcal.federated.policy import ClientPolicy
 from privcal.privacy import BudgetExceededError, PrivacyOdometer, Release, SecureNoise
 from privcal.private import DataSource
@@ -222,6 +222,12 @@ def answer_source_query(
     except BudgetExceededError as err:
         return {"refused": str(err)}
     releases = [[getattr(r, f) for f in _RELEASE_FIELDS] for r in src.history[before:]]
+    for rel in src.history[before:]:
+        write_status(
+            node,
+            f"query {rel.query}: answered (charged epsilon {rel.epsilon:.3g} to the ledger; "
+            f"{src.spent:.3g} of {src.budget:g} spent)",
+        )
     return {
         "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
         "releases": json.dumps(releases),
