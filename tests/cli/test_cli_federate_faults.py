@@ -27,9 +27,8 @@ pytest.importorskip("flwr")
 from privcal.federated.flower.deploy import FlowerProcesses, free_port
 from privcal.privacy import PrivacyOdometer
 
-# the SIGKILL and data-file runs share the machine with the other xdist worker's tests (each
-# bound on a shutdown is a deadline polled for, many times what an idle machine takes); the
-# SecAgg+ client kill runs alone (exclusive, tests/conftest.py)
+# these runs share the machine with the other xdist worker's tests: each bound on a shutdown
+# is a deadline polled for, many times what an idle machine takes
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120)]
 
 BIN = Path(sys.executable).parent
@@ -183,7 +182,6 @@ def test_sigkill_of_the_server_mid_run_leaves_no_process_and_an_honest_record(
     assert _existing(client_work) == set()
 
 
-@pytest.mark.exclusive  # a dozen processes whose rounds each wait out the dead client's stages
 @pytest.mark.timeout(300)  # the sum of its waits (90 + 150 + 3 x 15 + 10 s), should all run long
 def test_a_secagg_client_killed_mid_run_is_a_dropout_and_the_run_ends_within_minutes(
     tmp_path: Path, client_files: ClientFiles
