@@ -448,3 +448,24 @@ def test_public_statistic_is_what_a_source_builds_from_its_rows() -> None:
             public.label, public.sensitivity, public.moved, public.row_bound)  # fmt: skip
         assert np.shape(mine.value) == np.shape(public.value)
         assert share_plan(mine, 0.5, 4, 3, 31, 4096) == share_plan(public, 0.5, 4, 3, 31, 4096)
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ("<class 'KeyError'>:<'2'>", "a client's ClientApp raised KeyError: 2"),
+        (
+            "<class 'flwr.common.ValueError'>:<'Available neighbours number smaller'>",
+            "a client's ClientApp raised ValueError: Available neighbours number smaller",
+        ),
+        ("privcal client refused: over budget", "privcal client refused: over budget"),
+    ],
+)
+def test_a_halted_secagg_stage_names_a_clients_exception_readably(reason: str, shown: str) -> None:
+    """Flower sends a ClientApp's exception as ``<class 'X'>:<'text'>``; the run's error line
+    says which exception and its text, and passes a client's own refusal through."""
+    from flwr.app import Error
+
+    from privcal.federated.flower.secagg import _failure_reason
+
+    assert _failure_reason(Exception(Error(0, reason))) == shown

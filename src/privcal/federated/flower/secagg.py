@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -519,9 +520,14 @@ def _only_key_holders(state: WorkflowState) -> None:
 
 def _failure_reason(failure: BaseException) -> str:
     """The reason a client gave for an error reply (Flower wraps its ``Error`` in an
-    ``Exception``), or the exception's text."""
+    ``Exception``), or the exception's text. A ClientApp's exception, which Flower sends as
+    ``<class 'pkg.Error'>:<'text'>``, reads ``a client's ClientApp raised Error: text``."""
     inner = failure.args[0] if failure.args else failure
-    return str(getattr(inner, "reason", inner))
+    reason = str(getattr(inner, "reason", inner))
+    raised = re.fullmatch(r"<class '(?:[\w.]+\.)?(\w+)'>:<'(.*)'>", reason, flags=re.S)
+    if raised is None:
+        return reason
+    return f"a client's ClientApp raised {raised[1]}: {raised[2]}"
 
 
 class _QueryStrategy(FedAvg):
