@@ -200,23 +200,33 @@ def test_a_secagg_client_killed_mid_run_is_a_dropout_and_the_run_ends_within_min
     them for the key share of a client that never shared one, secagg ``_only_key_holders``);
     earlier still the server waited in FedAvg's ``sample`` until ``--timeout``.
     Either way no process is left, the clients stop at once, and each ledger holds the rounds
-    its client answered."""
+    its client answered.
+
+    A fifth client that connects after round 0 (the run has its four) takes no part: it is
+    charged nothing and exits 1 (the run ended without it, or failed). It used to be sampled
+    into the next SecAgg+ setup, whose five clients every client refused (not the declared
+    K = 4), and, when a run ended without it, to exit 0 with "The run is over"."""
     names = [f"site{k}" for k in range(4)]
     # --retry-s 30: a client told of the end stops within seconds, one left to find out only
     # after 30 s
     server, clients = _federation(
         tmp_path, client_files, 4, 2, ("--secagg", "--round-timeout", "15"), ("--retry-s", "30")
     )
+    client_files(tmp_path, ["late"])
+    port = int(server.args[server.args.index("--port") + 1])
     try:
         _wait_for(tmp_path / "site3.log", "round 1/2: answered", 90)
-        tree = [q for p in [server, *clients] for q in FlowerProcesses._descendants(p.pid)]
-        work = _work_dirs(tree)
         clients[3].send_signal(signal.SIGKILL)
         clients[3].wait()
+        # the run has at least 15 s to go (round 1's unmask stage waits for the dead client)
+        late = _client(tmp_path, "late", port, "--budget", "5", "--ledger", "late.sqlite")
+        clients.append(late)
+        tree = [q for p in [server, *clients] for q in FlowerProcesses._descendants(p.pid)]
+        work = _work_dirs(tree)
         # each stage the dead client misses waits out --round-timeout (15 s); at most 3 + 4
         code = server.wait(timeout=150)
-        for c in clients[:3]:  # told at once that the run ended (not after --retry-s)
-            assert c.wait(timeout=15) == code
+        for c in [*clients[:3], late]:  # told at once that the run ended (not after --retry-s)
+            assert c.wait(timeout=15) == (1 if c is late else code)
         deadline = time.monotonic() + 10
         while _alive(tree) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -244,6 +254,11 @@ def test_a_secagg_client_killed_mid_run_is_a_dropout_and_the_run_ends_within_min
         spent = PrivacyOdometer.open(tmp_path / f"{n}.sqlite").spent
         assert answered and spent == pytest.approx(float(answered[-1]), rel=1e-2), (n, log)
         assert len(answered) == (1 if n == names[3] else 1 + (code == 0)), (n, log)
+    late_log = (tmp_path / "late.log").read_text()
+    assert re.search(r": (answered|refused) \(", late_log) is None, late_log  # no round
+    ended_without = "Error: The run ended without this client" in late_log
+    assert ended_without if code == 0 else "Error: The server stopped the run" in late_log
+    assert PrivacyOdometer.open(tmp_path / "late.sqlite").spent == 0.0
 
 
 def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
@@ -253,30 +268,19 @@ def test_a_client_whose_data_file_goes_after_joining_says_so_and_is_not_charged(
     (dropped each round), its ledger is charged nothing, and it says why on its own console
     (``round r/T: failed (...)``) and exits 1. It used to show no line for its failed rounds,
     miss the end of the run (its local check raised) and end, 10 s after the run, with "Lost
-    the server", which was still there.
-
-    A fourth client that connects once the run has begun (the server has its three) answers
-    nothing and is charged nothing; it exits 1 saying that the run ended without it (it used
-    to exit 0 with "The run is over")."""
+    the server", which was still there."""
     server, clients = _federation(tmp_path, client_files, 3, 2)
-    client_files(tmp_path, ["late"])
-    port = int(server.args[server.args.index("--port") + 1])
     try:
         _wait_for(tmp_path / "site2.log", "joined run", 60)
         (tmp_path / "site2.npz").unlink()
-        late = _client(tmp_path, "late", port, "--budget", "5", "--ledger", "late.sqlite")
-        clients.append(late)
         assert server.wait(timeout=60) == 0, (tmp_path / "server.log").read_text()
         codes = [c.wait(timeout=8) for c in clients]
     finally:
         for p in [server, *clients]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
-    late_log = (tmp_path / "late.log").read_text()
-    assert codes[3] == 1 and "Error: The run ended without this client" in late_log, late_log
-    assert PrivacyOdometer.open(tmp_path / "late.sqlite").spent == 0.0
     log = (tmp_path / "site2.log").read_text()
-    assert codes[:3] == [0, 0, 1], log
+    assert codes == [0, 0, 1], log
     assert "round 1/2: failed (ValueError: " in log and "not a readable .npz file" in log, log
     assert "Error: This client failed 2 round(s) of the run" in log and "Lost the server" not in log
     assert PrivacyOdometer.open(tmp_path / "site2.sqlite").spent == 0.0

@@ -158,8 +158,9 @@ def _skip_join(monkeypatch: pytest.MonkeyPatch) -> None:
     asked straight into round 1, and each client must still refuse there."""
     from privcal.federated.flower import server_app
 
-    def every_node(grid: object, cfg: dict) -> list[int]:
-        return sorted(grid.get_node_ids())  # type: ignore[attr-defined]
+    def every_node(grid: object, cfg: dict) -> tuple[list[int], list[int]]:
+        nodes = sorted(grid.get_node_ids())  # type: ignore[attr-defined]
+        return nodes, nodes  # (asked, joined): every node, none asked
 
     monkeypatch.setattr(server_app, "join_run", every_node)
     monkeypatch.setattr(secagg, "join_run", every_node)

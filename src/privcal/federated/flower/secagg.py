@@ -371,8 +371,10 @@ class _Strategy(FedAvg):
         n_nodes: int,
         dp: DPConfig | None,
         out_dir: Path | None,
+        cohort: list[int],
     ) -> None:
         self.fm, self.cfg, self.c, self.dp, self.out_dir = fm, cfg, c, dp, out_dir
+        self.cohort = set(cohort)
         self.state = fm.init(c)
         self.views: list[list[AggregatorView]] = []
         self.survivors: list[int] = []  # clients in each round's secure sum
@@ -393,12 +395,18 @@ class _Strategy(FedAvg):
         return np.asarray(self.state.get("params", np.zeros(1)), dtype=np.float64)
 
     def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
-        """Every client connected now. (FedAvg's ``sample`` waits up to a day for all
-        ``num-nodes``: a client that left between rounds held the run, and every surviving
-        client, until ``--timeout``.) A client gone is a dropout: SecAgg+ and the threshold
-        ``t`` decide whether the round still releases."""
+        """Every client of the cohort (those asked to join in round 0) connected now.
+        (FedAvg's ``sample`` waits up to a day for all ``num-nodes``: a client that left
+        between rounds held the run, and every surviving client, until ``--timeout``.) A client
+        gone is a dropout: SecAgg+ and the threshold ``t`` decide whether the round still
+        releases. A client that connected after round 0 is not sampled: it would make the
+        setup's sample larger than the declared K, which every client refuses."""
         fit = FitIns(parameters, {"round": server_round})
-        return [(proxy, fit) for proxy in client_manager.all().values()]
+        return [
+            (proxy, fit)
+            for proxy in client_manager.all().values()
+            if int(proxy.node_id) in self.cohort
+        ]
 
     def _distributed_total(self, mean: np.ndarray, n: int) -> np.ndarray:
         """The released round total from the secure sum of the clients' shares (no server
@@ -657,7 +665,9 @@ def _main(grid: Any, context: Context) -> None:
 def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
     """A federated method's run over SecAgg+: round 0 (:func:`~privcal.federated.flower.
     server_app.join_run`), ``T`` SecAgg+ rounds, the release."""
-    join_run(grid, cfg)  # a client that refused refuses SecAgg+'s setup too (a dropout)
+    # the round's cohort is every client asked to join: one that refused is a SecAgg+ dropout
+    # (it refuses its first round), one that connected later takes no part
+    cohort = join_run(grid, cfg)[0]
     fm = method_from_config(cfg)
     c = int(cfg["n-classes"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
@@ -671,7 +681,7 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
         else None
     )
     n_nodes = int(cfg["num-nodes"])
-    strategy = _Strategy(fm, cfg, c, n_nodes, dp, out_dir)
+    strategy = _Strategy(fm, cfg, c, n_nodes, dp, out_dir, cohort)
     legacy = LegacyContext(
         context=context, config=ServerConfig(num_rounds=int(cfg["rounds"])), strategy=strategy
     )

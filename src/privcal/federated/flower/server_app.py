@@ -254,7 +254,7 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
     fm = method_from_config(cfg)
     rounds = int(cfg["rounds"])
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
-    nodes = join_run(grid, cfg)
+    nodes = join_run(grid, cfg)[1]
     timeout = float(cfg["round-timeout-s"])
     dp = (
         dp_from_config(cfg, server_noise(cfg, "the privcal ServerApp"))
@@ -430,8 +430,9 @@ def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) 
     return done == len(nodes)
 
 
-def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
-    """Round 0: wait for the declared clients, ask each to join, return those that joined.
+def join_run(grid: Grid, cfg: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """Round 0: wait for the declared clients, ask each to join; return ``(asked, joined)``,
+    the clients asked and those that joined (a client that connects later is in neither).
 
     Each client answers from its own side (:func:`~privcal.federated.flower.task.join_answer`):
     its policy, its logits' width against ``n-classes``, and whether its ledger can pay the whole
@@ -475,7 +476,7 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> list[int]:
         stop_run(grid, cfg, reason)
         raise RuntimeError(f"privcal: refused: {reason}.")
     print(f"privcal: {len(joined)} of {len(nodes)} clients joined the run", flush=True)
-    return sorted(joined)
+    return sorted(nodes), sorted(joined)
 
 
 #: How long an interrupted ServerApp waits for the clients to take the stop message: an idle
