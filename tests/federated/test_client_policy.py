@@ -103,7 +103,16 @@ def test_secagg_setup_must_enforce_the_noise_threshold() -> None:
     assert "not the run's noise threshold t=6" in str(policy.secagg_refusal(cfg, 5, 10, 10))
     assert "below this client's policy" in str(policy.secagg_refusal(cfg, 2, 10, 10))
     assert "not below its number of shares" in str(policy.secagg_refusal(cfg, 10, 10, 10))
-    assert "sampled 9 clients" in str(policy.secagg_refusal(cfg, 6, 10, 9))
+    # a sample between t and K is clients that left (any t shares make up the noise); more
+    # than K overflows what the ring was sized for; fewer than t could release nothing
+    assert policy.secagg_refusal(cfg, 6, 10, 9) is None
+    assert policy.secagg_refusal(cfg, 6, 10, 6) is None
+    assert "sampled 11 clients, more than the run's declared K=10" in str(
+        policy.secagg_refusal(cfg, 6, 10, 11)
+    )
+    assert "sampled 5 clients, fewer than the run's noise threshold t=6" in str(
+        policy.secagg_refusal(cfg, 6, 10, 5)
+    )
 
 
 def test_permissive_policy_is_the_simulation_engines() -> None:

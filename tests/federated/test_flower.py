@@ -92,6 +92,37 @@ def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[n
     assert np.abs(plain).sum() > 100  # the comparison is not vacuous
 
 
+def _killed_grid(dead: set[int], delisted: bool) -> type:
+    """A :class:`LocalGrid` whose nodes ``dead`` stop answering (as if killed) from round 1's
+    SecAgg+ masked-vectors stage on; ``delisted``: from then on the link no longer lists them
+    (their heartbeat has lapsed), so later rounds do not sample them."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+
+    from privcal.federated.flower.local import LocalGrid
+
+    class Killed(LocalGrid):
+        killed: frozenset[int] = frozenset()
+
+        def _deliver(self, msg):  # type: ignore[no-untyped-def]
+            nid = msg.metadata.dst_node_id
+            configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
+            if nid in dead and configs is not None:
+                if configs.get(Key.STAGE) == Stage.COLLECT_MASKED_VECTORS:
+                    self.killed = self.killed | {nid}
+            if nid in self.killed:
+                return None  # no reply, ever again
+            return super()._deliver(msg)
+
+        def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
+            return [m for m in super().pull_messages(message_ids) if m is not None]
+
+        def get_node_ids(self):  # type: ignore[no-untyped-def]
+            gone = self.killed if delisted else set()
+            return [n for n in super().get_node_ids() if n not in gone]
+
+    return Killed
+
+
 def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation) -> None:  # type: ignore[no-untyped-def]
     """Two of five SecAgg+ clients die (stop answering, as if killed) at round 1's
     masked-vectors stage, after sharing their keys: in round 1 they are dropouts whose masks
@@ -101,33 +132,14 @@ def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation) -> 
     With Flower 1.41's workflow alone, round 2 asked every survivor for the key share of
     clients that never shared a key: each failed the unmask stage with ``KeyError`` and the run
     halted."""
-    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
-
-    from privcal.federated.flower.local import LocalGrid
-
     dead = {2, 3}  # LocalGrid's node ids are 2, 3, ... (parts[0], parts[1])
-
-    class KilledAtMaskedVectors(LocalGrid):
-        def _deliver(self, msg):  # type: ignore[no-untyped-def]
-            nid = msg.metadata.dst_node_id
-            configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-            stage = configs.get(Key.STAGE) if configs is not None else None
-            if nid in dead and stage == Stage.COLLECT_MASKED_VECTORS:
-                self.contexts[nid].node_config["killed"] = True
-            if self.contexts[nid].node_config.get("killed"):
-                return None  # no reply, ever again
-            return super()._deliver(msg)
-
-        def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
-            return [m for m in super().pull_messages(message_ids) if m is not None]
-
     nodes, wd, z, y, parts = federation
     bound, q = 600.0, 4194304
     out = wd / "fedbbq" / "killed"
     conf = {"method": "fedbbq", "weighting": "none", "rounds": 2, "n-classes": 4,
             "min-clients": 2, "out-dir": str(out), "secagg": True, "round-timeout-s": 0.5,
             "n-levels": 3, "secagg-bound": bound, "secagg-quantization-range": q}  # fmt: skip
-    run_local(conf, [dict(n) for n in nodes], grid_class=KilledAtMaskedVectors)
+    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid(dead, delisted=False))
     history = json.loads((out / "history.json").read_text())
     assert [(h["n_clients"], h["failures"]) for h in history] == [(3, 2), (3, 2)]
     state = json.loads((out / "state.json").read_text())
@@ -137,6 +149,27 @@ def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation) -> 
     err = np.abs(np.array(state["hist"]) - 2 * plain).max()  # the two rounds' totals
     assert err <= 2 * 2 * len(survivors) * bound / q + 1e-9
     assert np.abs(plain).sum() > 100  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize("delisted", [False, True], ids=["still listed", "heartbeat lapsed"])
+def test_a_distributed_secagg_run_goes_on_without_a_killed_client(  # type: ignore[no-untyped-def]
+    federation, delisted: bool
+) -> None:
+    """Distributed DP over SecAgg+, t = 4 of K = 5: one client dies in round 1. Each later
+    round releases the four survivors' sum, whether the link still lists the dead client (it
+    misses the setup) or no longer does (a sample of 4 < K: the survivors' policy accepts any
+    sample from t to K; it refused every sample but K, so the run failed once the dead
+    client's heartbeat lapsed, about a minute after it died)."""
+    nodes, wd, _z, _y, _parts = federation
+    out = wd / "fedtemp" / f"killed-{delisted}"
+    conf = {"method": "fedtemp", "rounds": 3, "n-classes": 4, "min-clients": 2, "epsilon": 50.0,
+            "secagg": True, "aggregation": "distributed", "round-timeout-s": 0.5,
+            "out-dir": str(out)}  # fmt: skip
+    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid({2}, delisted))
+    history = json.loads((out / "history.json").read_text())
+    assert [h["round"] for h in history] == [1, 2, 3]
+    assert history[-1]["epsilon_spent"] == pytest.approx(50.0, rel=1e-6)
+    assert (out / "privacy_report.json").exists()
 
 
 def test_dp_run_releases_only_declared_quantities(federation) -> None:  # type: ignore[no-untyped-def]

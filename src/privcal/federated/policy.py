@@ -259,7 +259,11 @@ class ClientPolicy:
 
         The secure sum must enforce what the noise was sized for: under ``"distributed"`` the
         reconstruction threshold is exactly the run's ``t`` (SecAgg+ then never unmasks a sum
-        of fewer than ``t`` uploads), and it is at least ``min_threshold`` in every run.
+        of fewer than ``t`` uploads), and it is at least ``min_threshold`` in every run. The
+        sample may be smaller than the declared ``K`` (clients that left: any ``t`` shares make
+        up the noise, and a sum of fewer than ``t`` is never unmasked) but not larger (the ring
+        and the value bounds hold the sum of at most ``K`` uploads), nor smaller than ``t`` (the
+        round could release nothing: the client keeps its keys and its data).
         """
         if reconstruction < max(2, self.min_threshold):
             return (
@@ -278,10 +282,15 @@ class ClientPolicy:
                     f"SecAgg+'s reconstruction threshold {reconstruction} is not the run's "
                     f"noise threshold t={t}: it could unmask a sum of fewer than t shares"
                 )
-            if sampled != k:
+            if sampled > k:
                 return (
-                    f"SecAgg+ sampled {sampled} clients, not the run's declared K={k} the "
-                    "noise shares were sized for"
+                    f"SecAgg+ sampled {sampled} clients, more than the run's declared K={k} the "
+                    "noise shares and the ring were sized for"
+                )
+            if sampled < t:
+                return (
+                    f"SecAgg+ sampled {sampled} clients, fewer than the run's noise threshold "
+                    f"t={t}: the round could release nothing"
                 )
         return None
 
