@@ -92,11 +92,11 @@ def test_secaggplus_sum_matches_plain_sum(federation) -> None:  # type: ignore[n
     assert np.abs(plain).sum() > 100  # the comparison is not vacuous
 
 
-def _killed_grid(dead: set[int], delisted: bool) -> type:
-    """A :class:`LocalGrid` whose nodes ``dead`` stop answering (as if killed) from round 1's
-    SecAgg+ masked-vectors stage on; ``delisted``: from then on the link no longer lists them
-    (their heartbeat has lapsed), so later rounds do not sample them."""
-    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+def _killed_grid(deaths: dict[int, str], delisted: bool) -> type:
+    """A :class:`LocalGrid` whose node ``nid`` stops answering (as if killed) at the first
+    SecAgg+ message of stage ``deaths[nid]`` (``Stage.SETUP``, ...); ``delisted``: from then on
+    the link no longer lists it (its heartbeat has lapsed), so later rounds do not sample it."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
 
     from privcal.federated.flower.local import LocalGrid
 
@@ -106,8 +106,8 @@ def _killed_grid(dead: set[int], delisted: bool) -> type:
         def _deliver(self, msg):  # type: ignore[no-untyped-def]
             nid = msg.metadata.dst_node_id
             configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-            if nid in dead and configs is not None:
-                if configs.get(Key.STAGE) == Stage.COLLECT_MASKED_VECTORS:
+            if nid in deaths and configs is not None:
+                if configs.get(Key.STAGE) == deaths[nid]:
                     self.killed = self.killed | {nid}
             if nid in self.killed:
                 return None  # no reply, ever again
@@ -123,28 +123,37 @@ def _killed_grid(dead: set[int], delisted: bool) -> type:
     return Killed
 
 
-def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation) -> None:  # type: ignore[no-untyped-def]
-    """Two of five SecAgg+ clients die (stop answering, as if killed) at round 1's
-    masked-vectors stage, after sharing their keys: in round 1 they are dropouts whose masks
-    the server removes, and in round 2 they miss the setup. Both rounds release the sum of the
-    three survivors (reconstruction threshold 3), within the quantisation error.
+@pytest.mark.parametrize(
+    "first",
+    ["collect_masked_vectors", "setup", "share_keys"],
+    ids=["both at masked vectors", "one at setup", "one at share keys"],
+)
+def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation, first: str) -> None:  # type: ignore[no-untyped-def]
+    """Two of five SecAgg+ clients die (stop answering, as if killed) in round 1: one at the
+    stage ``first``, the other at the masked-vectors stage, after sharing its keys; in round 2
+    both miss the setup. Both rounds release the sum of the three survivors (reconstruction
+    threshold 3), within the quantisation error.
 
-    With Flower 1.41's workflow alone, round 2 asked every survivor for the key share of
-    clients that never shared a key: each failed the unmask stage with ``KeyError`` and the run
-    halted."""
-    dead = {2, 3}  # LocalGrid's node ids are 2, 3, ... (parts[0], parts[1])
+    With Flower 1.41's workflow alone, a round with a client gone before sharing its keys
+    halted (every survivor was asked for its key share: ``KeyError``) or, beside a client
+    dropped at the masked-vectors stage, failed on the server (a setup dropout has no public
+    key) or released a wrong sum (the server removed a mask against a share-keys dropout that
+    no upload carried)."""
+    from flwr.common.secure_aggregation.secaggplus_constants import Stage
+
+    deaths = {2: getattr(Stage, first.upper()), 3: Stage.COLLECT_MASKED_VECTORS}  # node ids 2..
     nodes, wd, z, y, parts = federation
     bound, q = 600.0, 4194304
-    out = wd / "fedbbq" / "killed"
+    out = wd / "fedbbq" / f"killed-{first}"
     conf = {"method": "fedbbq", "weighting": "none", "rounds": 2, "n-classes": 4,
             "min-clients": 2, "out-dir": str(out), "secagg": True, "round-timeout-s": 0.5,
             "n-levels": 3, "secagg-bound": bound, "secagg-quantization-range": q}  # fmt: skip
-    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid(dead, delisted=False))
+    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid(deaths, delisted=False))
     history = json.loads((out / "history.json").read_text())
     assert [(h["n_clients"], h["failures"]) for h in history] == [(3, 2), (3, 2)]
     state = json.loads((out / "state.json").read_text())
     fm = FedBBQ(n_levels=3, weighting=None)
-    survivors = [parts[k] for k in range(N_CLIENTS) if k + 2 not in dead]
+    survivors = [parts[k] for k in range(N_CLIENTS) if k + 2 not in deaths]
     plain = sum(fm.client_step(fm.init(4), z[i], y[i]) for i in survivors)
     err = np.abs(np.array(state["hist"]) - 2 * plain).max()  # the two rounds' totals
     assert err <= 2 * 2 * len(survivors) * bound / q + 1e-9
@@ -165,7 +174,10 @@ def test_a_distributed_secagg_run_goes_on_without_a_killed_client(  # type: igno
     conf = {"method": "fedtemp", "rounds": 3, "n-classes": 4, "min-clients": 2, "epsilon": 50.0,
             "secagg": True, "aggregation": "distributed", "round-timeout-s": 0.5,
             "out-dir": str(out)}  # fmt: skip
-    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid({2}, delisted))
+    from flwr.common.secure_aggregation.secaggplus_constants import Stage
+
+    deaths = {2: Stage.COLLECT_MASKED_VECTORS}
+    run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid(deaths, delisted))
     history = json.loads((out / "history.json").read_text())
     assert [h["round"] for h in history] == [1, 2, 3]
     assert history[-1]["epsilon_spent"] == pytest.approx(50.0, rel=1e-6)
@@ -502,3 +514,24 @@ def test_a_halted_secagg_stage_names_a_clients_exception_readably(reason: str, s
     from privcal.federated.flower.secagg import _failure_reason
 
     assert _failure_reason(Exception(Error(0, reason))) == shown
+
+
+@pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])
+def test_more_clients_than_declared_stop_the_run_before_any_spend(  # type: ignore[no-untyped-def]
+    federation, tmp_path: Path, secagg: bool
+) -> None:
+    """Five clients connected to a run declared for K = 4: the server stops in round 0 with
+    the reason, before any round (the report would state K = 4; over SecAgg+ every client
+    refused the first setup of 5, after the join had cleared them)."""
+    from privcal.privacy import PrivacyOdometer
+
+    nodes, _wd, _z, _y, _parts = federation
+    ledgers = [
+        {**n, "ledger": str(tmp_path / f"l{k}.sqlite"), "budget": 5.0} for k, n in enumerate(nodes)
+    ]
+    conf = {"method": "fedtemp", "rounds": 2, "n-classes": 4, "min-clients": 2, "epsilon": 1.0,
+            "num-nodes": N_CLIENTS - 1, "secagg": secagg, "out-dir": str(tmp_path)}  # fmt: skip
+    with pytest.raises(RuntimeError, match="5 clients connected, more than the run's declared"):
+        run_local(conf, ledgers)
+    for node in ledgers:
+        assert PrivacyOdometer(5.0, ledger=node["ledger"]).spent == 0.0

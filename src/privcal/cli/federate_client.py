@@ -237,8 +237,10 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
 
 def _took_part(status_line: str) -> bool:
     """Whether a status line shows this client in the run: it joined it (round 0), or it
-    answered a round or a data-source query."""
-    return status_line.startswith("joined run ") or bool(re.match(r"\S.*: answered ", status_line))
+    answered or refused a round or a data-source query."""
+    return status_line.startswith("joined run ") or bool(
+        re.match(r"\S.*: (answered|refused) ", status_line)
+    )
 
 
 def _reached_server(log: Path) -> bool:

@@ -41,20 +41,27 @@ _DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("deadline", de
 #: Longest wait between two tries of an object inside an exchange (Flower's default: 10 s).
 PULL_BACKOFF_CAP_S = 1.0
 
+#: Seconds past an exchange's deadline that a reply's objects may still take to arrive: the
+#: SuperLink lists a reply once its message is pushed, before its objects, and hands it over
+#: only once (a healthy reply pulled just before the deadline must not be lost).
+PULL_GRACE_S = 1.0
+
 
 def bounded_pull_objects(
     object_ids: list[str], pull_object_fn: Callable[[str], bytes], **kwargs: Any
 ) -> dict[str, bytes]:
     """Flower's ``pull_objects``, giving up at the running exchange's deadline.
 
-    Inside :func:`exchange`, ``max_time`` is the time left to its deadline (0: one try) and the
-    backoff between tries is at most :data:`PULL_BACKOFF_CAP_S`; an object still missing then
-    raises Flower's ``ObjectPullError``, which ``HttpGrid.pull_messages`` turns into an error
-    reply. Outside an exchange it is Flower's own function, unchanged.
+    Inside :func:`exchange`, ``max_time`` is the time left to its deadline plus
+    :data:`PULL_GRACE_S`, tries are not counted, and the backoff between them is at most
+    :data:`PULL_BACKOFF_CAP_S`; an object still missing then raises Flower's
+    ``ObjectPullError``, which ``HttpGrid.pull_messages`` turns into an error reply. Outside an
+    exchange it is Flower's own function, unchanged.
     """
     left = _DEADLINE.get() - time.monotonic()
     if math.isfinite(left):
-        kwargs.setdefault("max_time", max(left, 0.0))
+        kwargs.setdefault("max_time", max(left, 0.0) + PULL_GRACE_S)
+        kwargs.setdefault("max_tries_per_object", None)
         kwargs.setdefault("backoff_cap", PULL_BACKOFF_CAP_S)
     return _flower_pull_objects(object_ids, pull_object_fn, **kwargs)
 
@@ -95,9 +102,13 @@ def exchange(
             got = list(grid.pull_messages(ids))
             replies += got
             ids -= {m.metadata.reply_to_message_id for m in got}
-            if not ids or time.monotonic() > deadline:
+            now = time.monotonic()
+            # the last pull is one that began after the deadline: a pull that ran past it (held
+            # by a reply whose upload stalled) did not see the replies that came meanwhile
+            if not ids or t0 > deadline:
                 break
-            time.sleep(max(POLL_S, 2.0 * (time.monotonic() - t0)))
+            if now <= deadline:
+                time.sleep(max(POLL_S, 2.0 * (now - t0)))
     finally:
         _DEADLINE.reset(token)
     return dst, replies

@@ -311,8 +311,8 @@ class _PrivcalClient(NumPyClient):
         rel = src.history[-1]
         write_status(
             self.node,
-            f"query {rel.query}: answered with a distributed share (charged epsilon "
-            f"{rel.epsilon:.3g} to the ledger; {src.spent:.3g} of {src.budget:g} spent)",
+            f"query {rel.query}: answered with a distributed share (released at epsilon "
+            f"{rel.epsilon:.3g}; the ledger has {src.spent:.3g} of {src.budget:g} spent)",
         )
         return [residues_to_wire(share.upload.ravel(), RING_BITS)], 1, {}
 
@@ -515,15 +515,25 @@ class _HaltingSecAggPlus(SecAggPlusWorkflow):
 
 
 def _only_key_holders(state: WorkflowState) -> None:
-    """After the share-keys stage: the round's clients are those that shared their keys.
+    """After the share-keys stage: the round's clients, and each one's neighbours, are those
+    that shared their keys.
 
-    Flower 1.41's unmask stage counts as dropped every client sent the setup that did not
-    upload a masked vector (``sampled - active``), and asks the survivors for its key share. A
-    client that left before the share-keys stage (a node killed during the previous round, still
-    listed until its heartbeat lapses) never sent one, so every survivor failed the stage with
-    ``KeyError`` and the round halted, although no upload was masked against it.
+    A client masks its upload only against the clients whose key shares it received. Flower
+    1.41's unmask stage counts as dropped every client sent the setup that did not upload a
+    masked vector (``sampled - active``), asks the survivors for its key share, and removes a
+    dropped client's masks against every neighbour. A client that left before sharing its keys
+    (a node killed during the previous round, still listed until its heartbeat lapses; one that
+    refused the run and exited) therefore made every survivor fail the stage with ``KeyError``;
+    beside a client dropped at the masked-vectors stage it made the server look up a public key
+    it never had (setup) or remove a mask no upload carried (share-keys: a wrong sum).
     """
-    state.sampled_node_ids = set(state.active_node_ids)
+    holders = set(state.active_node_ids)
+    state.sampled_node_ids = holders
+    state.nid_to_neighbours = {
+        nid: neighbours & holders
+        for nid, neighbours in state.nid_to_neighbours.items()
+        if nid in holders
+    }
 
 
 def _failure_reason(failure: BaseException) -> str:
@@ -666,7 +676,7 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
     """A federated method's run over SecAgg+: round 0 (:func:`~privcal.federated.flower.
     server_app.join_run`), ``T`` SecAgg+ rounds, the release."""
     # the round's cohort is every client asked to join: one that refused is a SecAgg+ dropout
-    # (it refuses its first round), one that connected later takes no part
+    # while it is still listed, one that connected later takes no part
     cohort = join_run(grid, cfg)[0]
     fm = method_from_config(cfg)
     c = int(cfg["n-classes"])

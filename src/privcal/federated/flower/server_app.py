@@ -439,7 +439,8 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> tuple[list[int], list[int]]:
     run. Nothing is charged and no data is sent. Fewer than ``min-clients`` joining ends the
     run here with one line naming the clients' reasons (the clients are told and exit), before
     any budget is spent; so do fewer than the threshold ``t`` of a distributed run, whose sums of
-    fewer than ``t`` shares are never released.
+    fewer than ``t`` shares are never released, and more clients connected than the declared
+    ``num-nodes`` (the report states K; SecAgg+'s clients refuse a larger sample).
     """
     n_declared, need = int(cfg["num-nodes"]), int(cfg["min-clients"])
     if cfg.get("aggregation") == "distributed" and float(cfg["epsilon"]) > 0:
@@ -447,6 +448,14 @@ def join_run(grid: Grid, cfg: dict[str, Any]) -> tuple[list[int], list[int]]:
 
         need = max(need, int(cfg["threshold"]) or default_threshold(n_declared))
     nodes = _wait_nodes(grid, n_declared, float(cfg["wait-nodes-s"]))
+    if len(nodes) > n_declared:  # the report, the noise plan and SecAgg+'s setup are for K
+        reason = (
+            f"{len(nodes)} clients connected, more than the run's declared num-nodes "
+            f"K={n_declared}; start K clients (a client restarted less than about a minute "
+            "ago may still be listed under its old id: start the run again then)"
+        )
+        stop_run(grid, cfg, reason)
+        raise RuntimeError(f"privcal: too many clients: {reason}.")
     if len(nodes) < need:
         reason = (
             f"only {len(nodes)} of {n_declared} clients connected within "

@@ -225,8 +225,8 @@ def answer_source_query(
     for rel in src.history[before:]:
         write_status(
             node,
-            f"query {rel.query}: answered (charged epsilon {rel.epsilon:.3g} to the ledger; "
-            f"{src.spent:.3g} of {src.budget:g} spent)",
+            f"query {rel.query}: answered (released at epsilon {rel.epsilon:.3g}; the ledger "
+            f"has {src.spent:.3g} of {src.budget:g} spent)",
         )
     return {
         "value": json.dumps(np.asarray(value, dtype=np.float64).tolist()),
