@@ -228,8 +228,8 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     if not any(_took_part(line) for line in work_status or []):
         fail(
             "The run ended without this client: it connected after the server had chosen the "
-            "run's clients (--num-nodes of them), so it answered nothing and nothing was charged. "
-            "Start the clients before the server's run begins.",
+            "run's clients (--num-nodes of them), so it took part in no round and nothing was "
+            "charged. Start the clients before the server's run begins.",
             code=1,
         )
     console.print("The run is over; the client stopped.")
@@ -272,7 +272,7 @@ def _follow(status: Path, log: Path, proc: Any) -> str | None:
         lines = status.read_text().splitlines() if status.exists() else []
         for line in lines[seen:]:
             style = "yellow" if "WARNING" in line or "refused" in line else None
-            err_console.print(line, style=style, markup=False, highlight=False)
+            err_console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
             if line.startswith("end:"):
                 # a stopped or refused run may leave a message unanswered (a SecAgg+ stage the
                 # server no longer waits for): its reply to the end comes within a poll or two
