@@ -128,7 +128,9 @@ def _killed_grid(deaths: dict[int, str], delisted: bool) -> type:
     ["collect_masked_vectors", "setup", "share_keys"],
     ids=["both at masked vectors", "one at setup", "one at share keys"],
 )
-def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation, first: str) -> None:  # type: ignore[no-untyped-def]
+def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(
+    federation, first: str, capsys
+) -> None:  # type: ignore[no-untyped-def]
     """Two of five SecAgg+ clients die (stop answering, as if killed) in round 1: one at the
     stage ``first``, the other at the masked-vectors stage, after sharing its keys; in round 2
     both miss the setup. Both rounds release the sum of the three survivors (reconstruction
@@ -151,6 +153,10 @@ def test_secaggplus_sums_the_survivors_of_clients_killed_mid_run(federation, fir
     run_local(conf, [dict(n) for n in nodes], grid_class=_killed_grid(deaths, delisted=False))
     history = json.loads((out / "history.json").read_text())
     assert [(h["n_clients"], h["failures"]) for h in history] == [(3, 2), (3, 2)]
+    printed = capsys.readouterr().out
+    for t in (1, 2):  # the server names them, as the plain ServerApp does
+        for nid in deaths:
+            assert f"privcal: round {t}: client {nid} sent no SecAgg+ upload; dropped" in printed
     state = json.loads((out / "state.json").read_text())
     fm = FedBBQ(n_levels=3, weighting=None)
     survivors = [parts[k] for k in range(N_CLIENTS) if k + 2 not in deaths]

@@ -375,6 +375,7 @@ class _Strategy(FedAvg):
     ) -> None:
         self.fm, self.cfg, self.c, self.dp, self.out_dir = fm, cfg, c, dp, out_dir
         self.cohort = set(cohort)
+        self.sampled: list[int] = []  # the clients sent the current round's setup
         self.state = fm.init(c)
         self.views: list[list[AggregatorView]] = []
         self.survivors: list[int] = []  # clients in each round's secure sum
@@ -402,11 +403,9 @@ class _Strategy(FedAvg):
         releases. A client that connected after round 0 is not sampled: it would make the
         setup's sample larger than the declared K, which every client refuses."""
         fit = FitIns(parameters, {"round": server_round})
-        return [
-            (proxy, fit)
-            for proxy in client_manager.all().values()
-            if int(proxy.node_id) in self.cohort
-        ]
+        sampled = [p for p in client_manager.all().values() if int(p.node_id) in self.cohort]
+        self.sampled = sorted(int(p.node_id) for p in sampled)
+        return [(proxy, fit) for proxy in sampled]
 
     def _distributed_total(self, mean: np.ndarray, n: int) -> np.ndarray:
         """The released round total from the secure sum of the clients' shares (no server
@@ -453,8 +452,12 @@ class _Strategy(FedAvg):
         eps = self.dp.spent_epsilon() if self.dp is not None else 0.0
         seconds = time.perf_counter() - self.t0
         # SecAgg+ reports a client that refused or left once per stage it missed: count the
-        # declared clients that did not reply (a refusal is a dropout here)
+        # declared clients that did not reply (a refusal is a dropout here), and name those sent
+        # the setup, as the plain ServerApp names a client that did not reply
         dropped = max(self.n_nodes - n, 0)
+        answered = {int(proxy.node_id) for proxy, _ in results}
+        for nid in sorted(set(self.sampled) - answered):
+            print(f"privcal: round {server_round}: client {nid} sent no SecAgg+ upload; dropped")
         if self.dp is not None:  # only public quantities (see server_app)
             self.history.append({"round": server_round, "epsilon_spent": eps})
         else:
