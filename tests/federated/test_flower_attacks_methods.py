@@ -330,3 +330,67 @@ def test_a_bad_term_or_state_is_refused_before_the_ledger_is_charged(
             secagg._PrivcalClient(ctx).fit([params], {"round": 1})
         assert why in (tmp_path / "status").read_text()
     assert _spent(ledger) == (0.0, 0.0)
+
+
+def test_an_unmask_request_for_both_secrets_of_a_client_is_refused(tmp_path: Path) -> None:
+    """A server (running a modified SecAgg+ workflow, with no colluding client) lists client 2
+    as both active and dropped in the unmask request. Flower 1.41's clients would each send
+    both 2's mask-seed share and its private-key share: the server rebuilt both secrets and
+    stripped every mask from 2's upload, which alone carries 1/t of the noise variance (a
+    helper's in-process attack recovered it bit for bit, epsilon 3.7 against a policy of 2).
+    Every client now refuses the request (``secagg.unmask_refusal``): the round halts and
+    nothing is released."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
+    from flwr.server.workflow import SecAggPlusWorkflow
+
+    from privcal.federated.flower.local import run_local
+    from privcal.federated.policy import ClientPolicy
+
+    policy = ClientPolicy(max_epsilon=2.0, max_delta=1e-5, min_threshold=3, accept=("distributed",))
+    nodes = [{"data": _site(tmp_path, f"s{k}.npz", 120 + k), **policy.to_node()} for k in range(5)]
+
+    class Evil:  # the grid as the modified unmask stage uses it
+        def __init__(self, grid: Any) -> None:
+            self.grid = grid
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.grid, name)
+
+        def send_and_receive(self, msgs: Any, timeout: Any = None) -> Any:
+            for m in msgs:
+                configs = m.content.config_records[RECORD_KEY_CONFIGS]
+                configs[Key.DEAD_NODE_ID_LIST] = [*configs[Key.DEAD_NODE_ID_LIST], 2]
+            return self.grid.send_and_receive(msgs, timeout=timeout)
+
+    real = SecAggPlusWorkflow.unmask_stage
+
+    def evil_unmask(self: Any, grid: Any, context: Any, state: Any) -> bool:
+        return real(self, Evil(grid), context, state)
+
+    conf = {"method": "fedtemp", "rounds": 2, "n-classes": C, "min-clients": 2, "epsilon": 2.0,
+            "threshold": 3, "secagg": True, "aggregation": "distributed",
+            "round-timeout-s": 0.5, "out-dir": str(tmp_path / "out")}  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SecAggPlusWorkflow, "unmask_stage", evil_unmask)
+        with pytest.raises(RuntimeError, match=r"lists clients \[2\] as both active and dropped"):
+            run_local(conf, nodes)
+    assert not (tmp_path / "out" / "privacy_report.json").exists()
+
+
+def test_unmask_refusal_names_each_inconsistent_request() -> None:
+    from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
+    from flwr.common.secure_aggregation.secaggplus_constants import Key
+
+    state = SecAggPlusState(
+        nid=4, **{"rd_seed_share_dict:K": [2, 3, 4], "rd_seed_share_dict:V": [b"a", b"b", b"c"]}
+    )
+
+    def ask(active: list[int], dropped: list[int]) -> str | None:
+        configs = {Key.ACTIVE_NODE_ID_LIST: active, Key.DEAD_NODE_ID_LIST: dropped}
+        return secagg.unmask_refusal(configs, state)
+
+    assert ask([3, 4], [2]) is None  # an honest request: 2 dropped, 3 and 4 answering
+    assert "as both active and dropped" in str(ask([2, 3, 4], [2]))
+    assert "this client, which is answering, as dropped" in str(ask([2, 3], [4]))
+    assert "lists a client twice" in str(ask([3, 3, 4], []))
+    assert "clients [9] this client holds no shares of" in str(ask([3, 4], [9]))

@@ -66,9 +66,15 @@ import numpy as np
 from flwr.app import ConfigRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.client import ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
+from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.common.constant import ErrorCode
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+from flwr.common.secure_aggregation.secaggplus_constants import (
+    RECORD_KEY_CONFIGS,
+    RECORD_KEY_STATE,
+    Key,
+    Stage,
+)
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
@@ -177,11 +183,26 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     multiplied by 0 before they are masked, and the "sum" is that one client's upload alone,
     which carries ``1 / t`` of the noise variance (the report's fallback epsilon, with no
     colluding client at all).
+
+    At the ``unmask`` stage it refuses a request that would give the server both secrets of
+    one client (:func:`unmask_refusal`).
     """
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, context)
     configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-    if configs is None or configs.get(Key.STAGE) != Stage.SETUP:
+    stage = configs.get(Key.STAGE) if configs is not None else None
+    if configs is not None and stage == Stage.UNMASK:
+        state = context.state.config_records.get(RECORD_KEY_STATE)
+        reason = unmask_refusal(configs, SecAggPlusState(**dict(state or {})))
+        if reason is None:
+            return call_next(msg, context)
+        node = client_node(context.node_config, context.run_config)
+        write_status(node, f"round unmask: refused ({reason})")
+        return Message(
+            Error(ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
+            reply_to=msg,
+        )
+    if configs is None or stage != Stage.SETUP:
         return call_next(msg, context)
     node = client_node(context.node_config, context.run_config)
     cfg = {**DEFAULTS, **dict(context.run_config)}
@@ -203,6 +224,38 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
         Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
         reply_to=msg,
     )
+
+
+def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
+    """Why this client refuses SecAgg+'s unmask request (``configs``), given its own SecAgg+
+    ``state``; or ``None``.
+
+    The server asks each survivor for two kinds of share: the mask seed of every client it
+    lists active, the private key of every client it lists dropped. A client listed as both,
+    or this client listed as dropped, would give the server both secrets of one client, which
+    strip every mask from that client's upload: the upload alone, ``1 / t`` of the noise
+    variance (the report's fallback epsilon), with no colluding client. Flower 1.41's client
+    checks neither. So a client answers only for clients it holds shares of, each listed once,
+    and never as dropped itself.
+
+    A server that shows different clients different lists needs ``t`` survivors to list a
+    client active and ``t`` others to list it dropped: at least ``2t`` survivors. The default
+    ``t = K - max(1, K // 5)`` is above ``K / 2``, so it cannot; a smaller ``--threshold`` is
+    open to it (docs/federated.md).
+    """
+    active = [int(str(n)) for n in configs.get(Key.ACTIVE_NODE_ID_LIST, [])]
+    dropped = [int(str(n)) for n in configs.get(Key.DEAD_NODE_ID_LIST, [])]
+    both = sorted(set(active) & set(dropped))
+    if both:
+        return f"the unmask request lists clients {both} as both active and dropped"
+    if getattr(state, "nid", None) in dropped:
+        return "the unmask request lists this client, which is answering, as dropped"
+    if len(set(active)) != len(active) or len(set(dropped)) != len(dropped):
+        return "the unmask request lists a client twice"
+    unknown = sorted(set(active + dropped) - set(getattr(state, "rd_seed_share_dict", {})))
+    if unknown:
+        return f"the unmask request lists clients {unknown} this client holds no shares of"
+    return None
 
 
 class _PrivcalClient(NumPyClient):
