@@ -195,7 +195,7 @@ def test_a_secagg_client_killed_mid_run_is_a_dropout_and_the_run_ends_within_min
     Before: the server waited up to 180 s in Flower's retries for the killed client's
     unfinished upload (messaging: a pull with no deadline); a round whose setup the dead
     client missed halted with a ``KeyError`` from every survivor (Flower's unmask stage asked
-    them for the key share of a client that never shared one, secagg ``_only_key_holders``);
+    them for the key share of a client that never shared one, ``secaggplus.only_key_holders``);
     once the dead client was no longer listed, the survivors refused a setup of 3 (their
     policy took only a sample of exactly K) and the run failed; earlier still the server
     waited in FedAvg's ``sample`` until ``--timeout``. No process is left, the clients stop at

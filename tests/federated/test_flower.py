@@ -517,9 +517,9 @@ def test_a_halted_secagg_stage_names_a_clients_exception_readably(reason: str, s
     says which exception and its text, and passes a client's own refusal through."""
     from flwr.app import Error
 
-    from privcal.federated.flower.secagg import _failure_reason
+    from privcal.federated.flower.secaggplus import failure_reason
 
-    assert _failure_reason(Exception(Error(0, reason))) == shown
+    assert failure_reason(Exception(Error(0, reason))) == shown
 
 
 @pytest.mark.parametrize("secagg", [False, True], ids=["plain", "secagg"])

@@ -21,7 +21,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 
 from privcal.audits.federated import _instruction
 from privcal.calibrators import VectorScaling
-from privcal.federated.flower import client_app, secagg, task
+from privcal.federated.flower import client_app, secagg, secaggplus, task
 from privcal.privacy import PrivacyOdometer
 
 pytestmark = pytest.mark.integration
@@ -338,7 +338,7 @@ def test_an_unmask_request_for_both_secrets_of_a_client_is_refused(tmp_path: Pat
     both 2's mask-seed share and its private-key share: the server rebuilt both secrets and
     stripped every mask from 2's upload, which alone carries 1/t of the noise variance (a
     helper's in-process attack recovered it bit for bit, epsilon 3.7 against a policy of 2).
-    Every client now refuses the request (``secagg.unmask_refusal``): the round halts and
+    Every client now refuses the request (``secaggplus.unmask_refusal``): the round halts and
     nothing is released."""
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
     from flwr.server.workflow import SecAggPlusWorkflow
@@ -387,7 +387,7 @@ def test_unmask_refusal_names_each_inconsistent_request() -> None:
 
     def ask(active: list[int], dropped: list[int]) -> str | None:
         configs = {Key.ACTIVE_NODE_ID_LIST: active, Key.DEAD_NODE_ID_LIST: dropped}
-        return secagg.unmask_refusal(configs, state)
+        return secaggplus.unmask_refusal(configs, state)
 
     assert ask([3, 4], [2]) is None  # an honest request: 2 dropped, 3 and 4 answering
     assert "as both active and dropped" in str(ask([2, 3, 4], [2]))

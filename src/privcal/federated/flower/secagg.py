@@ -40,7 +40,7 @@ lifts it, refuses a wrapped sum and decodes it, and the accountant records the p
 The ring arithmetic lives in :mod:`privcal.federated.flower.ring`.
 
 Threshold: SecAgg+'s reconstruction threshold is the noise threshold ``t`` itself
-(:func:`secagg_threshold`); a halted SecAgg+ stage ends the run (:class:`_HaltingSecAggPlus`)
+(:func:`secagg_threshold`); a halted SecAgg+ stage ends the run (:class:`HaltingSecAggPlus`)
 and nothing of that round is released. Every client checks the run and SecAgg+'s setup against
 its own policy (:func:`policy_mod`) before any key leaves the node, and again
 (:func:`~privcal.federated.flower.task.charge_round`) before its data is read.
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -77,9 +76,8 @@ from flwr.common.secure_aggregation.secaggplus_constants import (
 )
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
-from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server.workflow import DefaultWorkflow
 from flwr.server.workflow.constant import Key as WorkflowKey
-from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
 from privcal.federated.dp import DPConfig, expected_cohort
 from privcal.federated.flower.client_app import FAILED_ROUND, answered_line, end_locally
@@ -91,6 +89,7 @@ from privcal.federated.flower.ring import (
     to_wire,
     wire_to_residues,
 )
+from privcal.federated.flower.secaggplus import HaltingSecAggPlus, unmask_refusal
 from privcal.federated.flower.server_app import (
     check_on_server,
     end_run,
@@ -224,38 +223,6 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
         Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
         reply_to=msg,
     )
-
-
-def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
-    """Why this client refuses SecAgg+'s unmask request (``configs``), given its own SecAgg+
-    ``state``; or ``None``.
-
-    The server asks each survivor for two kinds of share: the mask seed of every client it
-    lists active, the private key of every client it lists dropped. A client listed as both,
-    or this client listed as dropped, would give the server both secrets of one client, which
-    strip every mask from that client's upload: the upload alone, ``1 / t`` of the noise
-    variance (the report's fallback epsilon), with no colluding client. Flower 1.41's client
-    checks neither. So a client answers only for clients it holds shares of, each listed once,
-    and never as dropped itself.
-
-    A server that shows different clients different lists needs ``t`` survivors to list a
-    client active and ``t`` others to list it dropped: at least ``2t`` survivors. The default
-    ``t = K - max(1, K // 5)`` is above ``K / 2``, so it cannot; a smaller ``--threshold`` is
-    open to it (docs/federated.md).
-    """
-    active = [int(str(n)) for n in configs.get(Key.ACTIVE_NODE_ID_LIST, [])]
-    dropped = [int(str(n)) for n in configs.get(Key.DEAD_NODE_ID_LIST, [])]
-    both = sorted(set(active) & set(dropped))
-    if both:
-        return f"the unmask request lists clients {both} as both active and dropped"
-    if getattr(state, "nid", None) in dropped:
-        return "the unmask request lists this client, which is answering, as dropped"
-    if len(set(active)) != len(active) or len(set(dropped)) != len(dropped):
-        return "the unmask request lists a client twice"
-    unknown = sorted(set(active + dropped) - set(getattr(state, "rd_seed_share_dict", {})))
-    if unknown:
-        return f"the unmask request lists clients {unknown} this client holds no shares of"
-    return None
 
 
 class _PrivcalClient(NumPyClient):
@@ -525,85 +492,6 @@ class _Strategy(FedAvg):
         return ndarrays_to_parameters([self._params()]), {}
 
 
-class _HaltingSecAggPlus(SecAggPlusWorkflow):
-    """Flower's SecAgg+ workflow, except that a halted stage ends the run with the clients'
-    reasons (a refusal by a client's policy, too few survivors for the threshold) instead of
-    skipping the round silently and releasing the initial calibrator at the end."""
-
-    @classmethod
-    def of(
-        cls, k: int, reconstruction: int, ranges: tuple[float, int, int], timeout: float
-    ) -> _HaltingSecAggPlus:
-        """The workflow for ``k`` shares, ``ranges = (clipping, quantization, modulus)`` and
-        ``max_weight = 1`` (``num_examples = 1``: full quantisation precision, module
-        docstring)."""
-        clipping, quantization, modulus = ranges
-        return cls(
-            num_shares=k,
-            reconstruction_threshold=reconstruction,
-            max_weight=1.0,
-            clipping_range=clipping,
-            quantization_range=quantization,
-            modulus_range=modulus,
-            timeout=timeout,
-        )
-
-    def __call__(self, grid: Any, context: Any) -> None:
-        state = WorkflowState()
-        for step in (
-            self.setup_stage,
-            self.share_keys_stage,
-            self.collect_masked_vectors_stage,
-            self.unmask_stage,
-        ):
-            ok = step(grid, context, state)
-            if ok and step == self.share_keys_stage:
-                _only_key_holders(state)
-            if not ok:
-                reasons = sorted({_failure_reason(f) for f in state.failures})
-                detail = "; ".join(reasons) if reasons else "too few clients answered"
-                raise RuntimeError(
-                    f"privcal: SecAgg+ halted at its {step.__name__.removesuffix('_stage')} "
-                    f"stage (reconstruction threshold {state.threshold}, "
-                    f"{len(state.active_node_ids)} active clients): {detail}. Nothing of this "
-                    "round was released."
-                )
-
-
-def _only_key_holders(state: WorkflowState) -> None:
-    """After the share-keys stage: the round's clients, and each one's neighbours, are those
-    that shared their keys.
-
-    A client masks its upload only against the clients whose key shares it received. Flower
-    1.41's unmask stage counts as dropped every client sent the setup that did not upload a
-    masked vector (``sampled - active``), asks the survivors for its key share, and removes a
-    dropped client's masks against every neighbour. A client that left before sharing its keys
-    (a node killed during the previous round, still listed until its heartbeat lapses; one that
-    refused the run and exited) therefore made every survivor fail the stage with ``KeyError``;
-    beside a client dropped at the masked-vectors stage it made the server look up a public key
-    it never had (setup) or remove a mask no upload carried (share-keys: a wrong sum).
-    """
-    holders = set(state.active_node_ids)
-    state.sampled_node_ids = holders
-    state.nid_to_neighbours = {
-        nid: neighbours & holders
-        for nid, neighbours in state.nid_to_neighbours.items()
-        if nid in holders
-    }
-
-
-def _failure_reason(failure: BaseException) -> str:
-    """The reason a client gave for an error reply (Flower wraps its ``Error`` in an
-    ``Exception``), or the exception's text. A ClientApp's exception, which Flower sends as
-    ``<class 'pkg.Error'>:<'text'>``, reads ``a client's ClientApp raised Error: text``."""
-    inner = failure.args[0] if failure.args else failure
-    reason = str(getattr(inner, "reason", inner))
-    raised = re.fullmatch(r"<class '(?:[\w.]+\.)?(\w+)'>:<'(.*)'>", reason, flags=re.S)
-    if raised is None:
-        return reason
-    return f"a client's ClientApp raised {raised[1]}: {raised[2]}"
-
-
 class _QueryStrategy(FedAvg):
     """The strategy of one data-source query's SecAgg+ round: sends the query to the source
     nodes (``configure_fit``) and keeps the secure sum's unweighted mean (``aggregate_fit``)."""
@@ -638,7 +526,7 @@ class SecAggSourceSums:
     (:func:`secagg_threshold`), and turns SecAgg+'s aggregate into the
     :class:`~privcal.privacy.distributed.AggregatorView` (:func:`wire_to_residues`): the
     modular sum of the sources' uploads, all the aggregator sees. Fewer than ``t`` survivors
-    halt SecAgg+ (:class:`_HaltingSecAggPlus`): nothing is released.
+    halt SecAgg+ (:class:`HaltingSecAggPlus`): nothing is released.
     """
 
     def __init__(self, grid: Any, context: Context, cfg: dict[str, Any]) -> None:
@@ -699,7 +587,7 @@ class SecAggSourceSums:
         self._configs[WorkflowKey.CURRENT_ROUND] = self._round
         reconstruction = secagg_threshold(int(threshold), k)
         timeout = float(self.cfg["round-timeout-s"])
-        _HaltingSecAggPlus.of(k, reconstruction, ring_ranges(RING_BITS), timeout)(
+        HaltingSecAggPlus.of(k, reconstruction, ring_ranges(RING_BITS), timeout)(
             self.grid, self.legacy
         )
         if self.strategy.result is None:
@@ -761,7 +649,7 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
         ranges = (clipping, int(cfg["secagg-quantization-range"]), 1 << 32)
         reconstruction = max(2, n_nodes - 2)
     timeout = float(cfg["round-timeout-s"])
-    halting = _HaltingSecAggPlus.of(n_nodes, reconstruction, ranges, timeout)
+    halting = HaltingSecAggPlus.of(n_nodes, reconstruction, ranges, timeout)
     workflow = DefaultWorkflow(fit_workflow=halting)
     workflow(grid, legacy)
     # the plain ServerApp's end of run: report, calibrator, check, and the clients' end message
