@@ -238,7 +238,6 @@ def test_a_secagg_client_killed_mid_run_is_a_dropout_and_the_run_ends_within_min
     out = (tmp_path / "server.log").read_text()
     assert "Traceback" not in out and "KeyError" not in out, out
     assert "round 2/2: 3 replied, 1 dropped" in out, out  # the survivors' sum, released
-    assert "round 2: client " in out and "sent no SecAgg+ upload; dropped" in out, out
     assert (tmp_path / "out" / "privacy_report.json").exists()
     for n in names:
         log = (tmp_path / f"{n}.log").read_text()
