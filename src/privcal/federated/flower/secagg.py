@@ -190,19 +190,25 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
         return call_next(msg, context)
     configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
     stage = configs.get(Key.STAGE) if configs is not None else None
-    if configs is not None and stage == Stage.UNMASK:
+    if stage == Stage.SETUP:
+        reason = _setup_refusal(configs, context)
+    elif stage == Stage.UNMASK:
         state = context.state.config_records.get(RECORD_KEY_STATE)
         reason = unmask_refusal(configs, SecAggPlusState(**dict(state or {})))
-        if reason is None:
-            return call_next(msg, context)
-        node = client_node(context.node_config, context.run_config)
-        write_status(node, f"round unmask: refused ({reason})")
-        return Message(
-            Error(ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
-            reply_to=msg,
-        )
-    if configs is None or stage != Stage.SETUP:
+    else:
+        reason = None
+    if reason is None:
         return call_next(msg, context)
+    node = client_node(context.node_config, context.run_config)
+    write_status(node, f"round {'setup' if stage == Stage.SETUP else 'unmask'}: refused ({reason})")
+    return Message(
+        Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
+        reply_to=msg,
+    )
+
+
+def _setup_refusal(configs: Any, context: Context) -> str | None:
+    """Why this client refuses SecAgg+'s setup (:func:`policy_mod`); or ``None``."""
     node = client_node(context.node_config, context.run_config)
     cfg = {**DEFAULTS, **dict(context.run_config)}
     policy = ClientPolicy.from_node(node)
@@ -216,13 +222,7 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
             f"{', '.join(f'{v:g}' for v in got)}) is not the exact ring of the run's noise "
             f"shares ({', '.join(f'{v:g}' for v in exact)}): it would not sum them as sent"
         )
-    if reason is None:
-        return call_next(msg, context)
-    write_status(node, f"round setup: refused ({reason})")
-    return Message(
-        Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
-        reply_to=msg,
-    )
+    return reason
 
 
 class _PrivcalClient(NumPyClient):
