@@ -541,3 +541,47 @@ def test_more_clients_than_declared_stop_the_run_before_any_spend(  # type: igno
         run_local(conf, ledgers)
     for node in ledgers:
         assert PrivacyOdometer(5.0, ledger=node["ledger"]).spent == 0.0
+
+
+def _late_join_grid(late: int) -> type:
+    """A :class:`LocalGrid` on which node ``late``'s answer to the join request never arrives
+    in time (it is delivered, so the client decides and shows that it joins, but the server
+    waited out its round-0 timeout): the server takes the run without it."""
+    from privcal.federated.flower.local import LocalGrid
+
+    class LateJoin(LocalGrid):
+        def _deliver(self, msg):  # type: ignore[no-untyped-def]
+            reply = super()._deliver(msg)
+            cfg = msg.content["config"] if "config" in msg.content else {}
+            late_join = msg.metadata.dst_node_id == late and cfg.get("task") == "join"
+            return None if late_join else reply
+
+        def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
+            return [m for m in super().pull_messages(message_ids) if m is not None]
+
+    return LateJoin
+
+
+def test_a_client_whose_join_answer_came_late_is_told_it_took_no_part(
+    federation, tmp_path: Path
+) -> None:
+    """The server chose the run's clients without a client whose join answer came late; that
+    client showed "joined run" on its console, took part in no round, and the end of the run
+    tells it so (its end line differs from the others', and ``privcal federate client`` exits 1
+    on it). It used to end with "the run is over" like the others."""
+    from privcal.federated.flower.client_app import WITHOUT_THIS_CLIENT
+    from privcal.federated.flower.local import SUPERLINK_NODE_ID
+
+    nodes, _wd, _z, _y, _parts = federation
+    with_status = [{**n, "status": str(tmp_path / f"s{k}.log")} for k, n in enumerate(nodes)]
+    late = SUPERLINK_NODE_ID + 2  # the second node's id (LocalGrid numbers them from 1 up)
+    conf = {"method": "fedtemp", "rounds": 1, "n-classes": 4, "min-clients": 2,
+            "round-timeout-s": 2, "out-dir": str(tmp_path)}  # fmt: skip
+    run_local(conf, with_status, grid_class=_late_join_grid(late))
+    lines = [Path(n["status"]).read_text().splitlines() for n in with_status]
+    assert lines[1][0].startswith("joined run "), lines[1]
+    assert not any(": answered (" in ln for ln in lines[1]), lines[1]
+    assert lines[1][-1] == f"end: {WITHOUT_THIS_CLIENT}", lines[1]
+    for k in (0, 2, 3, 4):
+        assert any(": answered (" in ln for ln in lines[k]), lines[k]
+        assert lines[k][-1] == "end: the run is over", lines[k]

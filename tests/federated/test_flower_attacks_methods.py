@@ -71,7 +71,10 @@ def _overflowing_calibrator() -> str:
 
 def _end(app: str, node: dict[str, Any], run: dict[str, Any], calibrator: str) -> Message:
     msg = _instruction(
-        RecordDict({"config": ConfigRecord({"task": "end", "calibrator": calibrator})}), 7
+        RecordDict(
+            {"config": ConfigRecord({"task": "end", "calibrator": calibrator, "clients": "[7]"})}
+        ),
+        7,
     )
     if app == "plain":
         return client_app.query(msg, _context(node, run))

@@ -158,12 +158,13 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
     Exit status: 0 when the run this client took part in ended (released, or stopped by the
     server: one line says which), :data:`EXIT_BUDGET` when this client refused the run (its
     policy, its ledger, its data's classes), 1 when the run failed, when it ended without this
-    client (it connected after the server had chosen the run's clients), or when the server
-    could not be reached or was lost.
+    client (the server had chosen the run's clients before it connected or answered), or when
+    the server could not be reached or was lost.
     """
     import logging
     import threading
 
+    from privcal.federated.flower.client_app import WITHOUT_THIS_CLIENT
     from privcal.federated.flower.deploy import FlowerProcesses
     from privcal.federated.flower.executor import serve_many
 
@@ -225,22 +226,15 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             "without its answers.",
             code=1,
         )
-    if not any(_took_part(line) for line in work_status or []):
+    if end == f"end: {WITHOUT_THIS_CLIENT}":
         fail(
-            "The run ended without this client: it connected after the server had chosen the "
-            "run's clients (--num-nodes of them), so it took part in no round and nothing was "
-            "charged. Start the clients before the server's run begins.",
+            "The run ended without this client: the server had chosen the run's clients "
+            "(--num-nodes of them) before it connected or answered the join request, so it took "
+            "part in no round and nothing was charged. Start the clients before the server's "
+            "run begins.",
             code=1,
         )
     console.print("The run is over; the client stopped.")
-
-
-def _took_part(status_line: str) -> bool:
-    """Whether a status line shows this client in the run: it joined it (round 0), or it
-    answered or refused a round or a data-source query."""
-    return status_line.startswith("joined run ") or bool(
-        re.match(r"\S.*: (answered|refused) ", status_line)
-    )
 
 
 def _reached_server(log: Path) -> bool:

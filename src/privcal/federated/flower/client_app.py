@@ -62,6 +62,13 @@ from privcal.federated.flower.task import (
 from privcal.federated.flower.transcript import transcript_mod
 from privcal.federated.policy import ClientPolicy
 
+#: The end line of a node the server did not take into the run (:func:`end_locally`).
+WITHOUT_THIS_CLIENT = (
+    "the run ended without this client (the server had chosen the run's clients before this "
+    "one connected or answered the join request; it took part in no round and was charged "
+    "nothing)"
+)
+
 #: Every reply goes out through :func:`~privcal.federated.flower.transcript.transcript_mod`.
 app = ClientApp(mods=[transcript_mod])
 
@@ -100,7 +107,7 @@ def query(msg: Message, context: Context) -> Message:
     if task == "join":
         return _info_reply(msg, join_answer(node, cfg, context.run_config, int(context.run_id)))
     if task == "end":
-        end_locally(node, context.run_config, cfg)
+        end_locally(node, context.run_config, cfg, int(context.node_id))
         return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0:
@@ -180,7 +187,7 @@ def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
     )
 
 
-def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> None:
+def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any], node_id: int) -> None:
     """The server's end of the run (``task = "end"``), shown on this client's console only.
 
     A run that released a calibrator sends it (``calibrator``): the client checks it against
@@ -188,7 +195,9 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     (``sets``): the client checks their coverage and mean size on its own data
     (:func:`~privcal.metrics.compare.check_sets`). Nothing of either check is sent. A
     run the server stopped before its release (interrupted, or too few clients joined) sends
-    ``stopped`` with the reason instead.
+    ``stopped`` with the reason instead. The end names the run's clients (``clients``): a
+    node not among them (it connected, or answered the join request, after the server had
+    chosen them) took part in no round and says so in its end line.
 
     The server chooses what it sends here, as often as it likes, and nothing is charged for it:
     a check that fails (a calibrator whose probabilities overflow on some rows) is shown on
@@ -216,4 +225,7 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any]) -> N
     except Exception as err:  # any error here depends on the data: it stays on this node
         summary = f"failed ({type(err).__name__}: {err})"
     write_status(node, f"check on this client's data: {summary}")
-    write_status(node, "end: the run is over")
+    if node_id in json.loads(str(cfg.get("clients", "[]"))):
+        write_status(node, "end: the run is over")
+    else:
+        write_status(node, f"end: {WITHOUT_THIS_CLIENT}")

@@ -352,7 +352,7 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
         node = client_node(context.node_config, context.run_config)
         info: dict[str, Any] | None = None
         if cfg.get("task") == "end":
-            end_locally(node, context.run_config, cfg)
+            end_locally(node, context.run_config, cfg, int(context.node_id))
             info = {"ok": True}
         elif cfg.get("task") == "join":
             terms, refusal = run_terms(cfg, context.run_config)
@@ -656,7 +656,7 @@ def _federate(grid: Any, context: Context, cfg: dict[str, Any]) -> None:
     survivors = min(strategy.survivors) if strategy.survivors else None
     cal = finish_run(fm, strategy.state, c, dp, cfg, out_dir, survivors)
     check_on_server(cal, cfg, out_dir, fm.releases)
-    end_run(grid, sorted(grid.get_node_ids()), cal, cfg, fm.releases)
+    end_run(grid, cohort, cal, cfg, fm.releases)
 
 
 def _seed000_secagg(grid: Any, context: Context, cfg: dict[str, Any]) -> None:

@@ -314,7 +314,7 @@ def _federate(grid: Grid, cfg: dict[str, Any]) -> None:
             dump_json(out_dir / "history.json", history)
     cal = finish_run(fm, state, c, dp, cfg, out_dir)
     check_on_server(cal, cfg, out_dir, fm.releases)
-    end_run(grid, sorted(grid.get_node_ids()), cal, cfg, fm.releases)
+    end_run(grid, nodes, cal, cfg, fm.releases)
 
 
 def finish_run(
@@ -396,12 +396,28 @@ def check_on_server(
 
 
 def end_run(
-    grid: Grid, nodes: list[int], cal: Calibrator, cfg: dict[str, Any], releases: str = "calibrator"
+    grid: Grid,
+    clients: list[int],
+    cal: Calibrator,
+    cfg: dict[str, Any],
+    releases: str = "calibrator",
 ) -> None:
-    """Tell every node that the run is over, with the release it may check locally (under the
-    key ``releases``: ``calibrator``, or ``sets`` for prediction sets)."""
-    content = {**cfg, "task": "end", "round": 0, releases: json.dumps(cal.to_dict())}
-    _query(grid, nodes, {}, content, min(10.0, float(cfg["round-timeout-s"])))
+    """Tell every connected node that the run is over, with the release it may check locally
+    (under the key ``releases``: ``calibrator``, or ``sets`` for prediction sets) and the ids of
+    the run's ``clients`` (``clients``: those the server took into the run in round 0).
+
+    A node that is not among them (it connected, or its join reply came, after the server chose
+    the run's clients) learns from this that it took part in nothing
+    (:func:`~privcal.federated.flower.client_app.end_locally`).
+    """
+    content = {
+        **cfg,
+        "task": "end",
+        "round": 0,
+        releases: json.dumps(cal.to_dict()),
+        "clients": json.dumps(sorted(int(n) for n in clients)),
+    }
+    _query(grid, sorted(grid.get_node_ids()), {}, content, min(10.0, float(cfg["round-timeout-s"])))
 
 
 def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> bool:
@@ -653,7 +669,7 @@ def seed000(
     out_dir = Path(str(cfg["out-dir"])) if cfg["out-dir"] else None
     released = release_summary(est)
     print(f"privcal: DP Acc-T over {len(sources)} sources: {released['text']}", flush=True)
-    end_run(grid, nodes, est, cfg)
+    end_run(grid, ids, est, cfg)
     if out_dir is not None:
         dump_json(out_dir / "calibrator.json", est.to_dict())
         report = report_with_release(est.privacy_report_, released)

@@ -30,7 +30,7 @@ def _patched_time(cap: float) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{**names, "sleep": lambda s: time.sleep(min(s, cap))})
 
 
-def _remove_orphaned_work(parent: int) -> None:
+def _remove_own_work_if_orphaned(parent: int) -> None:
     """Exit handler: remove this SuperNode's working folder (``privcal-flwr-*``, the client's
     temporary folder) when the client that started it is gone: a client killed outright
     (SIGKILL) cannot remove it, and its SuperNode ends with it (``PR_SET_PDEATHSIG``)."""
@@ -53,12 +53,12 @@ def main() -> int:
     parent = os.getppid()
 
     def on_sigterm(signum: int, _frame: object) -> None:  # until Flower's handler replaces it
-        _remove_orphaned_work(parent)
+        _remove_own_work_if_orphaned(parent)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    add_exit_handler(lambda: _remove_orphaned_work(parent), run_before_force_exit=True)
+    add_exit_handler(lambda: _remove_own_work_if_orphaned(parent), run_before_force_exit=True)
     sys.argv[0] = "flower-supernode"
     flower_supernode()
     return 0

@@ -107,10 +107,22 @@ DEFAULTS: dict[str, Any] = {
 
 
 #: What a message may say beside the run configuration: its task and round, and what the server
-#: says with them (a data source's query and its arguments, the plan line, the release at the
-#: end, why a run stopped). Every other term of a run is its run configuration's.
+#: says with them (a data source's query and its arguments, the plan line, the release and the
+#: run's clients at the end, why a run stopped). Every other term of a run is its run
+#: configuration's.
 MESSAGE_KEYS = frozenset(
-    {"task", "round", "query", "kwargs", "share-threshold", "plan", "calibrator", "sets", "stopped"}
+    {
+        "task",
+        "round",
+        "query",
+        "kwargs",
+        "share-threshold",
+        "plan",
+        "calibrator",
+        "sets",
+        "clients",
+        "stopped",
+    }
 )
 
 
