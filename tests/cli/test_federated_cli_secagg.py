@@ -111,6 +111,7 @@ def _client(apps: typer.Typer, tmp_path, *args: str, monkeypatch=None):  # type:
         ("max-epsilon = 0.0", [], "max_epsilon"),
         ("", ["--accept", "distributed,everyone"], "'accept'"),
         ("", ["--min-threshold", "0"], "min_threshold"),
+        ("", ["--collusion-margin", "-1"], "collusion_margin"),
     ],
 )
 def test_client_bad_policy_is_one_line_before_anything_runs(
@@ -143,10 +144,13 @@ def test_client_policy_from_the_ledgers_file_and_options(  # type: ignore[no-unt
     seen = {}
     monkeypatch.setattr(fed, "_run_client", lambda node, *a: seen.update(node))
     (tmp_path / "l.policy.toml").write_text('max-epsilon = 0.5\naccept = ["distributed"]\n')
-    r = _client(apps, tmp_path, "--ledger", str(tmp_path / "l.sqlite"), "--min-threshold", "3")
+    args = ["--min-threshold", "3", "--collusion-margin", "1"]
+    r = _client(apps, tmp_path, "--ledger", str(tmp_path / "l.sqlite"), *args)
     assert r.exit_code == 0, r.output
     assert "policy: epsilon <= 0.5" in r.output and "t >= 3" in r.output
-    assert ClientPolicy.from_node(seen) == ClientPolicy(0.5, 1e-5, 3, ("distributed",))
+    assert "withstand 1 colluding clients" in r.output
+    want = ClientPolicy(0.5, 1e-5, 3, ("distributed",), collusion_margin=1)
+    assert ClientPolicy.from_node(seen) == want
     r = _client(apps, tmp_path, "--budget", "2")  # no ledger, no file: --budget bounds a run
     assert ClientPolicy.from_node(seen).max_epsilon == 2.0
 

@@ -30,7 +30,7 @@ def test_defaults_and_node_round_trip() -> None:
     p = ClientPolicy()
     assert (p.max_epsilon, p.max_delta, p.min_threshold) == (1.0, 1e-5, 2)
     assert p.accept == ("distributed", "trusted") and not p.allow_seeded_noise
-    q = ClientPolicy(2.5, 1e-6, 3, ("distributed",), True)
+    q = ClientPolicy(2.5, 1e-6, 3, ("distributed",), True, collusion_margin=2)
     assert ClientPolicy.from_node(q.to_node()) == q
     # a node's budget is its default epsilon bound; a ledger never accepts runs without DP
     node = {"budget": 4.0, "delta-budget": 1e-6, "ledger": "x.sqlite", "accept": "none,trusted"}
@@ -53,6 +53,8 @@ def test_policy_file(tmp_path: Path) -> None:
         ("min-threshold = 1.5", "min_threshold"),
         ('accept = ["everything"]', "accept"),
         ("allow-seeded-noise = 1", "allow_seeded_noise"),
+        ("collusion-margin = -1", "collusion_margin"),
+        ("collusion-margin = 1.0", "collusion_margin"),
         ("budget = 3.0", "unknown key"),
     ],
 )
@@ -113,6 +115,27 @@ def test_secagg_setup_must_enforce_the_noise_threshold() -> None:
     assert "sampled 5 clients, fewer than the run's noise threshold t=6" in str(
         policy.secagg_refusal(cfg, 6, 10, 5)
     )
+
+
+def test_a_collusion_margin_counts_the_clients_of_each_sum() -> None:
+    """A sum of S shares withstands S - t colluders: with K = 10 and the default t = 8 a margin
+    of 2 takes the whole run and refuses a SecAgg+ sample of 9; a margin of 3 refuses the run.
+    Trusted runs and runs without DP add no shares, so the margin does not apply to them."""
+    two, three = ClientPolicy(collusion_margin=2), ClientPolicy(collusion_margin=3)
+    assert two.refusal(RUN) is None and two.secagg_refusal(RUN, 8, 10, 10) is None
+    assert "the run's K is 10 clients, so the noise threshold t=8 holds against 2 colluding" in str(
+        three.refusal(RUN)
+    )
+    assert "SecAgg+'s sample is 9 clients" in str(two.secagg_refusal(RUN, 8, 10, 9))
+    assert "collusion margin of 2" in str(two.cohort_refusal(RUN, 9, "the sum"))
+    assert two.cohort_refusal({**RUN, "aggregation": "trusted"}, 1, "the sum") is None
+    assert two.cohort_refusal({**RUN, "epsilon": 0.0}, 1, "the sum") is None
+    assert "sums that withstand 2 colluding clients" in two.describe()
+    # over SecAgg+ t - 1 colluders and the server unmask one upload: at most t - 2 = 1 at t = 3
+    assert "holds against 1 colluding clients (at most t - 2 over SecAgg+)" in str(
+        two.refusal({**RUN, "threshold": 3})
+    )
+    assert two.refusal({**RUN, "threshold": 3, "secagg": False}) is None
 
 
 def test_permissive_policy_is_the_simulation_engines() -> None:

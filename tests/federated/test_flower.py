@@ -585,3 +585,39 @@ def test_a_client_whose_join_answer_came_late_is_told_it_took_no_part(
     for k in (0, 2, 3, 4):
         assert any(": answered (" in ln for ln in lines[k]), lines[k]
         assert lines[k][-1] == "end: the run is over", lines[k]
+
+
+@pytest.mark.parametrize(
+    ("death", "refused_at"),
+    [("setup", "upload"), ("collect_masked_vectors", "unmask")],
+    ids=["dies at setup", "dies after sharing keys"],
+)
+def test_a_collusion_margin_refuses_a_sum_that_dropouts_left_too_small(  # type: ignore[no-untyped-def]
+    federation, death: str, refused_at: str
+) -> None:
+    """Distributed DP over SecAgg+, t = 4 of K = 5, every client with ``collusion-margin = 1``
+    (its noise must still come from t shares with one client colluding: sums of at least 5).
+    The full run is accepted. When one client dies in round 1, the survivors' sum of 4 would
+    withstand no colluder: they refuse it before they upload (it died at the setup: 4 clients
+    shared keys) or at the unmask (it died after sharing its keys: 4 survivors), the stage
+    halts and nothing of the round is released. Without the margin the same run goes on
+    (:func:`test_a_distributed_secagg_run_goes_on_without_a_killed_client`)."""
+    from flwr.common.secure_aggregation.secaggplus_constants import Stage
+
+    nodes, wd, _z, _y, _parts = federation
+    margin = [{**n, "collusion-margin": 1, "status": str(wd / f"m{k}.log")} for k, n in
+              enumerate(nodes)]  # fmt: skip
+    conf = {"method": "fedtemp", "rounds": 2, "n-classes": 4, "min-clients": 2, "epsilon": 50.0,
+            "secagg": True, "aggregation": "distributed", "round-timeout-s": 0.5}  # fmt: skip
+    full = wd / "fedtemp" / "margin-full"
+    run_local({**conf, "out-dir": str(full)}, [dict(n) for n in margin])
+    assert (full / "privacy_report.json").exists()
+    out = wd / "fedtemp" / f"margin-{death}"
+    killed = _killed_grid({2: getattr(Stage, death.upper())}, delisted=False)
+    with pytest.raises(RuntimeError, match="fewer than this client's collusion margin of 1"):
+        run_local({**conf, "out-dir": str(out)}, [dict(n) for n in margin], grid_class=killed)
+    assert not (out / "calibrator.json").exists()
+    for node in margin[1:]:
+        lines = Path(node["status"]).read_text()
+        assert f"round {refused_at}: refused (" in lines, lines
+        assert "holds against 0 colluding clients" in lines, lines

@@ -50,8 +50,8 @@ def client(
         typer.Option(
             "--policy",
             help="This client's privacy policy (TOML: max-epsilon, max-delta, min-threshold, "
-            "accept, allow-seeded-noise). Default: LEDGER.policy.toml next to --ledger when it "
-            "exists. The options below override its keys.",
+            "accept, allow-seeded-noise, collusion-margin). Default: LEDGER.policy.toml next "
+            "to --ledger when it exists. The options below override its keys.",
         ),
     ] = None,
     max_epsilon: float = typer.Option(
@@ -68,6 +68,13 @@ def client(
         "--min-threshold",
         help="The smallest threshold t of distributed noise shares this client accepts "
         "(default 2; over SecAgg+ also its reconstruction threshold).",
+    ),
+    collusion_margin: int = typer.Option(
+        None,
+        "--collusion-margin",
+        help="How many clients may collude with the server while this client's noise still "
+        "comes from t shares (default 0): a distributed run, or a SecAgg+ round, whose sum has "
+        "fewer than t + this many clients is refused.",
     ),
     accept: str = typer.Option(
         None,
@@ -94,7 +101,8 @@ def client(
         policy = _client_policy(
             policy_file, ledger, budget, delta_budget,
             {"max-epsilon": max_epsilon, "max-delta": max_delta, "min-threshold": min_threshold,
-             "accept": accept, "allow-seeded-noise": allow_seeded_noise or None},
+             "accept": accept, "allow-seeded-noise": allow_seeded_noise or None,
+             "collusion-margin": collusion_margin},
         )  # fmt: skip
         node: dict[str, object] = {"data": str(data.resolve()), **policy.to_node()}
         if transcript is not None:

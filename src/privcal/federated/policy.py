@@ -24,6 +24,16 @@ What a policy bounds, and why each bound is the client's guarantee:
   noise variance; a smaller ``t`` lowers the coalition that can.
   Over SecAgg+ a client also refuses ``t >= K`` (SecAgg+ cannot enforce a threshold equal to the
   number of shares) and a SecAgg+ setup whose reconstruction threshold is not the run's ``t``.
+* ``collusion_margin``: how many colluding clients its guarantee must withstand. Under
+  ``"distributed"`` each of the ``S`` clients of a sum adds a share of ``1/t`` of the noise
+  variance; a server that ``c`` clients hand their uploads to subtracts them and is left with
+  ``(S - c) / t`` of it, the run's epsilon as long as ``S - c >= t``. So a sum of ``S`` clients
+  withstands ``S - t`` colluders (over SecAgg+ also at most ``t - 2``), which clients that
+  leave mid-run lower (down to none at ``S = t``). A client with margin ``m`` refuses a run
+  that withstands fewer than ``m`` with all ``K`` clients and, over SecAgg+, a round whose
+  clients withstand fewer: at the setup (the sample), before its upload (the
+  clients that shared their keys with it) and at the unmask (the survivors). The last refusal
+  withholds this client's shares; it stops the release when every survivor holds the margin.
 * ``allow_seeded_noise``: seeded noise (:class:`~privcal.privacy.SeededNoise`) is keyed on
   values the server knows, so the server could subtract the client's noise. A client refuses it
   unless it opts in itself (tests and simulations; its report then says "not private").
@@ -37,6 +47,7 @@ A policy file is TOML (``tomllib``), next to the client's ledger by default
     max-epsilon = 1.0
     max-delta = 1e-5
     min-threshold = 3
+    collusion-margin = 1
     accept = ["distributed"]
     allow-seeded-noise = false
 """
@@ -58,7 +69,14 @@ __all__ = ["ACCEPTABLE", "ClientPolicy", "default_policy_path", "run_threshold"]
 ACCEPTABLE: tuple[str, ...] = ("distributed", "trusted", "none")
 
 #: Policy keys as they are written in a policy file and in a node configuration.
-_KEYS = ("max-epsilon", "max-delta", "min-threshold", "accept", "allow-seeded-noise")
+_KEYS = (
+    "max-epsilon",
+    "max-delta",
+    "min-threshold",
+    "accept",
+    "allow-seeded-noise",
+    "collusion-margin",
+)
 
 
 def default_policy_path(ledger: str | Path) -> Path:
@@ -84,6 +102,10 @@ class ClientPolicy:
         without DP.
     allow_seeded_noise : bool, default=False
         Whether it answers runs whose configuration asks for seeded (not private) noise.
+    collusion_margin : int, default=0
+        How many clients may collude with the server while this client's noise still comes
+        from ``t`` shares (>= 0): distributed runs and SecAgg+ rounds of ``S`` clients with
+        ``S - t`` below it are refused (:meth:`cohort_refusal`).
     """
 
     max_epsilon: float = 1.0
@@ -91,6 +113,7 @@ class ClientPolicy:
     min_threshold: int = 2
     accept: tuple[str, ...] = ("distributed", "trusted")
     allow_seeded_noise: bool = False
+    collusion_margin: int = 0
 
     def __post_init__(self) -> None:
         owner = "ClientPolicy"
@@ -106,12 +129,8 @@ class ClientPolicy:
                 f"The 'max_delta' parameter of {owner} must be in [0, 1). Got "
                 f"{self.max_delta!r} instead."
             )
-        if not isinstance(self.min_threshold, int) or isinstance(self.min_threshold, bool):
-            raise ValueError(
-                f"The 'min_threshold' parameter of {owner} must be an int >= 1. Got "
-                f"{self.min_threshold!r} instead."
-            )
         check_int(self.min_threshold, "min_threshold", owner, low=1)
+        check_int(self.collusion_margin, "collusion_margin", owner, low=0)
         accept = (self.accept,) if isinstance(self.accept, str) else tuple(self.accept)
         bad = [a for a in accept if a not in ACCEPTABLE]
         if bad or not accept:
@@ -138,7 +157,8 @@ class ClientPolicy:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ClientPolicy:
         """A policy from policy-file keys (``max-epsilon``, ``max-delta``, ``min-threshold``,
-        ``accept``, ``allow-seeded-noise``); a key not listed is refused, naming ``where``."""
+        ``accept``, ``allow-seeded-noise``, ``collusion-margin``); a key not listed is refused,
+        naming ``where``."""
         unknown = sorted(set(values) - set(_KEYS))
         if unknown:
             raise ValueError(
@@ -192,6 +212,7 @@ class ClientPolicy:
             "min-threshold": int(self.min_threshold),
             "accept": ",".join(self.accept),
             "allow-seeded-noise": bool(self.allow_seeded_noise),
+            "collusion-margin": int(self.collusion_margin),
         }
 
     # ------------------------------------------------------------------ checks
@@ -249,7 +270,34 @@ class ClientPolicy:
                 f"the run's threshold t={t} of K={k} is not one SecAgg+ can enforce "
                 f"(2 <= t <= K - 1 = {k - 1})"
             )
-        return None
+        return self.cohort_refusal(cfg, k, "the run's K")
+
+    def cohort_refusal(self, cfg: Mapping[str, Any], clients: int, what: str) -> str | None:
+        """Why this client refuses a distributed sum over ``clients`` clients (``what`` names
+        them: the run's K, SecAgg+'s sample, ...), given the run ``cfg``; or ``None``.
+
+        A sum of ``S`` noise shares, each of ``1/t`` of the noise variance, keeps the run's
+        epsilon against a server with at most ``S - t`` colluding clients, and over SecAgg+ at
+        most ``t - 2`` (``t - 1`` colluders and the server unmask one upload):
+        :func:`~privcal.privacy.distributed.collusion_tolerated`, the count every distributed
+        report states. The sum is refused when that count is below :attr:`collusion_margin`.
+        Runs without DP and trusted runs add no shares: nothing to refuse here.
+        """
+        from privcal.privacy.distributed import collusion_tolerated
+
+        if not float(cfg.get("epsilon", 0.0)) > 0 or cfg.get("aggregation") != "distributed":
+            return None
+        t = run_threshold(cfg)[1]
+        transport = "secagg+" if bool(cfg.get("secagg", False)) else "in-process"
+        tolerated = collusion_tolerated(t, clients, transport)
+        if tolerated >= self.collusion_margin:
+            return None
+        return (
+            f"{what} is {clients} clients, so the noise threshold t={t} holds against "
+            f"{tolerated} colluding clients"
+            + (" (at most t - 2 over SecAgg+)" if tolerated == t - 2 < clients - t else "")
+            + f", fewer than this client's collusion margin of {self.collusion_margin}"
+        )
 
     def secagg_refusal(
         self, cfg: Mapping[str, Any], reconstruction: int, shares: int, sampled: int
@@ -292,7 +340,7 @@ class ClientPolicy:
                     f"SecAgg+ sampled {sampled} clients, fewer than the run's noise threshold "
                     f"t={t}: the round could release nothing"
                 )
-        return None
+        return self.cohort_refusal(cfg, sampled, "SecAgg+'s sample")
 
     def describe(self) -> str:
         """One line for the client's console."""
@@ -302,6 +350,11 @@ class ClientPolicy:
             f"privacy policy: epsilon {eps} and delta <= {self.max_delta:g} per run; accepts "
             f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}; "
             + (noise if self.allow_seeded_noise else f"{noise} only")
+            + (
+                f"; sums that withstand {self.collusion_margin} colluding clients"
+                if self.collusion_margin
+                else ""
+            )
         )
 
 

@@ -185,6 +185,11 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
 
     At the ``unmask`` stage it refuses a request that would give the server both secrets of
     one client (:func:`unmask_refusal`).
+
+    A client with a collusion margin (:meth:`~privcal.federated.policy.ClientPolicy.
+    cohort_refusal`) also counts the clients of the sum at each stage: the sample at the setup,
+    the clients that shared their keys with it before it uploads (``collect_masked_vectors``),
+    the survivors the server lists active at the unmask.
     """
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, context)
@@ -192,19 +197,45 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     stage = configs.get(Key.STAGE) if configs is not None else None
     if stage == Stage.SETUP:
         reason = _setup_refusal(configs, context)
+    elif stage == Stage.COLLECT_MASKED_VECTORS:
+        reason = _cohort_refusal(context, len(configs.get(Key.CIPHERTEXT_LIST, [])) + 1, stage)
     elif stage == Stage.UNMASK:
         state = context.state.config_records.get(RECORD_KEY_STATE)
+        active = configs.get(Key.ACTIVE_NODE_ID_LIST, [])
         reason = unmask_refusal(configs, SecAggPlusState(**dict(state or {})))
+        reason = reason or _cohort_refusal(context, len(active), stage)
     else:
         reason = None
     if reason is None:
         return call_next(msg, context)
     node = client_node(context.node_config, context.run_config)
-    write_status(node, f"round {'setup' if stage == Stage.SETUP else 'unmask'}: refused ({reason})")
+    write_status(node, f"round {_STAGE_NAMES.get(stage, stage)}: refused ({reason})")
     return Message(
         Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
         reply_to=msg,
     )
+
+
+#: A SecAgg+ stage as a client's status line names it.
+_STAGE_NAMES = {
+    Stage.SETUP: "setup",
+    Stage.COLLECT_MASKED_VECTORS: "upload",
+    Stage.UNMASK: "unmask",
+}
+
+#: What a stage's clients are, in a collusion-margin refusal (:func:`_cohort_refusal`).
+_STAGE_CLIENTS = {
+    Stage.COLLECT_MASKED_VECTORS: "the sum this client would upload to (the clients that "
+    "shared their keys)",
+    Stage.UNMASK: "the sum the server would unmask (the survivors it lists active)",
+}
+
+
+def _cohort_refusal(context: Context, clients: int, stage: str) -> str | None:
+    """This client's collusion-margin refusal of a stage's ``clients`` clients; or ``None``."""
+    node = client_node(context.node_config, context.run_config)
+    cfg = {**DEFAULTS, **dict(context.run_config)}
+    return ClientPolicy.from_node(node).cohort_refusal(cfg, clients, _STAGE_CLIENTS[stage])
 
 
 def _setup_refusal(configs: Any, context: Context) -> str | None:
