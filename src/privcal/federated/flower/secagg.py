@@ -193,11 +193,11 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     """
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, context)
-    configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-    stage = configs.get(Key.STAGE) if configs is not None else None
+    configs: Any = msg.content.config_records.get(RECORD_KEY_CONFIGS)
+    stage = str(configs.get(Key.STAGE)) if configs is not None else ""
     if stage == Stage.SETUP:
         reason = _setup_refusal(configs, context)
-    elif stage == Stage.COLLECT_MASKED_VECTORS:
+    elif stage == Stage.COLLECT_MASKED_VECTORS:  # itself and the clients that sent it shares
         reason = _cohort_refusal(context, len(configs.get(Key.CIPHERTEXT_LIST, [])) + 1, stage)
     elif stage == Stage.UNMASK:
         state = context.state.config_records.get(RECORD_KEY_STATE)
@@ -209,7 +209,7 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     if reason is None:
         return call_next(msg, context)
     node = client_node(context.node_config, context.run_config)
-    write_status(node, f"round {_STAGE_NAMES.get(stage, stage)}: refused ({reason})")
+    write_status(node, f"round {_STAGE_NAMES[stage]}: refused ({reason})")
     return Message(
         Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
         reply_to=msg,
