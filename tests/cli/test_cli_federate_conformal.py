@@ -75,7 +75,12 @@ def test_documented_conformal_secagg_run_writes_the_sets(tmp_path: Path) -> None
     assert report["released"]["parameters"]["threshold"] == sets.threshold_
     assert any("aggregation=distributed" in t for t in report["threat"])
     assert (out / "aggregator_view.json").exists() and not (out / "calibrator.json").exists()
-    assert f"Wrote {out / 'sets.json'}" in output
+    wrote = re.search(rf"Wrote {re.escape(str(out / 'sets.json'))}; beside it: (.*)", output)
+    assert wrote is not None, output
+    others = sorted(
+        f.name for f in out.iterdir() if f.name not in ("sets.json", "privacy_report.json")
+    )
+    assert wrote.group(1).split(", ") == others and "history.json" in others, output
     # every client checked the sets on its own data, on its own console
     checks = re.findall(r"check on this client's data: coverage (\S+) \(target 0.9\)", output)
     assert len(checks) == 5, output

@@ -446,7 +446,9 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
         reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
         last = reason[-1] if reason else "see the log"
         fail(f"The run failed ({last}); its log is {out / 'run.log'}.", code=1)
-    console.print(f"Wrote {release} and {out / 'history.json'}")
+    report = out / "privacy_report.json"  # _print_report names it after the report
+    others = sorted(f.name for f in out.iterdir() if f.is_file() and f not in (release, report))
+    console.print(f"Wrote {release}; beside it: {', '.join(others)}", soft_wrap=True)
     _print_report(out / "privacy_report.json", release.stem)
 
 
