@@ -100,6 +100,41 @@ def test_the_end_check_answers_the_same_whatever_the_data(tmp_path: Path, app: s
     assert replies[0] == replies[1] == {"ok": True}
 
 
+@pytest.mark.parametrize(
+    ("clients", "answered", "ended"),
+    [
+        ("[7]", False, "the run is over"),
+        ("[8, 9]", False, client_app.WITHOUT_THIS_CLIENT),
+        ("[8, 9]", True, "the run is over"),  # the server cannot disown a client's rounds
+        ("7", False, "the run is over"),  # a malformed list: no word from the server
+        ('["7"]', False, "the run is over"),
+        (None, False, "the run is over"),
+    ],
+)
+def test_only_the_server_and_the_clients_own_record_together_say_it_took_no_part(
+    tmp_path: Path, clients: str | None, answered: bool, ended: str
+) -> None:
+    run = {**task.DEFAULTS, "method": "fedtemp", "n-classes": C, "rounds": 2}
+    status = tmp_path / "status.log"
+    node = {"data": _site(tmp_path, "a.npz", 40), "status": str(status)}
+    context = _context(node, run)
+    if answered:
+        assert task.round_refusal(context, {**run, "round": 1}) is None  # records round 1
+    cfg = {"task": "end", "calibrator": _identity_calibrator()}
+    if clients is not None:
+        cfg["clients"] = clients
+    msg = _instruction(RecordDict({"config": ConfigRecord(cfg)}), 7)
+    reply = client_app.query(msg, context)
+    assert not reply.has_error(), reply.error.reason
+    assert status.read_text().splitlines()[-1] == f"end: {ended}"
+
+
+def _identity_calibrator() -> str:
+    cal = VectorScaling()
+    cal.coef_, cal.intercept_, cal.n_classes_ = np.ones(C), np.zeros(C), C
+    return json.dumps(cal.to_dict())
+
+
 # --- a server state that makes the payload non-finite on some data only ---------------------
 
 
@@ -397,3 +432,73 @@ def test_unmask_refusal_names_each_inconsistent_request() -> None:
     assert "this client, which is answering, as dropped" in str(ask([2, 3], [4]))
     assert "lists a client twice" in str(ask([3, 3, 4], []))
     assert "clients [9] this client holds no shares of" in str(ask([3, 4], [9]))
+
+
+def test_upload_refusal_names_each_inconsistent_request() -> None:
+    from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
+    from flwr.common.secure_aggregation.secaggplus_constants import Key
+
+    state = SecAggPlusState(nid=4, **{"ss2_dict:K": [2, 3], "ss2_dict:V": [b"k2", b"k3"]})
+
+    def ask(sources: list[int], shares: int | None = None) -> str | None:
+        n = len(sources) if shares is None else shares
+        configs = {Key.SOURCE_LIST: sources, Key.CIPHERTEXT_LIST: [b"x"] * n}
+        return secaggplus.upload_refusal(configs, state)
+
+    assert ask([2, 3]) is None and ask([3]) is None  # the clients that shared keys with 4
+    assert "lists a client's key shares twice" in str(ask([2, 3, 3]))
+    assert "sources and key shares differ in number" in str(ask([2, 3], shares=3))
+    assert "from clients [4, 9] this client shares no key with" in str(ask([2, 4, 9]))
+
+
+def test_repeated_key_shares_do_not_pass_a_collusion_margin(tmp_path: Path) -> None:
+    """Distributed DP over SecAgg+, t = 3 of K = 5; client 2 alone needs its sums to withstand
+    one colluder (S >= 4). Clients 5 and 6 die at the setup, so 3 clients share keys. The
+    server then repeats the key shares of 3 in 2's upload request and those of 2 in 3's: Flower
+    1.41's client decrypts both copies, the doubled pair masks still cancel in the sum, and 2
+    counted 4 clients and uploaded into a sum of 3 (a helper's attack released it). Client 2
+    now refuses a request that lists a client twice, before its data is read."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+
+    from privcal.federated.flower.local import LocalGrid, run_local
+    from privcal.federated.policy import ClientPolicy
+
+    victim, partner, dead = 2, 3, (5, 6)
+    nodes = [
+        {"data": _site(tmp_path, f"s{k}.npz", 120 + k), "status": str(tmp_path / f"s{k}.log"),
+         **ClientPolicy(50.0, 1e-5, 2, ("distributed",), collusion_margin=int(k == 0)).to_node()}
+        for k in range(5)
+    ]  # fmt: skip
+
+    class Repeating(LocalGrid):
+        def _deliver(self, msg):  # type: ignore[no-untyped-def]
+            nid, configs = (
+                msg.metadata.dst_node_id,
+                msg.content.config_records.get(RECORD_KEY_CONFIGS),
+            )
+            stage = configs.get(Key.STAGE) if configs is not None else None
+            if nid in dead and stage in (
+                Stage.SETUP,
+                Stage.SHARE_KEYS,
+                Stage.COLLECT_MASKED_VECTORS,
+            ):
+                return None
+            if stage == Stage.COLLECT_MASKED_VECTORS and nid in (victim, partner):
+                other = partner if nid == victim else victim
+                srcs, cts = list(configs[Key.SOURCE_LIST]), list(configs[Key.CIPHERTEXT_LIST])
+                configs[Key.SOURCE_LIST] = [*srcs, other]
+                configs[Key.CIPHERTEXT_LIST] = [*cts, cts[srcs.index(other)]]
+            return super()._deliver(msg)
+
+        def pull_messages(self, message_ids):  # type: ignore[no-untyped-def]
+            return [m for m in super().pull_messages(message_ids) if m is not None]
+
+    conf = {"method": "fedtemp", "rounds": 1, "n-classes": C, "min-clients": 2, "epsilon": 2.0,
+            "threshold": 3, "secagg": True, "aggregation": "distributed",
+            "round-timeout-s": 0.5, "out-dir": str(tmp_path / "out")}  # fmt: skip
+    with pytest.raises(RuntimeError, match="lists a client's key shares twice"):
+        run_local(conf, nodes, grid_class=Repeating)
+    status = Path(nodes[0]["status"]).read_text()
+    assert "round upload: refused (the upload request lists a client's key shares twice)" in status
+    assert ": answered (" not in status, status
+    assert not (tmp_path / "out" / "calibrator.json").exists()

@@ -38,6 +38,7 @@ Progress (``status`` file, local only): one line per round (answered, or refused
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ from privcal.federated.flower.task import (
     join_answer,
     method_from_config,
     round_refusal,
+    rounds_answered,
     run_terms,
     server_state,
     width_refusal,
@@ -65,8 +67,7 @@ from privcal.federated.policy import ClientPolicy
 #: The end line of a node the server did not take into the run (:func:`end_locally`).
 WITHOUT_THIS_CLIENT = (
     "the run ended without this client (the server had chosen the run's clients before this "
-    "one connected or answered the join request; it took part in no round and was charged "
-    "nothing)"
+    "one connected or answered the join request; it answered no round of the run)"
 )
 
 #: Every reply goes out through :func:`~privcal.federated.flower.transcript.transcript_mod`.
@@ -107,7 +108,7 @@ def query(msg: Message, context: Context) -> Message:
     if task == "join":
         return _info_reply(msg, join_answer(node, cfg, context.run_config, int(context.run_id)))
     if task == "end":
-        end_locally(node, context.run_config, cfg, int(context.node_id))
+        end_locally(node, context, cfg)
         return _info_reply(msg, {"ok": True})
     if task == "count":
         if float(cfg["epsilon"]) > 0:
@@ -187,7 +188,7 @@ def answered_line(node: dict[str, Any], cfg: dict[str, Any]) -> str:
     )
 
 
-def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any], node_id: int) -> None:
+def end_locally(node: dict[str, Any], context: Context, cfg: dict[str, Any]) -> None:
     """The server's end of the run (``task = "end"``), shown on this client's console only.
 
     A run that released a calibrator sends it (``calibrator``): the client checks it against
@@ -196,8 +197,8 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any], node
     (:func:`~privcal.metrics.compare.check_sets`). Nothing of either check is sent. A
     run the server stopped before its release (interrupted, or too few clients joined) sends
     ``stopped`` with the reason instead. The end names the run's clients (``clients``): a
-    node not among them (it connected, or answered the join request, after the server had
-    chosen them) took part in no round and says so in its end line.
+    client not among them that answered no round of the run says so in its end line
+    (:func:`took_part`).
 
     The server chooses what it sends here, as often as it likes, and nothing is charged for it:
     a check that fails (a calibrator whose probabilities overflow on some rows) is shown on
@@ -215,7 +216,7 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any], node
     from privcal.metrics.compare import check_sets, compare_uncalibrated
 
     try:
-        z, y = client_data(node, run_config)
+        z, y = client_data(node, context.run_config)
         if cfg.get("sets"):
             sets = FederatedConformalSets.from_dict(json.loads(str(cfg["sets"])))
             summary = check_sets(sets, z, y)["summary"]
@@ -225,7 +226,27 @@ def end_locally(node: dict[str, Any], run_config: Any, cfg: dict[str, Any], node
     except Exception as err:  # any error here depends on the data: it stays on this node
         summary = f"failed ({type(err).__name__}: {err})"
     write_status(node, f"check on this client's data: {summary}")
-    if node_id in json.loads(str(cfg.get("clients", "[]"))):
-        write_status(node, "end: the run is over")
-    else:
-        write_status(node, f"end: {WITHOUT_THIS_CLIENT}")
+    ended = "the run is over" if took_part(context, cfg) else WITHOUT_THIS_CLIENT
+    write_status(node, f"end: {ended}")
+
+
+def took_part(context: Context, cfg: Mapping[str, Any]) -> bool:
+    """Whether this client took part in the run that ``cfg`` ends: it answered a round of it (its
+    own record, :func:`~privcal.federated.flower.task.rounds_answered`), or the server's end
+    lists it among the run's clients (``clients``, a JSON list of node ids).
+
+    Only a well-formed list without it, and no round of its own, says it took no part: the
+    server can neither make a client that answered a round say it took none, nor fail the
+    client's end with a malformed list (read as no word from the server).
+    """
+    import json
+
+    if rounds_answered(context):
+        return True
+    try:
+        listed = json.loads(str(cfg["clients"]))
+    except (KeyError, ValueError):
+        return True
+    if not isinstance(listed, list) or not all(type(n) is int for n in listed):
+        return True
+    return int(context.node_id) in listed

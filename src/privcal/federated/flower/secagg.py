@@ -89,7 +89,7 @@ from privcal.federated.flower.ring import (
     to_wire,
     wire_to_residues,
 )
-from privcal.federated.flower.secaggplus import HaltingSecAggPlus, unmask_refusal
+from privcal.federated.flower.secaggplus import HaltingSecAggPlus, unmask_refusal, upload_refusal
 from privcal.federated.flower.server_app import (
     check_on_server,
     end_run,
@@ -183,8 +183,9 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     which carries ``1 / t`` of the noise variance (the report's fallback epsilon, with no
     colluding client at all).
 
-    At the ``unmask`` stage it refuses a request that would give the server both secrets of
-    one client (:func:`unmask_refusal`).
+    Before its upload it refuses a request whose forwarded key shares do not come from distinct
+    clients it shares keys with (:func:`upload_refusal`); at the ``unmask`` stage, a request that
+    would give the server both secrets of one client (:func:`unmask_refusal`).
 
     A client with a collusion margin (:meth:`~privcal.federated.policy.ClientPolicy.
     cohort_refusal`) also counts the clients of the sum at each stage: the sample at the setup,
@@ -195,15 +196,16 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
         return call_next(msg, context)
     configs: Any = msg.content.config_records.get(RECORD_KEY_CONFIGS)
     stage = str(configs.get(Key.STAGE)) if configs is not None else ""
+    record = context.state.config_records.get(RECORD_KEY_STATE)
+    state = SecAggPlusState(**dict(record or {}))
     if stage == Stage.SETUP:
         reason = _setup_refusal(configs, context)
     elif stage == Stage.COLLECT_MASKED_VECTORS:  # itself and the clients that sent it shares
-        reason = _cohort_refusal(context, len(configs.get(Key.CIPHERTEXT_LIST, [])) + 1, stage)
+        sources = configs.get(Key.SOURCE_LIST, [])
+        reason = upload_refusal(configs, state) or _cohort_refusal(context, len(sources) + 1, stage)
     elif stage == Stage.UNMASK:
-        state = context.state.config_records.get(RECORD_KEY_STATE)
         active = configs.get(Key.ACTIVE_NODE_ID_LIST, [])
-        reason = unmask_refusal(configs, SecAggPlusState(**dict(state or {})))
-        reason = reason or _cohort_refusal(context, len(active), stage)
+        reason = unmask_refusal(configs, state) or _cohort_refusal(context, len(active), stage)
     else:
         reason = None
     if reason is None:
@@ -234,14 +236,14 @@ _STAGE_CLIENTS = {
 def _cohort_refusal(context: Context, clients: int, stage: str) -> str | None:
     """This client's collusion-margin refusal of a stage's ``clients`` clients; or ``None``."""
     node = client_node(context.node_config, context.run_config)
-    cfg = {**DEFAULTS, **dict(context.run_config)}
+    cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
     return ClientPolicy.from_node(node).cohort_refusal(cfg, clients, _STAGE_CLIENTS[stage])
 
 
 def _setup_refusal(configs: Any, context: Context) -> str | None:
     """Why this client refuses SecAgg+'s setup (:func:`policy_mod`); or ``None``."""
     node = client_node(context.node_config, context.run_config)
-    cfg = {**DEFAULTS, **dict(context.run_config)}
+    cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
     policy = ClientPolicy.from_node(node)
     setup = [configs[k] for k in (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)]
     reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(str(v)) for v in setup))
@@ -383,7 +385,7 @@ def end_mod(msg: Message, context: Context, call_next: Any) -> Message:
         node = client_node(context.node_config, context.run_config)
         info: dict[str, Any] | None = None
         if cfg.get("task") == "end":
-            end_locally(node, context.run_config, cfg, int(context.node_id))
+            end_locally(node, context, cfg)
             info = {"ok": True}
         elif cfg.get("task") == "join":
             terms, refusal = run_terms(cfg, context.run_config)

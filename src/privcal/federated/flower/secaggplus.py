@@ -21,7 +21,13 @@ from flwr.common.secure_aggregation.secaggplus_constants import Key
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
-__all__ = ["HaltingSecAggPlus", "failure_reason", "only_key_holders", "unmask_refusal"]
+__all__ = [
+    "HaltingSecAggPlus",
+    "failure_reason",
+    "only_key_holders",
+    "unmask_refusal",
+    "upload_refusal",
+]
 
 
 def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
@@ -53,6 +59,31 @@ def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
     unknown = sorted(set(active + dropped) - set(getattr(state, "rd_seed_share_dict", {})))
     if unknown:
         return f"the unmask request lists clients {unknown} this client holds no shares of"
+    return None
+
+
+def upload_refusal(configs: Any, state: SecAggPlusState) -> str | None:
+    """Why this client refuses SecAgg+'s request for its masked upload (``configs``), given its
+    own SecAgg+ ``state``; or ``None``.
+
+    The request forwards the key shares of the clients that shared their keys with this one, one
+    ciphertext per source. Its sources are what a collusion margin counts (:func:`~privcal.
+    federated.flower.secagg.policy_mod`), so they must be distinct clients this one shares a key
+    with: a source listed twice is decrypted twice by Flower 1.41's client, and a server that
+    repeats one pair's shares in both clients' lists gets a sum whose doubled masks still cancel
+    while each of the two counts one client that is not in it.
+    """
+    sources = [int(str(n)) for n in configs.get(Key.SOURCE_LIST, [])]
+    if len(sources) != len(configs.get(Key.CIPHERTEXT_LIST, [])):
+        return "the upload request's sources and key shares differ in number"
+    if len(set(sources)) != len(sources):
+        return "the upload request lists a client's key shares twice"
+    unknown = sorted(set(sources) - set(getattr(state, "ss2_dict", {})))
+    if unknown:
+        return (
+            f"the upload request forwards key shares from clients {unknown} this client shares "
+            "no key with"
+        )
     return None
 
 

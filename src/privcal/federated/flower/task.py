@@ -172,15 +172,23 @@ def round_refusal(context: Any, cfg: Mapping[str, Any]) -> str | None:
     rnd, t = int(cfg["round"]), int(cfg["rounds"])
     if not 1 <= rnd <= t:
         return f"round {rnd} is not a round of this run (1 to {t}); nothing was charged"
-    record, key = _state_record(context, _ROUNDS_RECORD), str(int(context.run_id))
-    done = [int(r) for r in str(record[key]).split(",")] if key in record else []
+    done = rounds_answered(context)
     if rnd in done:
         return (
             f"this client already answered round {rnd} of run {int(context.run_id)}; a second "
             "answer would be a release its privacy accounting did not plan for"
         )
-    record[key] = ",".join(str(r) for r in [*done, rnd])
+    _state_record(context, _ROUNDS_RECORD)[str(int(context.run_id))] = ",".join(
+        str(r) for r in [*done, rnd]
+    )
     return None
+
+
+def rounds_answered(context: Any) -> list[int]:
+    """The rounds of the run ``context.run_id`` this client answered: its own record, kept on
+    the node (:func:`round_refusal`)."""
+    record, key = _state_record(context, _ROUNDS_RECORD), str(int(context.run_id))
+    return [int(r) for r in str(record[key]).split(",")] if key in record else []
 
 
 def array_of(record: Any, key: str) -> np.ndarray:
