@@ -86,9 +86,11 @@ def _patch_targets() -> list[object]:
     from privcal.privacy.distributed import DistributedPlan, ShareLaw
     from privcal.private import DataSource
     from privcal.private import source as source_module
+    from privcal.private import vocabulary as vocabulary_module
 
     targets: list[object] = [
         source_module,
+        vocabulary_module,
         measurement_module,
         DataSource,
         ShareLaw,

@@ -51,6 +51,7 @@ from privcal.privacy import measurement as measurement_module
 from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
+from privcal.private import vocabulary as vocabulary_module
 from privcal.private.plan import search_plan
 from privcal.private.queries import QUERY_MEASUREMENTS, curve_release
 
@@ -207,7 +208,7 @@ def _unclipped_nll() -> Any:
     def unclipped(logits: Any, labels: Any, temperature: Any, bound: Any) -> Any:
         return clipped_nll_sum(logits, labels, temperature, None)
 
-    return patched((source_module, "clipped_nll_sum", unclipped))
+    return patched((vocabulary_module, "clipped_nll_sum", unclipped))
 
 
 def _anchor_only() -> Any:
@@ -232,7 +233,7 @@ def _split_increment_sensitivity() -> Any:
 
     swapped = dataclasses.replace(real, sensitivity=split)
     table = {**QUERY_MEASUREMENTS, "clipped_nll_increments": swapped}
-    return patched((source_module, "QUERY_MEASUREMENTS", table))
+    return patched((vocabulary_module, "QUERY_MEASUREMENTS", table))
 
 
 def _data_seeded_noise() -> Any:

@@ -308,7 +308,7 @@ def _private_curve(plan: SearchPlan, s: _Setting, noise: NoiseSource) -> np.ndar
     """Acc-T's curve search for all trials: one ``accuracy_gap_curve`` release per source.
 
     The exact per-source curves come from the shared ``accuracy_gap_terms`` at every grid
-    temperature; the released vector (:func:`~privcal.private.source.curve_release`) gets one
+    temperature; the released vector (:func:`~privcal.private.queries.curve_release`) gets one
     ``(trials, d, k)`` Laplace array of scale ``2 / epsilon``, as the DataSource draws it.
     """
     trials, d, n, c = s.z_val.shape

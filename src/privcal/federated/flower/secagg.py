@@ -553,8 +553,9 @@ class SecAggSourceSums:
     """The aggregator's side of seed 000's protocol over SecAgg+: one SecAgg+ round per query.
 
     :meth:`secure_sum` builds the query's public plan from the public statistic
-    (:func:`~privcal.private.parallel.public_statistic`, :func:`~privcal.private.source.share_plan`:
-    the plan every source builds from its own rows), sends the query to the sources' nodes as
+    (:func:`~privcal.private.parallel.public_statistic`,
+    :func:`~privcal.private.queries.share_plan`: the plan every source builds from its own
+    rows), sends the query to the sources' nodes as
     the config of a SecAgg+ round whose reconstruction threshold is ``t``
     (:func:`secagg_threshold`), and turns SecAgg+'s aggregate into the
     :class:`~privcal.privacy.distributed.AggregatorView` (:func:`wire_to_residues`): the
@@ -603,7 +604,7 @@ class SecAggSourceSums:
         """One query's secure sum over the source ``nodes``: ``(view, plan, public statistic)``."""
         from privcal.federated.flower.sources import plain_json
         from privcal.private.parallel import public_statistic
-        from privcal.private.source import share_plan
+        from privcal.private.queries import share_plan
 
         k = len(nodes)
         stat = public_statistic(query, n_classes, **kwargs)

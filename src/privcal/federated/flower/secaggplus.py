@@ -1,12 +1,14 @@
 """Flower 1.41's SecAgg+ protocol as privcal runs it: the server's workflow and the client's
-check of the unmask request, with the corrections each needs.
+checks of the upload and unmask requests, with the corrections each needs.
 
 * :class:`HaltingSecAggPlus`: a halted stage ends the run with the clients' reasons
   (:func:`failure_reason`) instead of skipping the round silently; after the share-keys stage
   the round's clients are the key holders (:func:`only_key_holders`), so a client gone before
   sharing its keys is not a dropout whose key share the survivors must send.
+* :func:`upload_refusal`: a client refuses an upload request whose forwarded key shares are
+  not from distinct clients it shares keys with (what its collusion margin counts).
 * :func:`unmask_refusal`: a client refuses an unmask request that would hand the server both
-  secrets of one client (Flower's client checks none of it).
+  secrets of one client (Flower's client checks neither).
 
 Used by :mod:`privcal.federated.flower.secagg` (the ClientApp's ``policy_mod``, the ServerApp).
 """
