@@ -30,7 +30,7 @@ def test_defaults_and_node_round_trip() -> None:
     p = ClientPolicy()
     assert (p.max_epsilon, p.max_delta, p.min_threshold) == (1.0, 1e-5, 2)
     assert p.accept == ("distributed", "trusted") and not p.allow_seeded_noise
-    q = ClientPolicy(2.5, 1e-6, 3, ("distributed",), True, collusion_margin=2)
+    q = ClientPolicy(2.5, 1e-6, 3, ("distributed",), True, 2, allow_minority_threshold=True)
     assert ClientPolicy.from_node(q.to_node()) == q
     # a node's budget is its default epsilon bound; a ledger never accepts runs without DP
     node = {"budget": 4.0, "delta-budget": 1e-6, "ledger": "x.sqlite", "accept": "none,trusted"}
@@ -55,6 +55,7 @@ def test_policy_file(tmp_path: Path) -> None:
         ("allow-seeded-noise = 1", "allow_seeded_noise"),
         ("collusion-margin = -1", "collusion_margin"),
         ("collusion-margin = 1.0", "collusion_margin"),
+        ("allow-minority-threshold = 1", "allow_minority_threshold"),
         ("budget = 3.0", "unknown key"),
     ],
 )
@@ -132,10 +133,22 @@ def test_a_collusion_margin_counts_the_clients_of_each_sum() -> None:
     assert two.cohort_refusal({**RUN, "epsilon": 0.0}, 1, "the sum") is None
     assert "sums that withstand 2 colluding clients" in two.describe()
     # over SecAgg+ t - 1 colluders and the server unmask one upload: at most t - 2 = 1 at t = 3
+    five = {**RUN, "num-nodes": 5, "threshold": 3}
     assert "holds against 1 colluding clients (at most t - 2 over SecAgg+)" in str(
-        two.refusal({**RUN, "threshold": 3})
+        two.refusal(five)
     )
-    assert two.refusal({**RUN, "threshold": 3, "secagg": False}) is None
+    assert two.refusal({**five, "secagg": False}) is None
+
+
+def test_over_secagg_a_client_takes_only_a_majority_threshold() -> None:
+    """Split unmask requests need 2t survivors: a client refuses t <= K/2 over SecAgg+ unless
+    it opts in (the simulation engine's permissive policy does); in process no masks exist."""
+    assert ClientPolicy().refusal({**RUN, "threshold": 6}) is None  # 6 > 10/2
+    assert "t=5 of K=10 is at most K/2" in str(ClientPolicy().refusal({**RUN, "threshold": 5}))
+    assert ClientPolicy(allow_minority_threshold=True).refusal({**RUN, "threshold": 5}) is None
+    assert ClientPolicy().refusal({**RUN, "threshold": 5, "secagg": False}) is None
+    assert ClientPolicy.permissive().refusal({**RUN, "threshold": 2}) is None
+    assert "(over SecAgg+ t > K/2)" in ClientPolicy().describe()
 
 
 def test_permissive_policy_is_the_simulation_engines() -> None:

@@ -128,7 +128,8 @@ def server(
         help="t of --aggregation distributed, in [2, num-nodes - 1]: the shares are sized so "
         "that any t honest surviving clients make up the noise, and SecAgg+ unmasks no sum of "
         "fewer than t; fewer survivors release nothing (default: num-nodes minus a fifth, at "
-        "least one dropout).",
+        "least one dropout). Clients refuse a t of at most num-nodes / 2 unless they opt in "
+        "(--allow-minority-threshold).",
     ),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(9092, "--port"),

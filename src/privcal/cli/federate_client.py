@@ -50,8 +50,9 @@ def client(
         typer.Option(
             "--policy",
             help="This client's privacy policy (TOML: max-epsilon, max-delta, min-threshold, "
-            "accept, allow-seeded-noise, collusion-margin). Default: LEDGER.policy.toml next "
-            "to --ledger when it exists. The options below override its keys.",
+            "accept, allow-seeded-noise, collusion-margin, allow-minority-threshold). Default: "
+            "LEDGER.policy.toml next to --ledger when it exists. The options below override its "
+            "keys.",
         ),
     ] = None,
     max_epsilon: float = typer.Option(
@@ -75,6 +76,12 @@ def client(
         help="How many clients may collude with the server while this client's noise still "
         "comes from t shares (default 0): a distributed run, or a SecAgg+ round, whose sum has "
         "fewer than t + this many clients is refused.",
+    ),
+    allow_minority_threshold: bool = typer.Option(
+        False,
+        "--allow-minority-threshold",
+        help="Join SecAgg+ runs whose threshold t is at most half the clients (a server that "
+        "showed clients different unmask requests could then unmask one upload).",
     ),
     accept: str = typer.Option(
         None,
@@ -102,7 +109,8 @@ def client(
             policy_file, ledger, budget, delta_budget,
             {"max-epsilon": max_epsilon, "max-delta": max_delta, "min-threshold": min_threshold,
              "accept": accept, "allow-seeded-noise": allow_seeded_noise or None,
-             "collusion-margin": collusion_margin},
+             "collusion-margin": collusion_margin,
+             "allow-minority-threshold": allow_minority_threshold or None},
         )  # fmt: skip
         node: dict[str, object] = {"data": str(data.resolve()), **policy.to_node()}
         if transcript is not None:

@@ -24,6 +24,11 @@ What a policy bounds, and why each bound is the client's guarantee:
   noise variance; a smaller ``t`` lowers the coalition that can.
   Over SecAgg+ a client also refuses ``t >= K`` (SecAgg+ cannot enforce a threshold equal to the
   number of shares) and a SecAgg+ setup whose reconstruction threshold is not the run's ``t``.
+* ``allow_minority_threshold``: over SecAgg+ a client refuses ``t <= K / 2`` unless it opts in.
+  A server that shows different survivors different unmask requests (one client listed active
+  to ``t`` of them, dropped to ``t`` others) gets both of that client's secrets and its upload
+  alone, ``1/t`` of the noise variance; each survivor sees only its own request, so no client
+  can detect it, and it needs ``2t`` survivors: with ``t > K / 2`` there are never enough.
 * ``collusion_margin``: how many colluding clients its guarantee must withstand. Under
   ``"distributed"`` each of the ``S`` clients of a sum adds a share of ``1/t`` of the noise
   variance; a server that ``c`` clients hand their uploads to subtracts them and is left with
@@ -49,6 +54,7 @@ A policy file is TOML (``tomllib``), next to the client's ledger by default
     min-threshold = 3
     collusion-margin = 1
     accept = ["distributed"]
+    allow-minority-threshold = false
     allow-seeded-noise = false
 """
 
@@ -76,6 +82,7 @@ _KEYS = (
     "accept",
     "allow-seeded-noise",
     "collusion-margin",
+    "allow-minority-threshold",
 )
 
 
@@ -106,6 +113,9 @@ class ClientPolicy:
         How many clients may collude with the server while this client's noise still comes
         from ``t`` shares (>= 0): distributed runs and SecAgg+ rounds of ``S`` clients with
         ``S - t`` below it are refused (:meth:`cohort_refusal`).
+    allow_minority_threshold : bool, default=False
+        Whether it joins SecAgg+ runs with distributed noise whose ``t <= K / 2`` (open to
+        split unmask requests; module docstring).
     """
 
     max_epsilon: float = 1.0
@@ -114,6 +124,7 @@ class ClientPolicy:
     accept: tuple[str, ...] = ("distributed", "trusted")
     allow_seeded_noise: bool = False
     collusion_margin: int = 0
+    allow_minority_threshold: bool = False
 
     def __post_init__(self) -> None:
         owner = "ClientPolicy"
@@ -138,11 +149,12 @@ class ClientPolicy:
                 f"The 'accept' parameter of {owner} must name one or more of "
                 f"{', '.join(ACCEPTABLE)}. Got {list(accept)!r} instead."
             )
-        if not isinstance(self.allow_seeded_noise, bool):
-            raise ValueError(
-                f"The 'allow_seeded_noise' parameter of {owner} must be true or false. Got "
-                f"{self.allow_seeded_noise!r} instead."
-            )
+        for flag in ("allow_seeded_noise", "allow_minority_threshold"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(
+                    f"The {flag!r} parameter of {owner} must be true or false. Got "
+                    f"{getattr(self, flag)!r} instead."
+                )
         object.__setattr__(self, "max_epsilon", eps)
         object.__setattr__(self, "max_delta", dlt)
         object.__setattr__(self, "accept", tuple(dict.fromkeys(accept)))
@@ -152,13 +164,12 @@ class ClientPolicy:
     def permissive(cls) -> ClientPolicy:
         """The policy of a client whose operator is also the server (Flower's Simulation
         Engine, in-process tests): every run the configuration asks for."""
-        return cls(math.inf, 0.999999, 1, ACCEPTABLE, True)
+        return cls(math.inf, 0.999999, 1, ACCEPTABLE, True, allow_minority_threshold=True)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ClientPolicy:
-        """A policy from policy-file keys (``max-epsilon``, ``max-delta``, ``min-threshold``,
-        ``accept``, ``allow-seeded-noise``, ``collusion-margin``); a key not listed is refused,
-        naming ``where``."""
+        """A policy from policy-file keys (:data:`_KEYS`: ``max-epsilon``, ``max-delta``,
+        ``min-threshold``, ``accept``, ...); a key not listed is refused, naming ``where``."""
         unknown = sorted(set(values) - set(_KEYS))
         if unknown:
             raise ValueError(
@@ -213,6 +224,7 @@ class ClientPolicy:
             "accept": ",".join(self.accept),
             "allow-seeded-noise": bool(self.allow_seeded_noise),
             "collusion-margin": int(self.collusion_margin),
+            "allow-minority-threshold": bool(self.allow_minority_threshold),
         }
 
     # ------------------------------------------------------------------ checks
@@ -269,6 +281,12 @@ class ClientPolicy:
             return (
                 f"the run's threshold t={t} of K={k} is not one SecAgg+ can enforce "
                 f"(2 <= t <= K - 1 = {k - 1})"
+            )
+        if bool(cfg.get("secagg", False)) and 2 * t <= k and not self.allow_minority_threshold:
+            return (
+                f"the run's threshold t={t} of K={k} is at most K/2: over SecAgg+ a server that "
+                "showed different clients different unmask requests could unmask one client's "
+                "upload; this client takes t > K/2 (opt in with --allow-minority-threshold)"
             )
         return self.cohort_refusal(cfg, k, "the run's K")
 
@@ -348,7 +366,8 @@ class ClientPolicy:
         noise = "seeded noise allowed (not private)" if self.allow_seeded_noise else "secure noise"
         return (
             f"privacy policy: epsilon {eps} and delta <= {self.max_delta:g} per run; accepts "
-            f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}; "
+            f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}"
+            + ("; " if self.allow_minority_threshold else " (over SecAgg+ t > K/2); ")
             + (noise if self.allow_seeded_noise else f"{noise} only")
             + (
                 f"; sums that withstand {self.collusion_margin} colluding clients"

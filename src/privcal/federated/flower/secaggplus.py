@@ -46,8 +46,8 @@ def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
 
     A server that shows different clients different lists needs ``t`` survivors to list a
     client active and ``t`` others to list it dropped: at least ``2t`` survivors. The default
-    ``t = K - max(1, K // 5)`` is above ``K / 2``, so it cannot; a smaller ``--threshold`` is
-    open to it (docs/privacy.md).
+    ``t = K - max(1, K // 5)`` is above ``K / 2``, so it cannot, and a client's policy refuses
+    a smaller ``--threshold`` unless it opts in (``allow_minority_threshold``; docs/privacy.md).
     """
     active = [int(str(n)) for n in configs.get(Key.ACTIVE_NODE_ID_LIST, [])]
     dropped = [int(str(n)) for n in configs.get(Key.DEAD_NODE_ID_LIST, [])]
