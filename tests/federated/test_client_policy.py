@@ -110,7 +110,7 @@ def test_secagg_setup_must_enforce_the_noise_threshold() -> None:
     # than K overflows what the ring was sized for; fewer than t could release nothing
     assert policy.secagg_refusal(cfg, 6, 10, 9) is None
     assert policy.secagg_refusal(cfg, 6, 10, 6) is None
-    assert "sampled 11 clients, more than the run's declared K=10" in str(
+    assert "sampled 11 clients with 10 shares per secret, more than the run's declared K=10" in str(
         policy.secagg_refusal(cfg, 6, 10, 11)
     )
     assert "sampled 5 clients, fewer than the run's noise threshold t=6" in str(

@@ -435,20 +435,52 @@ def test_unmask_refusal_names_each_inconsistent_request() -> None:
 
 
 def test_upload_refusal_names_each_inconsistent_request() -> None:
+    import base64
+
     from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
+    from flwr.common.secure_aggregation.crypto.symmetric_encryption import encrypt
     from flwr.common.secure_aggregation.secaggplus_constants import Key
+    from flwr.common.secure_aggregation.secaggplus_utils import share_keys_plaintext_concat
 
-    state = SecAggPlusState(nid=4, **{"ss2_dict:K": [2, 3], "ss2_dict:V": [b"k2", b"k3"]})
+    keys = {n: base64.urlsafe_b64encode(bytes([n]) * 32) for n in (2, 3)}
+    state = SecAggPlusState(nid=4, **{"ss2_dict:K": [2, 3], "ss2_dict:V": [keys[2], keys[3]]})
 
-    def ask(sources: list[int], shares: int | None = None) -> str | None:
-        n = len(sources) if shares is None else shares
-        configs = {Key.SOURCE_LIST: sources, Key.CIPHERTEXT_LIST: [b"x"] * n}
+    def share(src: int, dst: int = 4, key: int | None = None) -> bytes:
+        plain = share_keys_plaintext_concat(src, dst, b"b-share", b"sk-share")
+        return encrypt(keys[src if key is None else key], plain)
+
+    def ask(sources: list[int], shares: list[bytes] | None = None) -> str | None:
+        cts = [share(n) if n in keys else b"x" for n in sources] if shares is None else shares
+        configs = {Key.SOURCE_LIST: sources, Key.CIPHERTEXT_LIST: cts}
         return secaggplus.upload_refusal(configs, state)
 
     assert ask([2, 3]) is None and ask([3]) is None  # the clients that shared keys with 4
     assert "lists a client's key shares twice" in str(ask([2, 3, 3]))
-    assert "sources and key shares differ in number" in str(ask([2, 3], shares=3))
+    assert "sources and key shares differ in number" in str(ask([2, 3], [share(2)]))
     assert "from clients [4, 9] this client shares no key with" in str(ask([2, 4, 9]))
+    # Flower decrypts them only after the round's fit: a forged or misdirected share is refused
+    # before the data is read
+    assert "from client 3 does not decrypt as one" in str(ask([2, 3], [share(2), b"forged"]))
+    assert "from client 3 does not decrypt" in str(ask([2, 3], [share(2), share(2, key=3)]))
+    assert "from client 2 does not decrypt" in str(ask([2], [share(2, dst=5)]))
+
+
+def test_share_keys_refusal_bounds_the_key_holders_by_k() -> None:
+    """A server that connected more clients than the run declares hands each the keys of all
+    of them; 2t of them could then split an unmask at t > K/2. At most K key holders (and no
+    more than the setup's sample) are accepted."""
+    from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
+    from flwr.common.secure_aggregation.secaggplus_constants import Key
+
+    state = SecAggPlusState(nid=2, sample_num=5)
+
+    def ask(n: int, k: int = 5) -> str | None:
+        configs = {Key.STAGE: "share_keys", **{str(i): [b"pk1", b"pk2"] for i in range(2, 2 + n)}}
+        return secaggplus.share_keys_refusal(configs, state, k)
+
+    assert ask(5) is None and ask(3) is None
+    assert "lists 6 clients, more than the round's 5" in str(ask(6))
+    assert "lists 5 clients, more than the round's 4" in str(ask(5, k=4))
 
 
 def test_repeated_key_shares_do_not_pass_a_collusion_margin(tmp_path: Path) -> None:

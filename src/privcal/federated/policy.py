@@ -348,10 +348,10 @@ class ClientPolicy:
                     f"SecAgg+'s reconstruction threshold {reconstruction} is not the run's "
                     f"noise threshold t={t}: it could unmask a sum of fewer than t shares"
                 )
-            if sampled > k:
+            if max(sampled, shares) > k:
                 return (
-                    f"SecAgg+ sampled {sampled} clients, more than the run's declared K={k} the "
-                    "noise shares and the ring were sized for"
+                    f"SecAgg+ sampled {sampled} clients with {shares} shares per secret, more "
+                    f"than the run's declared K={k} the noise shares and the ring were sized for"
                 )
             if sampled < t:
                 return (

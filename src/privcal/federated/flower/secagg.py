@@ -89,7 +89,12 @@ from privcal.federated.flower.ring import (
     to_wire,
     wire_to_residues,
 )
-from privcal.federated.flower.secaggplus import HaltingSecAggPlus, unmask_refusal, upload_refusal
+from privcal.federated.flower.secaggplus import (
+    HaltingSecAggPlus,
+    share_keys_refusal,
+    unmask_refusal,
+    upload_refusal,
+)
 from privcal.federated.flower.server_app import (
     check_on_server,
     end_run,
@@ -200,6 +205,9 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     state = SecAggPlusState(**dict(record or {}))
     if stage == Stage.SETUP:
         reason = _setup_refusal(configs, context)
+    elif stage == Stage.SHARE_KEYS:
+        k = int({**DEFAULTS, **dict(context.run_config)}["num-nodes"])
+        reason = share_keys_refusal(configs, state, k)
     elif stage == Stage.COLLECT_MASKED_VECTORS:  # itself and the clients that sent it shares
         sources = configs.get(Key.SOURCE_LIST, [])
         reason = upload_refusal(configs, state) or _cohort_refusal(context, len(sources) + 1, stage)
@@ -221,6 +229,7 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
 #: A SecAgg+ stage as a client's status line names it.
 _STAGE_NAMES = {
     Stage.SETUP: "setup",
+    Stage.SHARE_KEYS: "share keys",
     Stage.COLLECT_MASKED_VECTORS: "upload",
     Stage.UNMASK: "unmask",
 }
@@ -242,13 +251,19 @@ def _cohort_refusal(context: Context, clients: int, stage: str) -> str | None:
 
 def _setup_refusal(configs: Any, context: Context) -> str | None:
     """Why this client refuses SecAgg+'s setup (:func:`policy_mod`); or ``None``."""
+    counts = (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)
+    keys = (Key.CLIPPING_RANGE, Key.TARGET_RANGE, Key.MOD_RANGE, Key.MAX_WEIGHT)
+    for key in (*counts, *keys):  # Flower reads them after the round's fit (charged)
+        value = configs.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"SecAgg+'s setup value {key} = {value!r} is not a number"
+        if key in counts and not float(value).is_integer():
+            return f"SecAgg+'s setup value {key} = {value!r} is not a count"
     node = client_node(context.node_config, context.run_config)
     cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
     policy = ClientPolicy.from_node(node)
-    setup = [configs[k] for k in (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)]
-    reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(str(v)) for v in setup))
-    keys = (Key.CLIPPING_RANGE, Key.TARGET_RANGE, Key.MOD_RANGE, Key.MAX_WEIGHT)
-    got, exact = [float(str(configs.get(k))) for k in keys], [*ring_ranges(RING_BITS), 1.0]
+    reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(configs[k]) for k in counts))
+    got, exact = [float(configs[k]) for k in keys], [*ring_ranges(RING_BITS), 1.0]
     if reason is None and cfg["aggregation"] == "distributed" and got != exact:
         reason = (
             f"SecAgg+'s quantisation (clipping, target and modulus ranges, max weight: "

@@ -5,8 +5,11 @@ checks of the upload and unmask requests, with the corrections each needs.
   (:func:`failure_reason`) instead of skipping the round silently; after the share-keys stage
   the round's clients are the key holders (:func:`only_key_holders`), so a client gone before
   sharing its keys is not a dropout whose key share the survivors must send.
+* :func:`share_keys_refusal`: a client refuses a round with more key holders than the run's
+  declared ``K``.
 * :func:`upload_refusal`: a client refuses an upload request whose forwarded key shares are
-  not from distinct clients it shares keys with (what its collusion margin counts).
+  not from distinct clients it shares keys with (what its collusion margin counts), or do not
+  decrypt as their sources' (before its data is read and charged).
 * :func:`unmask_refusal`: a client refuses an unmask request that would hand the server both
   secrets of one client (Flower's client checks neither).
 
@@ -19,7 +22,9 @@ import re
 from typing import Any
 
 from flwr.client.mod.secure_aggregation.secaggplus_mod import SecAggPlusState
+from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt
 from flwr.common.secure_aggregation.secaggplus_constants import Key
+from flwr.common.secure_aggregation.secaggplus_utils import share_keys_plaintext_separate
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 
@@ -27,6 +32,7 @@ __all__ = [
     "HaltingSecAggPlus",
     "failure_reason",
     "only_key_holders",
+    "share_keys_refusal",
     "unmask_refusal",
     "upload_refusal",
 ]
@@ -64,6 +70,27 @@ def unmask_refusal(configs: Any, state: SecAggPlusState) -> str | None:
     return None
 
 
+def share_keys_refusal(configs: Any, state: SecAggPlusState, k: int) -> str | None:
+    """Why this client refuses SecAgg+'s share-keys request (``configs``: the public keys of
+    the clients that answered the setup, by node id), given its own SecAgg+ ``state`` and the
+    run's declared ``k``; or ``None``.
+
+    The clients of this request are the round's key holders: every later count (the upload's
+    sources, the unmask's lists) is a subset of them. More than ``K`` (or than the sample the
+    setup declared) would let a server that connected more clients than the run declares split
+    the unmask requests among ``2t`` of them (:func:`unmask_refusal`), which a threshold above
+    ``K / 2`` is meant to rule out.
+    """
+    holders = [key for key in configs if key != Key.STAGE]
+    most = min(int(k), int(getattr(state, "sample_num", k) or k))
+    if len(holders) > most:
+        return (
+            f"the share-keys request lists {len(holders)} clients, more than the round's "
+            f"{most} (the run's declared K={k} and the setup's sample)"
+        )
+    return None
+
+
 def upload_refusal(configs: Any, state: SecAggPlusState) -> str | None:
     """Why this client refuses SecAgg+'s request for its masked upload (``configs``), given its
     own SecAgg+ ``state``; or ``None``.
@@ -80,12 +107,20 @@ def upload_refusal(configs: Any, state: SecAggPlusState) -> str | None:
         return "the upload request's sources and key shares differ in number"
     if len(set(sources)) != len(sources):
         return "the upload request lists a client's key shares twice"
-    unknown = sorted(set(sources) - set(getattr(state, "ss2_dict", {})))
+    keys = getattr(state, "ss2_dict", {})
+    unknown = sorted(set(sources) - set(keys))
     if unknown:
         return (
             f"the upload request forwards key shares from clients {unknown} this client shares "
             "no key with"
         )
+    for src, ciphertext in zip(sources, configs.get(Key.CIPHERTEXT_LIST, []), strict=True):
+        try:  # Flower decrypts them only after the round's fit (charged): check them first
+            origin, dst, _, _ = share_keys_plaintext_separate(decrypt(keys[src], ciphertext))
+        except Exception:
+            origin, dst = None, None
+        if (origin, dst) != (src, getattr(state, "nid", None)):
+            return f"the upload request's key share from client {src} does not decrypt as one"
     return None
 
 
