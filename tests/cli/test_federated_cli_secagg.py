@@ -225,3 +225,25 @@ def test_a_client_that_never_reached_the_server_says_where_it_tried(
     assert r.exit_code == 1, r.output
     assert f"Could not reach the server at {address} within 2 s (--retry-s)" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_supernode_that_stopped_on_its_own_is_named_not_the_server(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A SuperNode that fails at start-up (its port taken) used to make the client say it
+    could not reach the server; the client now shows the SuperNode's own last error. One that
+    gave up on the server after --retry-s still says the server was not reached."""
+    from privcal.cli.federate_client import _crash_line
+
+    log = tmp_path / "supernode.log"
+    log.write_text(
+        "\x1b[92mINFO \x1b[0m:      Starting Flower SuperNode\n"
+        "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 5): "
+        "address already in use\n"
+        "RuntimeError: SuperNode Runtime HTTP API failed to start.\n"
+    )
+    assert _crash_line(log) == "RuntimeError: SuperNode Runtime HTTP API failed to start."
+    log.write_text(
+        "WARNING:   Giving up reconnection after 3.00 seconds and 8 tries.\n"
+        "\x1b[91mERROR \x1b[0m:     Exit Code: 305\n"
+    )
+    assert _crash_line(log) is None
+    assert _crash_line(tmp_path / "missing.log") is None

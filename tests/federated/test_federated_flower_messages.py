@@ -317,3 +317,31 @@ def test_the_supernode_launcher_runs_flower_without_importing_privcal() -> None:
     )
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
     assert "flower-supernode" in out.stdout  # Flower's own help: the SuperNode ran
+
+
+def test_a_supernode_whose_port_was_taken_starts_again_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``free_port`` hands out a port that is free when asked; on a busy machine another
+    process may bind it before the SuperNode does, which then exits ("address already in use")
+    and its client said it could not reach the server (a CI flake with a Ray run beside it).
+    The SuperNode now starts again on another port."""
+    import socket
+
+    from privcal.federated.flower import deploy
+
+    fp = deploy.FlowerProcesses(tmp_path)  # its SuperLink port drawn before the patch
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1], deploy.free_port()])
+    monkeypatch.setattr(deploy, "free_port", lambda: next(ports))
+    try:
+        proc = fp.start_supernode(
+            "node", {"data": "x"}, wait_s=0, retry_s=30, superlink="127.0.0.1:9"
+        )
+        assert proc.poll() is None, (tmp_path / "node.log").read_text()
+        assert fp.runtime["node"] != f"127.0.0.1:{taken.getsockname()[1]}"
+    finally:
+        fp.stop()
+        taken.close()

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, user_errors
+from privcal.cli._common import EXIT_BUDGET, console, err_console, fail, plain_text, user_errors
 from privcal.cli._flower import need_flwr, reject_if, service
 
 __all__ = ["client"]
@@ -204,6 +204,7 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             )
             end = _follow(work / "status.log", work / "supernode.log", proc)
             reached = _reached_server(work / "supernode.log")
+            crashed = None if reached else _crash_line(work / "supernode.log")
             status = work / "status.log"
             work_status = status.read_text().splitlines() if status.exists() else []
         finally:
@@ -214,6 +215,8 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
             for t in threads:
                 t.join(timeout=5)
             fp.stop()
+    if end is None and crashed is not None:
+        fail(f"This client's SuperNode stopped before it reached the server: {crashed}", code=1)
     if end is None and not reached:
         fail(
             f"Could not reach the server at {superlink} within {retry_s:g} s (--retry-s): is "
@@ -256,6 +259,16 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
 def _reached_server(log: Path) -> bool:
     """Whether the SuperNode ever registered with the SuperLink (its log names its node id)."""
     return log.exists() and "SuperNode ID" in log.read_text(errors="replace")
+
+
+def _crash_line(log: Path) -> str | None:
+    """The last error line of a SuperNode that stopped on its own (not one that gave up on the
+    server after ``--retry-s``); ``None`` when it gave up, or left no error."""
+    text = plain_text(log.read_text(errors="replace")) if log.exists() else ""
+    if "Giving up reconnection" in text:
+        return None
+    errors = [ln.strip() for ln in text.splitlines() if "Error" in ln or "ERROR" in ln]
+    return errors[-1] if errors else None
 
 
 def _await_replies(log: Path, wait_s: float = 30.0) -> None:

@@ -36,6 +36,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+#: How many ports a SuperNode tries for its Runtime API (:meth:`FlowerProcesses._lost_port`).
+PORT_TRIES = 5
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -267,13 +271,32 @@ class FlowerProcesses:
         once instead of waiting for the SuperNode to register.
         """
         tls_args = self._tls_args(False) if tls is None else list(tls)
-        port = free_port()
-        cmd = supernode_command(superlink or self.address, node_config, tls_args, retry_s, port)
-        proc = self._spawn(name, cmd)
+        for _ in range(PORT_TRIES):
+            port = free_port()
+            cmd = supernode_command(superlink or self.address, node_config, tls_args, retry_s, port)
+            proc = self._spawn(name, cmd)
+            if not self._lost_port(name, proc):
+                break
         self.runtime[name] = f"127.0.0.1:{port}"
         if wait_s > 0:
             self._wait_log(name, "SuperNode ID", wait_s)
         return proc
+
+    def _lost_port(self, name: str, proc: subprocess.Popen[Any], wait_s: float = 30.0) -> bool:
+        """Whether the SuperNode ``name`` exited because another process took its Runtime API
+        port first: :func:`free_port` hands out a port that is free *now*, and on a busy machine
+        (a Ray cluster starting, other federations) another process may bind it before the
+        SuperNode does. Waits (at most ``wait_s``) until its Runtime API serves or it exits."""
+        path = self.workdir / f"{name}.log"
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            text = path.read_text(errors="replace")
+            if "Uvicorn running on" in text:
+                return False
+            if proc.poll() is not None:
+                return "address already in use" in text
+            time.sleep(0.05)
+        return False
 
     def start_executor(self, names: Sequence[str] | None = None) -> None:
         """One executor process that runs the ClientApps of the SuperNodes ``names`` (default:
