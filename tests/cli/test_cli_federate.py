@@ -141,6 +141,7 @@ def _run_block(block: str, wd: Path, k: int, out: str, epsilon: float | None) ->
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     output = "".join(lines)
+    (wd / "block-output.log").write_text(output)  # whole, for a failure's assertion cuts it
     assert len(seen) > 2 * k, output  # SuperLink, SuperNodes, Flower helpers, CLI processes
     assert proc.returncode == 0, output
     # progress: one line per round with the counts and the spend; every client ends
