@@ -72,7 +72,7 @@ def _overflowing_calibrator() -> str:
 def _end(app: str, node: dict[str, Any], run: dict[str, Any], calibrator: str) -> Message:
     msg = _instruction(
         RecordDict(
-            {"config": ConfigRecord({"task": "end", "calibrator": calibrator, "clients": "[7]"})}
+            {"config": ConfigRecord({"task": "end", "calibrator": calibrator, "in-run": True})}
         ),
         7,
     )
@@ -101,18 +101,17 @@ def test_the_end_check_answers_the_same_whatever_the_data(tmp_path: Path, app: s
 
 
 @pytest.mark.parametrize(
-    ("clients", "answered", "ended"),
+    ("in_run", "answered", "ended"),
     [
-        ("[7]", False, "the run is over"),
-        ("[8, 9]", False, client_app.WITHOUT_THIS_CLIENT),
-        ("[8, 9]", True, "the run is over"),  # the server cannot disown a client's rounds
-        ("7", False, "the run is over"),  # a malformed list: no word from the server
-        ('["7"]', False, "the run is over"),
+        (True, False, "the run is over"),
+        (False, False, client_app.WITHOUT_THIS_CLIENT),
+        (False, True, "the run is over"),  # the server cannot disown a client's rounds
+        ("false", False, "the run is over"),  # not a bool: no word from the server
         (None, False, "the run is over"),
     ],
 )
 def test_only_the_server_and_the_clients_own_record_together_say_it_took_no_part(
-    tmp_path: Path, clients: str | None, answered: bool, ended: str
+    tmp_path: Path, in_run: object, answered: bool, ended: str
 ) -> None:
     run = {**task.DEFAULTS, "method": "fedtemp", "n-classes": C, "rounds": 2}
     status = tmp_path / "status.log"
@@ -121,8 +120,8 @@ def test_only_the_server_and_the_clients_own_record_together_say_it_took_no_part
     if answered:
         assert task.round_refusal(context, {**run, "round": 1}) is None  # records round 1
     cfg = {"task": "end", "calibrator": _identity_calibrator()}
-    if clients is not None:
-        cfg["clients"] = clients
+    if in_run is not None:
+        cfg["in-run"] = in_run
     msg = _instruction(RecordDict({"config": ConfigRecord(cfg)}), 7)
     reply = client_app.query(msg, context)
     assert not reply.has_error(), reply.error.reason

@@ -449,7 +449,8 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
         fail(f"The run failed ({last}); its log is {out / 'run.log'}.", code=1)
     report = out / "privacy_report.json"  # _print_report names it after the report
     others = sorted(f.name for f in out.iterdir() if f.is_file() and f not in (release, report))
-    console.print(f"Wrote {release}; beside it: {', '.join(others)}", soft_wrap=True)
+    beside = f"; beside it: {', '.join(others)}" if others else ""
+    console.print(f"Wrote {release}{beside}", soft_wrap=True)
     _print_report(out / "privacy_report.json", release.stem)
 
 

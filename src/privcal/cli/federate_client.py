@@ -73,9 +73,9 @@ def client(
     collusion_margin: int = typer.Option(
         None,
         "--collusion-margin",
-        help="How many clients may collude with the server while this client's noise still "
-        "comes from t shares (default 0): a distributed run, or a SecAgg+ round, whose sum has "
-        "fewer than t + this many clients is refused.",
+        help="Colluding clients a sum must withstand (default 0): one of S clients withstands "
+        "S - t, over SecAgg+ at most t - 2; a run or SecAgg+ round that withstands fewer is "
+        "refused.",
     ),
     allow_minority_threshold: bool = typer.Option(
         False,
@@ -247,10 +247,11 @@ def _run_client(node: dict[str, object], superlink: str, tls: list[str], retry_s
         )
     if end == f"end: {WITHOUT_THIS_CLIENT}":
         fail(
-            "The run ended without this client: the server had chosen the run's clients "
-            "(--num-nodes of them) before it connected or answered the join request, so it took "
-            "part in no round and nothing was charged. Start the clients before the server's "
-            "run begins.",
+            "The run ended without this client: the server did not take it into the run, so it "
+            "took part in no round and nothing was charged (it connected after the server had "
+            "chosen the run's --num-nodes clients, its join answer came late, or it did not "
+            "answer as the run asks, e.g. a node without a ledger in a data-source run). Start "
+            "the clients before the server's run begins.",
             code=1,
         )
     console.print("The run is over; the client stopped.")

@@ -38,7 +38,8 @@ What a policy bounds, and why each bound is the client's guarantee:
   that withstands fewer than ``m`` with all ``K`` clients and, over SecAgg+, a round whose
   clients withstand fewer: at the setup (the sample), before its upload (the
   clients that shared their keys with it) and at the unmask (the survivors). The last refusal
-  withholds this client's shares; it stops the release when every survivor holds the margin.
+  withholds this client's shares; the unmask halts once more than ``S - t`` of the ``S``
+  survivors refuse (one at ``S = t``; always when every survivor holds the margin).
 * ``allow_seeded_noise``: seeded noise (:class:`~privcal.privacy.SeededNoise`) is keyed on
   values the server knows, so the server could subtract the client's noise. A client refuses it
   unless it opts in itself (tests and simulations; its report then says "not private").
@@ -168,8 +169,9 @@ class ClientPolicy:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> ClientPolicy:
-        """A policy from policy-file keys (:data:`_KEYS`: ``max-epsilon``, ``max-delta``,
-        ``min-threshold``, ``accept``, ...); a key not listed is refused, naming ``where``."""
+        """A policy from the keys of a policy file (module docstring: ``max-epsilon``,
+        ``max-delta``, ``min-threshold``, ``accept``, ...); any other key is refused, naming
+        ``where``."""
         unknown = sorted(set(values) - set(_KEYS))
         if unknown:
             raise ValueError(
@@ -314,7 +316,9 @@ class ClientPolicy:
             f"{what} is {clients} clients, so the noise threshold t={t} holds against "
             f"{tolerated} colluding clients"
             + (" (at most t - 2 over SecAgg+)" if tolerated == t - 2 < clients - t else "")
-            + f", fewer than this client's collusion margin of {self.collusion_margin}"
+            + f", fewer than this client's collusion margin of {self.collusion_margin} (a sum "
+            "needs S - t and, over SecAgg+, t - 2 at least the margin: more clients and a larger "
+            "threshold, or a smaller margin)"
         )
 
     def secagg_refusal(
@@ -367,7 +371,11 @@ class ClientPolicy:
         return (
             f"privacy policy: epsilon {eps} and delta <= {self.max_delta:g} per run; accepts "
             f"{', '.join(self.accept)} runs; threshold t >= {self.min_threshold}"
-            + ("; " if self.allow_minority_threshold else " (over SecAgg+ t > K/2); ")
+            + (
+                " (over SecAgg+ t > K/2); "
+                if "distributed" in self.accept and not self.allow_minority_threshold
+                else "; "
+            )
             + (noise if self.allow_seeded_noise else f"{noise} only")
             + (
                 f"; sums that withstand {self.collusion_margin} colluding clients"

@@ -66,8 +66,8 @@ from privcal.federated.policy import ClientPolicy
 
 #: The end line of a node the server did not take into the run (:func:`end_locally`).
 WITHOUT_THIS_CLIENT = (
-    "the run ended without this client (the server had chosen the run's clients before this "
-    "one connected or answered the join request; it answered no round of the run)"
+    "the run ended without this client (the server did not take it into the run, and it "
+    "answered no round of it)"
 )
 
 #: Every reply goes out through :func:`~privcal.federated.flower.transcript.transcript_mod`.
@@ -196,9 +196,9 @@ def end_locally(node: dict[str, Any], context: Context, cfg: dict[str, Any]) -> 
     (``sets``): the client checks their coverage and mean size on its own data
     (:func:`~privcal.metrics.compare.check_sets`). Nothing of either check is sent. A
     run the server stopped before its release (interrupted, or too few clients joined) sends
-    ``stopped`` with the reason instead. The end names the run's clients (``clients``): a
-    client not among them that answered no round of the run says so in its end line
-    (:func:`took_part`).
+    ``stopped`` with the reason instead. The end says whether the server took this node into
+    the run (``in-run``): a node it did not take that answered no round of the run says so in
+    its end line (:func:`took_part`).
 
     The server chooses what it sends here, as often as it likes, and nothing is charged for it:
     a check that fails (a calibrator whose probabilities overflow on some rows) is shown on
@@ -232,21 +232,11 @@ def end_locally(node: dict[str, Any], context: Context, cfg: dict[str, Any]) -> 
 
 def took_part(context: Context, cfg: Mapping[str, Any]) -> bool:
     """Whether this client took part in the run that ``cfg`` ends: it answered a round of it (its
-    own record, :func:`~privcal.federated.flower.task.rounds_answered`), or the server's end
-    lists it among the run's clients (``clients``, a JSON list of node ids).
+    own record, :func:`~privcal.federated.flower.task.rounds_answered`), or the server's end does
+    not say otherwise (``in-run``).
 
-    Only a well-formed list without it, and no round of its own, says it took no part: the
-    server can neither make a client that answered a round say it took none, nor fail the
-    client's end with a malformed list (read as no word from the server).
+    Only ``in-run = false``, and no round of its own, says it took no part: the server can
+    neither make a client that answered a round say it took none, nor fail the client's end
+    with a malformed value (read as no word from the server).
     """
-    import json
-
-    if rounds_answered(context):
-        return True
-    try:
-        listed = json.loads(str(cfg["clients"]))
-    except (KeyError, ValueError):
-        return True
-    if not isinstance(listed, list) or not all(type(n) is int for n in listed):
-        return True
-    return int(context.node_id) in listed
+    return bool(rounds_answered(context)) or cfg.get("in-run") is not False

@@ -267,8 +267,9 @@ class FlowerProcesses:
     ) -> subprocess.Popen[Any]:
         """Start a SuperNode; it gives up (exits) after ``retry_s`` seconds without a SuperLink.
 
-        ``superlink`` and ``tls`` default to this object's SuperLink; ``wait_s = 0`` returns at
-        once instead of waiting for the SuperNode to register.
+        ``superlink`` and ``tls`` default to this object's SuperLink; ``wait_s = 0`` returns once
+        its Runtime API serves (about a second: :meth:`_lost_port`) instead of waiting for the
+        SuperNode to register.
         """
         tls_args = self._tls_args(False) if tls is None else list(tls)
         for _ in range(PORT_TRIES):

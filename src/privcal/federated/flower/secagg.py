@@ -172,7 +172,7 @@ def secagg_threshold(t: int, n_nodes: int) -> int:
 
 
 def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
-    """Check SecAgg+'s setup against this client's policy before any key leaves the node.
+    """Check each SecAgg+ stage's message against this client's policy before it answers.
 
     At the ``setup`` stage of every round the server declares the reconstruction threshold,
     the number of shares and the clients sampled; the client refuses (an error reply the server
@@ -188,9 +188,11 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     which carries ``1 / t`` of the noise variance (the report's fallback epsilon, with no
     colluding client at all).
 
-    Before its upload it refuses a request whose forwarded key shares do not come from distinct
-    clients it shares keys with (:func:`upload_refusal`); at the ``unmask`` stage, a request that
-    would give the server both secrets of one client (:func:`unmask_refusal`).
+    At the ``share_keys`` stage it refuses more key holders than the run's K
+    (:func:`share_keys_refusal`). Before its upload it refuses a request whose forwarded key
+    shares do not come from distinct clients it shares keys with (:func:`upload_refusal`); at
+    the ``unmask`` stage, a request that would give the server both secrets of one client
+    (:func:`unmask_refusal`).
 
     A client with a collusion margin (:meth:`~privcal.federated.policy.ClientPolicy.
     cohort_refusal`) also counts the clients of the sum at each stage: the sample at the setup,
@@ -259,6 +261,8 @@ def _setup_refusal(configs: Any, context: Context) -> str | None:
             return f"SecAgg+'s setup value {key} = {value!r} is not a number"
         if key in counts and not float(value).is_integer():
             return f"SecAgg+'s setup value {key} = {value!r} is not a count"
+        if not value > 0:  # Flower divides by the ranges and the weight
+            return f"SecAgg+'s setup value {key} = {value!r} is not positive"
     node = client_node(context.node_config, context.run_config)
     cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
     policy = ClientPolicy.from_node(node)

@@ -79,7 +79,10 @@ def share_keys_refusal(configs: Any, state: SecAggPlusState, k: int) -> str | No
     sources, the unmask's lists) is a subset of them. More than ``K`` (or than the sample the
     setup declared) would let a server that connected more clients than the run declares split
     the unmask requests among ``2t`` of them (:func:`unmask_refusal`), which a threshold above
-    ``K / 2`` is meant to rule out.
+    ``K / 2`` is meant to rule out. The setup's own check (at most ``K`` shares per secret,
+    :meth:`~privcal.federated.policy.ClientPolicy.secagg_refusal`) already makes Flower 1.41's
+    client fail on more key holders than shares (an ``IndexError``); this check says why, and
+    holds whatever Flower does.
     """
     holders = [key for key in configs if key != Key.STAGE]
     most = min(int(k), int(getattr(state, "sample_num", k) or k))

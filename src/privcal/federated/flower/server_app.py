@@ -84,14 +84,26 @@ def _query_nodes(
     once per round and shared by every node's message (the Grid sends each its own copy;
     thousands of clients would otherwise pay for it per node).
     """
+    return _query_groups(grid, [(nodes, cfg)], state, timeout)
+
+
+def _query_groups(
+    grid: Grid,
+    groups: list[tuple[list[int], dict[str, Any]]],
+    state: dict[str, np.ndarray],
+    timeout: float,
+) -> tuple[dict[str, int], list[Message]]:
+    """:func:`_query_nodes` with its own config for each group ``(nodes, cfg)`` of nodes, each
+    serialised once."""
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
-    config = ConfigRecord(cfg)
     msgs = [
         Message(
             RecordDict({"state": arrays, "config": config}),
             dst_node_id=nid,
             message_type=MessageType.QUERY,
         )
+        for nodes, cfg in groups
+        for config in [ConfigRecord(cfg)]
         for nid in nodes
     ]
     return exchange(grid, msgs, timeout)
@@ -403,21 +415,22 @@ def end_run(
     releases: str = "calibrator",
 ) -> None:
     """Tell every connected node that the run is over, with the release it may check locally
-    (under the key ``releases``: ``calibrator``, or ``sets`` for prediction sets) and the ids of
-    the run's ``clients`` (``clients``: those the server took into the run in round 0).
+    (under the key ``releases``: ``calibrator``, or ``sets`` for prediction sets), and whether
+    the server took it into the run (``in-run``: it is one of ``clients``).
 
-    A node that is not among them (it connected, or its join reply came, after the server chose
-    the run's clients) learns from this that it took part in nothing
-    (:func:`~privcal.federated.flower.client_app.end_locally`).
+    A node that is not (it connected after the server had chosen the run's clients, its join
+    answer came late, or it did not answer as the run asks) learns from this that it took part
+    in nothing (:func:`~privcal.federated.flower.client_app.took_part`). Each node is told only
+    its own answer: two configs, whatever the number of clients.
     """
-    content = {
-        **cfg,
-        "task": "end",
-        "round": 0,
-        releases: json.dumps(cal.to_dict()),
-        "clients": json.dumps(sorted(int(n) for n in clients)),
-    }
-    _query(grid, sorted(grid.get_node_ids()), {}, content, min(10.0, float(cfg["round-timeout-s"])))
+    content = {**cfg, "task": "end", "round": 0, releases: json.dumps(cal.to_dict())}
+    taken = {int(n) for n in clients}
+    nodes = sorted(grid.get_node_ids())
+    groups = [
+        ([n for n in nodes if n in taken], {**content, "in-run": True}),
+        ([n for n in nodes if n not in taken], {**content, "in-run": False}),
+    ]
+    _query_groups(grid, groups, {}, min(10.0, float(cfg["round-timeout-s"])))
 
 
 def stop_run(grid: Grid, cfg: dict[str, Any], reason: str, wait_s: float = 3.0) -> bool:

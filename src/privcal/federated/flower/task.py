@@ -107,8 +107,8 @@ DEFAULTS: dict[str, Any] = {
 
 
 #: What a message may say beside the run configuration: its task and round, and what the server
-#: says with them (a data source's query and its arguments, the plan line, the release and the
-#: run's clients at the end, why a run stopped). Every other term of a run is its run
+#: says with them (a data source's query and its arguments, the plan line, the release at the
+#: end and whether the node was in the run, why a run stopped). Every other term of a run is its run
 #: configuration's.
 MESSAGE_KEYS = frozenset(
     {
@@ -120,7 +120,7 @@ MESSAGE_KEYS = frozenset(
         "plan",
         "calibrator",
         "sets",
-        "clients",
+        "in-run",
         "stopped",
     }
 )
@@ -185,8 +185,8 @@ def round_refusal(context: Any, cfg: Mapping[str, Any]) -> str | None:
 
 
 def rounds_answered(context: Any) -> list[int]:
-    """The rounds of the run ``context.run_id`` this client answered: its own record, kept on
-    the node (:func:`round_refusal`)."""
+    """The rounds of the run ``context.run_id`` this client took up: its own record, kept on
+    the node (:func:`round_refusal`; a round its ledger then refused included)."""
     record, key = _state_record(context, _ROUNDS_RECORD), str(int(context.run_id))
     return [int(r) for r in str(record[key]).split(",")] if key in record else []
 
