@@ -205,22 +205,27 @@ def policy_mod(msg: Message, context: Context, call_next: Any) -> Message:
     stage = str(configs.get(Key.STAGE)) if configs is not None else ""
     record = context.state.config_records.get(RECORD_KEY_STATE)
     state = SecAggPlusState(**dict(record or {}))
+    node = client_node(context.node_config, context.run_config)
+    policy = ClientPolicy.from_node(node)
+    cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
     if stage == Stage.SETUP:
-        reason = _setup_refusal(configs, context)
+        reason = _setup_refusal(configs, cfg, policy)
     elif stage == Stage.SHARE_KEYS:
-        k = int({**DEFAULTS, **dict(context.run_config)}["num-nodes"])
-        reason = share_keys_refusal(configs, state, k)
+        reason = share_keys_refusal(configs, state, int(cfg["num-nodes"]))
     elif stage == Stage.COLLECT_MASKED_VECTORS:  # itself and the clients that sent it shares
-        sources = configs.get(Key.SOURCE_LIST, [])
-        reason = upload_refusal(configs, state) or _cohort_refusal(context, len(sources) + 1, stage)
+        clients = len(configs.get(Key.SOURCE_LIST, [])) + 1
+        reason = upload_refusal(configs, state) or policy.cohort_refusal(
+            cfg, clients, _STAGE_CLIENTS[stage]
+        )
     elif stage == Stage.UNMASK:
-        active = configs.get(Key.ACTIVE_NODE_ID_LIST, [])
-        reason = unmask_refusal(configs, state) or _cohort_refusal(context, len(active), stage)
+        clients = len(configs.get(Key.ACTIVE_NODE_ID_LIST, []))
+        reason = unmask_refusal(configs, state) or policy.cohort_refusal(
+            cfg, clients, _STAGE_CLIENTS[stage]
+        )
     else:
         reason = None
     if reason is None:
         return call_next(msg, context)
-    node = client_node(context.node_config, context.run_config)
     write_status(node, f"round {_STAGE_NAMES[stage]}: refused ({reason})")
     return Message(
         Error(code=ErrorCode.MOD_FAILED_PRECONDITION, reason=f"privcal client refused: {reason}"),
@@ -236,7 +241,7 @@ _STAGE_NAMES = {
     Stage.UNMASK: "unmask",
 }
 
-#: What a stage's clients are, in a collusion-margin refusal (:func:`_cohort_refusal`).
+#: What a stage's clients are, in a collusion-margin refusal.
 _STAGE_CLIENTS = {
     Stage.COLLECT_MASKED_VECTORS: "the sum this client would upload to (the clients that "
     "shared their keys)",
@@ -244,15 +249,9 @@ _STAGE_CLIENTS = {
 }
 
 
-def _cohort_refusal(context: Context, clients: int, stage: str) -> str | None:
-    """This client's collusion-margin refusal of a stage's ``clients`` clients; or ``None``."""
-    node = client_node(context.node_config, context.run_config)
-    cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
-    return ClientPolicy.from_node(node).cohort_refusal(cfg, clients, _STAGE_CLIENTS[stage])
-
-
-def _setup_refusal(configs: Any, context: Context) -> str | None:
-    """Why this client refuses SecAgg+'s setup (:func:`policy_mod`); or ``None``."""
+def _setup_refusal(configs: Any, cfg: dict[str, Any], policy: ClientPolicy) -> str | None:
+    """Why this client (``policy``) refuses SecAgg+'s setup of the run ``cfg``
+    (:func:`policy_mod`); or ``None``."""
     counts = (Key.THRESHOLD, Key.SHARE_NUMBER, Key.SAMPLE_NUMBER)
     keys = (Key.CLIPPING_RANGE, Key.TARGET_RANGE, Key.MOD_RANGE, Key.MAX_WEIGHT)
     for key in (*counts, *keys):  # Flower reads them after the round's fit (charged)
@@ -263,9 +262,6 @@ def _setup_refusal(configs: Any, context: Context) -> str | None:
             return f"SecAgg+'s setup value {key} = {value!r} is not a count"
         if not value > 0:  # Flower divides by the ranges and the weight
             return f"SecAgg+'s setup value {key} = {value!r} is not positive"
-    node = client_node(context.node_config, context.run_config)
-    cfg = {**DEFAULTS, **dict(context.run_config), "secagg": True}  # whatever the run says
-    policy = ClientPolicy.from_node(node)
     reason = policy.refusal(cfg) or policy.secagg_refusal(cfg, *(int(configs[k]) for k in counts))
     got, exact = [float(configs[k]) for k in keys], [*ring_ranges(RING_BITS), 1.0]
     if reason is None and cfg["aggregation"] == "distributed" and got != exact:
