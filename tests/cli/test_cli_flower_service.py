@@ -37,3 +37,29 @@ def test_service_names_its_owner_and_removes_its_folder() -> None:
     with service() as work:
         assert (work / OWNER_FILE).read_text() == str(os.getpid())
     assert not work.exists()
+
+
+def test_a_work_folder_written_into_while_it_is_removed_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child still exiting may write into the work folder while ``rmtree`` runs, which then
+    leaves it behind (it stayed once in a CI run after SIGTERM); the removal tries again while
+    the folder exists. Here the first ``rmtree`` races such a writer."""
+    import shutil
+
+    from privcal.cli import _flower
+
+    work = tmp_path / "privcal-flwr-x"
+    work.mkdir()
+    real, calls = shutil.rmtree, []
+
+    def racing(path: Path, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        real(path, ignore_errors=ignore_errors)
+        if len(calls) == 1:  # a dying child's last line lands before the folder's own rmdir
+            path.mkdir()
+            (path / "status.log").write_text("late")
+
+    monkeypatch.setattr(_flower.shutil, "rmtree", racing)
+    _flower._remove_work(work)
+    assert not work.exists() and len(calls) == 2

@@ -103,6 +103,19 @@ def service() -> Iterator[Path]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _remove_work(work)
+
+
+def _remove_work(work: Path, wait_s: float = 5.0) -> None:
+    """Remove the work folder, again while it is still there (at most ``wait_s``): a child
+    still exiting (a SuperNode stopped mid-start, a thread's last status line) can write into
+    it while ``rmtree`` runs, which then leaves the folder behind."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    shutil.rmtree(work, ignore_errors=True)
+    while work.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
         shutil.rmtree(work, ignore_errors=True)
 
 
