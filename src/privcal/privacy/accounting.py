@@ -216,11 +216,8 @@ def _cks_epsilon(rho: float, log_delta: float) -> float:
     vals = np.array([f(t) for t in ts])
     i = int(np.argmin(vals))
     lo, hi = ts[max(i - 1, 0)], ts[min(i + 1, ts.size - 1)]
-    best = float(vals[i])
-    if hi > lo:
-        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
-        best = min(best, float(res.fun))
-    return best
+    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
+    return min(float(vals[i]), float(res.fun))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:

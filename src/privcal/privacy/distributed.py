@@ -231,8 +231,7 @@ class ShareLaw:
 
     def fallback(self, l2_sensitivity: float, coordinates: int) -> float:
         """zCDP of one share alone (the secure sum broken): ``N_Z(0, sigma_p^2)`` on the shift."""
-        one = ShareLaw(self.kind, self.share_sigma, 1)
-        return one.rho(l2_sensitivity, coordinates)
+        return ShareLaw(self.kind, self.share_sigma, 1).rho(l2_sensitivity, coordinates)
 
 
 def _scale_for(slack_units: float, sensitivity: float) -> float:
@@ -322,8 +321,7 @@ class SecureSum:
         total = np.zeros(shape, dtype=np.uint64)
         top = (1 << self.bits) - 1
         for k in survivors:
-            u = uploads[k]
-            arr = np.asarray(u)
+            arr = np.asarray(uploads[k])
             if arr.shape != tuple(shape) or arr.dtype.kind not in "ui":
                 raise ValueError(
                     f"The upload of party {k} to the secure sum must be an integer array of "

@@ -212,8 +212,6 @@ class SeededNoise(NoiseSource):
     (3,)
     """
 
-    secure: ClassVar[bool] = False
-
     def __init__(self, seed: int | np.random.Generator | None = 0) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -355,9 +353,7 @@ class SecureNoise(NoiseSource):
 
     def _draw(self, kind: str, scale: float, size: Size, owner: str) -> float | np.ndarray:
         shape = _check_size(size, owner)
-        if shape is None:
-            return self._add(kind, 0.0, scale)
-        return self._add(kind, np.zeros(shape), scale)
+        return self._add(kind, 0.0 if shape is None else np.zeros(shape), scale)
 
     def laplace(self, scale: float, size: Size = None) -> float | np.ndarray:
         scale = POSITIVE.check(scale, "scale", "SecureNoise.laplace")
