@@ -137,15 +137,21 @@ class BudgetExceededError(RuntimeError):
 
 
 class _BasicTotals:
-    """``spent``, ``delta_spent`` and ``remaining`` of a record whose ``_sums()`` gives the
-    basic sums ``(epsilon, delta)`` under its relation (a substitute ledger counts each
-    add/remove release by group privacy, :func:`~privcal.privacy.filter.as_relation`) and that
-    has a ``budget``."""
+    """``spent``, ``delta_spent`` and ``remaining`` of a record whose ``_spends()`` gives its
+    rows, with a ``budget`` and a ``relation``."""
 
     budget: float
+    relation: str
+
+    def _spends(self) -> list[Spend]:
+        raise NotImplementedError
 
     def _sums(self) -> tuple[float, float]:
-        raise NotImplementedError
+        """``(sum epsilon, sum delta)`` of the rows as a ledger of :attr:`relation` counts them
+        (a substitute ledger: each add/remove release by group privacy, :func:`as_relation`),
+        without the RDP curves the Rényi branch needs."""
+        terms = [as_relation(r, self.relation) for r in self._spends()]
+        return math.fsum(t[0] for t in terms), math.fsum(t[1] for t in terms)
 
     @property
     def spent(self) -> float:
@@ -492,7 +498,7 @@ class PrivacyOdometer(_BasicTotals):
             self.name, str(query), self.budget, spent, eps, self.rule.basic_delta, dspent, dlt, note
         )
 
-    def _read_rows(self) -> list[Spend]:
+    def _spends(self) -> list[Spend]:
         if self.ledger is None:
             with self._lock:
                 return [row for _, row in self._memory]
@@ -505,13 +511,7 @@ class PrivacyOdometer(_BasicTotals):
         if self.ledger is None:
             with self._lock:
                 return self._record
-        return SpendRecord.of(self.rule, self._read_rows())
-
-    def _sums(self) -> tuple[float, float]:
-        if self.ledger is None:
-            record = self._current()
-            return math.fsum(record.epsilons), math.fsum(record.deltas)
-        return _basic_sums(self._read_rows(), self.relation)
+        return SpendRecord.of(self.rule, self._spends())
 
     def can_spend(
         self, epsilon: float, delta: float = 0.0, rdp: Any = None, relation: str = "add/remove"
@@ -544,8 +544,7 @@ class PrivacyOdometer(_BasicTotals):
     def guarantee(self) -> Guarantee:
         """Basic composition of everything spent, under the ledger's relation:
         ``Guarantee(spent, delta_spent, relation=relation)``."""
-        spent, dspent = self._sums()
-        return Guarantee(spent, dspent, relation=self.relation)
+        return Guarantee(*self._sums(), relation=self.relation)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrivacyOdometer:
         """A ledger is shared, never copied: a copy would hold a second budget for the same data.
@@ -693,29 +692,17 @@ class LedgerRecord(_BasicTotals):
 
     def composition(self) -> Composition:
         """What the record composes to (basic sums, Rényi figure, which one is stated)."""
+        return compose_spends(self.rule, self._spends())
+
+    def _spends(self) -> list[Spend]:
+        """The record's rows as the admission rule reads them."""
         n = len(self.releases)
         curves = self.curves or [None] * n
         relations = self.relations or ["add/remove"] * n
-        rows = [
+        return [
             Spend(r.epsilon, r.delta, c, rel)
             for r, c, rel in zip(self.releases, curves, relations, strict=True)
         ]
-        return compose_spends(self.rule, rows)
-
-    def _sums(self) -> tuple[float, float]:
-        relations = self.relations or ["add/remove"] * len(self.releases)
-        pairs = zip(self.releases, relations, strict=True)
-        return _basic_sums(
-            [Spend(r.epsilon, r.delta, None, rel) for r, rel in pairs], self.relation
-        )
-
-
-def _basic_sums(rows: list[Spend], relation: str) -> tuple[float, float]:
-    """``(sum epsilon, sum delta)`` of ``rows`` as a ledger of ``relation`` counts them (a
-    substitute ledger: each add/remove release by group privacy, :func:`as_relation`), without
-    the RDP curves the Rényi branch needs."""
-    terms = [as_relation(r, relation) for r in rows]
-    return math.fsum(t[0] for t in terms), math.fsum(t[1] for t in terms)
 
 
 #: The columns of a ``spends`` row that make its :class:`Release` (:func:`_release`).
