@@ -142,12 +142,11 @@ def sources_report(
     is ``"seeded"`` (not private) as soon as one source drew seeded noise. ``threat`` is the threat
     model (:func:`privacy.distributed.threat_model`).
     """
-    seeded = any(not s.noise.secure for s in sources)
     shared = any("distributed" in r.mechanism for r in releases)
     bound = max(s.max_rows for s in sources)
     rows = (f"each source holds at most {bound} rows (sizes the secure sum)",) if shared else ()
     declared = (*SOURCE_PUBLIC, f"the number of sources ({len(sources)})", *public, *rows)
-    noise = "seeded" if seeded else "secure"
+    noise = "seeded" if any(not s.noise.secure for s in sources) else "secure"
     return PrivacyReport(
         releases, "example", "add/remove", public=declared, noise=noise, threat=threat
     )
@@ -178,8 +177,7 @@ def check_budgets(sources: list[DataSource], epsilon: float) -> None:
     """Refuse to start when a source cannot pay ``epsilon`` (nothing is spent anywhere)."""
     for s, ok in zip(sources, answer_all(sources, "can_spend", epsilon=epsilon), strict=True):
         if not ok:
-            spent = s.spent
-            raise BudgetExceededError(s.name, "fit", s.budget, spent, epsilon)
+            raise BudgetExceededError(s.name, "fit", s.budget, s.spent, epsilon)
 
 
 def split_budget(epsilon: float, parts: int) -> list[float]:

@@ -2,10 +2,8 @@
 
 A :class:`DataSource` holds one party's logits and labels and a
 :class:`~privcal.privacy.PrivacyOdometer`. A calibrator (seed 000, Sec. 3.2) never sees the rows:
-it sends queries of the vocabulary (:data:`privcal.private.queries.QUERY_MEASUREMENTS`: one
-:class:`~privcal.privacy.measurement.Measurement` per query, its statistic a shared function of
-:mod:`privcal.metrics.statistics`, its L1 sensitivity derived in the query method's docstring;
-the table of ``docs/private.md`` is generated from them).
+it sends queries of the vocabulary (:mod:`privcal.private.vocabulary`: each query's shared
+statistic, its measurement, and its L1 sensitivity derived in the query method's docstring).
 
 Neighbouring relation: add or remove one example. ``n`` is then private, so the source publishes
 only ``n_classes`` and its name; the calibrators compare sums and need no ``n``
@@ -147,21 +145,19 @@ class DataSource(Vocabulary):
         input: str = "logits",
         delta_budget: float = 0.0,
     ) -> None:
-        owner = "DataSource"
         z = check_scores(logits, input=input)  # type: ignore[arg-type]
         y = check_labels(labels, z.shape[0], z.shape[1])
         if not isinstance(name, str):
             raise ValueError(
-                f"The 'name' parameter of {owner} must be a str. Got {name!r} instead."
+                f"The 'name' parameter of DataSource must be a str. Got {name!r} instead."
             )
-        noise = resolve_noise(noise, f"DataSource {name!r}")
+        self.noise = resolve_noise(noise, f"DataSource {name!r}")
         self._z = z
         self._y = y
         self._z.setflags(write=False)
         self._y.setflags(write=False)
         self.n_classes = int(z.shape[1])
         self.name = name
-        self.noise = noise
         self._digests = row_digests(z, y)
         self.fingerprint = data_fingerprint(self._digests, self.n_classes)
         self.odometer = PrivacyOdometer(budget, ledger=ledger, delta_budget=delta_budget, name=name)
