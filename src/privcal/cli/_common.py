@@ -25,6 +25,7 @@ error rule to a block (kept for verbs built on their own Typer app, as the tests
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import warnings
@@ -181,8 +182,6 @@ def private_release(path: Path) -> str | None:
     (``fitted.privacy_report_``), a summary written beside an output (``privacy_report``) or a
     run's ``privacy_report.json``. A file that is not such JSON holds none.
     """
-    import json
-
     if not path.is_file() or path.suffix.lower() != ".json":
         return None
     try:
@@ -254,19 +253,15 @@ def print_warnings(
     A kind seen more than once ends in ``(xN)``, or ``(xN, first shown)`` when the messages
     differ (in their numbers); ``hint`` may add a verb's fix to each line's text.
     """
-    kinds: dict[tuple[type[Warning], str], list[Any]] = {}
+    kinds: dict[tuple[type[Warning], str], list[str]] = {}
     for w in caught:
         text = " ".join(str(w.message).split())
-        kind = warning_kind(w.category, text)
-        if kind in kinds:
-            kinds[kind][1] += 1
-            kinds[kind][2] = kinds[kind][2] or text != kinds[kind][0]
-        else:
-            kinds[kind] = [text, 1, False]
-    for text, count, varied in kinds.values():
-        line = hint(text) if hint is not None else text
-        if count > 1:
-            line += f" (x{count}, first shown)" if varied else f" (x{count})"
+        kinds.setdefault(warning_kind(w.category, text), []).append(text)
+    for texts in kinds.values():
+        line = hint(texts[0]) if hint is not None else texts[0]
+        if len(texts) > 1:
+            shown = ", first shown" if len(set(texts)) > 1 else ""
+            line += f" (x{len(texts)}{shown})"
         warn(line)
 
 
@@ -331,13 +326,13 @@ def _passes_through(err: BaseException) -> bool:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Apply the error rule to the block: one ``Error:`` line and exit 2 (3 for a budget).
+    """Apply the error rule (the module docstring) to the block: one ``Error:`` line and exit 2
+    (3 for a budget).
 
     ``ValueError`` covers privcal's parameter and data validation (and
     :class:`json.JSONDecodeError`, :class:`sklearn.exceptions.NotFittedError`); ``OSError``,
     ``EOFError`` and :class:`zipfile.BadZipFile` cover unreadable or damaged files,
-    :class:`sqlite3.Error` unusable ledgers. A :class:`privcal.privacy.BudgetExceededError`
-    exits with :data:`EXIT_BUDGET` (3). With ``--debug`` every exception propagates.
+    :class:`sqlite3.Error` unusable ledgers.
     """
     try:
         yield
@@ -430,8 +425,6 @@ def load_calibrator(path: Path) -> Any:
     Every failure to restore (not JSON, not a calibrator, unknown class, missing or invalid
     fitted state) is a ``ValueError`` naming the file.
     """
-    import json
-
     from privcal.calibrators import calibrator_from_dict
 
     path = Path(path)
