@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from privcal._params import check_option
 from privcal.cli._common import err_console, fail, open_sources, warn
 from privcal.data import Scores
 
@@ -63,11 +64,7 @@ def fit_private(
     or a histogram fit that calibrates no bin (:func:`privcal.private.binning.readable_bins`),
     exits 2 without saving, unless ``force`` keeps it (``fallback="none"``, with a warning).
     """
-    if method not in PRIVATE_METHODS:
-        fail(
-            f"The '--method' parameter of privcal fit with --epsilon/--sources must be one of "
-            f"{', '.join(repr(m) for m in PRIVATE_METHODS)}. Got {method!r} instead."
-        )
+    check_option(method, "--method", "privcal fit with --epsilon/--sources", PRIVATE_METHODS)
     if epsilon is None:
         fail("privcal fit --sources/--delta needs --epsilon: the budget the fit spends.")
     if sources and scores is not None:
