@@ -77,11 +77,6 @@ def _main(
     set_debug(debug)
 
 
-@bench_app.callback()
-def _bench() -> None:
-    """Rerun the papers' experimental protocols (tables and figures)."""
-
-
 def _register_all() -> None:
     from privcal.cli.examples import add_examples
 
