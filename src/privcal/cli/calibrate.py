@@ -83,8 +83,7 @@ def toplabel_metrics(scores: Scores, n_bins: int = 15) -> dict[str, float]:
 
 
 def _toplabel_bins(scores: Scores, n_bins: int, binning: Literal["width", "mass"]) -> Any:
-    """:func:`~privcal.metrics.statistics.calibration_bins` of top-label scores: the confidence
-    against the correctness ``1[predicted = label]``."""
+    """The bins of :func:`toplabel_metrics`, of equal width or equal mass (``binning``)."""
     from privcal.metrics.statistics import calibration_bins
 
     assert scores.confidence is not None and scores.predicted is not None

@@ -369,7 +369,6 @@ def _fit(
 ) -> tuple[str, np.ndarray | None]:
     """Fit ``est`` on ``--cal`` (per group with ``--groups``) or on ``--sources``; returns the
     calibration size as the title shows it and the test rows' groups."""
-    test_groups = None
     if sources:
         srcs = open_sources(sources, seed)
         if test_logits.shape[1] != srcs[0].n_classes:
@@ -392,7 +391,7 @@ def _fit(
             f"--test has {test_logits.shape[1]} classes but --cal has {cal_logits.shape[1]}; "
             "both must come from the same model."
         )
-    fit_groups = None
+    fit_groups = test_groups = None
     if groups is not None:
         fit_groups = _load_groups(cal, groups, cal_logits, "--cal")
         test_groups = _load_groups(test, groups, test_logits, "--test")

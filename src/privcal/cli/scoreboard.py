@@ -59,9 +59,9 @@ def scoreboard(
                 f"The '--out' parameter of privcal bench scoreboard must be a .md path. Got "
                 f"{str(out)!r} instead."
             )
-        if seed < 0 or jobs < 1:
-            name, value = ("--seed", seed) if seed < 0 else ("--jobs", jobs)
-            fail(f"The '{name}' parameter must be >= {int(name == '--jobs')}. Got {value} instead.")
+        for name, value, low in (("--seed", seed, 0), ("--jobs", jobs, 1)):
+            if value < low:
+                fail(f"The '{name}' parameter must be >= {low}. Got {value} instead.")
         # before the run (minutes): the Markdown file and the JSON beside it must be writable
         check_output_path(out, "--out", "privcal bench scoreboard", (".md",))
         check_output_path(out.with_suffix(".json"), "--out", "privcal bench scoreboard", (".json",))
