@@ -347,8 +347,7 @@ class PrivcalGroup(TyperGroup):
     errors included.
 
     A click usage error (a missing option, a value of the wrong type) becomes one line that
-    names the option and points at the verb's ``--help``. A verb's warnings become one
-    ``Warning:`` line per kind (:func:`collect_warnings`), printed when it ends.
+    names the option and points at the verb's ``--help``.
     """
 
     def invoke(self, ctx: click.Context) -> Any:

@@ -58,8 +58,7 @@ def _part_sizes(n: int, test_size: float | None, cal_size: int | None) -> tuple[
             )
     else:
         frac = DEFAULT_TEST_SIZE if test_size is None else test_size
-        n_test = math.ceil(frac * n)
-        n_cal = n - n_test
+        n_cal = n - math.ceil(frac * n)
         if n_cal < 1:
             fail(
                 f"--test-size {frac:g} of {n} rows leaves the calibration part empty; choose a "
