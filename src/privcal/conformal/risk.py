@@ -32,7 +32,6 @@ See docs/conformal.md#conformal-risk-control.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from sklearn.base import BaseEstimator
 
 from privcal._params import check_option, check_probability
 from privcal.conformal._base import NotFittedError
+from privcal.conformal.split import _exact
 from privcal.data.validation import check_labels, check_scores
 from privcal.metrics.statistics import softmax
 
@@ -264,10 +264,6 @@ def risk_curve(
             "needs a loss that does not increase with lambda."
         )
     return np.asarray(L.mean(axis=0))
-
-
-def _exact(x: float) -> Fraction:
-    return Fraction(repr(float(x)))
 
 
 def min_risk_rows(alpha: float, bound: float = 1.0, margin: float = 0.0) -> int:

@@ -32,9 +32,9 @@ from privcal.conformal.groups import group_rows
 __all__ = ["SplitConformal", "conformal_rank", "conformal_threshold", "smallest_n"]
 
 
-def _exact(alpha: float) -> Fraction:
-    """``alpha`` as the decimal it was written as (``0.1`` -> 1/10, not the binary double)."""
-    return Fraction(repr(float(alpha)))
+def _exact(x: float) -> Fraction:
+    """``x`` as the decimal it was written as (``0.1`` -> 1/10, not the binary double)."""
+    return Fraction(repr(float(x)))
 
 
 def conformal_rank(n: int, alpha: float) -> int:
