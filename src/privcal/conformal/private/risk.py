@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal._params import check_real
+from privcal._params import EPSILON, check_probability
 from privcal.conformal.risk import RiskControl, RiskLoss, risk_curve
 from privcal.privacy.filter import pure_dp_curve
 from privcal.privacy.guarantee import PrivacyReport, Release
@@ -178,10 +178,8 @@ class PrivateRiskControl(LedgerClone, RiskControl):
     def _plan(self, rule: RiskLoss, alpha: float, m: int) -> tuple[float, float, float, float]:
         """``(eps, a, D, t)`` from public quantities only."""
         owner, bound = self._owner, float(rule.bound)
-        eps = check_real(self.epsilon, "epsilon", owner, low=0.0, low_open=True)
-        beta = check_real(
-            self.beta, "beta", owner, low=0.0, high=1.0, low_open=True, high_open=True
-        )
+        eps = EPSILON.check(self.epsilon, "epsilon", owner)
+        beta = check_probability(self.beta, "beta", owner)
         a = alpha - beta * bound
         if a <= 0:
             raise ValueError(
