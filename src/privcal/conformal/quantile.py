@@ -259,7 +259,6 @@ def _private_quantile(
     epsilon: float,
     n_bins: Any,
     noise: NoiseSource,
-    relation: str,
     owner: str = "private_quantile",
     weights: str = "bounded-range",
     grid: str = "uniform",
@@ -274,8 +273,7 @@ def _private_quantile(
     w = quantile_utilities(quantile_counts(s, edges), q)
     scale = quantile_scale(q, weights)
     j, guarantee = exponential(-w, scale, eps, noise, monotonic=True)  # exp(eps u / scale)
-    claimed = Guarantee(guarantee.epsilon, guarantee.delta, "example", relation)
-    return float(edges[j + 1]), claimed, scale
+    return float(edges[j + 1]), guarantee, scale
 
 
 def _bin_runs(b: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -598,7 +596,7 @@ def _quantile_with_report(
     check_option(relation, "relation", owner, RELATIONS)
     src = resolve_noise(noise, owner)
     value, guarantee, scale = _private_quantile(
-        scores, q, epsilon, n_bins, src, relation, owner, weights, grid
+        scores, q, epsilon, n_bins, src, owner, weights, grid
     )
     m = int(bin_edges(n_bins, owner, grid).size - 1)
     public = [f"q = {float(q):.6g}", f"epsilon = {guarantee.epsilon:g}", f"bin edges (m = {m})"]

@@ -61,7 +61,7 @@ class LevelMechanism(ThresholdMechanism):
         """The DP ``q~``-quantile (:data:`~privcal.conformal.quantile.QUANTILE` or
         :data:`~privcal.conformal.quantile.QUANTILE_BOUNDED_RANGE`), stated for substitute."""
         value, guarantee, scale = _private_quantile(
-            scores, plan.level, epsilon, plan.edges, noise, "substitute", _OWNER, plan.weights
+            scores, plan.level, epsilon, plan.edges, noise, _OWNER, plan.weights
         )
         record = quantile_release(
             plan.level, plan.n_bins, scale, guarantee.epsilon, source, plan.weights
