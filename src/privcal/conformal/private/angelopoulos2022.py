@@ -271,21 +271,12 @@ def _optimal_bins(
     """Algorithm 5 on validated arguments; cached (a pure function of public quantities)."""
     rng = np.random.default_rng(seed)
     u = np.sort(rng.random(n))
-    best: tuple[float, int] | None = None
-    fallback: tuple[float, int] | None = None
-    for m in grid:
-        g = _gamma(n, a, eps, m)
-        q = _level(n, a, eps, m, g)
-        if fallback is None or (q, m) < fallback:
-            fallback = (q, m)
-        if q >= 1.0:
-            continue
-        score = _sampled_threshold(u, q, eps, m, rng) if one_draw else None
-        value = (_expected_threshold(u, q, eps, m) if score is None else score, m)
-        if best is None or value < best:
-            best = value
-    assert fallback is not None
-    return best[1] if best is not None else fallback[1]
+    levels = [(_level(n, a, eps, m, _gamma(n, a, eps, m)), m) for m in grid]
+    threshold: Callable[..., float] = (
+        functools.partial(_sampled_threshold, rng=rng) if one_draw else _expected_threshold
+    )
+    valid = [(threshold(u, q, eps, m), m) for q, m in levels if q < 1.0]
+    return min(valid or levels)[1]
 
 
 def _feasible(n: int, a: float, eps: float, grid: tuple[int, ...]) -> bool:
