@@ -110,7 +110,7 @@ def check_localize(localize: Any, method: str, owner: str) -> float | str | None
     """Validate ``localize``: ``"auto"``, ``None`` or a fraction in ``(0, 0.5]`` (rank only)."""
     if localize is None or (isinstance(localize, str) and localize == "auto"):
         return localize
-    if isinstance(localize, str) or isinstance(localize, bool):
+    if isinstance(localize, str | bool):
         raise ValueError(
             f"The 'localize' parameter of {owner} must be 'auto', None or a fraction in (0, 0.5]. "
             f"Got {localize!r} instead."
@@ -177,11 +177,10 @@ def localized_release(
 ) -> tuple[float, float, list[Release]]:
     """Stage 1: ``(lo, hi)`` from the localisation scores ``s1`` and their two release records."""
     half = epsilon / 2.0
-    lo = _private_rank_quantile(s1, loc.k_lo, 1.0 / _WINDOW_SLOPE, half, edges, noise)
-    hi = _private_rank_quantile(s1, loc.k_hi, _WINDOW_SLOPE, half, edges, noise)
-    m = edges.size - 1
+    ends = (("lo", loc.k_lo, 1.0 / _WINDOW_SLOPE), ("hi", loc.k_hi, _WINDOW_SLOPE))
+    lo, hi = (_private_rank_quantile(s1, k, r, half, edges, noise) for _, k, r in ends)
     releases = [
-        rank_quantile_release(k, m, r, half, SOURCES[0], f" [window {side}]")
-        for side, k, r in (("lo", loc.k_lo, 1.0 / _WINDOW_SLOPE), ("hi", loc.k_hi, _WINDOW_SLOPE))
+        rank_quantile_release(k, edges.size - 1, r, half, SOURCES[0], f" [window {side}]")
+        for side, k, r in ends
     ]
     return lo, hi, releases

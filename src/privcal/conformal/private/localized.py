@@ -41,7 +41,7 @@ def plan_localization(
     stage's guard is at least :data:`~privcal.conformal.localize.LOCALIZE_MIN_GUARD` ranks,
     ``epsilon n_1 >=`` :data:`~privcal.conformal.localize.LOCALIZE_MIN_EPS_N1` and the
     threshold part has a valid target for a window holding every edge (the largest guard).
-    Public checks; one function for the estimator and the simulator."""
+    Public checks."""
     loc = localization(n, alpha, epsilon, plan.n_bins, method, localize, owner)
     if loc is None or localize != "auto":
         return loc
@@ -63,9 +63,8 @@ def localized_threshold(
 ) -> tuple[float, Plan, tuple[float, float], list[Release]]:
     """Theorem L on the calibration scores ``s``: ``(threshold, part-2 plan, window, releases)``.
 
-    The one implementation behind :class:`PrivateConformal` and
-    :meth:`~privcal.conformal.simulate.SplitSimulator.private`. ``threshold`` is ``inf`` when
-    ``k_2 > n_2`` (full sets; the part-1 releases were still made and are returned).
+    ``threshold`` is ``inf`` when ``k_2 > n_2`` (full sets; the part-1 releases were still made
+    and are returned).
     """
     order = partition(s.size, noise)
     s1, s2 = s[order[: loc.n1]], s[order[loc.n1 :]]
