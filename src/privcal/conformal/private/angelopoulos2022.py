@@ -318,8 +318,7 @@ class Angelopoulos2022Mechanism(LevelMechanism):
     def coverage_bound(
         self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
-        """Theorem 3 of seed 002: ``1 - (1 - gamma) alpha + (1 - gamma alpha) (2 p_max + 2 (1 +
-        max(q~/(1-q~), 1)) log(m/(gamma alpha)) / ((n + 1) epsilon))``."""
+        """Theorem 3 of seed 002 (stated in :func:`~privcal.conformal.coverage_upper_bound`)."""
         gamma: Any = tuning.gamma  # coverage_upper_bound's gamma, as given
         q = adjusted_level(n, alpha, epsilon, m, gamma)
         ratio = max(q / (1 - q), 1.0) if q < 1 else math.inf

@@ -102,9 +102,7 @@ class BoundedRangeMechanism(LevelMechanism):
     def coverage_bound(
         self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
-        """``delta + ceil(q~ n + log(m/delta)/(epsilon (1-q~)))/(n+1) + p_max``,
-        ``delta = gamma alpha``: with probability ``>= 1 - delta``
-        ``#{[s_i] < e_J} < q~ n + log(m/delta)/(epsilon (1-q~))``."""
+        """Theorem BR's upper bound (module docstring), ``delta = gamma alpha``."""
         gamma: Any = tuning.gamma  # coverage_upper_bound's gamma, as given
         q = _level_br(n, alpha, epsilon, m, gamma)
         d = gamma * alpha

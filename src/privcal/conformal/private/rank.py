@@ -126,8 +126,7 @@ def _rank_guard(n: int, k: int, m: int, lam: float) -> float:
     suffix = np.cumsum(below[::-1])[::-1] + beyond  # sum_{d >= t} e^{-lam d} b(k - d)
     beta = (m - 1) * suffix
     a = np.minimum((m - 1) * decay, beta)
-    rest = (m - 1) * beyond if big_t < k else 0.0
-    return float(np.sum(a / (1.0 + a)) + rest)
+    return float(np.sum(a / (1.0 + a)) + (m - 1) * beyond)  # beyond is 0 when T = k
 
 
 @functools.lru_cache(maxsize=1024)
@@ -232,8 +231,7 @@ class RankMechanism(ThresholdMechanism):
     def coverage_bound(
         self, n: int, alpha: float, epsilon: float, m: int, p_max: float, tuning: Tuning
     ) -> float:
-        """``(k + S_up)/(n+1) + p_max``, ``S_up = sum_u y_u/(1 + y_u)``,
-        ``y_u = (m-1) exp(-epsilon u/(1+r))`` (one stage; ``gamma`` is ignored)."""
+        """Theorem R's upper bound (module docstring; one stage, ``gamma`` is ignored)."""
         r = _rank_slope(m, epsilon) if tuning.slope is None else tuning.slope
         k = _rank_target(n, alpha, epsilon, m, r)
         return (k + float(_tail_sum(m, epsilon / (1.0 + r)))) / (n + 1) + p_max
