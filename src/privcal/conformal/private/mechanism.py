@@ -207,8 +207,7 @@ class ThresholdMechanism(ABC):
     # ------------------------------------------------------------------ report and bounds
     def grid_term(self, plan: Plan, n_bins: Any) -> str:
         """The report's public line for the grid (``n_bins`` as the user gave it)."""
-        given = isinstance(n_bins, str) or isinstance(n_bins, int | np.integer)
-        kind = f"{self.grid}-spaced" if given else "given"
+        kind = f"{self.grid}-spaced" if isinstance(n_bins, str | int | np.integer) else "given"
         return f"bins m = {plan.n_bins} ({kind} edges, fixed before the data)"
 
     @abstractmethod
