@@ -217,8 +217,7 @@ def staged_thresholds(
     stages: list[PooledHistogram] = []
     windows = [(0.0, 1.0)] * len(grids)
     if part is not None:
-        key, fraction = part
-        first = ask(grids, (key, fraction, 0))
+        first = ask(grids, (*part, 0))
         stages.append(first)
         new, windows = [], []
         for e, counts in zip(grids, split_counts(first.counts, grids), strict=True):
@@ -226,7 +225,7 @@ def staged_thresholds(
             windows.append((float(e[lo]), float(e[hi])))
             new.append(window_edges(e, fine, lo, hi))
         grids = new
-    stages.append(ask(grids, None if part is None else (part[0], part[1], 1)))
+    stages.append(ask(grids, None if part is None else (*part, 1)))
     last = stages[-1]
     thresholds = []
     for e, counts in zip(grids, split_counts(last.counts, grids), strict=True):
