@@ -601,8 +601,7 @@ def _quantile_with_report(
     m = int(bin_edges(n_bins, owner, grid).size - 1)
     public = [f"q = {float(q):.6g}", f"epsilon = {guarantee.epsilon:g}", f"bin edges (m = {m})"]
     if relation == "substitute":
-        n = int(np.size(scores))
-        public.insert(0, f"n = {n} (number of scores)")
+        public.insert(0, f"n = {int(np.size(scores))} (number of scores)")
     report = PrivacyReport(
         [quantile_release(float(q), m, scale, guarantee.epsilon, "scores", weights)],
         unit="example",
