@@ -16,7 +16,7 @@ import numpy as np
 from privcal._params import EPSILON, check_probability
 from privcal.conformal.risk import RiskControl, RiskLoss, risk_curve
 from privcal.privacy.filter import pure_dp_curve
-from privcal.privacy.guarantee import PrivacyReport, Release
+from privcal.privacy.guarantee import PrivacyReport
 from privcal.privacy.measurement import Measurement, register_measurement
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 from privcal.privacy.odometer import LedgerClone, as_odometer
@@ -210,20 +210,6 @@ class PrivateRiskControl(LedgerClone, RiskControl):
         j = first_crossing(queries, rule.bound - a + t, eps, d, src)
         self._set(rule, lam, None, None, j, alpha)  # neither the curve nor n is released
         self.margin_, self.target_ = t, a
-        self.privacy_report_ = self._report(rule, lam, alpha, eps, a, t, src, release)
-        return self
-
-    def _report(
-        self,
-        rule: RiskLoss,
-        lam: np.ndarray,
-        alpha: float,
-        eps: float,
-        a: float,
-        t: float,
-        src: NoiseSource,
-        release: Release,
-    ) -> PrivacyReport:
         public = (
             f"the grid of {lam.size} lambdas in [{lam[0]:g}, {lam[-1]:g}]",
             f"loss = {rule.name!r}, bound B = {rule.bound:g}",
@@ -231,6 +217,7 @@ class PrivateRiskControl(LedgerClone, RiskControl):
             f"epsilon = {eps:g}, noise bound t = {t:.4g}",
             "n >= n_min (the size rule: a refused fit releases nothing)",
         )
-        return PrivacyReport(
+        self.privacy_report_ = PrivacyReport(
             [release], "example", "add/remove", public=public, noise=noise_kind(src)
         )
+        return self
