@@ -300,8 +300,15 @@ class PrivateConformal(LedgerClone, ConformalBase):
         edges = mechanism.edges(n, a, eps, self.n_bins, owner)
         plan = mechanism.plan(n, a, eps, edges, tuning)
         loc = plan_localization(n, a, eps, plan, self.method, self.localize, owner)
-        if odometer is not None and (loc is not None or plan.valid):
-            self._charge(odometer, eps, src)
+        if odometer is not None and (loc is not None or plan.valid):  # one exponential release
+            odometer.spend(
+                f"{owner}.fit",
+                eps,
+                mechanism="exponential",
+                rdp=pure_dp_curve(eps, odometer.rule.orders),
+                relation="substitute",
+                noise=noise_kind(src),
+            )
         self.localize_n_, self.window_ = 0, (0.0, 1.0)
         if loc is not None:
             return self._fit_localized(s, a, eps, plan, loc, src)
@@ -517,17 +524,6 @@ class PrivateConformal(LedgerClone, ConformalBase):
             noise=noise_kind(resolve_noise(self.noise, owner)),
         )
         return self
-
-    def _charge(self, odometer: Any, eps: float, src: NoiseSource) -> None:
-        """Charge the fit to ``ledger=``: one exponential-mechanism release of ``eps``."""
-        odometer.spend(
-            f"{self._owner}.fit",
-            eps,
-            mechanism="exponential",
-            rdp=pure_dp_curve(eps, odometer.rule.orders),
-            relation="substitute",
-            noise=noise_kind(src),
-        )
 
     @staticmethod
     def _report(public: tuple[str, ...], src: NoiseSource) -> PrivacyReport:
