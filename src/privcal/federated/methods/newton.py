@@ -187,13 +187,6 @@ class ScalingMethod(FedMethod):
         cg, ch = self.clip_bounds()
         return np.concatenate([clip_rows_l2(g, cg), clip_rows_l2(h, ch)], axis=-1)
 
-    def n_classes_of(self, x: np.ndarray) -> int:
-        """The number of classes ``c`` with ``x0(c).size == x.size``."""
-        c = 2
-        while self.x0(c).size < x.size:
-            c += 1
-        return c
-
     def split(self, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gradient and curvature parts of a Newton payload (its length implies ``c``), or of
         each of a stack of payloads (the last axis is split)."""
@@ -268,18 +261,18 @@ class ScalingMethod(FedMethod):
         if dp is None:
             h_use, floor = h, 0.0
         else:
-            _, ch = self.clip_bounds()
-            _, sh = self.noise_ratios(dp)
+            cg, ch = self.clip_bounds()
+            sg, sh = self.noise_ratios(dp)
             new["curv_sum"] = new["curv_sum"] + h
             h_use = new["curv_sum"] / t  # the curvature changes slowly: average the rounds
             floor = 2.0 * ch * sh / math.sqrt(t)  # twice the noise std of that mean
             if self.evidence:  # released values only: the noisy gradient and where it was
                 new["trace_x"] = np.append(new.get("trace_x", np.zeros(0)), x)
                 new["trace_g"] = np.append(new.get("trace_g", np.zeros(0)), g)
-                new["grad_sd"] = np.array([self.clip_bounds()[0] * self.noise_ratios(dp)[0]])
+                new["grad_sd"] = np.array([cg * sg])
                 new["dp_rounds"] = np.array([float(dp.rounds)])
             if self.dp_ridge:  # shrink toward the identity map where the noise dominates
-                g = g + floor * (x - self.x0(self.n_classes_of(x)))
+                g = g + floor * (x - self.x0(self.n_classes_of_payload(total.size)))
         x_new = self.project(x + self.direction(x, g, h_use, floor))
         new["params"] = x_new
         if dp is not None and t > dp.rounds // 2:  # tail average: the second half's iterates
