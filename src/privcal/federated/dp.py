@@ -433,8 +433,10 @@ def federated_report(
     """
     t = dp.rounds
     terms = method.report_terms(dp, n_classes, expected_cohort(sample_rate, n_clients))
-    mech = terms["mechanism"]
+    mech, fallback = terms["mechanism"], None
     if dp.aggregation == "distributed":
+        alone = fallback_epsilon(method, dp, n_classes)
+        fallback = f"epsilon {alone:.3g} at delta {dp.delta:g} per client"
         mech = (
             f"{mech}, as distributed discrete Gaussian shares (t={dp.threshold} of "
             f"K={dp.n_clients}; Kairouz et al. 2021 Prop. 14, rounding included) summed by a "
@@ -457,10 +459,6 @@ def federated_report(
         f"number of classes c={n_classes}",
         *public,
     )
-    fallback = None
-    if dp.aggregation == "distributed":
-        alone = fallback_epsilon(method, dp, n_classes)
-        fallback = f"epsilon {alone:.3g} at delta {dp.delta:g} per client"
     threat = threat_model(
         dp.aggregation, n_clients, dp.threshold, survivors, transport=transport, fallback=fallback
     )

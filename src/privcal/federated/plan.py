@@ -163,7 +163,7 @@ class RunPlan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()} | {"summary": self.summary()}
+        return vars(self) | {"summary": self.summary()}
 
 
 def _dp(
@@ -345,7 +345,8 @@ def _simulate(
     rng = np.random.default_rng(seed)
     perm = rng.permutation(y.size)
     pool, held = perm[: y.size // 2], perm[y.size // 2 :]
-    if isinstance(get_method(method), FedTemp) and plan.clip is not None:
+    fedtemp = isinstance(get_method(method), FedTemp)
+    if fedtemp and plan.clip is not None:
         g, _ = FedTemp().stats(np.ones(1), z[pool], y[pool])
         plan.site_signal = min(m * abs(float(g[0])) / pool.size, plan.clip)
         if plan.noise_std:
@@ -366,7 +367,7 @@ def _simulate(
         beat += evaluate(cal, z[held], y[held])["ece"] < base
         fell += bool(getattr(cal, "fit_warnings_", None))
     plan.simulated = {"runs": repeats, "beat": beat}
-    if isinstance(get_method(method), FedTemp) and eps > 0:
+    if fedtemp and eps > 0:
         plan.simulated["fell_back"] = fell
     if beat < math.ceil(0.95 * repeats):
         plan.expected = "falls back" if beat <= repeats // 2 else "may fall back"

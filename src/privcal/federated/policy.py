@@ -279,12 +279,13 @@ class ClientPolicy:
                 f"the run's threshold t={t} is below this client's policy of t >= "
                 f"{self.min_threshold}"
             )
-        if bool(cfg.get("secagg", False)) and not 2 <= t <= k - 1:
+        secagg = bool(cfg.get("secagg", False))
+        if secagg and not 2 <= t <= k - 1:
             return (
                 f"the run's threshold t={t} of K={k} is not one SecAgg+ can enforce "
                 f"(2 <= t <= K - 1 = {k - 1})"
             )
-        if bool(cfg.get("secagg", False)) and 2 * t <= k and not self.allow_minority_threshold:
+        if secagg and 2 * t <= k and not self.allow_minority_threshold:
             return (
                 f"the run's threshold t={t} of K={k} is at most K/2: over SecAgg+ a server that "
                 "showed different clients different unmask requests could unmask one client's "

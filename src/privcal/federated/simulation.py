@@ -33,6 +33,7 @@ from privcal.federated.dp import (
 )
 from privcal.federated.methods import FedMethod, get_method
 from privcal.metrics import accuracy, classwise_ece, ece
+from privcal.metrics.statistics import softmax
 from privcal.privacy.distributed import AggregatorView, SecureSum, TooFewSurvivorsError
 from privcal.privacy.noise import NoiseSource, noise_kind, resolve_noise
 
@@ -45,8 +46,6 @@ def evaluate(
     cal: Calibrator | None, z: np.ndarray, y: np.ndarray, n_bins: int = 15
 ) -> dict[str, float]:
     """cwECE, ECE and accuracy of ``cal`` (or of the uncalibrated logits when ``None``)."""
-    from privcal.metrics.statistics import softmax
-
     p = softmax(z) if cal is None else cal.predict_proba(z)
     return {
         "cwece": classwise_ece(p, y, n_bins),
@@ -211,7 +210,7 @@ def simulate(
             clip_pos=clip_pos,
             clip_neg=clip_neg,
             aggregation=aggregation,
-            n_clients=len(clients),
+            n_clients=k_total,
             threshold=threshold,
         )
     elif threshold is not None:

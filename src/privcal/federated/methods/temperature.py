@@ -208,16 +208,15 @@ class FedTemp(ScalingMethod):
                 "fell_back": bool(check["dominated"]),
                 "noise_dominated": bool(check["dominated"]),
             }
-        if check is not None and check["dominated"]:
-            if check["final"]:
-                import warnings
+            if check["dominated"]:
+                if check["final"]:
+                    import warnings
 
-                from privcal.private.temperature import NoiseDominatedWarning
+                    from privcal.private.temperature import NoiseDominatedWarning
 
-                msg = check["message"]
-                cal.fit_warnings_ = [msg]
-                warnings.warn(msg, NoiseDominatedWarning, stacklevel=2)
-            beta = 1.0
+                    cal.fit_warnings_ = [check["message"]]
+                    warnings.warn(check["message"], NoiseDominatedWarning, stacklevel=2)
+                beta = 1.0
         cal.temperature_ = float(1.0 / beta)
         cal.n_classes_ = c
         return cal
