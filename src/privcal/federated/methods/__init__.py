@@ -57,14 +57,12 @@ divided by the observed ``n`` (:func:`privcal.federated.dp.expected_cohort`). Un
 each client's local optimum is far from the global one and their average is not the central
 fit (docs/federated.md has the numbers).
 
-Binning (Alg. 1): the payload is the stacked class histograms ``[P; N]`` (``2 x C x B``) of
-:func:`privcal.metrics.statistics.class_histograms`. The server accumulates the sums over rounds
-and builds FedBin (bin frequencies) or FedBBQ (:func:`privcal.calibrators.binning.bbq_table`),
-optionally weighted (Sec. 4.1, App. B.5). By default (``prior="model"``) each bin's frequency is
-shrunk toward the model's own probability by an amount set by the bin's count and the public
-noise std of the released counts (:func:`privcal.calibrators.binning.shrink_to_model`), so bins
-whose counts are below the noise keep the model's probability; ``prior="midpoint"`` keeps the
-earlier midpoint prior and, without DP, seed 003's calibrators exactly.
+Binning (Alg. 1, :mod:`~privcal.federated.methods.binning`): the payload is the stacked class
+histograms ``[P; N]`` (``2 x C x B``); the server accumulates the sums over rounds and builds
+FedBin (bin frequencies) or FedBBQ (:func:`privcal.calibrators.binning.bbq_table`), optionally
+weighted (Sec. 4.1, App. B.5), from the counts of :meth:`BinningMethod.counts
+<privcal.federated.methods.binning.BinningMethod.counts>` (by default each bin shrunk toward the
+model's own probability, ``prior="midpoint"`` seed 003's calibrators).
 """
 
 from __future__ import annotations
