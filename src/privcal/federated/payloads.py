@@ -38,10 +38,10 @@ def clipped_sum_sensitivity(clip: float) -> float:
     return float(clip)
 
 
-def _payload(name: str, statistic: str, formula: str) -> Measurement:
+def _payload(name: str, statistic: str) -> Measurement:
     proof = "privcal.federated.payloads.clipped_sum_sensitivity"
     sens = clipped_sum_sensitivity
-    m = Measurement(f"federated.{name}", statistic, "gaussian", "L2", sens, formula, proof, "user")
+    m = Measurement(f"federated.{name}", statistic, "gaussian", "L2", sens, "C", proof, "user")
     return register_measurement(m)
 
 
@@ -50,21 +50,18 @@ UPDATE = _payload(
     "update",
     "the sum of the sampled clients' parameter updates, each clipped to L2 norm C (parameter "
     "averaging, per round)",
-    "C",
 )
 #: Federated Newton: the sum of the clients' NLL gradients, clipped to ``C_g``.
 NEWTON_GRADIENT = _payload(
     "newton_gradient",
     "the sum of the sampled clients' NLL gradients, each clipped to L2 norm C_g (federated "
     "Newton, per round)",
-    "C",
 )
 #: Federated Newton: the sum of the clients' curvature blocks, clipped to ``C_h``.
 NEWTON_CURVATURE = _payload(
     "newton_curvature",
     "the sum of the sampled clients' NLL curvature blocks, each clipped to L2 norm C_h "
     "(federated Newton, per round)",
-    "C",
 )
 #: FedBin / FedBBQ: one class row of the summed positive (negative) histograms, each client's
 #: row clipped to ``C+`` (``C-``); ``c`` rows make a block of L2 sensitivity ``sqrt(c) C+``.
@@ -72,7 +69,6 @@ CLASS_HISTOGRAM_ROW = _payload(
     "class_histogram_row",
     "one class row of the summed positive (negative) class histograms, each client's row "
     "clipped to L2 norm C+ (C-) (FedBin, FedBBQ, per round)",
-    "C",
 )
 #: Federated conformal (``"conformal-lac"``, ``"conformal-aps"``): the summed histogram of the
 #: clients' conformity scores on the public grid, each client's at most ``r`` rows (L2 norm
@@ -81,5 +77,4 @@ SCORE_HISTOGRAM = _payload(
     "score_histogram",
     "the sum of the clients' conformity-score histograms on a public grid, each of at most r "
     "rows and clipped to L2 norm r (federated conformal, per round)",
-    "C",
 )
