@@ -184,13 +184,11 @@ class FedMatrix(ScalingMethod):
 
     Parameters
     ----------
-    update : {"newton", "parameter-averaging"}, default="newton"
-    local_iters : int, default=50
+    update, local_iters, client_rows, grad_clip, hess_clip, grad_share
+        The scaling methods' shared parameters (:class:`~privcal.federated.methods.newton.
+        ScalingMethod`).
     reg_offdiag, reg_intercept : float, default=0.1
         :math:`\\lambda`, :math:`\\mu` (as :class:`~privcal.calibrators.MatrixScaling`).
-    **dp_rule
-        ``client_rows``, ``grad_clip``, ``hess_clip``, ``grad_share`` (:class:`~privcal.federated.
-        methods.newton.ScalingMethod`).
     """
 
     name: ClassVar[str] = "fedmatrix"
