@@ -287,16 +287,14 @@ class FedConformal(FedMethod):
         }
 
     def _track_noise(self, new: State, dp: DPConfig, shape: tuple[int, ...]) -> None:
-        new["variance"] = new["variance"] + self._variance(dp, self.noise_groups(dp, shape)[0])
-
-    @staticmethod
-    def _variance(dp: DPConfig, group: NoiseGroup) -> float:
-        """Per-count variance of one release: ``sigma^2`` (trusted) or the sum of all ``K``
-        clients' shares (distributed; fewer uploads only lower it)."""
-        if dp.aggregation != "distributed":
-            return float(group.sigma) ** 2
-        plan = dp.plan(group)
-        return float(plan.law.variance(dp.n_clients)) / plan.encoding.scale**2
+        """Add the per-count variance of one release: ``sigma^2`` (trusted) or the sum of all
+        ``K`` clients' shares (distributed; fewer uploads only lower it)."""
+        group = self.noise_groups(dp, shape)[0]
+        variance = float(group.sigma) ** 2
+        if dp.aggregation == "distributed":
+            plan = dp.plan(group)
+            variance = float(plan.law.variance(dp.n_clients)) / plan.encoding.scale**2
+        new["variance"] = new["variance"] + variance
 
     def calibrator(self, state: State, c: int) -> FederatedConformalSets:
         rounds = max(float(np.asarray(state["rounds"])[0]), 1.0)
