@@ -44,7 +44,7 @@ def resolve(
     owner: str,
     progress: Any = None,
     *,
-    first: str | None = None,
+    first: str,
     renames: dict[str, str] | None = None,
 ) -> tuple[C, Any, Path | None]:
     """Return ``(config, progress, out_dir)`` from a ``run`` call's ``config`` and keywords.
@@ -75,8 +75,6 @@ def resolve(
         config = replace(config, **settings)  # type: ignore[type-var]
     else:
         if config is not None:
-            if first is None:
-                raise TypeError(f"{owner}() takes a {cls.__name__}, got {type(config).__name__}")
             settings[first] = config
         config = cls(**settings)
     return config, progress, None if out is None else Path(out)
