@@ -232,9 +232,7 @@ class Angelopoulos2022Result:
             "",
         ]
         files["summary_md"].write_text("\n".join(lines), encoding="utf-8")
-        for i, p in enumerate(figures):
-            files[f"figure{i}"] = p
-        self.files = files
+        self.files = files | {f"figure{i}": p for i, p in enumerate(figures)}
         return files["summary_md"]
 
 
@@ -412,19 +410,17 @@ def _run_dataset(
                 tick(f"{name} {score} a={alpha:g} {label}")
                 if sweep == "split":
                     res = sim.split(alpha)
+                    bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
                 else:
                     noise = SeededNoise(derived_seed(seed, di, si, ai, pi))
                     if m == "auto" and config.m_grid != "paper-text":
                         m = optimal_bins(n, alpha, eps, seed=seed, m_grid=config.m_grid)
                     res = sim.private(alpha, eps, n_bins=m, noise=noise, method="angelopoulos2022")
-                full = _full_fraction(res, row_max, sorted_max, cal_max)
-                if sweep == "split":
-                    bound = 1 - alpha + 1 / (n + 1) if res.level <= 1 else math.inf
-                elif res.level < 1:
-                    p_max = _p_max(s_true, res.n_bins)
-                    bound = coverage_upper_bound(n, alpha, eps, res.n_bins, res.gamma, p_max)
-                else:
                     bound = math.inf
+                    if res.level < 1:
+                        p_max = _p_max(s_true, res.n_bins)
+                        bound = coverage_upper_bound(n, alpha, eps, res.n_bins, res.gamma, p_max)
+                full = _full_fraction(res, row_max, sorted_max, cal_max)
                 assert res.size is not None
                 head = (name, score, alpha, sweep, eps, res.n_bins, res.gamma, res.level, n)
                 tail = (config.trials, res.mean_coverage, res.se_coverage, bound, res.mean_size)
