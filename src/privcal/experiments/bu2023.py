@@ -262,9 +262,12 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     tasks = sorted({r["task"] for r in task_rows})
     eps_list = sorted({r["epsilon"] for r in task_rows if r["method"] == "DP-SGD"})
     out: dict[str, Any] = {"per_task": {}}
-    higher, ratios, drops, bounds = [], [], [], []
+    higher, ratios, drops, bounds, sgld = [], [], [], [], []
     for t in tasks:
         _, e_sgd = _mean(task_rows, task=t, method="SGD")
+        _, e_sgld = _mean(task_rows, task=t, method="DP-SGLD", epsilon=8.0)
+        _, e_dp8 = _mean(task_rows, task=t, method="DP-SGD", epsilon=8.0)
+        sgld.append(e_sgld < e_dp8)
         for eps in eps_list:
             a_dp, e_dp = _mean(task_rows, task=t, method="DP-SGD", epsilon=eps)
             _, e_90 = _mean(task_rows, task=t, method="DP-SGD (90%)", epsilon=eps)
@@ -281,11 +284,6 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # the same ratio for non-private TS on the same split: what any TS on it can reach
     out["npts_ece_reduction_mean"] = float(np.mean(bounds))
     out["dpts_max_accuracy_drop"] = float(np.max(drops))
-    sgld = []
-    for t in tasks:
-        _, e_sgld = _mean(task_rows, task=t, method="DP-SGLD", epsilon=8.0)
-        _, e_dp8 = _mean(task_rows, task=t, method="DP-SGD", epsilon=8.0)
-        sgld.append(e_sgld < e_dp8)
     out["sgld_lower_ece_fraction"] = float(np.mean(sgld))
     return out
 
