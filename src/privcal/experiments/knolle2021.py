@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from privcal.experiments._legacy import path_form
-from privcal.experiments._progress import Progress
+from privcal.experiments._progress import Progress, report
 from privcal.experiments.bu2023 import _torch_setup, load_task
 from privcal.metrics import accuracy, ece
 from privcal.report.formatting import write_csv, write_lines
@@ -61,8 +61,7 @@ def run_rows(
     probs: dict[tuple[str, str], Any] = {}
     for seed in seeds:
         for name in ("digits", "breast_cancer"):
-            if progress:
-                progress(f"knolle2021: {name}, seed {seed}")
+            report(progress, f"knolle2021: {name}, seed {seed}")
             t = load_task(name, seed)
             X, y, Xt, yt = t.X_train, t.y_train, t.X_test, t.y_test
             model = "cnn" if name == "digits" else "mlp"
