@@ -116,9 +116,8 @@ def run(
         methods=tuple(config.methods),
     )
     datasets = load_datasets(config.data, config.severity, seed)
-    grid = config.grid
     tasks = [
-        (di, name, z, y, list(grid) if grid is not None else default_grid(len(y)))
+        (di, name, z, y, list(config.grid) if config.grid is not None else default_grid(len(y)))
         for di, (name, (z, y)) in enumerate(datasets.items())
     ]
     total = sum(len(task[4]) for task in tasks)
