@@ -52,11 +52,9 @@ __all__ = [
     "run",
 ]
 
-#: label -> (simulate method name, extra parameters). "FedTemp" is the paper's: each client's
-#: temperature fitted locally and the server averaging them (``fedtemp-averaging``); privcal's
-#: default, federated Newton on summed statistics, is the "FedTemp (Newton)" row. The FedBBQ rows
-#: use the paper's calibrators (``prior="midpoint"``: seed 003's bin values without DP), not
-#: privcal's default shrinkage toward the model.
+#: label -> (simulate method name, extra parameters): FedTemp both ways (module docstring); the
+#: FedBBQ rows use the paper's calibrators (``prior="midpoint"``: seed 003's bin values without
+#: DP), not privcal's default shrinkage toward the model.
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "FedTemp": ("fedtemp-averaging", {}),
     "FedTemp (1 Newton step)": ("fedtemp-averaging", {"local_iters": 1}),
