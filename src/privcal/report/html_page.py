@@ -134,15 +134,13 @@ def _table_html(b: Mapping[str, Any]) -> str:
                 se = r.get(c["se"]) if "se" in c else None
                 if isinstance(se, (int, float)) and math.isfinite(float(se)):
                     attrs += f' data-se="{float(se)!r}"'
-            else:
-                attrs += ' class="text"'
+            elif i > 0:  # the row's header cell is left-aligned already
+                attrs += _TEXT
             content = html.escape(cell_text(r, c))
             if i == 0 and r.get("_mark"):
                 content += f'<span class="badge">{html.escape(str(r["_mark"]))}</span>'
             tag = "th" if i == 0 else "td"
             scope = ' scope="row"' if i == 0 else ""
-            if i == 0:
-                attrs = attrs.replace(' class="text"', "")
             cells.append(f"<{tag}{scope}{attrs}>{content}</{tag}>")
         cls = ' class="marked"' if r.get("_mark") else ""
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
