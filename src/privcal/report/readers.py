@@ -99,10 +99,7 @@ def find_outputs(path: str | Path) -> list[Output]:
             "command, e.g. 'privcal report privcal-demo'."
         )
     if path.is_file():
-        out = _kind_of(path)
-        if out is None:
-            side = path.with_name(f"{path.stem}.summary.json")
-            out = _kind_of(side) if side.is_file() else None
+        out = _kind_of(path) or _kind_of(path.with_name(f"{path.stem}.summary.json"))
         if out is None and path.name in (*_FEDERATE_FILES, *_RELEASES):
             return find_outputs(path.parent)
         if out is None:
@@ -558,7 +555,6 @@ def _federate(o: Output) -> list[dict[str, Any]]:
                 )
             )
     if history:
-        shown = [k for k in ("round", "n_clients", "sampled", "epsilon_spent") if k in history[0]]
         labels = {
             "round": ("Round", "count"),
             "n_clients": ("Accepted updates", "count"),
@@ -568,7 +564,7 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         blocks.append(
             table(
                 "Rounds",
-                [column(k, *labels[k]) for k in shown],
+                [column(k, *label) for k, label in labels.items() if k in history[0]],
                 history,
                 source="history.json",
                 note="A DP run publishes only the round and the accountant's ε (no client "
