@@ -42,10 +42,6 @@ def heading_anchor(title: str) -> str:
     return kept.replace(" ", "-")
 
 
-def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|")
-
-
 def to_markdown(
     blocks: Sequence[Mapping[str, Any]],
     figure_path: Callable[[Mapping[str, Any]], str | None] | None = None,
@@ -71,7 +67,7 @@ def to_markdown(
                 lines += [f"### {b['title']}", ""]
             body = []
             for r in b["rows"]:
-                cells = [_md_escape(cell_text(r, c)) for c in cols]
+                cells = [cell_text(r, c).replace("|", "\\|") for c in cols]  # a | ends a cell
                 if r.get("_mark"):
                     cells[0] += f" **{r['_mark']}**"
                 body.append(cells)
