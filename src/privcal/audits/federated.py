@@ -272,9 +272,6 @@ def _simulate_audit(
 def _register_simulate(
     method: str, runs: int, slow: bool, plants: dict[str, Plant], aggregation: str | None = None
 ) -> None:
-    def audit(runs: int, alpha: float) -> AuditReport:
-        return _simulate_audit(method, runs, alpha, aggregation)
-
     suffix = f"-{aggregation}" if aggregation else ""
     how = f", aggregation='{aggregation}'" if aggregation else ""
     register(
@@ -282,11 +279,10 @@ def _register_simulate(
         summary=f"simulate('{method}'{how}) with DP, K vs K+1 clients (user-level add/remove)",
         runs=runs,
         slow=slow,
-        extra=None,
         delta=DELTA,
         plants=plants,
         measurements=get_method(method).payload_measurements(),
-    )(audit)
+    )(functools.partial(_simulate_audit, method, aggregation=aggregation))
 
 
 # ------------------------------------------------------------------ planted defects
@@ -551,8 +547,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
             for j in range(len(groups))
         ]
 
-    dp_module.DPConfig.secure_total = secure_total  # type: ignore[method-assign]
-    try:
+    with patched((dp_module.DPConfig, "secure_total", secure_total)):
         first = call(0)
         dp, groups, _ = seen[0]
         loss = _view_loss(dp, groups, z, y)
@@ -582,8 +577,6 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
             alpha=alpha,
             events=events,
         )
-    finally:
-        dp_module.DPConfig.secure_total = real  # type: ignore[method-assign]
 
 
 #: Plants of the server-view audits. Shares sized for K (8-fold std) are seen in the tails of
@@ -662,19 +655,22 @@ def _instruction(content: Any, node_id: int, message_type: str = "query") -> Any
     return Message(content, metadata=meta)  # type: ignore[call-overload]
 
 
-def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: Path) -> list[Any]:
-    """Both clients' replies to round 1, from the real ClientApp handler."""
+def _node_replies(
+    cfg: dict[str, Any],
+    state: dict[str, np.ndarray],
+    folder: Path,
+    clients: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> list[Any]:
+    """The replies to round 1 of nodes ``1, 2, ...`` holding ``clients``' ``(logits, labels)``,
+    from the real ClientApp handler."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
 
     from privcal.federated.flower.client_app import query
 
-    z1, y1 = _client(ROWS, 0.2, int(0.8 * ROWS))
-    z2, y2 = _client(FLOWER_ROWS, FLOWER_LOGIT, int(0.6 * FLOWER_ROWS))
-    z, y = np.vstack([z1, z2]), np.concatenate([y1, y2])
     replies = []
-    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, ROWS + FLOWER_ROWS))):
+    for node_id, (z, y) in enumerate(clients, start=1):
         path = folder / f"client{node_id}.npz"
-        np.savez(path, logits=z[rows], labels=y[rows])
+        np.savez(path, logits=z, labels=y)
         arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
         msg = _instruction(
             RecordDict({"state": arrays, "config": ConfigRecord({**cfg, "round": 1})}), node_id
@@ -688,6 +684,15 @@ def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: P
         )
         replies.append(query(msg, ctx))
     return replies
+
+
+def _client_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: Path) -> list[Any]:
+    """Both clients' replies to round 1, from the real ClientApp handler."""
+    clients = [
+        _client(ROWS, 0.2, int(0.8 * ROWS)),
+        _client(FLOWER_ROWS, FLOWER_LOGIT, int(0.6 * FLOWER_ROWS)),
+    ]
+    return _node_replies(cfg, state, folder, clients)
 
 
 @register(

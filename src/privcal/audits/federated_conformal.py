@@ -112,7 +112,6 @@ register(
         "(user-level add/remove)"
     ),
     runs=600,
-    extra=None,
     delta=DELTA,
     plants={"no-row-cap": _NO_ROW_CAP},
     measurements=(SCORE_HISTOGRAM,),
@@ -121,24 +120,11 @@ register(
 
 def _flower_replies(cfg: dict[str, Any], state: dict[str, np.ndarray], folder: Path) -> list[Any]:
     """Both clients' replies to round 1 (:func:`_data`'s rows), from the real ClientApp handler."""
-    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
-
-    from privcal.audits.federated import _instruction
-    from privcal.federated.flower.client_app import query
+    from privcal.audits.federated import _node_replies
 
     z, y, _ = _data()
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
-    replies = []
-    for node_id, rows in ((1, slice(0, ROWS)), (2, slice(ROWS, len(y)))):
-        path = folder / f"client{node_id}.npz"
-        np.savez(path, logits=z[rows], labels=y[rows])
-        content = RecordDict({"state": arrays, "config": ConfigRecord({**cfg, "round": 1})})
-        ctx = Context(
-            run_id=1, node_id=node_id, node_config={"data": str(path)}, state=RecordDict(),
-            run_config=dict(cfg),  # the run configuration the SuperLink hands each node
-        )  # fmt: skip
-        replies.append(query(_instruction(content, node_id), ctx))
-    return replies
+    clients = [(z[:ROWS], y[:ROWS]), (z[ROWS:], y[ROWS:])]
+    return _node_replies(cfg, state, folder, clients)
 
 
 def _flower_audit(runs: int, alpha: float) -> AuditReport:
