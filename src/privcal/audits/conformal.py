@@ -75,6 +75,18 @@ def _lac_logits(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.column_stack([np.zeros_like(t), t]), np.zeros(scores.size, dtype=np.int64)
 
 
+def _lac_neighbours(n: int, relation: str) -> tuple[Any, Any, str]:
+    """``(D, D', description)`` on ``n`` calibration rows (:func:`conformal_neighbours`)."""
+    base = 1.0 - 0.3 * (np.arange(n - 1) + 0.5) / (n - 1)
+    d = np.append(base, 0.0)
+    if relation == "substitute":
+        d2, text = np.append(base, 1.0), "one calibration score moved from 0 to 1"
+    else:
+        d2, text = base, "one calibration example (score 0) removed"
+    what = f"D: {n} LAC scores (0 and {n - 1} in [0.7, 1)); D': {text}"
+    return _lac_logits(d), _lac_logits(d2), what
+
+
 def conformal_neighbours(relation: str) -> tuple[Any, Any, str]:
     """``(D, D', description)`` for ``PrivateConformal``: ``D`` and ``D'`` are (logits, labels).
 
@@ -82,14 +94,7 @@ def conformal_neighbours(relation: str) -> tuple[Any, Any, str]:
     falls) and one score of 0. Substitute: that score becomes 1. Add/remove: it is
     removed (``n`` drops by one).
     """
-    base = 1.0 - 0.3 * (np.arange(CONFORMAL_N - 1) + 0.5) / (CONFORMAL_N - 1)
-    d = np.append(base, 0.0)
-    if relation == "substitute":
-        d2, text = np.append(base, 1.0), "one calibration score moved from 0 to 1"
-    else:
-        d2, text = base, "one calibration example (score 0) removed"
-    what = f"D: {CONFORMAL_N} LAC scores (0 and {CONFORMAL_N - 1} in [0.7, 1)); D': {text}"
-    return _lac_logits(d), _lac_logits(d2), what
+    return _lac_neighbours(CONFORMAL_N, relation)
 
 
 def quantile_neighbours(relation: str) -> tuple[np.ndarray, np.ndarray, str]:
@@ -200,13 +205,7 @@ def localized_neighbours() -> tuple[Any, Any, str]:
     the counts below every edge between 0 and 1 of the part it lands in: the window releases
     (part 1) or the threshold (part 2).
     """
-    base = 1.0 - 0.3 * (np.arange(LOCALIZED_N - 1) + 0.5) / (LOCALIZED_N - 1)
-    d, d2 = np.append(base, 0.0), np.append(base, 1.0)
-    what = (
-        f"D: {LOCALIZED_N} LAC scores (0 and {LOCALIZED_N - 1} in [0.7, 1)); D': one "
-        "calibration score moved from 0 to 1"
-    )
-    return _lac_logits(d), _lac_logits(d2), what
+    return _lac_neighbours(LOCALIZED_N, "substitute")
 
 
 @register(

@@ -48,7 +48,6 @@ from privcal.audits.plants import (
 )
 from privcal.metrics.statistics import accuracy_gap_sum, clipped_nll_sum
 from privcal.privacy import measurement as measurement_module
-from privcal.privacy.measurement import Measurement
 from privcal.private import DataSource, PrivateHistogramBinning, PrivateTemperatureScaling
 from privcal.private import source as source_module
 from privcal.private import vocabulary as vocabulary_module
@@ -135,12 +134,15 @@ _PLAN = search_plan("acc", 1.0, 5)
 _GRID, _ANCHOR = np.asarray(_PLAN.grid), _PLAN.anchor
 
 
+def _exact_curve(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The exact released vector of the curve query on the rows ``(z, y)``."""
+    return curve_release(np.asarray(accuracy_gap_sum(z, y, _GRID)), _ANCHOR)
+
+
 @functools.cache
 def _curve_means() -> tuple[np.ndarray, np.ndarray]:
     """The exact released vectors of the curve query on ``D`` and ``D'`` (the shared statistic)."""
-    return tuple(  # type: ignore[return-value]
-        curve_release(np.asarray(accuracy_gap_sum(z, y, _GRID)), _ANCHOR) for z, y in neighbours()
-    )
+    return tuple(_exact_curve(z, y) for z, y in neighbours())  # type: ignore[return-value]
 
 
 def curve_loss(curve: np.ndarray) -> float:
@@ -359,11 +361,6 @@ _QUERIES: dict[str, tuple[str, int, str, Callable[[DataSource], Any]]] = {
 }
 
 
-def _measured(audit: str) -> Measurement:
-    """The measurement of the query a ``datasource-<query>`` audit asks."""
-    return QUERY_MEASUREMENTS[audit.removeprefix("datasource-").replace("-", "_")]
-
-
 #: objective -> the queries a default fit asks (ECE-T's golden search first reads the sign of
 #: the accuracy gap at T = 3 to pick its range).
 _OBJECTIVE_QUERIES: dict[str, tuple[str, ...]] = {
@@ -426,7 +423,8 @@ for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
         runs=_runs,
         slow=True,
         plants=_QUERY_PLANTS[_name],
-        measurements=[_measured(_name)],
+        # the measurement of the query a ``datasource-<query>`` audit asks
+        measurements=[QUERY_MEASUREMENTS[_name.removeprefix("datasource-").replace("-", "_")]],
     )(functools.partial(_query_audit, _name, _call, _ask, pair=_pair))
 #: Plants of the calibrators' audits. ECE-T's temperature is the same on both neighbours when
 #: its statistics are exact (the added row shifts every ECE by about the same amount), so its
@@ -536,10 +534,7 @@ def _view_means(parties: int, threshold: int) -> tuple[np.ndarray, np.ndarray]:
     )
     mu, mu2 = _curve_means()
     honest = _other_parts(parties)[parties - threshold :]
-    rest = sum(
-        (curve_release(np.asarray(accuracy_gap_sum(z, y, _GRID)), _ANCHOR) for z, y in honest),
-        np.zeros(_GRID.size),
-    )
+    rest = sum((_exact_curve(z, y) for z, y in honest), np.zeros(_GRID.size))
     s = plan.encoding.scale
     return s * (mu + rest), s * (mu2 + rest)
 
