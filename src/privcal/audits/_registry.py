@@ -197,8 +197,8 @@ def register(
     return wrap
 
 
-def _load(skip_missing: bool) -> None:
-    """Import every area; with ``skip_missing``, skip an area whose *extra* is not installed."""
+def available_audits(*, skip_missing: bool = True) -> dict[str, DeployedAudit]:
+    """Every registered audit, by name (areas whose extra is not installed are skipped)."""
     for module, extra in AREAS.items():
         try:
             importlib.import_module(module)
@@ -206,11 +206,6 @@ def _load(skip_missing: bool) -> None:
             missing_extra = extra is not None and not (err.name or "").startswith("privcal")
             if not (skip_missing and missing_extra):
                 raise
-
-
-def available_audits(*, skip_missing: bool = True) -> dict[str, DeployedAudit]:
-    """Every registered audit, by name (areas whose extra is not installed are skipped)."""
-    _load(skip_missing)
     return dict(sorted(_AUDITS.items()))
 
 
@@ -243,15 +238,15 @@ def _pilot(draw: Callable[[int, int], Any], k: int) -> np.ndarray:
     return np.concatenate([np.asarray(draw(0, k), float), np.asarray(draw(1, k), float)])
 
 
-def tail_events(draw: Callable[[int, int], Any], k: int) -> list[Any]:
-    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample (``k`` runs per
-    neighbour from ``draw``, drawn first and then discarded, so the events are fixed before the
-    audited samples).
+def tail_events(draw: Callable[[int, int], Any], runs: int) -> list[Any]:
+    """Tail events ``x < t`` and ``x > t`` at the deciles of a pilot sample for an audit of
+    ``runs`` runs (``max(50, runs // 5)`` runs per neighbour from ``draw``, drawn first and then
+    discarded, so the events are fixed before the audited samples).
 
     Tails, not buckets: a defect that spreads ``D'`` over a range ``D`` never reaches shows in
     one tail event with all of its mass, where buckets would split it into many small counts.
     """
-    pilot = _pilot(draw, k)
+    pilot = _pilot(draw, max(50, runs // 5))
     ts = np.unique(np.quantile(pilot, np.linspace(0.1, 0.9, 9)))
     return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 

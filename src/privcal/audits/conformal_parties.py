@@ -108,7 +108,7 @@ def audit_conformal_sources(
         fit(0)[0].privacy_report_,
         runs=runs,
         alpha=alpha,
-        events=tail_events(draw, max(50, runs // 5)),
+        events=tail_events(draw, runs),
     )
 
 
@@ -203,7 +203,7 @@ def audit_conformal_groups(runs: int, alpha: float) -> AuditReport:
         fit(0).privacy_report_,
         runs=runs,
         alpha=alpha,
-        events=tail_events(draw, max(50, runs // 5)),
+        events=tail_events(draw, runs),
     )
 
 

@@ -252,7 +252,7 @@ def _simulate_audit(
     if method.startswith("fedtemp"):
         events: Any = None
     elif method in READS:
-        events = tail_events(draw, max(50, runs // 5))
+        events = tail_events(draw, runs)
     else:
         events = PROBABILITY_EVENTS
     extra = "".join(f", {k}={v!r}" for k, v in params.items())
@@ -779,5 +779,5 @@ def flower_round_audit(
         srv.run_report(fm, dp, 2, cfg),
         runs=runs,
         alpha=alpha,
-        events=tail_events(draw, max(50, runs // 5)) if tail else None,
+        events=tail_events(draw, runs) if tail else None,
     )

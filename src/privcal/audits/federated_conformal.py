@@ -88,7 +88,7 @@ def _audit(runs: int, alpha: float) -> AuditReport:
         call(0).privacy_report_,
         runs=runs,
         alpha=alpha,
-        events=tail_events(draw, max(50, runs // 5)),
+        events=tail_events(draw, runs),
     )
 
 

@@ -606,7 +606,7 @@ def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | No
     def draw(side: int, k: int) -> np.ndarray:
         return np.array([read(side) for _ in range(k)])
 
-    events = tail_events(draw, max(50, runs // 5))
+    events = tail_events(draw, runs)
     given = "" if threshold is None else f", threshold={threshold}"
     name = "private-temperature-aggregator" + ("-default-t" if threshold is None else "")
     return audit_release(

@@ -102,7 +102,7 @@ def _audit(
         return np.array([read(fit(side)) for _ in range(k)])
 
     report = fit(0).privacy_report_
-    events = tail_events(draw, max(50, runs // 5))
+    events = tail_events(draw, runs)
     return audit_release(
         name, call, _NEIGHBOURS, draw, report, runs=runs, alpha=alpha, events=events
     )
