@@ -251,6 +251,12 @@ def tail_events(draw: Callable[[int, int], Any], runs: int) -> list[Any]:
     return [lambda x, t=t: x < t for t in ts] + [lambda x, t=t: x > t for t in ts]
 
 
+def draws(run: Callable[[int], Any]) -> Callable[[int, int], np.ndarray]:
+    """``draw(side, k)`` for :func:`audit_release` from ``run(side)``, one run of the entry point
+    on neighbour ``side``: ``k`` independent runs, as floats."""
+    return lambda side, k: np.array([run(side) for _ in range(k)], dtype=float)
+
+
 def audit_release(
     name: str,
     entry_point: str,

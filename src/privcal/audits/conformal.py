@@ -33,7 +33,7 @@ import numpy as np
 import privcal.conformal.private.estimator as estimator_module
 import privcal.conformal.private.risk as risk_module
 import privcal.conformal.quantile as quantile_module
-from privcal.audits._registry import AuditReport, audit_release, register
+from privcal.audits._registry import AuditReport, audit_release, draws, register
 from privcal.audits.plants import Plant, patched, reused_seed
 from privcal.conformal.localize import LOCALIZE_MIN_N
 from privcal.conformal.quantile import QUANTILE_BOUNDED_RANGE, RANK_QUANTILE
@@ -238,8 +238,7 @@ def audit_private_conformal_localized(runs: int, alpha: float) -> AuditReport:
         idx = np.searchsorted(edges, [*est.window_, est.threshold_])  # inf -> edges.size
         return float((idx[0] * size + idx[1]) * size + idx[2])
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([code(_fit_lac(sides[side])) for _ in range(k)])
+    draw = draws(lambda side: code(_fit_lac(sides[side])))
 
     entry = f"{_LAC_CALL}: window_ and threshold_"
     return _audit_fits("private-conformal-localized", entry, what, draw, report, runs, alpha)
@@ -260,8 +259,7 @@ def _audit_quantile(name: str, relation: str | None, runs: int, alpha: float) ->
             return private_quantile(s, _Q_LEVEL, _EPSILON, _Q_BINS)
         return private_quantile(s, _Q_LEVEL, _EPSILON, _Q_BINS, relation=relation)
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([call(sides[side]) for _ in range(k)])
+    draw = draws(lambda side: call(sides[side]))
 
     shown = ", relation='substitute'" if relation == "substitute" else ""
     return audit_release(
@@ -366,8 +364,7 @@ def audit_private_risk_control(runs: int, alpha: float) -> AuditReport:
     report = fit(d).privacy_report_
     sides = (d, d2)
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([fit(sides[side]).lambda_index_ for _ in range(k)], dtype=np.float64)
+    draw = draws(lambda side: fit(sides[side]).lambda_index_)
 
     return _audit_fits(
         "private-risk-control",

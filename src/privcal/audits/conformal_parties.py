@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import privcal.conformal.private.estimator as estimator_module
-from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits._registry import AuditReport, audit_release, draws, register, tail_events
 from privcal.audits.conformal import CONFORMAL_N, _seeded, conformal_neighbours
 from privcal.audits.plants import Plant, patched
 from privcal.conformal.quantile import RANK_QUANTILE
@@ -92,8 +92,7 @@ def audit_conformal_sources(
             return float(sum(answer[0] for answer in audited.answers))
         return float(sum(counts[0] for counts in est.stage_counts_))
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(side) for _ in range(k)])
+    draw = draws(read)
 
     name = "private-conformal-sources" + ("-distributed" if aggregation == "distributed" else "")
     name += "-groups" if groups else ""
@@ -191,8 +190,7 @@ def audit_conformal_groups(runs: int, alpha: float) -> AuditReport:
         t = fit(side).thresholds_
         return float(sum(2.0 if np.isinf(v) else v for v in t.values()))
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(side) for _ in range(k)])
+    draw = draws(read)
 
     return audit_release(
         "private-conformal-groups",

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits._registry import AuditReport, audit_release, draws, register, tail_events
 from privcal.audits.plants import (
     Plant,
     first_party_skips_share,
@@ -246,8 +246,7 @@ def _simulate_audit(
             cal, _ = simulate(method, z, y, _parts(side, len(y)), **_RUN, **params)
         return cal
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(call(side)) for _ in range(k)])
+    draw = draws(lambda side: read(call(side)))
 
     if method.startswith("fedtemp"):
         events: Any = None
@@ -552,8 +551,7 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
         dp, groups, _ = seen[0]
         loss = _view_loss(dp, groups, z, y)
 
-        def draw(side: int, k: int) -> np.ndarray:
-            return np.array([loss(residuals(call(side))) for _ in range(k)])
+        draw = draws(lambda side: loss(residuals(call(side))))
 
         reads = len(groups) + 1
         events = [_tail(reads - 1, a, True) for a in VIEW_LEVELS]
@@ -766,8 +764,7 @@ def flower_round_audit(
             warnings.simplefilter("ignore")
             return read(fm.calibrator(state, 2)), dp
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([release(side)[0] for _ in range(k)])
+    draw = draws(lambda side: release(side)[0])
 
     _, dp = release(0)
     return audit_release(

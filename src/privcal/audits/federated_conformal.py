@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits._registry import AuditReport, audit_release, draws, register, tail_events
 from privcal.audits.plants import Plant, patched
 from privcal.federated.methods import conformal as conformal_module
 from privcal.federated.payloads import SCORE_HISTOGRAM
@@ -76,8 +76,7 @@ def _audit(runs: int, alpha: float) -> AuditReport:
         )
         return sets
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([float(call(side).counts_[b]) for _ in range(k)])
+    draw = draws(lambda side: call(side).counts_[b])
 
     return audit_release(
         "simulate-conformal-lac",

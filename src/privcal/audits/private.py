@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from privcal.audits._registry import AuditReport, audit_release, register, tail_events
+from privcal.audits._registry import AuditReport, audit_release, draws, register, tail_events
 from privcal.audits.plants import (
     Plant,
     first_party_skips_share,
@@ -121,9 +121,7 @@ def _fit_audit(
 ) -> AuditReport:
     data = neighbours()
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(fit(*data[side])) for _ in range(k)], dtype=float)
-
+    draw = draws(lambda side: read(fit(*data[side])))
     return audit_release(
         name, call, _NEIGHBOURS, draw, fit(*data[0]).privacy_report_, runs=runs, alpha=alpha
     )
@@ -603,8 +601,7 @@ def _aggregator_audit(runs: int, alpha: float, parties: int, threshold: int | No
         residual = honest_residual(est.aggregator_views_[0], [c.uploads[0] for c in colluders])
         return view_read(residual, means)
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(side) for _ in range(k)])
+    draw = draws(read)
 
     events = tail_events(draw, runs)
     given = "" if threshold is None else f", threshold={threshold}"

@@ -35,6 +35,7 @@ from privcal.audits._registry import (
     AuditFunction,
     AuditReport,
     audit_release,
+    draws,
     register,
     tail_events,
 )
@@ -98,8 +99,7 @@ def _audit(
             warnings.filterwarnings("ignore", message="Optimal order is the")
             return estimator(epsilon=AUDIT_EPSILON, epochs=AUDIT_EPOCHS).fit(*sides[side])
 
-    def draw(side: int, k: int) -> np.ndarray:
-        return np.array([read(fit(side)) for _ in range(k)])
+    draw = draws(lambda side: read(fit(side)))
 
     report = fit(0).privacy_report_
     events = tail_events(draw, runs)
