@@ -243,8 +243,7 @@ def _simulate_audit(
 
         with warnings.catch_warnings():  # FedTemp's fallback: the audit reads the value before
             warnings.simplefilter("ignore", NoiseDominatedWarning)
-            cal, _ = simulate(method, z, y, _parts(side, len(y)), **_RUN, **params)
-        return cal
+            return simulate(method, z, y, _parts(side, len(y)), **_RUN, **params)[0]
 
     draw = draws(lambda side: read(call(side)))
 
@@ -533,10 +532,9 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
         seen.clear()
         with warnings.catch_warnings():  # FedTemp's fallback to T = 1 acts after the view
             warnings.simplefilter("ignore", NoiseDominatedWarning)
-            cal, _ = simulate(
+            return simulate(
                 "fedtemp", z, y, _view_parts(side), **_RUN, **given, **PARAMS["fedtemp"]
-            )
-        return cal
+            )[0]
 
     def residuals(cal: Any) -> list[np.ndarray]:
         _, groups, uploads = seen[0]
@@ -553,9 +551,9 @@ def _aggregator_view_audit(runs: int, alpha: float, threshold: int | None) -> Au
 
         draw = draws(lambda side: loss(residuals(call(side))))
 
-        reads = len(groups) + 1
-        events = [_tail(reads - 1, a, True) for a in VIEW_LEVELS]
-        events += [_tail(reads - 1, -a, False) for a in VIEW_LEVELS]
+        u = len(groups)  # the round's loss: the read after the blocks'
+        events = [_tail(u, a, True) for a in VIEW_LEVELS]
+        events += [_tail(u, -a, False) for a in VIEW_LEVELS]
         k = max(50, runs // 5)
         median = np.median(np.vstack([draw(0, k), draw(1, k)]), axis=0)
         for r, m in enumerate(median):

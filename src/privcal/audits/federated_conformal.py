@@ -63,7 +63,7 @@ def _audit(runs: int, alpha: float) -> AuditReport:
 
     def call(side: int) -> Any:
         parts = [np.arange(ROWS), np.arange(ROWS, len(y)) if side else np.array([], np.int64)]
-        sets, _ = simulate(
+        return simulate(
             "conformal-lac",
             z,
             y,
@@ -73,8 +73,7 @@ def _audit(runs: int, alpha: float) -> AuditReport:
             delta=DELTA,
             seed=0,
             aggregation="trusted",
-        )
-        return sets
+        )[0]
 
     draw = draws(lambda side: call(side).counts_[b])
 

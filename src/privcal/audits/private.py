@@ -88,11 +88,9 @@ def _query_audit(
     runs: int,
     alpha: float,
     *,
-    pair: Callable[[], tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]] = (
-        neighbours
-    ),
+    valley: bool = False,
 ) -> AuditReport:
-    data = pair()
+    data = nll_curve_neighbours() if valley else neighbours()
     claim_source = DataSource(*data[0], budget=1.0)
     ask(claim_source)  # one release, exactly as a user asks it: its report is the claim
 
@@ -103,7 +101,7 @@ def _query_audit(
     return audit_release(
         name,
         f"DataSource(logits, labels).{call}",
-        _NEIGHBOURS if pair is neighbours else _VALLEY,
+        _VALLEY if valley else _NEIGHBOURS,
         draw,
         claim_source.privacy_report(),
         runs=runs,
@@ -414,7 +412,7 @@ def _histogram_binning_audit(runs: int, alpha: float) -> AuditReport:
 
 
 for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
-    _pair = nll_curve_neighbours if _name == "datasource-clipped-nll-increments" else neighbours
+    _valley = _name == "datasource-clipped-nll-increments"  # on nll_curve_neighbours
     register(
         _name,
         summary=_summary,
@@ -423,7 +421,7 @@ for _name, (_summary, _runs, _call, _ask) in _QUERIES.items():
         plants=_QUERY_PLANTS[_name],
         # the measurement of the query a ``datasource-<query>`` audit asks
         measurements=[QUERY_MEASUREMENTS[_name.removeprefix("datasource-").replace("-", "_")]],
-    )(functools.partial(_query_audit, _name, _call, _ask, pair=_pair))
+    )(functools.partial(_query_audit, _name, _call, _ask, valley=_valley))
 #: Plants of the calibrators' audits. ECE-T's temperature is the same on both neighbours when
 #: its statistics are exact (the added row shifts every ECE by about the same amount), so its
 #: plant makes the noise itself depend on the data.

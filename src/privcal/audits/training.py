@@ -71,9 +71,7 @@ def training_neighbours() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarr
     m = np.linspace(-2.0, 2.0, TRAINING_N)
     z = np.column_stack([np.zeros(TRAINING_N), m])
     y = (m > 0).astype(np.int64)
-    z2 = np.vstack([z, [1e6, -1e6]])
-    y2 = np.append(y, 1)
-    return (z, y), (z2, y2)
+    return (z, y), (np.vstack([z, [1e6, -1e6]]), np.append(y, 1))
 
 
 _NEIGHBOURS = (
@@ -142,9 +140,8 @@ def _register_recalibration(
     name: str, summary: str, estimator: Callable[[], type], released: str, read: Any
 ) -> AuditFunction:
     """Register the audit of ``estimator()(epsilon=1.0, epochs=5).fit(z, y)`` read through
-    ``read`` (``released`` names what it reads), with the settings the DP recalibration audits
-    share (600 runs, 18 events, torch, :data:`_PLANTS`, :data:`_MEASURED`). ``estimator``
-    returns the class at each run: the audit fits this module's class as it is then."""
+    ``read`` (``released`` names what it reads). ``estimator`` returns the class at each run:
+    the audit fits this module's class as it is then."""
 
     def audit(runs: int, alpha: float) -> AuditReport:
         return _audit(name, estimator(), released, read, runs, alpha)
