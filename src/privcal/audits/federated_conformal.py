@@ -12,11 +12,9 @@ sensitivity); a client that skips the cap and the clip moves it by :data:`HEAVY_
 ``no-row-cap``).
 
 The Flower audit (``flower-server-round-conformal-lac``) is ``flower-server-round``
-(:mod:`privcal.audits.federated`) for this method: the same two clients' replies to round 1
-come from the real ClientApp handler (each capping its rows with a seed of its own), and the
-server side is what the ServerApp runs for a round (``server_noise``, ``dp_from_config``,
-:func:`~privcal.federated.flower.server_app.release_round`), with the ServerApp's own report as
-the claim; D: client 2 connected but not replying.
+(:func:`~privcal.audits.federated.flower_round_audit`) for this method, on the same two clients
+(the real ClientApp handler capping each one's rows with a seed of its own); D: client 2
+connected but not replying.
 """
 
 from __future__ import annotations
