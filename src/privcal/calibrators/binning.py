@@ -36,6 +36,7 @@ from privcal.calibrators.base import (
     register,
     store_params,
 )
+from privcal.data.validation import check_labels, check_probs
 from privcal.exceptions import PrivcalWarning
 from privcal.metrics.statistics import bin_indices, calibration_bins, class_histograms, softmax
 
@@ -271,18 +272,13 @@ class HistogramBinning(Calibrator):
         confidence and the correctness), so both fits agree on the same rows. The map takes a
         confidence to its bin's accuracy; :meth:`predict_confidence` applies it to confidences.
         """
-        from privcal.data.validation import check_labels, check_probs
-
         self._validate_params()
         if self.mode != "top":
             raise ValueError(
                 f"HistogramBinning.fit_top_label needs mode='top'; got mode={self.mode!r} (the "
                 "classwise mode bins every class probability, which top-label data lacks)."
             )
-        conf = np.asarray(confidence, dtype=np.float64)
-        if conf.ndim != 1:
-            raise ValueError(f"'confidence' must be 1-D; got shape {conf.shape}.")
-        conf = check_probs(conf, "confidence")[:, 1]
+        conf = _confidences(confidence)
         hits = check_labels(correct, conf.shape[0], 2, name="correct")
         c = check_int(n_classes, "n_classes", "HistogramBinning.fit_top_label", low=2)
         stats = calibration_bins(conf, hits.astype(bool), self.n_bins)
@@ -296,18 +292,13 @@ class HistogramBinning(Calibrator):
         What :meth:`predict_proba` puts in the predicted class's place, without the rest of the
         probability vector: for top-label data (confidence and predicted class only).
         """
-        from privcal.data.validation import check_probs
-
         self._check_fitted()
         if self.mode != "top":
             raise ValueError(
                 "HistogramBinning.predict_confidence needs mode='top'; a classwise calibrator "
                 "maps every class probability, which top-label data lacks."
             )
-        conf = np.asarray(confidence, dtype=np.float64)
-        if conf.ndim != 1:
-            raise ValueError(f"'confidence' must be 1-D; got shape {conf.shape}.")
-        return np.asarray(self._calibrated(check_probs(conf, "confidence")[:, 1]))
+        return np.asarray(self._calibrated(_confidences(confidence)))
 
     def set_counts(
         self, pos: np.ndarray, neg: np.ndarray, noise_std: tuple[float, float] = (0.0, 0.0)
@@ -353,6 +344,14 @@ class HistogramBinning(Calibrator):
 
     def _fitted_names(self) -> tuple[str, ...]:
         return _with_counts(self._fitted_attributes, self.prior)
+
+
+def _confidences(confidence: ArrayLike) -> np.ndarray:
+    """Top-label confidences as a checked 1-D float array (:func:`check_probs`)."""
+    conf = np.asarray(confidence, dtype=np.float64)
+    if conf.ndim != 1:
+        raise ValueError(f"'confidence' must be 1-D; got shape {conf.shape}.")
+    return check_probs(conf, "confidence")[:, 1]
 
 
 def _with_counts(names: tuple[str, ...], prior: str | None) -> tuple[str, ...]:
@@ -546,8 +545,7 @@ class IsotonicCalibration(Calibrator):
                 )
             ]
         )
-        out = normalise_one_vs_all(g, p)
-        return out
+        return normalise_one_vs_all(g, p)
 
     def _validate_fitted(self) -> None:
         """One non-decreasing step function per class: x in [0, 1] sorted, y in [0, 1]."""
@@ -573,6 +571,3 @@ class IsotonicCalibration(Calibrator):
                 if (v < 0.0).any() or (v > 1.0).any() or (np.diff(v) < 0.0).any():
                     raise fitted_field_error(self, field, "non-decreasing values in [0, 1]", v)
             xs[j], ys[j] = x, yv
-
-    def _jsonable_params(self) -> dict[str, Any]:
-        return {}
