@@ -45,7 +45,7 @@ logit floor, :class:`MatrixScaling`, changes its input probabilities by rounding
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
@@ -136,7 +136,7 @@ class _Platt(Objective):
         return np.column_stack([np.zeros_like(self.s), x[0] * self.s + x[1]])
 
     def push(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return np.column_stack([np.zeros_like(self.s), v[0] * self.s + v[1]])
+        return self.logits(v)  # linear in x
 
     def pull(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         return np.array([g[:, 1] @ self.s, g[:, 1].sum()])
@@ -236,8 +236,7 @@ class _Matrix(Objective):
         return self.z @ w.T + b
 
     def push(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        w, b = self._split(v)  # linear in x: the logits of v
-        return self.z @ w.T + b
+        return self.logits(v)  # linear in x
 
     def pull(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         return np.concatenate([(self.zt @ g).T.ravel(), g.sum(axis=0)])
@@ -686,12 +685,12 @@ class MatrixScaling(Calibrator):
     ) -> None:
         store_params(self, locals())
 
-    def _floored(self, z: np.ndarray) -> tuple[np.ndarray, int]:
+    def _floored(self, z: np.ndarray) -> np.ndarray:
         lr = self.logit_range
-        return floor_logits(z, None if lr is None else float(lr))
+        return floor_logits(z, None if lr is None else float(lr))[0]
 
     def _fit(self, z: np.ndarray, y: np.ndarray, solver_start: np.ndarray | None = None) -> None:
-        z = self._floored(z)[0]
+        z = self._floored(z)
         n, c = z.shape
         lam, mu = float(self.reg_offdiag), float(self.reg_intercept)
 
@@ -720,7 +719,7 @@ class MatrixScaling(Calibrator):
         return twin
 
     def _predict_proba(self, z: np.ndarray) -> np.ndarray:
-        z = self._floored(z)[0]
+        z = self._floored(z)
         return softmax(z @ self.coef_.T + self.intercept_)
 
     def _validate_fitted(self) -> None:
@@ -728,6 +727,3 @@ class MatrixScaling(Calibrator):
         c = self.n_classes_
         check_fitted_array(self, "coef_", (c, c))
         check_fitted_array(self, "intercept_", (c,))
-
-    def _jsonable_params(self) -> dict[str, Any]:
-        return dict(self.get_params(deep=False))
