@@ -208,9 +208,7 @@ def adaptive_ece(
     probs: object, labels: object, n_bins: int = 15, *, input: Input = "probs"
 ) -> float:
     """Top-label ECE over equal-mass bins (Nixon et al., 2019): ``ece(..., binning="mass")``."""
-    n_bins = check_int(n_bins, "n_bins", "adaptive_ece", low=1)
-    p, y = _probs_labels(probs, labels, input, "adaptive_ece")
-    return calibration_bins(*_top(p, y), n_bins=n_bins, binning="mass").ece()
+    return _binned(probs, labels, n_bins, "mass", input, "adaptive_ece").ece()
 
 
 def mce(
