@@ -511,18 +511,17 @@ class DPSGDTrainer(SGDTrainer):
         per_epoch = len(dp_loader)
         # the noise for the epochs x per_epoch steps run (make_private_with_epsilon sizes it
         # for int(epochs / q), one step short where that float quotient falls below an integer)
-        eps, dlt, steps = float(self.epsilon), float(self.delta), self.epochs * per_epoch
+        steps = self.epochs * per_epoch
         dp_opt.noise_multiplier = noise_multiplier(
-            eps, dlt, 1.0 / per_epoch, steps, str(self.accountant)
+            float(self.epsilon), float(self.delta), 1.0 / per_epoch, steps, str(self.accountant)
         )
-        self._charge_ledger([(float(dp_opt.noise_multiplier), self.epochs * per_epoch)], per_epoch)
+        self._charge_ledger([(float(dp_opt.noise_multiplier), steps)], per_epoch)
 
         def batches() -> Any:
             for _ in range(self.epochs):
                 yield from dp_loader
 
-        total = self.epochs * per_epoch
-        self.steps_ = _train_loop(gsm, dp_opt, batches(), self, total, per_epoch, self.lr)
+        self.steps_ = _train_loop(gsm, dp_opt, batches(), self, steps, per_epoch, self.lr)
         self._finish("DP-SGD weights", gsm, model, c, dp_opt, engine, per_epoch)
         return self
 
