@@ -198,15 +198,7 @@ def refuse_probs_as_logits(scores: object, source: str, where: str) -> None:
     logits without a word. ``input="logits"`` / ``input="probs"`` (``--input-kind``) states the
     kind and skips the check.
     """
-    arr = np.asarray(scores)
-    if (
-        arr.ndim != 2
-        or arr.shape[1] < 2
-        or arr.shape[0] == 0
-        or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer))
-    ):
-        return
-    if looks_like_probs(arr):
+    if looks_like_probs(scores):
         raise ValueError(
             f"{source!r}: {where} looks like probabilities, not logits (every row is "
             "non-negative and sums to 1). Store them as probabilities ('probs' array or "
@@ -457,10 +449,8 @@ def read_scores(path: str | Path, input: InputKind = "auto") -> Scores:
     suffix = path.suffix.lower()
     if suffix == ".npz":
         return _read_npz(path, input)
-    if suffix == ".csv":
-        return _read_table(path, input, "csv")
-    if suffix == ".parquet":
-        return _read_table(path, input, "parquet")
+    if suffix in (".csv", ".parquet"):
+        return _read_table(path, input, suffix[1:])
     if suffix == ".npy":
         name = path.name
         if name.endswith("_labels.npy"):
