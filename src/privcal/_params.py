@@ -89,11 +89,9 @@ def check_real(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _fail(name, owner, allowed, value)
     v = float(value)
-    if not np.isfinite(v):
-        raise _fail(name, owner, allowed, value)
-    if low is not None and (v < low or (low_open and v == low)):
-        raise _fail(name, owner, allowed, value)
-    if high is not None and (v > high or (high_open and v == high)):
+    below = low is not None and (v < low or (low_open and v == low))
+    above = high is not None and (v > high or (high_open and v == high))
+    if not np.isfinite(v) or below or above:
         raise _fail(name, owner, allowed, value)
     return v
 
