@@ -135,10 +135,8 @@ def _response_method(estimator: Any, requested: Any, owner: str) -> str:
                 requested,
             )
         return str(requested)
-    for method in RESPONSE_METHODS[1:]:
-        if callable(getattr(estimator, method, None)):
-            return method
-    raise AssertionError("unreachable: _check_base ran first")  # pragma: no cover
+    # _check_base ran first: the estimator has one of them
+    return next(m for m in RESPONSE_METHODS[1:] if callable(getattr(estimator, m, None)))
 
 
 def _logits(estimator: Any, method: str, X: Any, owner: str) -> np.ndarray:
