@@ -82,23 +82,17 @@ def per_sample_grads(
 
     Returns arrays of shape ``(n, *param.shape)``.
     """
-    n = z.shape[0]
     onehot = np.zeros_like(z)
-    onehot[np.arange(n), y] = 1.0
+    onehot[np.arange(z.shape[0]), y] = 1.0
+    e = softmax(apply_map(kind, params, z)) - onehot
     if kind == "temperature":
-        t = math.exp(float(params["u"][0]))
-        e = softmax(z / t) - onehot
-        return {"u": (-np.sum(e * z, axis=1) / t)[:, None]}
+        return {"u": (-np.sum(e * z, axis=1) / math.exp(float(params["u"][0])))[:, None]}
     if kind == "vector":
-        e = softmax(params["w"] * z + params["b"]) - onehot
         return {"w": e * z, "b": e}
     if kind == "matrix":
-        e = softmax(z @ params["W"].T + params["b"]) - onehot
         return {"W": e[:, :, None] * z[:, None, :], "b": e}
-    m = z[:, 1] - z[:, 0]
-    s = np.stack([np.zeros(n), params["a"][0] * m + params["b"][0]], axis=1)
-    e1 = (softmax(s) - onehot)[:, 1]
-    return {"a": (e1 * m)[:, None], "b": e1[:, None]}
+    e1 = e[:, 1]
+    return {"a": (e1 * (z[:, 1] - z[:, 0]))[:, None], "b": e1[:, None]}
 
 
 def apply_map(kind: str, params: dict[str, np.ndarray], z: np.ndarray) -> np.ndarray:
