@@ -152,14 +152,8 @@ class DPRecalibration:
         calibrator.fit(logits, ya[self.recal_index_])
         self.trainer_ = trainer
         self.calibrator_ = calibrator
-        reports = [
-            r
-            for r in (
-                getattr(trainer, "privacy_report_", None),
-                getattr(calibrator, "privacy_report_", None),
-            )
-            if isinstance(r, PrivacyReport)
-        ]
+        found = (getattr(stage, "privacy_report_", None) for stage in (trainer, calibrator))
+        reports = [r for r in found if isinstance(r, PrivacyReport)]
         self.privacy_report_: PrivacyReport | None = None
         if len(reports) == 2:
             self.privacy_report_ = _parallel_report(reports, n_classes if inferred else 0)
