@@ -155,11 +155,6 @@ class Objective:
         self._cache = [*self._cache[-1:], entry]
         return entry
 
-    def _softmax(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``P`` at ``x`` and the gradient in the parameters of the NLL part."""
-        entry = self._cached(x)
-        return entry.p, entry.grad
-
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         entry = self._cached(x)
         pen, pen_grad = self.penalty(x)
@@ -185,8 +180,7 @@ class Objective:
         return curv * self.scale
 
     def diagonal(self, x: np.ndarray) -> np.ndarray:
-        p, _ = self._softmax(x)
-        return self.gauss_newton_diagonal(x, p) + self.penalty_diagonal(x)
+        return self.gauss_newton_diagonal(x, self._cached(x).p) + self.penalty_diagonal(x)
 
     def preconditioner(self, x: np.ndarray) -> Scaling:
         """The change of variables of the trust-region solve from ``x``: by default the inverse

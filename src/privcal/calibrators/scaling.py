@@ -263,7 +263,7 @@ class _Matrix(Objective):
         if not self.compiled or self.c > self.BLOCK_MAX_CLASSES:
             return super().preconditioner(x)
         c = self.c
-        p, _ = self._softmax(x)
+        p = self._cached(x).p
         stride, pairs = self._sampled_pairs()
         ps = p[::stride]
         q = ps * (1.0 - ps) * (self.scale * stride)
