@@ -307,11 +307,9 @@ class HistogramBinning(Calibrator):
 
         ``bin_values_`` are the frequencies of the counts clamped at 0 (post-processing).
         """
-        pos = np.asarray(pos, dtype=np.float64)
-        neg = np.asarray(neg, dtype=np.float64)
-        self.counts_ = np.stack([pos, neg])
+        self.counts_ = np.stack([pos, neg]).astype(np.float64)
         self.count_noise_ = np.asarray(noise_std, dtype=np.float64)
-        pos_c, neg_c = np.maximum(pos, 0.0), np.maximum(neg, 0.0)
+        pos_c, neg_c = np.maximum(self.counts_, 0.0)
         self.bin_values_ = bin_frequencies(pos_c, pos_c + neg_c)
 
     def _calibrated(self, q: np.ndarray) -> np.ndarray:
@@ -460,11 +458,9 @@ class BBQ(Calibrator):
         self, pos: np.ndarray, neg: np.ndarray, noise_std: tuple[float, float] = (0.0, 0.0)
     ) -> None:
         """Set the fitted state from ``C x 2^M`` counts (possibly noisy, std ``noise_std``)."""
-        pos = np.asarray(pos, dtype=np.float64)
-        neg = np.asarray(neg, dtype=np.float64)
-        self.counts_ = np.stack([pos, neg])
+        self.counts_ = np.stack([pos, neg]).astype(np.float64)
         self.count_noise_ = np.asarray(noise_std, dtype=np.float64)
-        self.table_, self.weights_ = bbq_table(pos, neg)
+        self.table_, self.weights_ = bbq_table(*self.counts_)
 
     def _calibrated(self, p: np.ndarray) -> np.ndarray:
         """One-vs-all outputs ``g`` (N x C) before normalisation."""
