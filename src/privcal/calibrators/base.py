@@ -100,12 +100,11 @@ def register(cls: type[C]) -> type[C]:
 
 def _to_jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        data = value.tolist()
+        data = value
         if value.dtype.kind == "f":  # JSON has no NaN: empty bins are stored as null
-            obj = value.astype(object)
-            obj[np.isnan(value)] = None
-            data = obj.tolist()
-        return {"__ndarray__": data, "dtype": str(value.dtype)}
+            data = value.astype(object)
+            data[np.isnan(value)] = None
+        return {"__ndarray__": data.tolist(), "dtype": str(value.dtype)}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, tuple):
