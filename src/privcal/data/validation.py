@@ -224,8 +224,8 @@ def check_labels(
 ) -> np.ndarray:
     """Validate integer class labels in ``[0, n_classes)`` of length ``n_samples``; return int64."""
     arr = np.asarray(labels)
-    if arr.ndim != 1:
-        arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
     if arr.ndim != 1:
         raise ValueError(f"{name!r} must be a 1-D array of class indices; got shape {arr.shape}.")
     if arr.shape[0] != n_samples:
