@@ -14,8 +14,12 @@ an audit needing the torch or federated extra does not load it until asked:
 * :mod:`privcal.audits.private`: every ``DataSource`` query, ``PrivateTemperatureScaling`` (each
   objective), ``PrivateHistogramBinning``;
 * :mod:`privcal.audits.conformal`: ``PrivateConformal``, ``private_quantile``;
+* :mod:`privcal.audits.conformal_parties`: ``PrivateConformal`` over several data sources
+  (local and distributed noise) and per group;
 * :mod:`privcal.audits.federated`: ``simulate()`` for each Fed method with DP, the Flower
   server's release for one round;
+* :mod:`privcal.audits.federated_conformal`: ``simulate("conformal-lac", ...)`` and the Flower
+  ServerApp's round of federated conformal prediction;
 * :mod:`privcal.audits.training`: ``DPTemperatureScaling``, ``DPPlattScaling``.
 
 Each audit registers the defects it must catch (:class:`Plant`: a realistic bug planted into the

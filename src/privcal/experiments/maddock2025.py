@@ -143,7 +143,7 @@ def against_central(
     fed, _ = simulate(method, zc, yc, parts, rounds=rounds, seed=seed, **method_params)
     out.update({f"fed_{k}": v for k, v in evaluate(fed, ze, ye).items()})
     dp_rows, dp_t = [], []
-    # seed 003: client sampling, the server adds the noise
+    # seed 003's trusted aggregation: the server adds the noise (every client, every round)
     dp: dict[str, Any] = dict(
         rounds=rounds, epsilon=epsilon, delta=delta, seed=seed, aggregation="trusted"
     )
