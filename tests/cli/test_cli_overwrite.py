@@ -69,6 +69,22 @@ def test_fit_keeps_a_private_calibrator_and_spends_nothing(
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_fit_to_a_place_the_file_system_refuses_spends_nothing(
+    tmp_path: Path, scores: tuple[Path, Path]
+) -> None:
+    """``/proc`` passes a permission test (root may write anywhere) but no file can be created
+    there: the output check writes, so the fit is refused before its release is charged."""
+    val, _ = scores
+    ledger = tmp_path / "pipe.sqlite"
+    assert _invoke("ledger", "init", ledger, "--epsilon", "3").exit_code == 0
+    out = Path("/proc") / "privcal-not-writable.json"
+    res = _invoke("fit", "-m", "acc-t", "--epsilon", "1", "-i", val, "--ledger", ledger, "-o", out)
+    assert res.exit_code == 2, res.output
+    assert "'--out'" in res.output and "cannot be written" in res.output
+    assert read_ledger(ledger).spent == 0.0
+
+
 def test_fit_refuses_when_only_the_summary_holds_the_release(
     tmp_path: Path, scores: tuple[Path, Path]
 ) -> None:

@@ -405,7 +405,12 @@ def test_output_path_checks(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot create the folder"):
         check_output_path(a_file / "sub" / "x.json", "--out", "cmd")
     nested = check_output_path(tmp_path / "new" / "x.csv", "--out", "cmd")
-    assert nested.parent.is_dir()
+    assert nested.parent.is_dir() and not nested.exists()  # the probe file is removed
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    assert check_output_path(kept, "--out", "cmd").read_text() == "{}"  # opened, not changed
+    with pytest.raises(ValueError, match=r"'x' parameter of cmd: .* cannot be written"):
+        check_output_path(tmp_path / ("n" * 300 + ".json"), "x", "cmd")  # name too long
     with pytest.raises(ValueError, match="path suffix"):
         write_columns(tmp_path / "x.txt", {"a": np.arange(2)})
 

@@ -528,7 +528,10 @@ def check_output_path(
     """Check that ``path`` has an allowed suffix and can be written; create its parent folder.
 
     Called before any work (and before any privacy budget is spent), so that a typo in an
-    output path costs nothing. Raises ``ValueError`` naming ``name`` (the option) and the fix.
+    output path costs nothing. The check writes: it opens an existing file for appending (its
+    content unchanged) or creates the file and removes it again, so a place that permissions
+    allow but the file system refuses (``/proc``, a read-only mount, a name too long) fails
+    here, not after the release. Raises ``ValueError`` naming ``name`` (the option) and the fix.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -537,7 +540,7 @@ def check_output_path(
             f"The {name!r} parameter of {owner} must end in one of {', '.join(allowed)} (the "
             f"suffix picks the format). Got {str(path)!r} instead."
         )
-    if path.is_dir():
+    if os.path.isdir(path):  # False, not an error, for a name the system refuses
         raise ValueError(f"The {name!r} parameter of {owner} names a folder: {str(path)!r}.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -546,12 +549,17 @@ def check_output_path(
             f"The {name!r} parameter of {owner}: cannot create the folder "
             f"{str(path.parent)!r} ({err.strerror or err}); choose a writable path."
         ) from None
-    target = path if path.exists() else path.parent
-    if not os.access(target, os.W_OK):
+    try:
+        existed = path.exists()
+        with path.open("ab" if existed else "xb"):
+            pass
+    except OSError as err:
         raise ValueError(
-            f"The {name!r} parameter of {owner}: {str(target)!r} is not writable; choose a "
-            "writable path."
-        )
+            f"The {name!r} parameter of {owner}: {str(path)!r} cannot be written "
+            f"({err.strerror or err}); choose a writable path."
+        ) from None
+    if not existed:
+        path.unlink()
     return path
 
 
