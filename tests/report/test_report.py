@@ -430,6 +430,27 @@ def test_fit_evaluate_conformal_outputs_make_a_report(tmp_path: Path) -> None:
     assert "privcal fit: ts.summary.json" in (tmp_path / "one.html").read_text()
 
 
+def test_an_evaluation_names_the_calibrator_it_measured(tmp_path: Path) -> None:
+    """The report's sections sort by file name, so an evaluation's finding can stand under
+    another calibrator's fit: its sentence names the calibrator file it measured."""
+    rng = np.random.default_rng(2)
+    z = 3.0 * rng.normal(size=(600, 4))
+    y = np.argmax(z / 3.0 + rng.normal(size=z.shape), axis=1)
+    np.savez(tmp_path / "val.npz", logits=z[:300], labels=y[:300])
+    np.savez(tmp_path / "test.npz", logits=z[300:], labels=y[300:])
+    for argv in (
+        ["fit", "-m", "temperature", "-i", "{d}/val.npz", "-o", "{d}/run/a.json"],
+        ["fit", "-m", "histogram", "-i", "{d}/val.npz", "-o", "{d}/run/b.json"],
+        ["evaluate", "-i", "{d}/test.npz", "-c", "{d}/run/a.json", "--out", "{d}/run/eval.json"],
+    ):  # fmt: skip
+        res = runner.invoke(app, [a.format(d=tmp_path) for a in argv])
+        assert res.exit_code == 0, res.output
+    assert runner.invoke(app, ["report", str(tmp_path / "run")]).exit_code == 0
+    page = html_lib.unescape((tmp_path / "run" / "report.html").read_text())
+    assert "(300 examples) <code>a.json</code> takes the ECE" in page
+    assert "the calibrator takes the ECE" not in page
+
+
 def test_an_interrupted_federation_says_so(tmp_path: Path) -> None:
     """The folder of a run stopped before its release (what ``privcal federate server`` leaves
     on Ctrl-C: interrupted.json, the rounds' history, run.log, no calibrator): the report shows

@@ -291,8 +291,9 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     if len(cols) > 1:
         last = metrics[cols[-1]]
         change = d.get("ece_change")
+        which = f"`{d['calibrator']}`" if d.get("calibrator") else "the calibrator"
         found = (
-            f"On {d['input']} ({d['n_samples']} examples) the calibrator takes the ECE "
+            f"On {d['input']} ({d['n_samples']} examples) {which} takes the ECE "
             f"{_change(first['ECE'], last['ECE'])}"
             + (
                 f" (95% bootstrap interval of the change [{100 * change['low']:+.2f}, "
