@@ -1,15 +1,17 @@
 """docs/five-sites.md, the five-site SecAgg+ walk-through, stays runnable (issue 32).
 
 Its federation block is docs/cli.md's SecAgg+ block, word for word, which
-``tests/cli/test_cli_federate.py`` runs as separate processes; its ``privcal split``
-block runs here as written and makes the five site files; every ``privcal`` line of the page
-parses with its command's options.
+``tests/cli/test_cli_federate.py`` runs as separate processes; its synthetic ``scores.npz``
+and its ``privcal split`` block run here as written and make the five site files; every
+``privcal`` line of the page parses with its command's options.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -52,17 +54,17 @@ def test_the_page_is_linked() -> None:
 def test_the_split_block_makes_five_site_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 10, 1000)
-    np.savez(tmp_path / "scores.npz", logits=rng.normal(size=(1000, 10)), labels=y)
+    make, split = _bash_blocks(PAGE.read_text())[:2]
+    code = shlex.split(make.strip())  # python -c "..." : the page's synthetic scores.npz
+    assert code[:2] == ["python", "-c"]
+    subprocess.run([sys.executable, "-c", code[2]], cwd=tmp_path, check=True)
     monkeypatch.chdir(tmp_path)
-    split = _bash_blocks(PAGE.read_text())[0]
     for argv in _commands(split):
         res = CliRunner().invoke(app, argv[1:])
         assert res.exit_code == 0, res.output
     sites = [read_scores(tmp_path / f"site{k}.npz") for k in range(5)]
     held = read_scores(tmp_path / "heldout.npz")
-    assert held.n_samples == 200 and [s.n_samples for s in sites] == [160] * 5
+    assert held.n_samples == 500 and [s.n_samples for s in sites] == [400] * 5
     assert all(np.unique(s.labels).size == 10 for s in sites)
     assert not (tmp_path / "site5.npz").exists()
 
