@@ -183,6 +183,31 @@ def test_server_exit_status_follows_the_run_log(
     assert err.count("Error:") == 1 and msg in err
 
 
+def test_a_traceback_line_that_quotes_a_privcal_line_is_not_one(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The ServerApp's traceback quotes its source (``raise RuntimeError(f"privcal: ...")``):
+    the console shows only the error's message, and the refusal names the reason once."""
+    import io
+    import subprocess
+
+    from privcal.cli.federate import _server_end, _server_line
+
+    log = (
+        "privcal: client 7 refused the run: its ledger is spent\n"
+        '    raise RuntimeError(f"privcal: refused: {reason}.")\n'
+        "RuntimeError: privcal: refused: 0 of 3 clients joined (3 refused, e.g. spent (x)).\n"
+    )
+    show = _server_line(io.StringIO())
+    for line in log.splitlines():
+        show(line)
+    shown = capsys.readouterr().err
+    assert "{reason}" not in shown and shown.count("0 of 3 clients joined") == 1
+    with pytest.raises(typer.Exit) as exit_info:
+        _server_end(subprocess.CompletedProcess([], 1, log, ""), tmp_path)
+    assert exit_info.value.exit_code == 3
+    err = " ".join(capsys.readouterr().err.split())
+    assert "refused: 0 of 3 clients joined (3 refused, e.g. spent (x)). Its log is" in err, err
+
+
 def test_secaggplus_ring_round_trip_is_exact() -> None:
     """Ring residues cross Flower's own SecAgg+ arithmetic (quantise with the ring ranges, sum
     modulo M, dequantise, the workflow's offset and ratio) and come back exactly."""

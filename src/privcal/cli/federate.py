@@ -404,6 +404,19 @@ def _write_interrupted(out: Path, signum: int, told: bool) -> None:
     path.write_text(json.dumps(info, indent=2) + "\n")
 
 
+def _privcal_text(line: str) -> str | None:
+    """The text of one of the ServerApp's own lines (``privcal: ...``, printed or an error's
+    message), or ``None``; a traceback's source line that quotes one (``raise
+    RuntimeError(f"privcal: refused: {reason}.")``) is not one."""
+    head, sep, text = line.partition("privcal: ")
+    return text if sep and not head.endswith(('"', "'")) else None
+
+
+def _privcal_lines(text: str) -> list[str]:
+    """:func:`_privcal_text` of every line of ``text`` that has one, in order."""
+    return [t for t in map(_privcal_text, text.splitlines()) if t is not None]
+
+
 def _server_line(log: Any) -> Any:
     """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log`` as
     plain text (Flower colours its log levels: the escape codes are left out of the file)."""
@@ -412,7 +425,7 @@ def _server_line(log: Any) -> Any:
         line = plain_text(line)
         log.write(line + "\n")
         log.flush()
-        text = line.split("privcal: ", 1)[1] if "privcal: " in line else None
+        text = _privcal_text(line)
         if text is None or text.startswith(("PrivacyReport", "budget:")):
             return
         style = "yellow" if "WARNING" in text or "dropped" in text else None
@@ -429,24 +442,19 @@ def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
     text = res.stdout
     if res.returncode == 124:
         fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.", code=1)
+    lines = _privcal_lines(text)
     if "privcal: budget:" in text or "BudgetExceededError" in text:
         reason = next(
-            (ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: budget:" in ln),
-            "a client's privacy budget is spent",
+            (ln for ln in lines if ln.startswith("budget:")), "a client's privacy budget is spent"
         )
         fail(f"Refused: {reason}", code=EXIT_BUDGET)
-    joins = [
-        ln.split("privcal: refused: ", 1)[1]
-        for ln in text.splitlines()
-        if "privcal: refused: " in ln
-    ]
+    joins = [ln.removeprefix("refused: ") for ln in lines if ln.startswith("refused: ")]
     if joins:  # too few clients joined: each refused by its own policy or ledger (round 0)
         log = out / "run.log"
-        fail(f"The run was refused (refused: {joins[-1]}); its log is {log}.", EXIT_BUDGET)
+        fail(f"The run was refused: {joins[-1].rstrip('.')}. Its log is {log}.", EXIT_BUDGET)
     if res.returncode != 0 or not release.exists():
-        reason = [ln.split("privcal: ", 1)[1] for ln in text.splitlines() if "privcal: " in ln]
-        last = reason[-1] if reason else "see the log"
-        fail(f"The run failed ({last}); its log is {out / 'run.log'}.", code=1)
+        last = lines[-1].rstrip(".") if lines else "see the log"
+        fail(f"The run failed: {last}. Its log is {out / 'run.log'}.", code=1)
     report = out / "privacy_report.json"  # _print_report names it after the report
     others = sorted(f.name for f in out.iterdir() if f.is_file() and f not in (release, report))
     beside = f"; beside it: {', '.join(others)}" if others else ""
