@@ -227,8 +227,8 @@ def test_fit_dp_sgd_calibrator(
     ("extra", "match"),
     [
         (["--method", "acc-t", "--epsilon", "1", "--delta", "1e-5"], "pure epsilon-DP"),
-        (["--method", "dp-ts", "--epsilon", "1", "--delta", "1.5"], "'delta' parameter of DPTemp"),
-        (["--method", "dp-ps", "--epsilon", "0"], "'epsilon' parameter of DPPlatt"),
+        (["--method", "dp-ts", "--epsilon", "1", "--delta", "1.5"], "'--delta' parameter"),
+        (["--method", "dp-ps", "--epsilon", "0"], "'--epsilon' parameter of privcal fit"),
     ],
 )
 def test_bad_dp_sgd_fit(

@@ -399,17 +399,25 @@ def _fit_and_save(
     no statistic of private data); returns ``(estimator, scores, summary path)``. Any private
     option (``--epsilon``, ``--sources``, ``--delta``, ``--aggregation``, ``--threshold``,
     ``--ledger``) makes the fit private."""
-    from privcal._params import check_option
+    from privcal._params import EPSILON, check_option, check_probability
     from privcal.calibrators import METHODS
     from privcal.report import fit_summary, summary_path, write_summary
 
     _check_t_range(t_range)
+    if epsilon is not None:  # named as the option, before any file is read
+        EPSILON.check(epsilon, "--epsilon", "privcal fit")
+    if delta is not None:
+        check_probability(delta, "--delta", "privcal fit")
     private = (
         any(v is not None for v in (epsilon, delta, threshold, ledger))
         or bool(sources)
         or aggregation != "local"
     )
     if not private:
+        from privcal.cli.private_fit import PRIVATE_METHODS
+
+        if method in PRIVATE_METHODS and method not in METHODS:
+            fail(f"--method {method} is a private fit: give its budget with --epsilon.")
         check_option(method, "--method", "privcal fit", tuple(METHODS))
     elif max_iter is not None:
         fail("--max-iter applies to the non-private Newton fits; drop it with --epsilon.")

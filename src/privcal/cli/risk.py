@@ -35,7 +35,11 @@ def _read(path: Path, option: str, need_labels: bool) -> tuple[np.ndarray, Any]:
         fail(f"{option} {str(path)!r} must be an existing .npz file with 'probs' (and 'labels').")
     with np.load(path, allow_pickle=False) as npz:
         if "probs" not in npz:
-            fail(f"{option} {str(path)!r} has no array 'probs' (arrays: {', '.join(npz)}).")
+            fail(
+                f"{option} {str(path)!r} has no array 'probs' (arrays: {', '.join(npz)}): risk "
+                "control reads probabilities; 'privcal apply -c CALIBRATOR -i FILE -o OUT.npz' "
+                "writes them from logits."
+            )
         labels = npz["labels"] if "labels" in npz else None
         probs = npz["probs"]
     if need_labels and labels is None:
@@ -44,15 +48,18 @@ def _read(path: Path, option: str, need_labels: bool) -> tuple[np.ndarray, Any]:
 
 
 def _estimator(loss: str, alpha: float, epsilon: float | None, seed: int | None) -> Any:
+    from privcal._params import EPSILON, check_probability
     from privcal.conformal import PrivateRiskControl, RiskControl
     from privcal.privacy import SeededNoise
 
     if loss not in LOSSES:
         fail(f"The '--loss' parameter of privcal risk must be one of {', '.join(LOSSES)}.")
+    check_probability(alpha, "--alpha", "privcal risk")  # named as the option, before any read
     if epsilon is None:
         if seed is not None:
             fail("--seed applies to private risk control: add --epsilon, or drop it.")
         return RiskControl(loss, alpha)
+    EPSILON.check(epsilon, "--epsilon", "privcal risk")
     noise = None if seed is None else SeededNoise(seed)
     return PrivateRiskControl(loss, alpha, epsilon, noise=noise)
 
