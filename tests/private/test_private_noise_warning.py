@@ -22,6 +22,7 @@ from privcal.privacy import SeededNoise
 from privcal.private import (
     DataSource,
     NoiseDominatedWarning,
+    PrivateHistogramBinning,
     PrivateTemperatureScaling,
     TooFewRowsError,
     release_check,
@@ -54,6 +55,14 @@ def _fit(objective: str, z: np.ndarray, y: np.ndarray, eps: float) -> PrivateTem
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return PrivateTemperatureScaling(objective, epsilon=eps, noise=SeededNoise(0)).fit(z, y)
+
+
+def _fit_recorded(z: np.ndarray, y: np.ndarray, noise: Any) -> tuple[Any, list[Any]]:
+    """A default ``PrivateHistogramBinning`` fitted with ``noise``, and the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = PrivateHistogramBinning(epsilon=1.0, noise=noise).fit(z, y)
+    return fitted, caught
 
 
 @pytest.mark.parametrize("objective", ["nll", "acc", "ece"])
@@ -261,7 +270,7 @@ def test_histogram_binning_keeps_only_readable_bins_and_refuses_too_few_rows() -
     """A bin keeps its released accuracy only when the noise SD of ``c / t`` is at most half
     its width; below ``2 / (epsilon w)`` rows no bin can, and the fit refuses before any
     release. Both directions of the rule, on released counts chosen by hand."""
-    from privcal.private import PrivateHistogramBinning
+
     from privcal.private.binning import readable_bins
 
     var = 2.0  # Laplace(1): one count at epsilon 1
@@ -282,9 +291,18 @@ def test_histogram_binning_keeps_only_readable_bins_and_refuses_too_few_rows() -
     y = np.argmax(z / 3.0 + rng.normal(size=z.shape), axis=1)
     with pytest.raises(TooFewRowsError, match="below 30 rows"):
         est.fit(z[:29], y[:29])
-    with pytest.warns(NoiseDominatedWarning, match="bins released an accuracy"):
+    with pytest.warns(NoiseDominatedWarning, match="bins released an accuracy") as caught:
         est.fit(z, y)
     assert 0 < est.bins_fell_back_ < 15 and np.isfinite(est.bin_values_).sum() >= 8
+    # the warning accounts for every bin: fell back, released empty, or calibrated (400 rows,
+    # seed 1: 5, 1 and 9)
+    for fitted, found in ((est, caught), _fit_recorded(z[:400], y[:400], SeededNoise(1))):
+        text = next(str(w.message) for w in found if w.category is NoiseDominatedWarning)
+        left = int(np.isfinite(fitted.bin_values_).sum())
+        empty = int(np.isnan(fitted.release_bin_values_).sum())
+        assert fitted.bins_fell_back_ + empty + left == 15 and f"{left} bins are calibrated" in text
+        assert (f"as do the {empty} bins released empty" in text) == (empty > 0)
+    assert empty == 1
     seed000 = PrivateHistogramBinning(epsilon=1.0, noise=SeededNoise(0), fallback="none")
     seed000.fit(z, y)  # the same release, every bin with a positive count kept
     kept = np.isfinite(est.bin_values_)

@@ -48,7 +48,7 @@ def _array_summary(value: Any) -> dict[str, Any]:
             min=float(finite.min()), median=float(np.median(finite)), max=float(finite.max())
         )
     if finite.size < a.size:
-        out["empty"] = int(a.size - finite.size)  # NaN: empty bins
+        out["empty"] = int(a.size - finite.size)  # NaN: the input kept (empty, fallen back)
     return out
 
 
@@ -116,7 +116,7 @@ def _parameters_text(params: Mapping[str, Any]) -> str:
     for k, v in params.items():
         if isinstance(v, Mapping) and "min" in v:
             shape = "x".join(str(s) for s in v["shape"])
-            empty = f", {v['empty']} empty (input kept)" if v.get("empty") else ""
+            empty = f", {v['empty']} not calibrated (input kept)" if v.get("empty") else ""
             parts.append(f"{k} ({shape}) in [{v['min']:.3g}, {v['max']:.3g}]{empty}")
         elif isinstance(v, Mapping):
             parts.append(f"{k} ({'x'.join(str(s) for s in v['shape'])}, empty)")

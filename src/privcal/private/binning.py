@@ -187,10 +187,13 @@ class PrivateHistogramBinning(_PrivateCalibrator):
         self.bins_fell_back_ = int(np.sum(np.isfinite(values) & ~np.isfinite(kept)))
         if self.bins_fell_back_:
             left = int(np.isfinite(kept).sum())
+            empty = m - left - self.bins_fell_back_
             warnings.warn(
                 f"{self.bins_fell_back_} of {m} bins released an accuracy whose noise SD is "
                 f"above half the bin's width; they keep the model's own confidence "
-                f"(post-processing, no privacy cost). {left} bins are calibrated"
+                f"(post-processing, no privacy cost)"
+                + (f", as do the {empty} bins released empty" if empty else "")
+                + f". {left} bins are calibrated"
                 + ("; the calibrator is the uncalibrated model." if left == 0 else ".")
                 + " Use more data or sources, or a larger epsilon; fallback='none' keeps them.",
                 NoiseDominatedWarning,
