@@ -144,3 +144,12 @@ def test_deprecated_bins_option_warns_and_matches_n_bins(tmp_path: Path) -> None
     assert _row(old.output, "threshold") == _row(new.output, "threshold")
     both = _invoke(*args, "--bins", "200", "--n-bins", "100")
     assert both.exit_code != 0 and "pass only --n-bins" in both.output
+
+
+def test_a_threshold_below_one_never_prints_as_one() -> None:
+    """APS thresholds of an over-confident network sit within 1e-9 of 1: '1' would read as the
+    full set, which they are not."""
+    from privcal.cli.conformal import _score
+
+    assert _score(0.999999998941985) == "1 - 1.06e-09"
+    assert _score(1.0) == "1" and _score(0.401936123) == "0.401936" and _score(0.9999) == "0.9999"

@@ -160,6 +160,12 @@ def conformal_summary(
     return summary
 
 
+def _score(t: float) -> str:
+    """A score threshold to 6 digits, never rounded up to 1: APS thresholds of an over-confident
+    network sit within 1e-9 of 1 and mean very different sets than 1 itself (the full set)."""
+    return f"1 - {1.0 - t:.3g}" if f"{t:.6g}" == "1" and t < 1.0 else f"{t:.6g}"
+
+
 def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
     table = Table(show_header=False)
     table.add_column(style="bold")
@@ -167,7 +173,7 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
     if "groups" in summary:
         table.add_row("threshold", "one per group (below)")
     else:
-        table.add_row("threshold", f"{summary['threshold']:.6g}")
+        table.add_row("threshold", _score(summary["threshold"]))
     table.add_row("mean set size", f"{summary['mean_size']:.3f}")
     table.add_row("full sets", f"{100 * summary['full_sets']:.1f}%")
     if "coverage" in summary:
@@ -182,7 +188,7 @@ def _summary_table(summary: dict[str, Any], alpha: float) -> Table:
             lo, hi = summary["window"]
             table.add_row(
                 "localised",
-                f"{summary['localize_n']} points found the window [{lo:.6g}, {hi:.6g}] "
+                f"{summary['localize_n']} points found the window [{_score(lo)}, {_score(hi)}] "
                 f"({summary['bins']} bins); the rest released the threshold",
             )
         tuning = f"bins={summary['bins']}"
