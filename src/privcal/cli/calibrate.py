@@ -9,7 +9,9 @@ top-label metrics of a top-label file (``true_label,pred_label,confidence``). ``
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -690,6 +692,11 @@ def _plot(
     save_figure(fig, path)
 
 
+def _one_line_paragraphs(doc: str | None) -> str:
+    """A docstring as help text: dedented, each paragraph on one line (the help wraps it)."""
+    return re.sub(r"(?<!\n)\n(?!\n)", " ", inspect.cleandoc(doc or ""))
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     """Add ``fit``, ``apply`` and ``evaluate`` to the ``privcal`` app."""
     del bench_app  # no benchmark verbs here
@@ -697,7 +704,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     app.command(
         "fit",
-        help=f"{fit.__doc__}\n\nMethods: {', '.join(METHODS)} (platt: binary only). With "
+        help=f"{_one_line_paragraphs(fit.__doc__)}\n\nMethods: {', '.join(METHODS)} (platt: "
+        "binary only). With "
         "--epsilon or --sources a private method is fitted: acc-t, nll-t, temperature, ece-t, "
         "histogram (Luo et al. 2020; epsilon-DP) or dp-ts, dp-ps (Bu et al. 2023; DP-SGD, "
         "(epsilon, delta)-DP, torch extra).",
