@@ -531,3 +531,18 @@ def test_figure_titles_are_not_clipped() -> None:
         ext = t.get_window_extent(renderer)
         assert box.x0 - 1 <= ext.x0 and ext.x1 <= box.x1 + 1, (t.get_text(), ext, box)
         assert math.isfinite(ext.width) and ext.width > 0
+
+
+def test_a_distributed_run_shows_the_threshold_and_min_clients_in_effect() -> None:
+    """config.json holds what was given (threshold 0: the default; min-clients 2); the run used
+    t = 4 of K = 5, and needed 4 clients: the report says so beside the given values."""
+    from privcal.report.readers import _run_settings
+
+    cfg = {"method": "fedtemp", "num-nodes": 5, "min-clients": 2, "epsilon": 5.0}
+    assert "threshold" not in _run_settings(cfg)  # trusted aggregation: no threshold
+    shown = _run_settings({**cfg, "aggregation": "distributed", "threshold": 0})
+    assert shown["threshold"] == "4 (the default for num-nodes)"
+    assert shown["min-clients"] == "2 (4 in effect: the threshold t)"
+    shown = _run_settings({**cfg, "aggregation": "distributed", "threshold": 3, "min-clients": 5})
+    assert shown["threshold"] == "3" and shown["min-clients"] == "5"
+    assert "threshold" not in _run_settings({**cfg, "aggregation": "distributed", "epsilon": 0})

@@ -337,6 +337,24 @@ def _evaluate(o: Output) -> list[dict[str, Any]]:
     return [_section(f"privcal evaluate: {d['input']}", blocks, src)]
 
 
+def _run_settings(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The settings of a federated run's ``config.json`` that the report shows, with what a
+    distributed DP run puts in effect: its threshold ``t`` (0 in the file: the default for
+    ``K``), which also raises ``min-clients`` (fewer than ``t`` clients release nothing)."""
+    keys = ("method", "rounds", "num-nodes", "min-clients", "epsilon", "delta", "sample-rate")
+    shown = {k: str(cfg[k]) for k in keys if k in cfg}
+    if cfg.get("aggregation") == "distributed" and float(cfg.get("epsilon", 0.0)) > 0:
+        from privcal.federated.policy import run_threshold
+
+        t = run_threshold(cfg)[1]
+        shown["aggregation"] = "distributed"
+        given = int(cfg.get("threshold", 0) or 0)
+        shown["threshold"] = str(t) if given else f"{t} (the default for num-nodes)"
+        if t > int(cfg.get("min-clients", 0)):
+            shown["min-clients"] = f"{cfg['min-clients']} ({t} in effect: the threshold t)"
+    return shown
+
+
 def _mean_confidence(rel: Mapping[str, Any]) -> float:
     """The mean top-label confidence, from a reliability diagram's per-bin data."""
     pairs = [(n, c) for n, c in zip(rel["counts"], rel["confidence"], strict=True) if n]
@@ -527,12 +545,11 @@ def _federate(o: Output) -> list[dict[str, Any]]:
         )
     )
     if cfg:
-        keys = ("method", "rounds", "num-nodes", "min-clients", "epsilon", "delta", "sample-rate")
         blocks.append(
             table(
                 "Run configuration",
                 [("key", "Setting"), ("value", "Value")],
-                [{"key": k, "value": str(cfg[k])} for k in keys if k in cfg],
+                [{"key": k, "value": v} for k, v in _run_settings(cfg).items()],
                 source="config.json",
             )
         )
