@@ -153,3 +153,16 @@ def test_a_threshold_below_one_never_prints_as_one() -> None:
 
     assert _score(0.999999998941985) == "1 - 1.06e-09"
     assert _score(1.0) == "1" and _score(0.401936123) == "0.401936" and _score(0.9999) == "0.9999"
+
+
+def test_seed_chooses_randomised_aps_draws_without_epsilon(tmp_path: Path) -> None:
+    """Without --epsilon, --seed seeds randomised APS's u draws (default 0, as the estimator);
+    with a score that draws nothing it is refused, naming both of its uses."""
+    cal, test = _files(tmp_path)
+    args = ["conformal", "--cal", cal, "--test", test, "--score", "aps-randomized"]
+    runs = [_invoke(*args, *extra) for extra in ((), ("--seed", "0"), ("--seed", "1"))]
+    assert all(r.exit_code == 0 for r in runs), [r.output for r in runs]
+    default, zero, one = (_row(r.output, "threshold") for r in runs)
+    assert default == zero and one != zero
+    r = _invoke("conformal", "--cal", cal, "--test", test, "--seed", "1")
+    assert r.exit_code == 2 and "--score aps-randomized" in r.output

@@ -52,12 +52,17 @@ def _estimator(
     if not 0.0 < alpha < 1.0:
         fail(f"The '--alpha' parameter of privcal conformal must be in (0, 1). Got {alpha:g}.")
     if epsilon is None:
-        if (n_bins, localize) != ("auto", "auto") or (seed, method, ledger) != (None, None, None):
+        if (n_bins, localize) != ("auto", "auto") or (method, ledger) != (None, None):
             fail(
-                "--n-bins, --method, --localize, --seed and --ledger apply to private conformal: "
+                "--n-bins, --method, --localize and --ledger apply to private conformal: "
                 "add --epsilon, or drop them."
             )
-        return SplitConformal(score=score, alpha=alpha)
+        if seed is not None and score != "aps-randomized":
+            fail(
+                "--seed seeds private conformal's noise (add --epsilon) or randomised APS's "
+                "draws (--score aps-randomized); drop it."
+            )
+        return SplitConformal(score=score, alpha=alpha, seed=0 if seed is None else seed)
     if not (epsilon > 0 and np.isfinite(epsilon)):
         fail(f"The '--epsilon' parameter of privcal conformal must be > 0. Got {epsilon:g}.")
     b: Any = "auto"
@@ -233,7 +238,11 @@ def conformal(
         str | None, typer.Option(hidden=True, help="Deprecated name of --n-bins.")
     ] = None,
     seed: Annotated[
-        int | None, typer.Option(help="Seeded noise (simulation only; default secure noise).")
+        int | None,
+        typer.Option(
+            help="Seeded noise (simulation only; default secure noise); without --epsilon, the "
+            "seed of --score aps-randomized's draws (default 0)."
+        ),
     ] = None,
     method: Annotated[
         str | None,
