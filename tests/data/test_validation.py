@@ -186,10 +186,16 @@ def test_labels_valid_forms() -> None:
     assert check_labels([0, 1], 2, 2).dtype == np.int64
 
 
-@pytest.mark.parametrize("labels", [[0, 1, 3], [0, -1, 1], [5, 5, 5]])
-def test_labels_out_of_range(labels: list[int]) -> None:
-    with pytest.raises(ValueError, match=r"'labels' must lie in \[0, 2\] for 3 classes"):
+@pytest.mark.parametrize(
+    ("labels", "where"),
+    [([0, 1, 3], "1 out of range, first in row 2 (label 3)"),
+     ([0, -1, 1], "1 out of range, first in row 1 (label -1)"),
+     ([5, 5, 5], "3 out of range, first in row 0 (label 5)")],
+)  # fmt: skip
+def test_labels_out_of_range(labels: list[int], where: str) -> None:
+    with pytest.raises(ValueError, match=r"'labels' must lie in \[0, 2\] for 3 classes") as e:
         check_labels(labels, 3, 3)
+    assert where in str(e.value)
 
 
 @pytest.mark.parametrize("labels", [[0.0, 1.5], [0.0, np.nan], [np.inf, 0.0]])

@@ -240,8 +240,10 @@ def check_labels(
         raise ValueError(f"{name!r} must hold integer class indices; got dtype {arr.dtype}.")
     out = arr.astype(np.int64)
     if out.size and (out.min() < 0 or out.max() >= n_classes):
+        bad = np.flatnonzero((out < 0) | (out >= n_classes))
         raise ValueError(
             f"{name!r} must lie in [0, {n_classes - 1}] for {n_classes} classes; found values in "
-            f"[{out.min()}, {out.max()}]."
+            f"[{out.min()}, {out.max()}], {bad.size} out of range, first in row {bad[0]} "
+            f"(label {out[bad[0]]}). Fix those labels, or give scores with a column per class."
         )
     return out
