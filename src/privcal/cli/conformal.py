@@ -165,6 +165,12 @@ def conformal_summary(
     return summary
 
 
+_SEED_HELP = (
+    "Seeded noise (simulation only; default secure noise); without --epsilon, the seed of "
+    "--score aps-randomized's draws (default 0)."
+)
+
+
 def _score(t: float) -> str:
     """A score threshold to 6 digits, never rounded up to 1: APS thresholds of an over-confident
     network sit within 1e-9 of 1 and mean very different sets than 1 itself (the full set)."""
@@ -237,13 +243,7 @@ def conformal(
     bins: Annotated[
         str | None, typer.Option(hidden=True, help="Deprecated name of --n-bins.")
     ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            help="Seeded noise (simulation only; default secure noise); without --epsilon, the "
-            "seed of --score aps-randomized's draws (default 0)."
-        ),
-    ] = None,
+    seed: Annotated[int | None, typer.Option(help=_SEED_HELP)] = None,
     method: Annotated[
         str | None,
         typer.Option(
