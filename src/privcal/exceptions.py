@@ -25,6 +25,7 @@ class PrivcalWarning(UserWarning):
     Subclasses: :class:`~privcal.calibrators.base.FitWarning` (and its subclasses),
     :class:`~privcal.conformal.FullSetWarning`,
     :class:`~privcal.data.validation.ZeroProbabilityWarning`,
+    :class:`~privcal.data.validation.ProbabilitiesAsLogitsWarning`,
     :class:`~privcal.data.validation.RoundedProbabilityWarning`,
     :class:`~privcal.privacy.InsecureNoiseWarning`,
     :class:`~privcal.privacy.UnaccountedFitWarning`,

@@ -223,3 +223,24 @@ def test_labels_two_dimensional_rejected() -> None:
 def test_labels_custom_name() -> None:
     with pytest.raises(ValueError, match="'y_val' must lie in"):
         check_labels([0, 7], 2, 2, name="y_val")
+
+
+def test_probabilities_read_as_logits_warn() -> None:
+    """Rows in [0, 1] that sum to 1, passed as logits (the default input), warn and name the
+    fix; real logits, and probabilities passed as such, do not."""
+    from privcal.data import ProbabilitiesAsLogitsWarning
+    from privcal.private import PrivateTemperatureScaling
+
+    rng = np.random.default_rng(0)
+    z = 3.0 * rng.normal(size=(400, 5))
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (z + rng.normal(size=z.shape)).argmax(1)
+    with pytest.warns(ProbabilitiesAsLogitsWarning, match="input='probs'"):
+        check_scores(p)
+    with pytest.warns(ProbabilitiesAsLogitsWarning, match="'logits' is read as logits"):
+        PrivateTemperatureScaling(epsilon=1.0).fit(p, y)  # the path a user calls
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProbabilitiesAsLogitsWarning)
+        check_scores(z)
+        check_scores(np.abs(z) / 10.0)  # in [0, 1] but rows do not sum to 1
+        check_scores(p, input="probs")

@@ -70,6 +70,7 @@ from privcal.audits.plants import (
     share_std_over_t,
     shares_sized_for_k,
 )
+from privcal.data.validation import ProbabilitiesAsLogitsWarning
 from privcal.federated import simulation as simulation_module
 from privcal.federated.methods import get_method
 from privcal.federated.payloads import NEWTON_CURVATURE, NEWTON_GRADIENT
@@ -179,7 +180,9 @@ def _temperature(cal: Any) -> float:
 
 def _probe_probability(cal: Any) -> float:
     """P(class 0 | :data:`PROBE`)."""
-    return float(cal.predict_proba(PROBE)[0, 0])
+    with warnings.catch_warnings():  # PROBE is a logit row that happens to sum to 1
+        warnings.simplefilter("ignore", ProbabilitiesAsLogitsWarning)
+        return float(cal.predict_proba(PROBE)[0, 0])
 
 
 def _first_weight(cal: Any) -> float:

@@ -6,6 +6,7 @@ from privcal.data.paths import cache_dir, shared_data_dir
 from privcal.data.synthetic import gaussian_2d
 from privcal.data.validation import (
     PROBS_ATOL,
+    ProbabilitiesAsLogitsWarning,
     RoundedProbabilityWarning,
     ZeroProbabilityWarning,
     check_labels,
@@ -18,6 +19,7 @@ __all__ = [
     "CORRUPTIONS",
     "PROBS_ATOL",
     "DigitsShift",
+    "ProbabilitiesAsLogitsWarning",
     "RoundedProbabilityWarning",
     "Scores",
     "ZeroProbabilityWarning",

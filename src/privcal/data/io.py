@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from scipy.special import softmax as _softmax
 from privcal._params import check_option
 from privcal.data.validation import (
     PROBS_ATOL,
+    ProbabilitiesAsLogitsWarning,
     check_labels,
     check_probs,
     check_scores,
@@ -183,7 +185,9 @@ def _full(
     try:
         if guessed is not None and kind == "logits":
             refuse_probs_as_logits(scores, source, guessed)
-        logits = check_scores(scores, input=kind, name=kind)
+        with warnings.catch_warnings():  # refused above, or the caller said they are logits
+            warnings.simplefilter("ignore", ProbabilitiesAsLogitsWarning)
+            logits = check_scores(scores, input=kind, name=kind)
         y = check_labels(labels, logits.shape[0], logits.shape[1])
     except ValueError as err:
         raise _naming(source, err) from None

@@ -29,6 +29,7 @@ from privcal.exceptions import PrivcalWarning
 
 __all__ = [
     "PROBS_ATOL",
+    "ProbabilitiesAsLogitsWarning",
     "RoundedProbabilityWarning",
     "ZeroProbabilityWarning",
     "check_labels",
@@ -49,6 +50,11 @@ _TINY = np.finfo(np.float64).tiny
 
 class ZeroProbabilityWarning(PrivcalWarning):
     """Exact zero probabilities were replaced by the smallest positive float before ``log``."""
+
+
+class ProbabilitiesAsLogitsWarning(PrivcalWarning):
+    """Scores read as logits look like probabilities (every entry in [0, 1], every row summing
+    to 1): the softmax of probabilities flattens them, so pass ``input="probs"``."""
 
 
 class RoundedProbabilityWarning(PrivcalWarning):
@@ -216,6 +222,15 @@ def check_scores(
     arr = _as_2d_float(scores, name, keep_float32=keep_float32)
     if arr.shape[1] == 1:
         arr = np.hstack([np.zeros_like(arr), arr])
+    elif looks_like_probs(arr[:1]) and looks_like_probs(arr):  # one row rules out most logits
+        warnings.warn(
+            f"{name!r} is read as logits but looks like probabilities (every entry in [0, 1], "
+            "every row summing to 1): the softmax of probabilities flattens them, so what is "
+            "fitted or measured is not the model's confidence. Pass input='probs' if they are "
+            "probabilities.",
+            ProbabilitiesAsLogitsWarning,
+            stacklevel=3,
+        )
     return arr
 
 
