@@ -345,3 +345,28 @@ def test_a_supernode_whose_port_was_taken_starts_again_on_another(
     finally:
         fp.stop()
         taken.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux's /proc")
+def test_stop_ends_what_outlived_its_parent(tmp_path: Path) -> None:
+    """Ray's ClientAppActor workers are the raylet's children and, under load, outlived
+    ``privcal federate simulate``: stop() ends every process that carries the object's mark,
+    a descendant or not, and leaves a process without it alone."""
+    import subprocess
+    import sys
+
+    from privcal.federated.flower.deploy import FlowerProcesses, _marked
+
+    fp = FlowerProcesses(tmp_path)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    orphan = subprocess.Popen(sleeper, env=fp.env, start_new_session=True)  # no one's child
+    other = subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        assert _marked(fp.mark) == [orphan.pid]
+        fp.stop()
+        assert orphan.wait(timeout=5) == -9 and _marked(fp.mark) == []
+        assert other.poll() is None
+    finally:
+        for proc in (orphan, other):
+            proc.kill()
+            proc.wait()

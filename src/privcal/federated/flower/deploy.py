@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,25 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+#: The environment variable that marks every process a :class:`FlowerProcesses` starts (and,
+#: inherited, every process those start: Ray's workers included) with the object's own token.
+MARK_VARIABLE = "PRIVCAL_FLOWER_MARK"
+
+
+def _marked(token: str) -> list[int]:
+    """PIDs of the live processes whose environment carries ``MARK_VARIABLE=token`` (Linux
+    ``/proc``; empty elsewhere). A zombie's environment reads empty: it is not listed."""
+    needle = f"{MARK_VARIABLE}={token}".encode()
+    found = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in env.read_bytes().split(b"\0"):
+                found.append(int(env.parent.name))
+        except (OSError, ValueError):
+            continue
+    return [pid for pid in found if pid != os.getpid()]
 
 
 def _bin(name: str) -> str:
@@ -169,6 +189,7 @@ class FlowerProcesses:
     procs: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     runtime: dict[str, str] = field(default_factory=dict)
     served: set[str] = field(default_factory=set)
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -188,6 +209,7 @@ class FlowerProcesses:
         # default; a shorter poll takes up to ~1 s off every message's round trip
         env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.05")
         env.update(self.extra_env)
+        env[MARK_VARIABLE] = self.mark  # stop() finds what outlived its parent by it
         return env
 
     @property
@@ -415,7 +437,8 @@ class FlowerProcesses:
         return False
 
     def stop(self, name: str | None = None) -> None:
-        """Stop one process (by name) or all of them: SIGTERM to its group, then SIGKILL."""
+        """Stop one process (by name) or all of them: SIGTERM to its group, then SIGKILL; all
+        of them also stops what outlived its parent (:meth:`_stop_marked`)."""
         names = [name] if name else list(self.procs)[::-1]
         for n in names:
             proc = self.procs.pop(n, None)
@@ -440,6 +463,29 @@ class FlowerProcesses:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+        if name is None:
+            self._stop_marked()
+
+    def _stop_marked(self, grace_s: float = 2.0, wait_s: float = 2.0) -> None:
+        """SIGKILL every process that carries this object's mark (:data:`MARK_VARIABLE`) and is
+        still alive ``grace_s`` after the rest stopped, and wait up to ``wait_s`` for it to go.
+
+        Ray's worker processes (``ray::ClientAppActor``) are the raylet's children: once
+        ``flwr-simulation`` has returned, the raylet ends them on its own schedule, and under
+        load one was still alive after ``privcal federate simulate`` exited. No longer anyone's
+        descendant, such a process is found by the mark it inherited.
+        """
+        deadline = time.monotonic() + grace_s
+        while _marked(self.mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in _marked(self.mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait_s
+        while _marked(self.mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def __enter__(self) -> FlowerProcesses:
         return self
