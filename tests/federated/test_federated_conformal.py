@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
 
+from privcal.conformal import FullSetWarning
 from privcal.federated import dirichlet_partition, simulate
 from privcal.federated.dp import DPConfig
 from privcal.federated.methods import conformal as fc
@@ -140,3 +142,20 @@ def test_release_summary_states_the_sets() -> None:
         sets.margin_,
     )
     assert released["text"].startswith(f"sets {{y : S(x, y) <= {sets.threshold_:.4g}}}")
+
+
+def test_full_federated_sets_warn_and_say_what_helps() -> None:
+    """APS scores of an over-confident network lie within 1e-5 of 1, above the default grid's
+    top edge below 1 (1 - 1e-4): every set is then the full set, which warns (it used to be
+    silent) and names the floor; a smaller floor gives informative sets without a warning."""
+    rng = np.random.default_rng(0)
+    z = 8.0 * rng.normal(size=(2000, 10))
+    y = (z / 8.0 + 0.7 * rng.normal(size=z.shape)).argmax(1)
+    parts = np.array_split(np.arange(2000), 20)
+    with pytest.warns(FullSetWarning, match=r"floor=0\.0001\).*smaller floor"):
+        full, _ = simulate("conformal-aps", z, y, parts, rounds=1, row_cap=100)
+    assert full.threshold_ == 1.0 and full.predict_set(z).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FullSetWarning)
+        fine, _ = simulate("conformal-aps", z, y, parts, rounds=1, row_cap=100, floor=1e-10)
+    assert fine.predict_set(z).sum(1).mean() < 7.0

@@ -242,10 +242,12 @@ def _simulate_audit(
         params["aggregation"] = aggregation
 
     def call(side: int) -> Any:
+        from privcal.conformal import FullSetWarning
         from privcal.private import NoiseDominatedWarning
 
-        with warnings.catch_warnings():  # FedTemp's fallback: the audit reads the value before
-            warnings.simplefilter("ignore", NoiseDominatedWarning)
+        with warnings.catch_warnings():  # FedTemp's fallback, full conformal sets: the audit
+            warnings.simplefilter("ignore", NoiseDominatedWarning)  # reads the release before
+            warnings.simplefilter("ignore", FullSetWarning)
             return simulate(method, z, y, _parts(side, len(y)), **_RUN, **params)[0]
 
     draw = draws(lambda side: read(call(side)))

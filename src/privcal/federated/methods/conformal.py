@@ -58,6 +58,7 @@ margin ``sqrt(m) r s``: ``r`` cancels, so the sets depend on ``K``, ``epsilon`` 
 from __future__ import annotations
 
 import secrets
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -65,7 +66,7 @@ import numpy as np
 from privcal import __version__
 from privcal._params import check_int, check_option, check_probability
 from privcal.calibrators.base import fitted_field_error
-from privcal.conformal._base import ConformalBase, NotFittedError
+from privcal.conformal._base import ConformalBase, FullSetWarning, NotFittedError
 from privcal.conformal.private.sources import noise_margin, pooled_threshold
 from privcal.conformal.quantile import bin_edges
 from privcal.federated.dp import DPConfig, NoiseGroup, clip_rows_l2
@@ -306,6 +307,22 @@ class FedConformal(FedMethod):
         sets.threshold_ = float(self.edges[j]) if j < self.m else 1.0
         sets.bin_, sets.edges_, sets.margin_ = j, self.edges, margin
         sets.noise_variance_, sets.n_classes_, sets.counts_ = v, int(c), counts
+        if sets.threshold_ >= 1.0:
+            below = f"1 - {1.0 - float(self.edges[-2]):.3g}"
+            aps = (
+                " An over-confident network puts APS scores within 1e-9 of 1: a smaller floor "
+                "(e.g. 1e-10) or the LAC score can help."
+                if self.score == "aps"
+                else ""
+            )
+            warnings.warn(
+                f"Every federated {self.score.upper()} set holds every label: no bin below the "
+                f"grid's top edge ({below}, floor={self.floor:g}) holds 1 - alpha of the "
+                "released counts beyond the noise margin. More clients, rows a client (up to "
+                f"row_cap) or a larger epsilon or alpha give sets that are not full.{aps}",
+                FullSetWarning,
+                stacklevel=2,
+            )
         return sets
 
     def __repr__(self) -> str:
