@@ -183,6 +183,9 @@ def test_wrong_class_count_at_predict(name: str, data: Any) -> None:
         ValueError, match=rf"fitted on {c} classes but 'logits' has {c + 1} columns"
     ):
         cal.predict_proba(np.zeros((2, c + 1)))
+    if c > 2:  # one example passed as a 1-D row is read as binary logits: the error says so
+        with pytest.raises(ValueError, match=r"reshape\(1, -1\)"):
+            cal.predict_proba(data[0][0])
 
 
 @pytest.mark.parametrize(("name", "data"), [(m, m) for m in ALL], indirect=["data"])

@@ -206,7 +206,7 @@ def test_nll_zero_probability_of_true_label_is_the_logits_value() -> None:
     """An exact 0 is logged as the smallest positive float, with a warning, as when the same
     probabilities are saved and read back as logits: both paths give the same finite NLL."""
     p = np.array([[1.0, 0.0], [0.5, 0.5]])
-    with pytest.warns(ZeroProbabilityWarning, match="1 probabilities are exactly 0"):
+    with pytest.warns(ZeroProbabilityWarning, match="1 true-class probabilities are exactly 0"):
         value = nll(p, [1, 0])
     assert value == pytest.approx((-np.log(np.finfo(float).tiny) + np.log(2.0)) / 2, rel=1e-15)
     with pytest.warns(ZeroProbabilityWarning):

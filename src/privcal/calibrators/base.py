@@ -168,9 +168,16 @@ class Calibrator(ValidatedParams, BaseEstimator):
         self._check_fitted()
         z = check_scores(logits, input=input)
         if z.shape[1] != self.n_classes_:
+            one_d = np.ndim(logits) == 1  # read as N binary logits, as check_scores says
             raise ValueError(
                 f"{type(self).__name__} was fitted on {self.n_classes_} classes but 'logits' has "
-                f"{z.shape[1]} columns."
+                f"{z.shape[1]} columns"
+                + (
+                    ": a 1-D array is read as binary logits, one per example; pass one example "
+                    "of C classes as logits.reshape(1, -1)."
+                    if one_d
+                    else "."
+                )
             )
         return self._predict_proba(z)
 

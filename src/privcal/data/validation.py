@@ -101,12 +101,13 @@ def _as_2d_float(
     return arr
 
 
-def probs_to_logits(probs: np.ndarray) -> np.ndarray:
-    """``log(probs)``, replacing exact zeros by the smallest positive float, with a warning."""
+def probs_to_logits(probs: np.ndarray, what: str = "probabilities") -> np.ndarray:
+    """``log(probs)``, replacing exact zeros by the smallest positive float, with a warning
+    that counts them as ``what``."""
     zeros = probs == 0.0
     if zeros.any():
         warnings.warn(
-            f"{int(zeros.sum())} probabilities are exactly 0; they were replaced by the smallest "
+            f"{int(zeros.sum())} {what} are exactly 0; they were replaced by the smallest "
             f"positive float ({_TINY:.3g}) before taking the log.",
             ZeroProbabilityWarning,
             stacklevel=3,

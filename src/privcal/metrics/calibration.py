@@ -272,7 +272,7 @@ def nll(probs: object, labels: object, *, input: Input = "probs") -> float:
         z = check_scores(probs, name="logits")
         return float(nll_terms(z, check_labels(labels, z.shape[0], z.shape[1])).mean())
     p, y = _probs_labels(probs, labels, input, "nll")
-    return float(-probs_to_logits(p[np.arange(p.shape[0]), y]).mean())
+    return float(-probs_to_logits(p[np.arange(p.shape[0]), y], "true-class probabilities").mean())
 
 
 def accuracy(probs: object, labels: object, *, input: Input = "probs") -> float:
