@@ -133,7 +133,12 @@ class BudgetExceededError(RuntimeError):
                 f"; delta budget={delta_budget:g}, spent {delta_spent:g}, "
                 f"requested {delta_requested:g}"
             )
-        super().__init__(msg + (f"; {note}" if note else "") + ". Nothing was recorded.")
+        super().__init__(
+            msg
+            + (f"; {note}" if note else "")
+            + ". Nothing was recorded. Ask for at most the remaining epsilon, or release from "
+            "other data: a budget spent on this data stays spent."
+        )
 
 
 class _BasicTotals:
@@ -484,9 +489,10 @@ class PrivacyOdometer(_BasicTotals):
         eps, dlt, _ = as_relation(row, self.relation)  # substitution doubles add/remove ones
         spent = with_it.basic_epsilon - eps
         dspent = with_it.basic_delta - dlt
-        note = ""
+        note = f"ledger file {str(self.ledger)!r}" if self.ledger is not None else ""
         if self.relation == "substitute":
-            note = "a substitute ledger: each add/remove release counted twice (group privacy)"
+            note += "; " if note else ""
+            note += "a substitute ledger: each add/remove release counted twice (group privacy)"
         if self.rule.renyi_delta > 0:
             note += "; " if note else ""
             note += (
