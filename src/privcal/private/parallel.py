@@ -90,11 +90,13 @@ def check_sources(sources: Any, owner: str) -> list[DataSource]:
     return srcs
 
 
-def _same_data_error(owner: str, a: DataSource, b: DataSource, what: str) -> ValueError:
+def _same_data_error(
+    owner: str, a: DataSource, b: DataSource, what: str, hint: str = ""
+) -> ValueError:
     return ValueError(
-        f"The 'sources' parameter of {owner}: sources {a.name!r} and {b.name!r} {what}; their "
-        "guarantees would compose in parallel only if they held disjoint data. List the data "
-        "once: merge the two into one DataSource, or remove the shared rows from one of them."
+        f"The 'sources' parameter of {owner}: sources {a.name!r} and {b.name!r} {what}. Their "
+        "guarantees compose in parallel only over disjoint data: list the data once (merge the "
+        "two into one DataSource, or remove the shared rows from one of them)." + hint
     )
 
 
@@ -125,7 +127,12 @@ def check_disjoint(sources: list[DataSource], owner: str) -> None:
         i, j = int(o[clash[0]]), int(o[clash[0] + 1])
         shared = np.intersect1d(sources[i]._digests, sources[j]._digests).size
         raise _same_data_error(
-            owner, sources[i], sources[j], f"share {shared} identical rows (logits and label)"
+            owner,
+            sources[i],
+            sources[j],
+            f"share {shared} identical rows (logits and label)",
+            " Rows of different examples whose scores coincide (rounded exports, saturated "
+            "probabilities) look the same: give unrounded logits.",
         )
 
 
