@@ -642,7 +642,7 @@ class LedgerClone:
     ``clone`` (cross-validation, grid search) warns :func:`warn_unaccounted` without a ledger."""
 
     def __sklearn_clone__(self) -> Any:
-        warn_unaccounted(self, "is cloned by scikit-learn (to fit again)", stacklevel=4)
+        warn_unaccounted(self, "is cloned by scikit-learn (each clone is fitted)", stacklevel=4)
         return super().__sklearn_clone__()  # type: ignore[misc]
 
     def _warn_refit(self, stacklevel: int = 4) -> None:
