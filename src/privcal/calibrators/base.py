@@ -168,7 +168,7 @@ class Calibrator(ValidatedParams, BaseEstimator):
         self._check_fitted()
         z = check_scores(logits, input=input)
         if z.shape[1] != self.n_classes_:
-            one_d = np.ndim(logits) == 1  # read as N binary logits, as check_scores says
+            one_d = np.asarray(logits).ndim == 1  # read as N binary logits (check_scores)
             raise ValueError(
                 f"{type(self).__name__} was fitted on {self.n_classes_} classes but 'logits' has "
                 f"{z.shape[1]} columns"
