@@ -396,3 +396,16 @@ def test_one_rows_nll_variation_is_within_the_sensitivity(bound: float) -> None:
         # not loose: valleys reach most of it (below B = log 2 a wrong label's NLL is always
         # clipped, so only the label-on-top rows move, by at most B)
         assert tv.max() > 0.6 * (nll_curve_sensitivity(bound, c) if bound > 1 else bound)
+
+
+def test_privacy_report_before_fit_is_not_fitted() -> None:
+    """Before fit, privacy_report_ raises scikit-learn's NotFittedError (an AttributeError, so
+    hasattr stays False) that says what sets it, not a bare AttributeError."""
+    from sklearn.exceptions import NotFittedError
+
+    from privcal.private import PrivateHistogramBinning, PrivateTemperatureScaling
+
+    for est in (PrivateTemperatureScaling(), PrivateHistogramBinning()):
+        assert not hasattr(est, "privacy_report_")
+        with pytest.raises(NotFittedError, match="has no privacy_report_ yet: fit sets it"):
+            _ = est.privacy_report_

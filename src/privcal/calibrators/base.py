@@ -350,8 +350,11 @@ class ReportsPrivacy:
     @property
     def privacy_report_(self) -> PrivacyReport:
         rep = self.__dict__.get("_privacy_report")
-        if rep is None:
-            raise AttributeError("privacy_report_")
+        if rep is None:  # NotFittedError is an AttributeError: hasattr stays False
+            raise NotFittedError(
+                f"This {type(self).__name__} has no privacy_report_ yet: fit sets it (the "
+                "report of that fit's release), and calibrator_from_dict restores it."
+            )
         return rep
 
     @privacy_report_.setter
