@@ -404,28 +404,16 @@ def _write_interrupted(out: Path, signum: int, told: bool) -> None:
     path.write_text(json.dumps(info, indent=2) + "\n")
 
 
-def _privcal_text(line: str) -> str | None:
-    """The text of one of the ServerApp's own lines (``privcal: ...``, printed or an error's
-    message), or ``None``; a traceback's source line that quotes one (``raise
-    RuntimeError(f"privcal: refused: {reason}.")``) is not one."""
-    head, sep, text = line.partition("privcal: ")
-    return text if sep and not head.endswith(('"', "'")) else None
-
-
-def _privcal_lines(text: str) -> list[str]:
-    """:func:`_privcal_text` of every line of ``text`` that has one, in order."""
-    return [t for t in map(_privcal_text, text.splitlines()) if t is not None]
-
-
 def _server_line(log: Any) -> Any:
     """Show the ServerApp's ``privcal:`` lines as they arrive; keep every line in ``log`` as
     plain text (Flower colours its log levels: the escape codes are left out of the file)."""
+    from privcal.federated.flower.deploy import privcal_text
 
     def show(line: str) -> None:
         line = plain_text(line)
         log.write(line + "\n")
         log.flush()
-        text = _privcal_text(line)
+        text = privcal_text(line)
         if text is None or text.startswith(("PrivacyReport", "budget:")):
             return
         style = "yellow" if "WARNING" in text or "dropped" in text else None
@@ -436,13 +424,14 @@ def _server_line(log: Any) -> Any:
 
 def _server_end(res: Any, out: Path, method: str = "fedtemp") -> None:
     """Exit status and summary of a finished run of ``method`` (budget refusals exit 3)."""
+    from privcal.federated.flower.deploy import privcal_lines
     from privcal.federated.flower.task import released_file
 
     release = out / released_file(method)
     text = res.stdout
     if res.returncode == 124:
         fail(f"The run did not end within --timeout; its log is {out / 'run.log'}.", code=1)
-    lines = _privcal_lines(text)
+    lines = privcal_lines(text)
     if "privcal: budget:" in text or "BudgetExceededError" in text:
         reason = next(
             (ln for ln in lines if ln.startswith("budget:")), "a client's privacy budget is spent"

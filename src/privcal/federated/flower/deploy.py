@@ -74,6 +74,19 @@ def _marked(token: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
+def privcal_text(line: str) -> str | None:
+    """The text of one of the ServerApp's own lines (``privcal: ...``, printed or an error's
+    message), or ``None``; a traceback's source line that quotes one (``raise
+    RuntimeError(f"privcal: refused: {reason}.")``) is not one."""
+    head, sep, text = line.partition("privcal: ")
+    return text if sep and not head.endswith(('"', "'")) else None
+
+
+def privcal_lines(text: str) -> list[str]:
+    """:func:`privcal_text` of every line of ``text`` that has one, in order."""
+    return [t for t in map(privcal_text, text.splitlines()) if t is not None]
+
+
 def _bin(name: str) -> str:
     here = Path(sys.executable).parent / name
     return str(here) if here.exists() else (shutil.which(name) or name)

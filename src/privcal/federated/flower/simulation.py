@@ -205,7 +205,9 @@ def check_simulation(res: Any, out: Path, release: str = "calibrator.json") -> N
     if res.returncode == 124:
         raise RuntimeError(f"The simulation did not end within timeout_s; its log:\n{_tail(res)}")
     if res.returncode != 0 or not (out / release).exists():
-        lines = [ln.split("privcal: ", 1)[1] for ln in res.stdout.splitlines() if "privcal: " in ln]
+        from privcal.federated.flower.deploy import privcal_lines
+
+        lines = privcal_lines(res.stdout)
         last = lines[-1] if lines else "no privcal output"
         raise RuntimeError(f"The simulation failed ({last}); its log:\n{_tail(res)}")
 
@@ -299,6 +301,7 @@ def simulate_flower(
     with ``K = num_nodes``). The rows of ``data`` are read on this machine (or the Ray
     cluster): a simulation is not a privacy boundary between clients.
     """
+    from privcal.federated.flower.deploy import privcal_text
     from privcal.federated.flower.task import released_file
 
     cfg = simulation_config(
@@ -309,8 +312,9 @@ def simulate_flower(
     fed = federation_config(num_nodes, num_cpus, ray_address)
 
     def on_line(line: str) -> None:
-        if progress is not None and "privcal: " in line:
-            progress(line.split("privcal: ", 1)[1])
+        text = privcal_text(line)
+        if progress is not None and text is not None:
+            progress(text)
 
     with tempfile.TemporaryDirectory(prefix="privcal-flwr-sim-") as tmp:
         work = Path(tmp)

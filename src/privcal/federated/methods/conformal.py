@@ -308,16 +308,20 @@ class FedConformal(FedMethod):
         sets.bin_, sets.edges_, sets.margin_ = j, self.edges, margin
         sets.noise_variance_, sets.n_classes_, sets.counts_ = v, int(c), counts
         if sets.threshold_ >= 1.0:
-            below = f"1 - {1.0 - float(self.edges[-2]):.3g}"
+            grid = isinstance(self.n_bins, int | np.integer)  # else the edges were given
+            below = f"1 - {1.0 - float(self.edges[-2]):.3g}" + (
+                f", floor={self.floor:g}" if grid else ""
+            )
+            finer = "a smaller floor (e.g. 1e-10)" if grid else "edges closer to 1"
             aps = (
-                " An over-confident network puts APS scores within 1e-9 of 1: a smaller floor "
-                "(e.g. 1e-10) or the LAC score can help."
+                f" An over-confident network puts APS scores within 1e-9 of 1: {finer} or the "
+                "LAC score can help."
                 if self.score == "aps"
                 else ""
             )
             warnings.warn(
                 f"Every federated {self.score.upper()} set holds every label: no bin below the "
-                f"grid's top edge ({below}, floor={self.floor:g}) holds 1 - alpha of the "
+                f"grid's top edge ({below}) holds 1 - alpha of the "
                 "released counts beyond the noise margin. More clients, rows a client (up to "
                 f"row_cap) or a larger epsilon or alpha give sets that are not full.{aps}",
                 FullSetWarning,
